@@ -1,0 +1,29 @@
+"""`python -m benchflow [-m] key=value ...`: compose, validate, and run benchmark jobs.
+
+Nothing heavy is imported here: --help, --cfg job and config errors never load
+torch, torch_xla or mlflow. Each job's child process imports those itself.
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def main() -> None:
+    import hydra
+
+    from benchflow.config.store import register
+
+    register()
+
+    @hydra.main(version_base="1.3", config_path="../../conf", config_name="config")
+    def _app(cfg):  # type: ignore[no-untyped-def]
+        from benchflow.sweep.task import run_job
+
+        return run_job(cfg)
+
+    _app()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

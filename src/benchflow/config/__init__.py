@@ -1,0 +1,1 @@
+"""Configuration: the structured schema, its registration, and validation at the edge."""

@@ -1,0 +1,80 @@
+"""The structured-config schema: every key a user can set, typed, with its meaning.
+
+Hydra composes YAML under ``conf/`` onto these dataclasses, so a wrong type
+(``repeat=abc``) or an unknown key fails at composition. Range and combination
+rules live in :mod:`benchflow.config.validate`, applied once at the edge.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from omegaconf import MISSING
+
+
+@dataclass
+class ModelConfig:
+    name: str = MISSING  # model name, e.g. llama; TorchBench's name when loaded from there
+    source: str = "auto"  # auto: TorchBench if installed, else built-in | builtin | torchbench
+    builtin: str | None = None  # "module:Class" of benchflow's own implementation, if any
+    size: str = "small"  # size preset of built-in models: tiny | small | base | large
+
+
+@dataclass
+class DynamoConfig:
+    name: str = "none"  # torch.compile backend; none = no dynamo (eager, or lazy XLA)
+    mode: str | None = None  # torch.compile mode, e.g. max-autotune; null = backend default
+    fullgraph: bool = False  # make graph breaks an error instead of a split graph
+
+
+@dataclass
+class XlaConfig:
+    name: str = "auto"  # auto: PJRT when the backend needs it | none | PJRT (lazy XLA device)
+
+
+@dataclass
+class TestConfig:
+    name: str = "eval"  # eval: inference step | train: forward, backward, optimizer step
+
+
+@dataclass
+class AcceleratorConfig:
+    name: str = "auto"  # auto: cuda if a GPU is present, else cpu | cpu | cuda
+
+
+@dataclass
+class MlflowConfig:
+    enabled: bool = True  # log runs to MLflow
+    tracking_uri: str | None = None  # null: SQLite store + artifact folder in the project directory
+    experiment: str = "benchflow"  # MLflow experiment name
+
+
+@dataclass
+class BenchConfig:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    dynamo: DynamoConfig = field(default_factory=DynamoConfig)
+    xla: XlaConfig = field(default_factory=XlaConfig)
+    test: TestConfig = field(default_factory=TestConfig)
+    accelerator: AcceleratorConfig = field(default_factory=AcceleratorConfig)
+    mlflow: MlflowConfig = field(default_factory=MlflowConfig)
+    suite: str = "builtin"  # suite name recorded in results (torchbench when loaded from there)
+    repeat: int = 5  # timed repeats; summaries are taken over these
+    iterations_per_run: int = 5  # steps per repeat, timed together and divided
+    warmup: int = 2  # untimed steps before the first repeat; the first is reported as cold start
+    batch_size: int | None = None  # null: the suite's or the model's default for the test
+    dtype: str | None = None  # null: suite default (float32 for built-ins); bfloat16, amp, ...
+    timeout_s: float = 900.0  # hard limit for one job's child process, compile included
+    seed: int = 1337  # seeds torch, numpy and random before the model is built
+    matmul_precision: str = "high"  # torch.set_float32_matmul_precision
+    num_threads: int | None = None  # torch.set_num_threads in the child; null: torch default
+    baseline: str = "inductor"  # backend the end-of-sweep table computes speedups against
+    fail_fast: bool = False  # stop the sweep at the first job that is not ok or skipped
+    progress: bool = True  # live progress display in the terminal
+
+
+def to_plain(obj: Any) -> Any:
+    """A dataclass tree as plain dicts (JSON-ready)."""
+    from dataclasses import asdict, is_dataclass
+
+    return asdict(obj) if is_dataclass(obj) and not isinstance(obj, type) else obj

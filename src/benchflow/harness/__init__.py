@@ -1,0 +1,1 @@
+"""The isolated child: one job, one fresh process (`python -m benchflow.harness JOB.json`)."""

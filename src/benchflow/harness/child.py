@@ -1,0 +1,176 @@
+"""Entry point of the isolated child process.
+
+The parent writes ``job.json`` (the resolved config and where to put things);
+the child builds the model, times it, and writes ``result.json`` atomically.
+An exception becomes ``status=failed`` with its traceback in the job's stderr
+log; a crash leaves no result.json, and the parent reports it from the exit code.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import platform
+import resource
+import sys
+import time
+import traceback
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from benchflow.config.schema import BenchConfig
+from benchflow.results.io import write_json_atomic
+
+log = logging.getLogger("benchflow.child")
+
+AMP_DTYPES = {"amp": None, "amp_bf16": "bfloat16", "amp_fp16": "float16"}
+
+
+class JobSkipped(Exception):
+    """The model declares it cannot run this job (recorded as status=skipped)."""
+
+
+def config_from_dict(data: dict[str, Any]) -> BenchConfig:
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(BenchConfig), data))
+    assert isinstance(cfg, BenchConfig)
+    return cfg
+
+
+def versions() -> dict[str, str | None]:
+    def ver(dist: str) -> str | None:
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            return None
+
+    return {
+        "python": platform.python_version(),
+        "torch": ver("torch"),
+        "torch_xla": ver("torch_xla"),
+        "benchflow": ver("benchflow"),
+    }
+
+
+def seed_everything(seed: int) -> None:
+    import random
+
+    import numpy as np
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def run(cfg: BenchConfig) -> dict[str, Any]:
+    """Build, prepare and time one job. Returns the child's part of the result row."""
+    t_import = time.perf_counter()
+    import torch
+
+    from benchflow.backends.catalog import BACKENDS
+    from benchflow.backends.compile import apply_compiler
+    from benchflow.backends.device import make_device
+    from benchflow.harness.probes import DynamoProbe, XlaMetricsProbe
+    from benchflow.harness.timing import measure
+    from benchflow.models.registry import load_model
+
+    device = make_device(cfg.accelerator.name, cfg.xla.name)
+    import_s = time.perf_counter() - t_import
+
+    t_setup = time.perf_counter()
+    torch.set_float32_matmul_precision(cfg.matmul_precision)
+    if cfg.num_threads:
+        torch.set_num_threads(cfg.num_threads)
+    dtype_name = cfg.dtype or "float32"
+    amp = dtype_name in AMP_DTYPES
+    model_dtype = None if amp or dtype_name == "float32" else getattr(torch, dtype_name)
+    seed_everything(cfg.seed)
+    model, source = load_model(
+        cfg.model, cfg.test.name, device.torch_device, cfg.batch_size, model_dtype
+    )
+    apply_compiler(model, cfg.dynamo)
+    step = model.train if cfg.test.name == "train" else model.eval
+    if amp:
+        step = _autocast(step, device.autocast_type, AMP_DTYPES[dtype_name], device.kind)
+    probes: list[Any] = []
+    if cfg.xla.name == "PJRT":
+        probes.append(XlaMetricsProbe())
+    if BACKENDS[cfg.dynamo.name].compiles:
+        probes.append(DynamoProbe())
+    setup_s = time.perf_counter() - t_setup
+
+    t_measure = time.perf_counter()
+    m = measure(
+        step,
+        device,
+        repeat=cfg.repeat,
+        iterations_per_run=cfg.iterations_per_run,
+        warmup=cfg.warmup,
+        probes=probes,
+        trace_time=cfg.xla.name == "PJRT",
+    )
+    measure_s = time.perf_counter() - t_measure
+
+    per_iter = m.summary()["per_iter_time_s"]["median"]
+    return {
+        "model_source": source,
+        "batch_size": model.batch_size,
+        "dtype": dtype_name,
+        "accelerator_model": device.model_name(),
+        "num_threads": torch.get_num_threads(),
+        "metrics": {
+            **m.per_repeat,
+            "first_iter_time_s": m.first_iter_time_s,
+            "warmup_time_s": m.warmup_time_s,
+            "throughput_samples_per_s": model.batch_size / per_iter if per_iter > 0 else 0.0,
+            "peak_host_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+            **{f"cold_{k}": v for k, v in m.cold.items()},
+        },
+        "summary": m.summary(),
+        "child_timings": {"import_s": import_s, "setup_s": setup_s, "measure_s": measure_s},
+    }
+
+
+def _autocast(step: Any, device_type: str, dtype_name: str | None, kind: str) -> Any:
+    import torch
+
+    if dtype_name is None:  # plain `amp`: the device's usual low-precision type
+        dtype_name = "float16" if kind == "cuda" else "bfloat16"
+    dtype = getattr(torch, dtype_name)
+
+    def step_in_autocast() -> Any:
+        with torch.autocast(device_type=device_type, dtype=dtype):
+            return step()
+
+    return step_in_autocast
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: python -m benchflow.harness JOB.json", file=sys.stderr)
+        return 2
+    t0 = time.perf_counter()
+    job = json.loads(Path(argv[0]).read_text())
+    logging.basicConfig(
+        level=logging.INFO,
+        stream=sys.stderr,
+        format=f"%(asctime)s [{job['name']}] %(levelname)s %(name)s: %(message)s",
+    )
+    log.info("pid %d, job %s", os.getpid(), argv[0])
+    result: dict[str, Any] = {"status": "ok", "error": None, "versions": versions()}
+    try:
+        cfg = config_from_dict(job["config"])
+        result.update(run(cfg))
+    except JobSkipped as exc:
+        result.update(status="skipped", error=str(exc))
+        log.info("skipped: %s", exc)
+    except Exception as exc:
+        result.update(status="failed", error=f"{type(exc).__name__}: {exc}")
+        log.error("job failed:\n%s", traceback.format_exc())
+    result["child_wall_s"] = time.perf_counter() - t0
+    write_json_atomic(Path(job["result_path"]), result)
+    return 0 if result["status"] != "failed" else 1

@@ -1,0 +1,52 @@
+"""Counters read as deltas around a timed region: XLA metrics and dynamo state.
+
+A probe snapshots before and after; the difference is what happened inside the
+region, whatever ran earlier in the process.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class XlaMetricsProbe:
+    """torch_xla's CompileTime / ExecuteTime metrics (PJRT names them so)."""
+
+    METRICS = ("CompileTime", "ExecuteTime")
+
+    def snapshot(self) -> dict[str, tuple[int, float]]:
+        import torch_xla.debug.metrics as met
+
+        snap = {}
+        for name in self.METRICS:
+            data = met.metric_data(name)
+            # (count, accumulated nanoseconds, samples) or None before the first sample
+            count, total_ns = (data[0], data[1]) if data else (0, 0.0)
+            snap[name] = (int(count), float(total_ns))
+        return snap
+
+    def delta(self, before: dict[str, Any], after: dict[str, Any]) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for name in self.METRICS:
+            out[f"xla_{name}_number"] = after[name][0] - before[name][0]
+            out[f"xla_{name}_time_s"] = (after[name][1] - before[name][1]) / 1e9
+        return out
+
+
+class DynamoProbe:
+    """Dynamo's frame/graph counters and its compile-time accounting."""
+
+    def snapshot(self) -> dict[str, float]:
+        from torch._dynamo.utils import compilation_time_metrics, counters
+
+        return {
+            # frames dynamo converted into graphs (a graph break adds one)
+            "dynamo_frames_ok": counters["frames"]["ok"],
+            "dynamo_unique_graphs": counters["stats"]["unique_graphs"],
+            "dynamo_calls_captured": counters["stats"]["calls_captured"],
+            "dynamo_graph_breaks": sum(counters["graph_break"].values()),
+            "dynamo_compile_time_s": sum(compilation_time_metrics.get("_compile.compile_inner", [])),
+        }
+
+    def delta(self, before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+        return {k: after[k] - before[k] for k in after}

@@ -1,0 +1,130 @@
+"""The shape every benchmarked model has, built-in or TorchBench.
+
+It mirrors TorchBench's ``BenchmarkModel``: a module with example inputs, default
+batch sizes per test, and the model's own ``train()`` / ``eval()`` step. The
+harness never reaches inside a model; it only swaps the module for a compiled one
+with :meth:`set_module` and calls the step.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Any, ClassVar
+
+import torch
+from torch import nn
+
+
+class BenchModel(abc.ABC):
+    """One benchmarkable workload: a module, its inputs and its step."""
+
+    DEFAULT_TRAIN_BSIZE: ClassVar[int]
+    DEFAULT_EVAL_BSIZE: ClassVar[int]
+    # Size knob: preset name -> constructor hyper-parameters. "small" is the
+    # default and keeps a 2-core CPU sweep to minutes; larger presets approach
+    # the real architectures' sizes.
+    SIZES: ClassVar[dict[str, dict[str, Any]]]
+
+    def __init__(
+        self,
+        test: str,
+        device: torch.device | str = "cpu",
+        batch_size: int | None = None,
+        size: str = "small",
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        if test not in ("train", "eval"):
+            raise ValueError(f"test must be 'train' or 'eval', got {test!r}")
+        if size not in self.SIZES:
+            raise ValueError(
+                f"model.size={size!r} is not a size of {type(self).__name__}; "
+                f"allowed: {sorted(self.SIZES)}"
+            )
+        self.test = test
+        self.device = torch.device(device)
+        self.size = size
+        self.batch_size = batch_size or (
+            self.DEFAULT_TRAIN_BSIZE if test == "train" else self.DEFAULT_EVAL_BSIZE
+        )
+        # Built on the host so that weights and inputs do not depend on the
+        # device's RNG, then moved: the seed's rule for XLA devices.
+        module = self.build_module(**self.SIZES[size])
+        inputs = self.make_inputs(module, self.batch_size)
+        if dtype is not None:
+            module = module.to(dtype)
+            inputs = tuple(_cast_floating(x, dtype) for x in inputs)
+        self.model: nn.Module = module.to(self.device)
+        self.example_inputs: tuple[Any, ...] = tuple(_to_device(x, self.device) for x in inputs)
+        self.model.train(test == "train")
+        # The optimizer is made after the move, so it holds the device parameters.
+        self.optimizer: torch.optim.Optimizer | None = (
+            torch.optim.SGD(self.model.parameters(), lr=1e-3) if test == "train" else None
+        )
+
+    # -- what each model defines -------------------------------------------------
+    @abc.abstractmethod
+    def build_module(self, **hparams: Any) -> nn.Module:
+        """Build the module on the host from one ``SIZES`` preset."""
+
+    @abc.abstractmethod
+    def make_inputs(self, module: nn.Module, batch_size: int) -> tuple[Any, ...]:
+        """Make one batch of example inputs on the host."""
+
+    def loss(self, outputs: Any) -> torch.Tensor:
+        """Scalar training loss; the default sums every floating output."""
+        return _sum_floating(outputs)
+
+    # -- the TorchBench-shaped interface ---------------------------------------
+    def get_module(self) -> tuple[nn.Module, tuple[Any, ...]]:
+        return self.model, self.example_inputs
+
+    def set_module(self, module: nn.Module) -> None:
+        """Swap in a wrapped module (a compiled one), sharing the same parameters."""
+        self.model = module
+
+    def train(self) -> torch.Tensor:
+        """One training step: forward, backward, optimizer step. Returns the loss."""
+        assert self.optimizer is not None, "train() on a model built for eval"
+        self.optimizer.zero_grad(set_to_none=True)
+        loss = self.loss(self.model(*self.example_inputs))
+        loss.backward()
+        self.optimizer.step()
+        return loss.detach()
+
+    def eval(self) -> Any:
+        """One inference step. Returns the outputs."""
+        with torch.no_grad():
+            return self.model(*self.example_inputs)
+
+
+def _cast_floating(x: Any, dtype: torch.dtype) -> Any:
+    if isinstance(x, torch.Tensor) and x.is_floating_point():
+        return x.to(dtype)
+    return x
+
+
+def _to_device(x: Any, device: torch.device) -> Any:
+    return x.to(device) if isinstance(x, torch.Tensor) else x
+
+
+def _sum_floating(outputs: Any) -> torch.Tensor:
+    if isinstance(outputs, torch.Tensor):
+        return outputs.float().sum()
+    if isinstance(outputs, dict):
+        outputs = list(outputs.values())
+    if isinstance(outputs, (list, tuple)):
+        parts = [_sum_floating(o) for o in outputs if _has_floating(o)]
+        if not parts:
+            raise TypeError("model outputs hold no floating tensor to build a loss from")
+        return torch.stack(parts).sum()
+    raise TypeError(f"cannot build a loss from outputs of type {type(outputs).__name__}")
+
+
+def _has_floating(x: Any) -> bool:
+    if isinstance(x, torch.Tensor):
+        return x.is_floating_point()
+    if isinstance(x, dict):
+        return any(_has_floating(v) for v in x.values())
+    if isinstance(x, (list, tuple)):
+        return any(_has_floating(v) for v in x)
+    return False

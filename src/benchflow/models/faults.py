@@ -1,0 +1,77 @@
+"""Models that misbehave on purpose, to prove the harness survives them.
+
+Each is a tiny MLP whose step crashes the interpreter, hangs, raises, or spawns
+a grandchild that outlives it. Tests select them through tests/conf/model/.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from typing import Any
+
+from torch import nn
+
+from benchflow.models.base import BenchModel
+
+
+class _Tiny(BenchModel):
+    DEFAULT_TRAIN_BSIZE = 4
+    DEFAULT_EVAL_BSIZE = 4
+    SIZES = {s: {"width": 16} for s in ("tiny", "small", "base", "large")}
+
+    def build_module(self, width: int) -> nn.Module:
+        return nn.Sequential(nn.Linear(width, width), nn.ReLU(), nn.Linear(width, width))
+
+    def make_inputs(self, module: nn.Module, batch_size: int) -> tuple[Any, ...]:
+        import torch
+
+        return (torch.randn(batch_size, 16),)
+
+
+class Crash(_Tiny):
+    """Aborts the interpreter (SIGABRT) on the first step."""
+
+    def eval(self) -> Any:
+        os.abort()
+
+
+class Hang(_Tiny):
+    """Sleeps forever in the first step, with a grandchild that sleeps too."""
+
+    def eval(self) -> Any:
+        # Stands in for a compile worker: must die with the job on timeout.
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
+        while True:
+            time.sleep(1)
+
+
+class Raise(_Tiny):
+    """Raises a Python exception on the first step."""
+
+    def eval(self) -> Any:
+        raise RuntimeError("injected failure in eval step")
+
+
+class MatmulChain(BenchModel):
+    """A few traced ops whose execution is expensive: the lazy-XLA timing check.
+
+    Tracing 8 matmuls costs microseconds; executing them costs tens of ms. A
+    harness that stopped its timer before the device finished would report a
+    per-iteration time close to the tracing time.
+    """
+
+    DEFAULT_TRAIN_BSIZE = 512
+    DEFAULT_EVAL_BSIZE = 512
+    SIZES = {"tiny": {"n": 256}, "small": {"n": 512}, "base": {"n": 768}, "large": {"n": 1024}}
+
+    def build_module(self, n: int) -> nn.Module:
+        return nn.Sequential(*[nn.Linear(n, n, bias=False) for _ in range(8)])
+
+    def make_inputs(self, module: nn.Module, batch_size: int) -> tuple[Any, ...]:
+        import torch
+
+        n = module[0].in_features
+        return (torch.randn(batch_size, n) / n**0.5,)

@@ -1,0 +1,1 @@
+"""Result rows: their schema, provenance, files and summaries."""

@@ -1,0 +1,72 @@
+"""Where and how a result was made: host, hardware, code version, command, config hash."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import platform
+import subprocess
+import sys
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from benchflow.config.schema import BenchConfig
+
+# Keys that change how a job is run or reported, but not what it measures.
+NOT_MEASURED = ("mlflow", "timeout_s", "fail_fast", "progress", "baseline")
+
+
+def fingerprint(cfg: BenchConfig) -> str:
+    """Stable SHA-256 of the measurement-relevant config (sorted-key JSON)."""
+    data = dataclasses.asdict(cfg)
+    for key in NOT_MEASURED:
+        data.pop(key, None)
+    blob = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+@cache
+def git_sha(where: str = ".") -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=where, capture_output=True, text=True, timeout=5
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0:
+        return None
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no"],
+        cwd=where, capture_output=True, text=True, timeout=5,
+    ).stdout.strip()
+    return out.stdout.strip() + ("-dirty" if dirty else "")
+
+
+@cache
+def cpu_model_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def provenance(project_dir: Path) -> dict[str, Any]:
+    return {
+        "host": platform.node(),
+        "cpu_model": cpu_model_name(),
+        "platform": platform.platform(),
+        "git_sha": git_sha(str(project_dir)),
+        "command": _command_line(),
+    }
+
+
+def _command_line() -> str:
+    argv0 = sys.argv[0]
+    prog = "python -m benchflow" if argv0.endswith("benchflow/__main__.py") else Path(argv0).name
+    return " ".join([prog, *sys.argv[1:]])

@@ -1,0 +1,104 @@
+"""Spawn one job's child, wait for it with a real timeout, and classify the outcome.
+
+The child starts a new session, so on timeout or Ctrl-C the whole process group
+(compile workers included) is killed; descendants that left the group are found
+through psutil and killed too. Every outcome is an :class:`Outcome`, never an
+exception: one job's fate cannot take the sweep down.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+log = logging.getLogger(__name__)
+
+STDERR_TAIL_CHARS = 2000
+
+
+@dataclass
+class Outcome:
+    status: str  # ok | failed | crashed | timeout | interrupted | skipped
+    error: str | None
+    returncode: int | None
+    wall_time_s: float
+    result: dict[str, Any] | None  # the child's result.json, when it wrote one
+
+
+def _kill_tree(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        descendants = psutil.Process(proc.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        descendants = []
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    for child in descendants:
+        try:
+            child.kill()
+        except psutil.NoSuchProcess:
+            pass
+    proc.wait()
+    psutil.wait_procs(descendants, timeout=5)
+
+
+def _tail(path: Path, chars: int = STDERR_TAIL_CHARS) -> str:
+    try:
+        with path.open("rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - chars))
+            return f.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def run_isolated(job_file: Path, job_dir: Path, timeout_s: float) -> Outcome:
+    """Run ``python -m benchflow.harness job_file``; logs go to job_dir/{stdout,stderr}.log."""
+    result_path = job_dir / "child_result.json"
+    result_path.unlink(missing_ok=True)
+    stdout_path, stderr_path = job_dir / "stdout.log", job_dir / "stderr.log"
+    cmd = [sys.executable, "-m", "benchflow.harness", str(job_file)]
+    start = time.perf_counter()
+    with stdout_path.open("wb") as out, stderr_path.open("wb") as err:
+        proc = subprocess.Popen(
+            cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL, start_new_session=True
+        )
+        try:
+            returncode: int | None = proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            _kill_tree(proc)
+            wall = time.perf_counter() - start
+            return Outcome("timeout", f"no result after timeout_s={timeout_s:g}", None, wall, None)
+        except KeyboardInterrupt:
+            _kill_tree(proc)
+            wall = time.perf_counter() - start
+            return Outcome("interrupted", "interrupted by the user (Ctrl-C)", None, wall, None)
+        # Grandchildren (compile workers) must not outlive their job.
+        _kill_tree(proc)
+    wall = time.perf_counter() - start
+
+    result = None
+    if result_path.exists():
+        try:
+            result = json.loads(result_path.read_text())
+        except json.JSONDecodeError:
+            result = None
+    if result is not None:
+        return Outcome(result["status"], result.get("error"), returncode, wall, result)
+    if returncode is not None and returncode < 0:
+        sig = signal.Signals(-returncode).name
+        error = f"killed by {sig}; stderr tail:\n{_tail(stderr_path)}"
+    else:
+        error = f"exit code {returncode} without a result; stderr tail:\n{_tail(stderr_path)}"
+    return Outcome("crashed", error, returncode, wall, None)

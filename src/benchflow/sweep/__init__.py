@@ -1,0 +1,1 @@
+"""The parent side of a sweep: Hydra task function, callbacks and progress display."""

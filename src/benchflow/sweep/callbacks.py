@@ -1,0 +1,94 @@
+"""Hydra callback: the sweep's MLflow parent run, and the table printed at the end."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, OmegaConf
+
+from benchflow.config.validate import ConfigError, parse
+from benchflow.results.io import read_jsonl
+from benchflow.results.provenance import provenance
+from benchflow.results.summary import summary_table, to_markdown
+from benchflow.tracking.mlflow_runs import PARENT_RUN_FILE, Tracker, safely
+
+log = logging.getLogger(__name__)
+
+
+def _sweep_dir(config: DictConfig) -> Path:
+    return Path(config.hydra.sweep.dir)
+
+
+class SweepCallback(Callback):
+    """Creates the parent run once per multirun; prints and logs the summary at its end."""
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        try:
+            bench = parse(config)
+        except ConfigError:
+            return  # the sweeper reports config errors, with every job's context
+        if not bench.mlflow.enabled:
+            return
+        sweep_dir = _sweep_dir(config)
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        project_dir = Path(config.hydra.runtime.cwd)
+        tracker = safely("connection", Tracker, bench.mlflow, project_dir)
+        if tracker is None:
+            return
+        overrides = list(config.hydra.overrides.task)
+        experiment = config.hydra.runtime.choices.get("experiment")
+        name = f"sweep {sweep_dir.parent.name} {sweep_dir.name}" + (
+            f" ({experiment})" if experiment and experiment != "null" else ""
+        )
+        prov = provenance(project_dir)
+        run_id = safely(
+            "start_run",
+            tracker.start_run,
+            name,
+            params={"sweep.overrides": " ".join(overrides) or "(none)"},
+            tags={"benchflow.kind": "sweep", "sweep_dir": str(sweep_dir.resolve()), **prov},
+        )
+        if run_id:
+            (sweep_dir / PARENT_RUN_FILE).write_text(run_id)
+            log.info("MLflow parent run %s at %s", run_id, tracker.uri)
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        sweep_dir = _sweep_dir(config)
+        rows = read_jsonl(sweep_dir / "results.jsonl")
+        baseline = str(OmegaConf.select(config, "baseline", default="inductor"))
+        header, body, note = summary_table(rows, baseline)
+        markdown = to_markdown(header, body, note)
+        (sweep_dir / "summary.md").write_text(markdown)
+        _print_table(header, body, note, sweep_dir)
+        try:
+            bench = parse(config)
+        except ConfigError:
+            return
+        run_file = sweep_dir / PARENT_RUN_FILE
+        if not bench.mlflow.enabled or not run_file.exists():
+            return
+        tracker = safely("connection", Tracker, bench.mlflow, Path(config.hydra.runtime.cwd))
+        if tracker is None:
+            return
+        run_id = run_file.read_text().strip()
+        counts: dict[str, int] = {}
+        for row in rows:
+            counts[row["status"]] = counts.get(row["status"], 0) + 1
+        safely("tags", tracker.set_tags, run_id, {f"jobs.{k}": v for k, v in counts.items()})
+        safely("artifacts", tracker.log_files, run_id, [sweep_dir / "results.jsonl"])
+        safely("artifacts", tracker.log_files, run_id, [sweep_dir / "summary.md"])
+        safely("end_run", tracker.end_run, run_id, "ok")
+
+
+def _print_table(header: list[str], body: list[list[str]], note: str, sweep_dir: Path) -> None:
+    from rich.table import Table
+
+    from benchflow.sweep.progress import console
+
+    table = Table(*header, title=f"benchflow sweep {sweep_dir}", caption=note)
+    for line in body:
+        table.add_row(*line)
+    console.print(table)

@@ -1,0 +1,78 @@
+"""The parent's live view of a sweep: which job, how many done, status, headline time."""
+
+from __future__ import annotations
+
+import contextlib
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
+
+from benchflow.results.row import headline
+
+console = Console(stderr=True, highlight=False)
+
+STYLE = {
+    "ok": "green",
+    "skipped": "yellow",
+    "failed": "red",
+    "crashed": "red",
+    "timeout": "red",
+    "interrupted": "magenta",
+}
+
+
+def format_time(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.1f} µs"
+    if seconds < 1:
+        return f"{seconds * 1e3:.2f} ms"
+    return f"{seconds:.3f} s"
+
+
+@contextlib.contextmanager
+def running(enabled: bool, num: int, total: int, name: str) -> Iterator[None]:
+    """A live spinner and sweep bar while a job's child runs (no-op when not a terminal)."""
+    if not enabled or not console.is_terminal:
+        console.print(f"[{num + 1}/{total}] {name} …")
+        yield
+        return
+    columns = (
+        SpinnerColumn(),
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("jobs"),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=console, transient=True) as bar:
+        bar.add_task(f"[{num + 1}/{total}] {name}", total=total, completed=num)
+        yield
+
+
+def report(row: dict[str, Any], num: int, total: int, tally: Counter[str]) -> None:
+    status = row["status"]
+    per_iter = headline(row)
+    metrics = row.get("metrics", {})
+    parts = [f"[{num + 1}/{total}]", f"[{STYLE.get(status, 'white')}]{status:<11}[/]"]
+    parts.append(f"{row['job']['name']:<28}")
+    if per_iter is not None:
+        parts.append(f"{format_time(per_iter)}/iter")
+        parts.append(f"(cold start {format_time(metrics.get('first_iter_time_s'))})")
+    elif row.get("error"):
+        parts.append(row["error"].splitlines()[0][:100])
+    parts.append(f"· wall {row['job'].get('wall_time_s', 0.0):.1f} s")
+    done = ", ".join(f"{n} {s}" for s, n in sorted(tally.items()))
+    parts.append(f"· done: {done}")
+    console.print(" ".join(parts))

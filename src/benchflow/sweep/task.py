@@ -1,0 +1,175 @@
+"""Hydra's task function: one composed config -> one isolated child -> one result row.
+
+Runs in the parent (or a launcher's worker). It validates, spawns the child with
+a hard timeout, turns whatever happened into a row, appends the row to the
+sweep's ``results.jsonl``, and logs the job's MLflow child run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from omegaconf import DictConfig, OmegaConf
+
+from benchflow.config.schema import BenchConfig
+from benchflow.config.validate import ConfigError, InvalidCombination, job_name, parse, resolve
+from benchflow.results.io import append_jsonl, read_jsonl, write_json_atomic
+from benchflow.results.provenance import provenance
+from benchflow.results.row import build_row, flat_metrics
+from benchflow.runner.isolated import Outcome, run_isolated
+from benchflow.sweep import progress
+from benchflow.tracking.mlflow_runs import PARENT_RUN_FILE, Tracker, flatten, safely
+
+log = logging.getLogger(__name__)
+
+PLAN_FILE = "plan.json"
+RESULTS_FILE = "results.jsonl"
+
+
+class SweepAborted(RuntimeError):
+    """fail_fast=true and a job did not succeed."""
+
+
+def die(exc: ConfigError) -> None:
+    """A bad config on a single run: one clear line, non-zero exit, nothing started."""
+    print(f"benchflow: error: {exc}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def _open_tracker(bench: BenchConfig, project_dir: Path) -> Tracker | None:
+    if not bench.mlflow.enabled:
+        return None
+    tracker: Tracker | None = safely("connection", Tracker, bench.mlflow, project_dir)
+    return tracker
+
+
+def run_job(cfg: DictConfig) -> dict[str, Any]:
+    hc = HydraConfig.get()
+    multirun = hc.mode == RunMode.MULTIRUN
+    job_dir = Path(hc.runtime.output_dir)
+    sweep_dir = Path(hc.sweep.dir) if multirun else job_dir
+    project_dir = Path(hc.runtime.cwd)
+    num = int(hc.job.num) if multirun else 0
+    plan = _read_json(sweep_dir / PLAN_FILE) or {}
+    total = int(plan.get("total", 1))
+
+    skip_reason = None
+    try:
+        bench = parse(cfg)
+        bench = resolve(bench)
+    except InvalidCombination as exc:
+        if not multirun:
+            die(exc)
+        skip_reason = f"invalid combination: {exc}"
+        log.warning("job %d skipped: %s", num, exc)
+    except ConfigError as exc:
+        die(exc)
+
+    name = job_name(bench)
+    job: dict[str, Any] = {"name": name, "num": num, "dir": str(job_dir)}
+    job["overrides"] = list(hc.overrides.task)
+    OmegaConf.save(OmegaConf.structured(bench), job_dir / "config.yaml")
+
+    tracker = _open_tracker(bench, project_dir)
+    run_id = None
+    if tracker:
+        parent_id = _read_text(sweep_dir / PARENT_RUN_FILE) if multirun else None
+        params = flatten(dataclasses.asdict(bench))
+        run_id = safely("start_run", tracker.start_run, name, parent_id=parent_id, params=params)
+
+    if skip_reason:
+        outcome = Outcome("skipped", skip_reason, None, 0.0, None)
+    else:
+        job_file = job_dir / "job.json"
+        write_json_atomic(
+            job_file,
+            {
+                "name": name,
+                "config": dataclasses.asdict(bench),
+                "result_path": str(job_dir / "child_result.json"),
+            },
+        )
+        with progress.running(bench.progress, num, total, name):
+            outcome = run_isolated(job_file, job_dir, bench.timeout_s)
+
+    child = outcome.result or {}
+    timings = child.get("child_timings", {})
+    model_work = timings.get("setup_s", 0.0) + timings.get("measure_s", 0.0)
+    job.update(
+        wall_time_s=outcome.wall_time_s,
+        model_work_s=model_work,
+        overhead_s=outcome.wall_time_s - model_work if outcome.result else None,
+        returncode=outcome.returncode,
+        **{f"child_{k}": v for k, v in timings.items()},
+    )
+    row = build_row(
+        bench,
+        status=outcome.status,
+        error=outcome.error,
+        job=job,
+        provenance=provenance(project_dir),
+        child=child,
+    )
+    write_json_atomic(job_dir / "result.json", row)
+    append_jsonl(sweep_dir / RESULTS_FILE, row)
+    if tracker and run_id:
+        safely("logging", _log_child_run, tracker, run_id, row, job_dir)
+
+    tally = Counter(r["status"] for r in read_jsonl(sweep_dir / RESULTS_FILE))
+    progress.report(row, num, total, tally)
+
+    if outcome.status == "interrupted":
+        if tracker and multirun and (parent := _read_text(sweep_dir / PARENT_RUN_FILE)):
+            safely("end_run", tracker.end_run, parent, "interrupted")
+        raise KeyboardInterrupt
+    if not multirun and outcome.status not in ("ok", "skipped"):
+        raise SystemExit(1)
+    if bench.fail_fast and outcome.status not in ("ok", "skipped"):
+        raise SweepAborted(f"fail_fast: job {num} ({name}) ended {outcome.status}")
+    return row
+
+
+def _log_child_run(tracker: Tracker, run_id: str, row: dict[str, Any], job_dir: Path) -> None:
+    series = {k: v for k, v in row["metrics"].items() if isinstance(v, list)}
+    tracker.log_metrics(run_id, flat_metrics(row), series)
+    versions = row["provenance"].get("versions", {})
+    tracker.set_tags(
+        run_id,
+        {
+            "status": row["status"],
+            "error": (row["error"] or "")[:5000] or None,
+            "model_source": row["model"]["model_source"],
+            "config_fingerprint": row["job"]["fingerprint"],
+            "git_sha": row["provenance"].get("git_sha"),
+            "host": row["provenance"].get("host"),
+            "accelerator_model": row["experiment"]["accelerator_model"],
+            **{f"version.{k}": v for k, v in versions.items()},
+        },
+    )
+    hydra_logs = list(job_dir.glob("*.log"))
+    tracker.log_files(run_id, [job_dir / "config.yaml", job_dir / "result.json"])
+    tracker.log_files(run_id, hydra_logs, "logs")
+    tracker.log_files(run_id, (job_dir / ".hydra").glob("*.yaml"), "hydra")
+    tracker.end_run(run_id, row["status"])
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def _read_text(path: Path) -> str | None:
+    try:
+        return path.read_text().strip() or None
+    except OSError:
+        return None

@@ -1,0 +1,137 @@
+"""MLflow logging, done by the parent so that every job has a run, whatever its fate.
+
+One sweep is one parent run; each job is a child run created before the child
+process starts and closed after it ends: FINISHED, FAILED (failed, crashed,
+timeout) or KILLED (interrupted). MlflowClient is used directly, with no global
+"active run" state, so concurrent launchers cannot cross their runs.
+
+Tracking problems never fail a job: the result is already on disk.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from benchflow.config.schema import MlflowConfig
+
+log = logging.getLogger(__name__)
+
+RUN_STATUS = {
+    "ok": "FINISHED",
+    "skipped": "FINISHED",
+    "failed": "FAILED",
+    "crashed": "FAILED",
+    "timeout": "FAILED",
+    "interrupted": "KILLED",
+}
+PARENT_RUN_FILE = "mlflow_parent_run.txt"
+
+
+def default_tracking_uri(project_dir: Path) -> str:
+    return f"sqlite:///{(project_dir / 'mlflow.db').resolve()}"
+
+
+def flatten(data: Any, prefix: str = "") -> dict[str, Any]:
+    """Nested dicts -> {"a.b": value}."""
+    if not isinstance(data, dict):
+        return {prefix: data}
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        out.update(flatten(value, f"{prefix}.{key}" if prefix else str(key)))
+    return out
+
+
+def _chunks(items: list[Any], size: int) -> Iterable[list[Any]]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+class Tracker:
+    """An MLflow tracking store and one experiment in it."""
+
+    def __init__(self, cfg: MlflowConfig, project_dir: Path) -> None:
+        from mlflow.tracking import MlflowClient
+
+        self.uri = cfg.tracking_uri or default_tracking_uri(project_dir)
+        self.client = MlflowClient(tracking_uri=self.uri)
+        exp = self.client.get_experiment_by_name(cfg.experiment)
+        if exp is not None:
+            self.experiment_id = exp.experiment_id
+        else:
+            artifacts = None
+            if self.uri.startswith("sqlite:"):  # embedded store: artifacts beside the db
+                artifacts = (project_dir / "mlartifacts").resolve().as_uri()
+            self.experiment_id = self.client.create_experiment(
+                cfg.experiment, artifact_location=artifacts
+            )
+
+    def start_run(
+        self,
+        name: str,
+        *,
+        parent_id: str | None = None,
+        params: dict[str, Any] | None = None,
+        tags: dict[str, Any] | None = None,
+    ) -> str:
+        all_tags = {k: str(v) for k, v in (tags or {}).items() if v is not None}
+        if parent_id:
+            all_tags["mlflow.parentRunId"] = parent_id
+        run = self.client.create_run(self.experiment_id, run_name=name, tags=all_tags)
+        run_id: str = run.info.run_id
+        if params:
+            self.log_params(run_id, params)
+        return run_id
+
+    def log_params(self, run_id: str, params: dict[str, Any]) -> None:
+        from mlflow.entities import Param
+
+        items = [Param(k, str(v)[:6000]) for k, v in params.items()]
+        for chunk in _chunks(items, 100):
+            self.client.log_batch(run_id, params=chunk, synchronous=True)
+
+    def log_metrics(self, run_id: str, metrics: dict[str, float], series: dict[str, list[float]]) -> None:
+        """Scalars at step 0; per-repeat series with the repeat as the step."""
+        import time
+
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        items = [Metric(k, float(v), now, 0) for k, v in metrics.items()]
+        for name, values in series.items():
+            items += [Metric(f"repeat.{name}", float(v), now, i) for i, v in enumerate(values)]
+        for chunk in _chunks(items, 1000):
+            self.client.log_batch(run_id, metrics=chunk, synchronous=True)
+
+    def set_tags(self, run_id: str, tags: dict[str, Any]) -> None:
+        from mlflow.entities import RunTag
+
+        items = [RunTag(k, str(v)[:8000]) for k, v in tags.items() if v is not None]
+        for chunk in _chunks(items, 100):
+            self.client.log_batch(run_id, tags=chunk, synchronous=True)
+
+    def log_files(self, run_id: str, files: Iterable[Path], artifact_path: str | None = None) -> None:
+        for path in files:
+            if path.is_file():
+                self.client.log_artifact(run_id, str(path), artifact_path)
+
+    def log_text(self, run_id: str, text: str, name: str) -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / name
+            path.write_text(text)
+            self.client.log_artifact(run_id, str(path))
+
+    def end_run(self, run_id: str, status: str) -> None:
+        self.client.set_terminated(run_id, status=RUN_STATUS.get(status, status))
+
+
+def safely(what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """Run a tracking call; on failure warn and go on (results are on disk)."""
+    try:
+        return fn(*args, **kwargs)
+    except Exception as exc:  # any store/network failure
+        log.warning("MLflow %s failed, results stay on disk: %s: %s", what, type(exc).__name__, exc)
+        return None

@@ -1,0 +1,56 @@
+"""A BasicSweeper that checks every job with benchflow's rules before any job starts.
+
+Hydra composes each job before launching; this adds benchflow's own value and
+combination checks over the whole grid, so `repeat=0` or an unknown backend
+stops the sweep before any work, naming the job, the key and the allowed values.
+Invalid combinations are not errors in a sweep: those jobs are recorded as
+skipped. The plan (job count and names) feeds the progress display.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+
+
+class BenchflowSweeper(BasicSweeper):
+    _checked = False
+
+    def validate_batch_is_legal(self, batch: Sequence[Sequence[str]]) -> None:
+        super().validate_batch_is_legal(batch)  # Hydra's own composition check
+        if self._checked:
+            return
+        self._checked = True
+        from benchflow.config.validate import ConfigError, InvalidCombination, job_name, parse
+        from benchflow.config.validate import resolve
+
+        assert self.config is not None and self.hydra_context is not None
+        loader = self.hydra_context.config_loader
+        jobs, errors = [], []
+        all_jobs = [job for chunk in (self.overrides or []) for job in chunk]
+        for num, overrides in enumerate(all_jobs):
+            composed = loader.load_sweep_config(self.config, list(overrides))
+            try:
+                cfg = parse(composed)
+            except ConfigError as exc:
+                errors.append(f"job {num} ({' '.join(overrides)}): {exc}")
+                continue
+            entry = {"num": num, "name": job_name(cfg), "overrides": list(overrides)}
+            try:
+                entry["name"] = job_name(resolve(cfg))
+            except InvalidCombination as exc:
+                entry["skipped"] = str(exc)
+            jobs.append(entry)
+        if errors:
+            print("benchflow: error: the sweep has bad values; nothing was run.", file=sys.stderr)
+            for line in errors:
+                print(f"  {line}", file=sys.stderr)
+            raise SystemExit(2)
+        sweep_dir = Path(self.config.hydra.sweep.dir)
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        plan = {"total": len(all_jobs), "jobs": jobs}
+        (sweep_dir / "plan.json").write_text(json.dumps(plan, indent=2))
