@@ -130,8 +130,15 @@ def parse(composed: Any) -> BenchConfig:
 
     try:
         node = composed if isinstance(composed, DictConfig) else OmegaConf.create(composed)
+        fields = [f.name for f in dataclasses.fields(BenchConfig)]
+        unknown = sorted(set(node.keys()) - set(fields) - {"hydra"})
+        if unknown:
+            raise ConfigError(
+                f"unknown key(s) {', '.join(map(str, unknown))}; allowed top-level keys: "
+                + ", ".join(fields)
+            )
         # Only the schema's keys: a composed config may also carry the `hydra` node.
-        ours = OmegaConf.masked_copy(node, [f.name for f in dataclasses.fields(BenchConfig)])
+        ours = OmegaConf.masked_copy(node, fields)
         cfg = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(BenchConfig), ours))
     except OmegaConfBaseException as exc:
         key = getattr(exc, "full_key", None)
@@ -150,7 +157,7 @@ def job_name(cfg: BenchConfig) -> str:
     """Readable run name: model·backend·test, plus the non-default axes that distinguish it."""
     parts = [cfg.model.name, cfg.dynamo.name if cfg.dynamo.name != "none" else _eager_name(cfg)]
     parts.append(cfg.test.name)
-    if cfg.accelerator.name != "cpu":
+    if cfg.accelerator.name not in ("cpu", "auto"):
         parts.append(cfg.accelerator.name)
     if cfg.dtype:
         parts.append(cfg.dtype)

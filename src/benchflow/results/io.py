@@ -38,7 +38,7 @@ def write_json_atomic(path: Path, data: Any) -> None:
 def append_jsonl(path: Path, row: dict[str, Any]) -> None:
     line = (json.dumps(row, default=str, separators=(",", ":")) + "\n").encode("utf-8")
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         # A previous writer killed mid-line would glue our row to its fragment:

@@ -45,7 +45,7 @@ def format_time(seconds: float | None) -> str:
 def running(enabled: bool, num: int, total: int, name: str) -> Iterator[None]:
     """A live spinner and sweep bar while a job's child runs (no-op when not a terminal)."""
     if not enabled or not console.is_terminal:
-        console.print(f"[{num + 1}/{total}] {name} …")
+        console.print(f"[{num + 1}/{total}] {name} …", soft_wrap=True)
         yield
         return
     columns = (
@@ -75,4 +75,4 @@ def report(row: dict[str, Any], num: int, total: int, tally: Counter[str]) -> No
     parts.append(f"· wall {row['job'].get('wall_time_s', 0.0):.1f} s")
     done = ", ".join(f"{n} {s}" for s, n in sorted(tally.items()))
     parts.append(f"· done: {done}")
-    console.print(" ".join(parts))
+    console.print(" ".join(parts), soft_wrap=True)

@@ -34,8 +34,7 @@ PLAN_FILE = "plan.json"
 RESULTS_FILE = "results.jsonl"
 
 
-class SweepAborted(RuntimeError):
-    """fail_fast=true and a job did not succeed."""
+ABORT_FILE = "ABORTED"
 
 
 def die(exc: ConfigError) -> None:
@@ -62,6 +61,8 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
     total = int(plan.get("total", 1))
 
     skip_reason = None
+    if multirun and (aborted := _read_text(sweep_dir / ABORT_FILE)):
+        skip_reason = f"fail_fast: {aborted}"
     try:
         bench = parse(cfg)
         bench = resolve(bench)
@@ -132,8 +133,10 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
         raise KeyboardInterrupt
     if not multirun and outcome.status not in ("ok", "skipped"):
         raise SystemExit(1)
-    if bench.fail_fast and outcome.status not in ("ok", "skipped"):
-        raise SweepAborted(f"fail_fast: job {num} ({name}) ended {outcome.status}")
+    if multirun and bench.fail_fast and outcome.status not in ("ok", "skipped"):
+        # The launcher goes on calling us; every later job is recorded as skipped,
+        # so the sweep still ends with one row per job and its summary.
+        (sweep_dir / ABORT_FILE).write_text(f"job {num} ({name}) ended {outcome.status}")
     return row
 
 

@@ -1,0 +1,141 @@
+"""Composition layer: every config file composes and validates; bad values are named."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.errors import MissingConfigException
+
+from benchflow.config.schema import BenchConfig
+from benchflow.config.store import CONF_DIR, register
+from benchflow.config.validate import (
+    ConfigError,
+    InvalidCombination,
+    job_name,
+    parse,
+    resolve,
+    validate,
+)
+
+register()
+
+
+def composed(*overrides: str):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return compose(config_name="config", overrides=list(overrides))
+
+
+def group_options(group: str) -> list[str]:
+    return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
+
+
+@pytest.mark.parametrize("group", ["model", "dynamo", "xla", "test", "accelerator"])
+def test_every_group_option_composes_and_parses(group: str) -> None:
+    for option in group_options(group):
+        cfg = parse(composed(f"{group}={option}"))
+        assert isinstance(cfg, BenchConfig)
+        node = getattr(cfg, group)
+        assert node.name == (option if group != "model" else node.name)
+
+
+@pytest.mark.parametrize("experiment", group_options("experiment"))
+def test_every_experiment_composes_with_a_sweep_grid(experiment: str) -> None:
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose(
+            config_name="config", overrides=[f"experiment={experiment}"], return_hydra_config=True
+        )
+    params = cfg.hydra.sweeper.params
+    assert params and "model" in params, "an experiment must declare its grid"
+    parse(cfg)
+
+
+def test_headline_defaults() -> None:
+    cfg = validate(composed("model=llama", "dynamo=openxla"))
+    # dynamo=openxla picks the XLA device by itself.
+    assert cfg.xla.name == "PJRT"
+    assert cfg.accelerator.name in ("cpu", "cuda")
+    assert job_name(cfg) == "llama·openxla·eval"
+    assert validate(composed("dynamo=inductor")).xla.name == "none"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "keys"),
+    [
+        (["dynamo=inductor", "xla=PJRT"], ["dynamo=inductor", "xla=PJRT"]),
+        (["dynamo=openxla", "xla=none"], ["dynamo=openxla", "xla=none"]),
+        (["dynamo=aot_eager", "xla=PJRT"], ["dynamo=aot_eager", "xla=PJRT"]),
+        (["dynamo=cudagraphs", "accelerator=cpu"], ["dynamo=cudagraphs", "accelerator=cpu"]),
+        (["dtype=float16", "accelerator=cpu"], ["dtype=float16", "accelerator=cpu"]),
+    ],
+)
+def test_invalid_combinations_name_both_keys(overrides: list[str], keys: list[str]) -> None:
+    cfg = parse(composed(*overrides))
+    with pytest.raises(InvalidCombination) as err:
+        resolve(cfg)
+    for key in keys:
+        assert key in str(err.value)
+    assert "allowed" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("override", "key", "value", "allowed"),
+    [
+        ("repeat=0", "repeat", "0", ">= 1"),
+        ("iterations_per_run=0", "iterations_per_run", "0", ">= 1"),
+        ("warmup=-1", "warmup", "-1", ">= 0"),
+        ("timeout_s=-5", "timeout_s", "-5", "> 0"),
+        ("batch_size=0", "batch_size", "0", ">= 1"),
+        ("dtype=fp8", "dtype", "fp8", "bfloat16"),
+        ("matmul_precision=low", "matmul_precision", "low", "highest"),
+        ("model.size=huge", "model.size", "huge", "tiny"),
+        ("model.source=pypi", "model.source", "pypi", "torchbench"),
+        ("baseline=tvm", "baseline", "tvm", "inductor"),
+    ],
+)
+def test_bad_values_name_key_value_and_allowed(
+    override: str, key: str, value: str, allowed: str
+) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse(composed(override))
+    msg = str(err.value)
+    assert f"{key}=" in msg and value in msg and allowed in msg
+
+
+def test_wrong_type_fails_at_composition_naming_the_key() -> None:
+    with pytest.raises(Exception) as err:
+        composed("repeat=abc")
+    assert "repeat" in str(err.value) and "abc" in str(err.value)
+
+
+def test_unknown_model_lists_available_models() -> None:
+    with pytest.raises(MissingConfigException) as err:
+        composed("model=nope")
+    msg = str(err.value)
+    assert "nope" in msg
+    for name in ("llama", "dlrm", "resnet", "bert"):
+        assert name in msg
+
+
+def test_unknown_key_is_rejected() -> None:
+    with pytest.raises(Exception) as err:
+        composed("repeats=3")  # Hydra: not in the struct
+    assert "repeats" in str(err.value)
+    with pytest.raises(ConfigError) as err2:
+        parse(composed("+repeats=3"))  # forced in with '+': benchflow still refuses it
+    assert "repeats" in str(err2.value) and "repeat," in str(err2.value)
+
+
+def test_every_schema_field_has_a_comment() -> None:
+    import inspect
+
+    from benchflow.config import schema
+
+    source = inspect.getsource(schema)
+    classes = [c for c in vars(schema).values() if dataclasses.is_dataclass(c)]
+    assert len(classes) >= 7
+    for cls in classes:
+        for f in dataclasses.fields(cls):
+            line = next(ln for ln in source.splitlines() if ln.strip().startswith(f"{f.name}:"))
+            assert "#" in line or "default_factory" in line, f"{cls.__name__}.{f.name} lacks a comment"

@@ -1,0 +1,112 @@
+"""End to end: a real Hydra multirun where jobs crash, raise and hang.
+
+Each job's child is a real Python process; the store is a real MLflow SQLite
+store. A bad job must get the right status and leave every other row intact.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from mlflow.tracking import MlflowClient
+
+from tests.conftest import SEARCHPATH, CliResult, run_cli
+
+HANG_MARKER = "import time; time.sleep(3600)"  # the Hang model's grandchild
+
+
+@pytest.fixture(scope="module")
+def fault_sweep(tmp_path_factory: pytest.TempPathFactory) -> CliResult:
+    cwd = tmp_path_factory.mktemp("faults")
+    result = run_cli(
+        [
+            "-m",
+            SEARCHPATH,
+            "model=fault_crash,fault_raise,fault_hang,matmul_chain",
+            "model.size=tiny",
+            "repeat=2",
+            "iterations_per_run=2",
+            "warmup=1",
+            "timeout_s=20",
+        ],
+        cwd,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+def by_model(result: CliResult) -> dict[str, dict]:
+    return {row["model"]["model_name"]: row for row in result.rows()}
+
+
+def test_each_fault_gets_its_status(fault_sweep: CliResult) -> None:
+    rows = by_model(fault_sweep)
+    assert set(rows) == {"fault_crash", "fault_raise", "fault_hang", "matmul_chain"}
+    assert rows["fault_crash"]["status"] == "crashed"
+    assert "SIGABRT" in rows["fault_crash"]["error"]
+    assert rows["fault_raise"]["status"] == "failed"
+    assert rows["fault_raise"]["error"] == "RuntimeError: injected failure in eval step"
+    assert rows["fault_hang"]["status"] == "timeout"
+    assert "timeout_s=20" in rows["fault_hang"]["error"]
+    # The hang was cut at the timeout, not left to run.
+    assert 20 <= rows["fault_hang"]["job"]["wall_time_s"] < 40
+
+
+def test_the_good_job_after_the_bad_ones_is_intact(fault_sweep: CliResult) -> None:
+    row = by_model(fault_sweep)["matmul_chain"]
+    assert row["status"] == "ok" and row["error"] is None
+    assert len(row["metrics"]["per_iter_time_s"]) == 2
+    assert row["summary"]["per_iter_time_s"]["median"] > 0
+    assert row["model"]["model_source"] == "builtin"
+    assert row["provenance"]["versions"]["torch"] == "2.9.0"
+    assert len(row["job"]["fingerprint"]) == 64
+
+
+def test_job_folders_hold_config_result_and_logs(fault_sweep: CliResult) -> None:
+    (sweep,) = fault_sweep.sweep_dirs
+    for row in fault_sweep.rows():
+        job_dir = Path(row["job"]["dir"])
+        assert job_dir.parent == sweep.resolve() or job_dir.parent == sweep
+        for name in (".hydra/config.yaml", "result.json", "config.yaml", "stderr.log", "stdout.log"):
+            assert (job_dir / name).exists(), f"{job_dir.name}/{name} missing"
+    raise_dir = Path(by_model(fault_sweep)["fault_raise"]["job"]["dir"])
+    # The traceback is kept in the job's log.
+    assert "Traceback" in (raise_dir / "stderr.log").read_text()
+
+
+def test_timeout_killed_the_grandchild_too(fault_sweep: CliResult) -> None:
+    time.sleep(0.5)
+    leftovers = []
+    for proc in psutil.process_iter(["cmdline"]):
+        cmd = " ".join(proc.info["cmdline"] or [])
+        if HANG_MARKER in cmd:
+            leftovers.append(proc.pid)
+    assert leftovers == []
+
+
+def test_mlflow_has_one_parent_and_a_child_run_per_job(fault_sweep: CliResult) -> None:
+    client = MlflowClient(f"sqlite:///{fault_sweep.cwd / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("benchflow")
+    runs = client.search_runs([exp.experiment_id])
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    assert len(parents) == 1 and len(children) == 4
+    assert {c.data.tags["mlflow.parentRunId"] for c in children} == {parents[0].info.run_id}
+    status = {c.info.run_name: (c.info.status, c.data.tags["status"]) for c in children}
+    assert status["fault_crash·eager·eval"] == ("FAILED", "crashed")
+    assert status["fault_hang·eager·eval"] == ("FAILED", "timeout")
+    assert status["matmul_chain·eager·eval"] == ("FINISHED", "ok")
+    crashed = next(c for c in children if c.data.tags["status"] == "crashed")
+    logs = [a.path for a in client.list_artifacts(crashed.info.run_id, "logs")]
+    assert "logs/stderr.log" in logs
+    ok = next(c for c in children if c.data.tags["status"] == "ok")
+    assert ok.data.params["model.name"] == "matmul_chain"
+    assert ok.data.metrics["per_iter_time_s.median"] > 0
+    assert ok.data.tags["model_source"] == "builtin"
+    history = client.get_metric_history(ok.info.run_id, "repeat.per_iter_time_s")
+    assert sorted(m.step for m in history) == [0, 1]
+    top = {a.path for a in client.list_artifacts(ok.info.run_id)}
+    assert {"config.yaml", "result.json"} <= top
