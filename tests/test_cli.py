@@ -1,0 +1,103 @@
+"""The CLI's edges: bad input exits non-zero before any work; --help stays light."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.conftest import REPO, SEARCHPATH, run_cli
+
+HEAVY = ("torch", "torch_xla", "mlflow")
+
+
+def _imported_top_level(args: list[str], cwd: Path) -> set[str]:
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "benchflow", *args],
+        cwd=cwd, capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    mods = set()
+    for line in proc.stderr.splitlines():
+        if line.startswith("import time:") and "|" in line:
+            name = line.rsplit("|", 1)[1].strip()
+            mods.add(name.split(".")[0])
+    return mods
+
+
+def test_help_and_cfg_job_do_not_import_heavy_modules(workdir: Path) -> None:
+    for args in (["--help"], ["--cfg", "job"], ["model=dlrm", "dynamo=openxla", "--cfg", "job"]):
+        mods = _imported_top_level(args, workdir)
+        assert "hydra" in mods  # the measurement works
+        assert not (set(HEAVY) & mods), f"{args} imported {set(HEAVY) & mods}"
+
+
+def test_help_is_fast_and_explains(workdir: Path) -> None:
+    start = time.perf_counter()
+    res = run_cli(["--help"], workdir)
+    elapsed = time.perf_counter() - start
+    assert res.returncode == 0
+    for text in ("dynamo: ", "openxla", "model: bert, dlrm, llama, resnet", "timeout_s", "Examples"):
+        assert text in res.stdout
+    assert elapsed < 10  # generous bound for a loaded CI box; typically ~1 s
+
+
+def test_unknown_model_lists_choices_and_runs_nothing(workdir: Path) -> None:
+    res = run_cli(["-m", "model=llama,nope"], workdir)
+    assert res.returncode != 0
+    err = res.stderr
+    assert "nope" in err and "llama" in err and "dlrm" in err
+    assert not list(workdir.glob("multirun/*/*/0/result.json")), "a job ran before the error"
+
+
+def test_single_run_invalid_combination_exits_2_naming_both_keys(workdir: Path) -> None:
+    res = run_cli(["dynamo=inductor", "xla=PJRT"], workdir)
+    assert res.returncode == 2
+    assert "dynamo=inductor" in res.stderr and "xla=PJRT" in res.stderr
+    assert not (workdir / "mlflow.db").exists()
+
+
+def test_bad_value_anywhere_in_a_sweep_stops_it_before_any_job(workdir: Path) -> None:
+    res = run_cli(["-m", "model=llama,dlrm", "repeat=3,0"], workdir)
+    assert res.returncode == 2
+    assert "repeat=0" in res.stderr and ">= 1" in res.stderr
+    assert "nothing was run" in res.stderr
+    assert not list(workdir.glob("multirun/*/*/*/result.json"))
+
+
+def test_wrong_type_names_key_and_value(workdir: Path) -> None:
+    res = run_cli(["repeat=abc"], workdir)
+    assert res.returncode != 0
+    assert "repeat" in res.stderr and "abc" in res.stderr
+
+
+def test_invalid_combination_in_a_sweep_is_skipped_and_the_sweep_goes_on(workdir: Path) -> None:
+    res = run_cli(
+        ["-m", SEARCHPATH, "model=fault_raise", "dynamo=none,inductor", "xla=PJRT",
+         "mlflow.enabled=false", "timeout_s=60"],
+        workdir,
+    )
+    assert res.returncode == 0, res.stderr[-2000:]
+    rows = {r["job"]["num"]: r for r in res.rows()}
+    assert rows[0]["status"] == "failed"  # ran: lazy XLA + a model that raises
+    assert rows[1]["status"] == "skipped"
+    assert "dynamo=inductor" in rows[1]["error"] and "xla=PJRT" in rows[1]["error"]
+
+
+def test_fail_fast_records_the_rest_as_skipped(workdir: Path) -> None:
+    res = run_cli(
+        ["-m", SEARCHPATH, "model=fault_raise,matmul_chain", "fail_fast=true",
+         "mlflow.enabled=false"],
+        workdir,
+    )
+    assert res.returncode == 0
+    rows = {r["model"]["model_name"]: r for r in res.rows()}
+    assert rows["fault_raise"]["status"] == "failed"
+    assert rows["matmul_chain"]["status"] == "skipped"
+    assert "fail_fast" in rows["matmul_chain"]["error"]
+
+
+def test_readme_documents_the_two_commands() -> None:
+    readme = (REPO / "README.md").read_text()
+    assert "make run" in readme and "make test" in readme

@@ -1,0 +1,76 @@
+"""The seeds' pitfall: a lazy-XLA time must include device execution, not only tracing.
+
+matmul_chain traces 8 ops (microseconds) whose execution costs milliseconds. A
+harness that stopped its timer before the device finished reports roughly the
+tracing time. This was a real bug: on torch_xla 2.9's PJRT CPU client,
+``torch_xla.sync(wait=True)`` returns before graphs launched by earlier
+``sync()`` calls finish, so benchflow also waits with ``xm.wait_device_ops()``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import SEARCHPATH, run_cli
+
+REFERENCE = r"""
+import os, statistics, time
+os.environ["PJRT_DEVICE"] = "CPU"
+import torch, torch_xla
+from benchflow.models.faults import MatmulChain
+torch.manual_seed(0)
+m = MatmulChain(test="eval", device=torch_xla.device(), size="small")
+times = []
+for i in range(12):
+    t = time.perf_counter()
+    m.eval().cpu()  # materialize on the host: cannot finish before the device
+    times.append(time.perf_counter() - t)
+print(statistics.median(times[4:]))
+"""
+
+
+@pytest.fixture(scope="module")
+def lazy_row(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    cwd = tmp_path_factory.mktemp("xla")
+    res = run_cli(
+        [SEARCHPATH, "model=matmul_chain", "xla=PJRT", "repeat=4", "iterations_per_run=4",
+         "warmup=2", "mlflow.enabled=false"],
+        cwd,
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    (result,) = cwd.glob("runs/*/*/result.json")
+    return json.loads(result.read_text())
+
+
+def test_lazy_xla_time_is_far_above_tracing_time(lazy_row: dict) -> None:
+    s = lazy_row["summary"]
+    assert lazy_row["experiment"]["xla"] == "PJRT"
+    assert s["per_iter_time_s"]["median"] > 10 * s["trace_per_iter_time_s"]["median"]
+
+
+def test_lazy_xla_time_covers_a_host_materialized_reference(lazy_row: dict) -> None:
+    ref = subprocess.run(
+        [sys.executable, "-c", REFERENCE], capture_output=True, text=True, timeout=300,
+        cwd=Path(__file__).parent,
+    )
+    assert ref.returncode == 0, ref.stderr[-2000:]
+    reference_s = float(ref.stdout.strip().splitlines()[-1])
+    measured_s = lazy_row["summary"]["per_iter_time_s"]["median"]
+    # Pipelining across iterations can make benchflow's per-step time a little
+    # lower than a fully serialized step, never a small fraction of it.
+    assert measured_s > 0.5 * reference_s, (measured_s, reference_s)
+
+
+def test_xla_counters_are_deltas_of_the_timed_region(lazy_row: dict) -> None:
+    m = lazy_row["metrics"]
+    # One graph executed per step, none compiled after warm-up: steady state.
+    assert m["xla_ExecuteTime_number"] == [4.0] * 4
+    assert m["xla_CompileTime_number"] == [0.0] * 4
+    assert m["cold_xla_CompileTime_number"] >= 1
+    assert all(t > 0 for t in m["xla_ExecuteTime_time_s"])
+    assert m["first_iter_time_s"] > lazy_row["summary"]["per_iter_time_s"]["min"]
