@@ -15,7 +15,10 @@ HEAVY = ("torch", "torch_xla", "mlflow")
 def _imported_top_level(args: list[str], cwd: Path) -> set[str]:
     proc = subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "benchflow", *args],
-        cwd=cwd, capture_output=True, text=True, timeout=120,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     mods = set()
@@ -38,7 +41,13 @@ def test_help_is_fast_and_explains(workdir: Path) -> None:
     res = run_cli(["--help"], workdir)
     elapsed = time.perf_counter() - start
     assert res.returncode == 0
-    for text in ("dynamo: ", "openxla", "model: bert, dlrm, llama, resnet", "timeout_s", "Examples"):
+    for text in (
+        "dynamo: ",
+        "openxla",
+        "model: bert, dlrm, llama, resnet",
+        "timeout_s",
+        "Examples",
+    ):
         assert text in res.stdout
     assert elapsed < 10  # generous bound for a loaded CI box; typically ~1 s
 
@@ -74,8 +83,15 @@ def test_wrong_type_names_key_and_value(workdir: Path) -> None:
 
 def test_invalid_combination_in_a_sweep_is_skipped_and_the_sweep_goes_on(workdir: Path) -> None:
     res = run_cli(
-        ["-m", SEARCHPATH, "model=fault_raise", "dynamo=none,inductor", "xla=PJRT",
-         "mlflow.enabled=false", "timeout_s=60"],
+        [
+            "-m",
+            SEARCHPATH,
+            "model=fault_raise",
+            "dynamo=none,inductor",
+            "xla=PJRT",
+            "mlflow.enabled=false",
+            "timeout_s=60",
+        ],
         workdir,
     )
     assert res.returncode == 0, res.stderr[-2000:]
@@ -87,8 +103,13 @@ def test_invalid_combination_in_a_sweep_is_skipped_and_the_sweep_goes_on(workdir
 
 def test_fail_fast_records_the_rest_as_skipped(workdir: Path) -> None:
     res = run_cli(
-        ["-m", SEARCHPATH, "model=fault_raise,matmul_chain", "fail_fast=true",
-         "mlflow.enabled=false"],
+        [
+            "-m",
+            SEARCHPATH,
+            "model=fault_raise,matmul_chain",
+            "fail_fast=true",
+            "mlflow.enabled=false",
+        ],
         workdir,
     )
     assert res.returncode == 0

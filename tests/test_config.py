@@ -138,4 +138,6 @@ def test_every_schema_field_has_a_comment() -> None:
     for cls in classes:
         for f in dataclasses.fields(cls):
             line = next(ln for ln in source.splitlines() if ln.strip().startswith(f"{f.name}:"))
-            assert "#" in line or "default_factory" in line, f"{cls.__name__}.{f.name} lacks a comment"
+            assert "#" in line or "default_factory" in line, (
+                f"{cls.__name__}.{f.name} lacks a comment"
+            )

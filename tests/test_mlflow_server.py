@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
-
 from tests.conftest import SEARCHPATH, run_cli
 
 
@@ -30,10 +29,22 @@ def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     port = _free_port()
     mlflow_bin = Path(sys.executable).parent / "mlflow"
     proc = subprocess.Popen(
-        [str(mlflow_bin), "server", "--host", "127.0.0.1", "--port", str(port),
-         "--backend-store-uri", f"sqlite:///{root / 'server.db'}",
-         "--artifacts-destination", str(root / "artifacts"), "--workers", "1"],
-        stdout=(root / "server.log").open("wb"), stderr=subprocess.STDOUT,
+        [
+            str(mlflow_bin),
+            "server",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--backend-store-uri",
+            f"sqlite:///{root / 'server.db'}",
+            "--artifacts-destination",
+            str(root / "artifacts"),
+            "--workers",
+            "1",
+        ],
+        stdout=(root / "server.log").open("wb"),
+        stderr=subprocess.STDOUT,
         start_new_session=True,
     )
     url = f"http://127.0.0.1:{port}"
@@ -47,7 +58,9 @@ def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             pass
         if proc.poll() is not None or time.monotonic() > deadline:
             os.killpg(proc.pid, signal.SIGKILL)
-            pytest.fail("mlflow server did not start:\n" + (root / "server.log").read_text()[-3000:])
+            pytest.fail(
+                "mlflow server did not start:\n" + (root / "server.log").read_text()[-3000:]
+            )
         time.sleep(0.5)
     yield url
     os.killpg(proc.pid, signal.SIGTERM)
@@ -59,9 +72,16 @@ def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 def test_sweep_logs_to_a_real_server(mlflow_server: str, workdir: Path) -> None:
     res = run_cli(
-        ["-m", SEARCHPATH, "model=matmul_chain,fault_raise", "model.size=tiny", "repeat=2",
-         "iterations_per_run=2", f"mlflow.tracking_uri={mlflow_server}",
-         "mlflow.experiment=server_check"],
+        [
+            "-m",
+            SEARCHPATH,
+            "model=matmul_chain,fault_raise",
+            "model.size=tiny",
+            "repeat=2",
+            "iterations_per_run=2",
+            f"mlflow.tracking_uri={mlflow_server}",
+            "mlflow.experiment=server_check",
+        ],
         workdir,
     )
     assert res.returncode == 0, res.stderr[-3000:]
@@ -71,7 +91,10 @@ def test_sweep_logs_to_a_real_server(mlflow_server: str, workdir: Path) -> None:
     runs = client.search_runs([exp.experiment_id])
     children = {r.info.run_name: r for r in runs if "mlflow.parentRunId" in r.data.tags}
     parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
-    assert len(parents) == 1 and set(children) == {"matmul_chain·eager·eval", "fault_raise·eager·eval"}
+    assert len(parents) == 1 and set(children) == {
+        "matmul_chain·eager·eval",
+        "fault_raise·eager·eval",
+    }
     ok = children["matmul_chain·eager·eval"]
     assert ok.info.status == "FINISHED" and ok.data.metrics["per_iter_time_s.median"] > 0
     assert children["fault_raise·eager·eval"].info.status == "FAILED"

@@ -71,16 +71,16 @@ def _writer(path: str, wid: int, n: int) -> None:
 
 def test_concurrent_appends_never_interleave(tmp_path: Path) -> None:
     path = tmp_path / "results.jsonl"
-    procs = [
-        multiprocessing.Process(target=_writer, args=(str(path), w, 40)) for w in range(4)
-    ]
+    procs = [multiprocessing.Process(target=_writer, args=(str(path), w, 40)) for w in range(4)]
     for p in procs:
         p.start()
     for p in procs:
         p.join()
     rows = [json.loads(line) for line in path.read_text().splitlines()]
     assert len(rows) == 160
-    assert sorted((r["writer"], r["i"]) for r in rows) == [(w, i) for w in range(4) for i in range(40)]
+    assert sorted((r["writer"], r["i"]) for r in rows) == [
+        (w, i) for w in range(4) for i in range(40)
+    ]
 
 
 def test_reader_skips_corrupt_lines_and_appender_repairs_a_torn_tail(
@@ -101,7 +101,11 @@ def _row(model: str, dynamo: str | None, status: str, per_iter: float | None) ->
     summary = {"per_iter_time_s": {"median": per_iter}} if per_iter is not None else {}
     return {
         "model": {"model_name": model},
-        "experiment": {"dynamo": dynamo, "xla": "PJRT" if dynamo == "openxla" else None, "test": "eval"},
+        "experiment": {
+            "dynamo": dynamo,
+            "xla": "PJRT" if dynamo == "openxla" else None,
+            "test": "eval",
+        },
         "status": status,
         "summary": summary,
     }

@@ -12,7 +12,6 @@ from pathlib import Path
 import psutil
 import pytest
 from mlflow.tracking import MlflowClient
-
 from tests.conftest import SEARCHPATH, CliResult, run_cli
 
 HANG_MARKER = "import time; time.sleep(3600)"  # the Hang model's grandchild
@@ -70,7 +69,13 @@ def test_job_folders_hold_config_result_and_logs(fault_sweep: CliResult) -> None
     for row in fault_sweep.rows():
         job_dir = Path(row["job"]["dir"])
         assert job_dir.parent == sweep.resolve() or job_dir.parent == sweep
-        for name in (".hydra/config.yaml", "result.json", "config.yaml", "stderr.log", "stdout.log"):
+        for name in (
+            ".hydra/config.yaml",
+            "result.json",
+            "config.yaml",
+            "stderr.log",
+            "stdout.log",
+        ):
             assert (job_dir / name).exists(), f"{job_dir.name}/{name} missing"
     raise_dir = Path(by_model(fault_sweep)["fault_raise"]["job"]["dir"])
     # The traceback is kept in the job's log.

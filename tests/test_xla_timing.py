@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from tests.conftest import SEARCHPATH, run_cli
 
 REFERENCE = r"""
@@ -38,8 +37,15 @@ print(statistics.median(times[4:]))
 def lazy_row(tmp_path_factory: pytest.TempPathFactory) -> dict:
     cwd = tmp_path_factory.mktemp("xla")
     res = run_cli(
-        [SEARCHPATH, "model=matmul_chain", "xla=PJRT", "repeat=4", "iterations_per_run=4",
-         "warmup=2", "mlflow.enabled=false"],
+        [
+            SEARCHPATH,
+            "model=matmul_chain",
+            "xla=PJRT",
+            "repeat=4",
+            "iterations_per_run=4",
+            "warmup=2",
+            "mlflow.enabled=false",
+        ],
         cwd,
     )
     assert res.returncode == 0, res.stderr[-3000:]
@@ -55,7 +61,10 @@ def test_lazy_xla_time_is_far_above_tracing_time(lazy_row: dict) -> None:
 
 def test_lazy_xla_time_covers_a_host_materialized_reference(lazy_row: dict) -> None:
     ref = subprocess.run(
-        [sys.executable, "-c", REFERENCE], capture_output=True, text=True, timeout=300,
+        [sys.executable, "-c", REFERENCE],
+        capture_output=True,
+        text=True,
+        timeout=300,
         cwd=Path(__file__).parent,
     )
     assert ref.returncode == 0, ref.stderr[-2000:]

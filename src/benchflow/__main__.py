@@ -6,8 +6,6 @@ torch, torch_xla or mlflow. Each job's child process imports those itself.
 
 from __future__ import annotations
 
-import sys
-
 
 def main() -> None:
     import hydra
@@ -26,4 +24,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

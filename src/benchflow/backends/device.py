@@ -105,7 +105,7 @@ class XlaDevice(Device):
         except Exception:  # the CPU PJRT client keeps no allocator statistics
             return None
         peak = info.get("peak_bytes_used") if isinstance(info, dict) else None
-        return int(peak) if peak is not None else None
+        return int(peak) if isinstance(peak, (int, float)) else None
 
     def model_name(self) -> str:
         if self.accelerator == "cuda" and torch.cuda.is_available():

@@ -45,7 +45,9 @@ class DynamoProbe:
             "dynamo_unique_graphs": counters["stats"]["unique_graphs"],
             "dynamo_calls_captured": counters["stats"]["calls_captured"],
             "dynamo_graph_breaks": sum(counters["graph_break"].values()),
-            "dynamo_compile_time_s": sum(compilation_time_metrics.get("_compile.compile_inner", [])),
+            "dynamo_compile_time_s": sum(
+                compilation_time_metrics.get("_compile.compile_inner", [])
+            ),
         }
 
     def delta(self, before: dict[str, float], after: dict[str, float]) -> dict[str, float]:

@@ -78,7 +78,6 @@ def measure(
         out = step()
         device.mark_step()
     device.synchronize()
-    out = None
     m.warmup_time_s = time.perf_counter() - start
 
     for r in range(repeat):
@@ -94,7 +93,7 @@ def measure(
             device.mark_step()
         device.synchronize()
         total = time.perf_counter() - start
-        out = None
+        del out
         metrics = {"total_time_s": total, "per_iter_time_s": total / iterations_per_run}
         if trace_time:
             metrics["trace_total_time_s"] = traced

@@ -63,7 +63,7 @@ class BenchModel(abc.ABC):
 
     # -- what each model defines -------------------------------------------------
     @abc.abstractmethod
-    def build_module(self, **hparams: Any) -> nn.Module:
+    def build_module(self, *args: Any, **hparams: Any) -> nn.Module:
         """Build the module on the host from one ``SIZES`` preset."""
 
     @abc.abstractmethod

@@ -73,5 +73,5 @@ class MatmulChain(BenchModel):
     def make_inputs(self, module: nn.Module, batch_size: int) -> tuple[Any, ...]:
         import torch
 
-        n = module[0].in_features
+        n = module[0].in_features  # type: ignore[index]
         return (torch.randn(batch_size, n) / n**0.5,)

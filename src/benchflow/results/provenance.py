@@ -39,7 +39,10 @@ def git_sha(where: str = ".") -> str | None:
         return None
     dirty = subprocess.run(
         ["git", "status", "--porcelain", "--untracked-files=no"],
-        cwd=where, capture_output=True, text=True, timeout=5,
+        cwd=where,
+        capture_output=True,
+        text=True,
+        timeout=5,
     ).stdout.strip()
     return out.stdout.strip() + ("-dirty" if dirty else "")
 

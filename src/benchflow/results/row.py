@@ -1,9 +1,9 @@
 """One job's result row: the experiment runner's schema, plus status and provenance.
 
-    {model: {suite_name, model_name, model_source},
-     experiment: {accelerator, accelerator_model, xla, dynamo, test, batch_size, dtype, ...},
-     repeat, iterations_per_run, warmup, metrics: {...per repeat...}, summary: {...},
-     timestamp, verification_code, status, error, job: {...}, provenance: {...}}
+{model: {suite_name, model_name, model_source},
+ experiment: {accelerator, accelerator_model, xla, dynamo, test, batch_size, dtype, ...},
+ repeat, iterations_per_run, warmup, metrics: {...per repeat...}, summary: {...},
+ timestamp, verification_code, status, error, job: {...}, provenance: {...}}
 """
 
 from __future__ import annotations

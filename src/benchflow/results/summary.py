@@ -46,13 +46,13 @@ def summary_table(
         base_time = headline(base_row) if base_row and base_row["status"] == "ok" else None
         line = [model, test]
         for label in backends:
-            row = by_backend.get(label)
-            if row is None:
+            cell = by_backend.get(label)
+            if cell is None:
                 line.append("")
-            elif row["status"] != "ok" or headline(row) is None:
-                line.append(row["status"])
+            elif cell["status"] != "ok" or headline(cell) is None:
+                line.append(cell["status"])
             else:
-                t = headline(row)
+                t = headline(cell)
                 assert t is not None
                 speed = f" ({base_time / t:.2f}x)" if base_time and label != base else ""
                 line.append(format_time(t) + speed)

@@ -8,6 +8,7 @@ exception: one job's fate cannot take the sweep down.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -40,15 +41,11 @@ def _kill_tree(proc: subprocess.Popen[bytes]) -> None:
         descendants = psutil.Process(proc.pid).children(recursive=True)
     except psutil.NoSuchProcess:
         descendants = []
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
     for child in descendants:
-        try:
+        with contextlib.suppress(psutil.NoSuchProcess):
             child.kill()
-        except psutil.NoSuchProcess:
-            pass
     proc.wait()
     psutil.wait_procs(descendants, timeout=5)
 

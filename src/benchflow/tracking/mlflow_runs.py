@@ -93,7 +93,9 @@ class Tracker:
         for chunk in _chunks(items, 100):
             self.client.log_batch(run_id, params=chunk, synchronous=True)
 
-    def log_metrics(self, run_id: str, metrics: dict[str, float], series: dict[str, list[float]]) -> None:
+    def log_metrics(
+        self, run_id: str, metrics: dict[str, float], series: dict[str, list[float]]
+    ) -> None:
         """Scalars at step 0; per-repeat series with the repeat as the step."""
         import time
 
@@ -113,7 +115,9 @@ class Tracker:
         for chunk in _chunks(items, 100):
             self.client.log_batch(run_id, tags=chunk, synchronous=True)
 
-    def log_files(self, run_id: str, files: Iterable[Path], artifact_path: str | None = None) -> None:
+    def log_files(
+        self, run_id: str, files: Iterable[Path], artifact_path: str | None = None
+    ) -> None:
         for path in files:
             if path.is_file():
                 self.client.log_artifact(run_id, str(path), artifact_path)

@@ -25,8 +25,13 @@ class BenchflowSweeper(BasicSweeper):
         if self._checked:
             return
         self._checked = True
-        from benchflow.config.validate import ConfigError, InvalidCombination, job_name, parse
-        from benchflow.config.validate import resolve
+        from benchflow.config.validate import (
+            ConfigError,
+            InvalidCombination,
+            job_name,
+            parse,
+            resolve,
+        )
 
         assert self.config is not None and self.hydra_context is not None
         loader = self.hydra_context.config_loader

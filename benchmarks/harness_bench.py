@@ -1,0 +1,143 @@
+"""`make bench`: measure the harness itself, not the models.
+
+(a) Orchestration overhead per job: a real sweep through the CLI; for each job,
+    its wall time in the parent minus the in-child model work (setup + timed
+    loop). The rest is interpreter start, imports, and result/MLflow handling.
+(b) Timing fidelity: benchflow's per-iteration median for an eager CPU model
+    against torch.utils.benchmark.Timer's median for the same callable, in one
+    process, one after the other.
+
+Writes a dated section to --out (benchmarks/RESULTS.md) and prints it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SWEEP = [
+    "-m",
+    "model=llama,dlrm",
+    "dynamo=none,inductor",
+    "model.size=tiny",
+    "repeat=3",
+    "iterations_per_run=5",
+    "warmup=2",
+]
+FIDELITY_MODELS = [
+    ("llama", "benchflow.models.llama:Llama"),
+    ("resnet", "benchflow.models.resnet:ResNet"),
+]
+
+
+def overhead() -> tuple[list[str], dict[str, float]]:
+    with tempfile.TemporaryDirectory() as tmp:
+        start = time.perf_counter()
+        proc = subprocess.run(
+            [sys.executable, "-m", "benchflow", *SWEEP], cwd=tmp, capture_output=True, text=True
+        )
+        sweep_wall = time.perf_counter() - start
+        if proc.returncode != 0:
+            raise SystemExit(proc.stderr[-3000:])
+        (results,) = Path(tmp).glob("multirun/*/*/results.jsonl")
+        rows = [json.loads(line) for line in results.read_text().splitlines()]
+    lines = [
+        "| job | status | wall s | in-child model work s | overhead s | child import s |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        j = r["job"]
+        lines.append(
+            f"| {j['name']} | {r['status']} | {j['wall_time_s']:.2f} | "
+            f"{j['model_work_s']:.2f} | {j['overhead_s']:.2f} | {j.get('child_import_s', 0):.2f} |"
+        )
+    overheads = [r["job"]["overhead_s"] for r in rows]
+    work = sum(r["job"]["model_work_s"] for r in rows)
+    figures = {
+        "jobs": len(rows),
+        "median_overhead_s": statistics.median(overheads),
+        "sweep_wall_s": sweep_wall,
+        "sum_model_work_s": work,
+        "parent_only_s": sweep_wall - sum(r["job"]["wall_time_s"] for r in rows),
+    }
+    return lines, figures
+
+
+def fidelity() -> list[str]:
+    os.environ.setdefault("OMP_NUM_THREADS", str(os.cpu_count()))
+    import torch
+    import torch.utils.benchmark as tb
+
+    from benchflow.backends.device import Device
+    from benchflow.config.schema import ModelConfig
+    from benchflow.harness.timing import measure
+    from benchflow.models.registry import load_model
+
+    lines = [
+        "| model | benchflow median ms/iter | Timer median ms/iter | difference |",
+        "|---|---|---|---|",
+    ]
+    for name, path in FIDELITY_MODELS:
+        torch.manual_seed(0)
+        model, _ = load_model(
+            ModelConfig(name=name, builtin=path), "eval", torch.device("cpu"), None, None
+        )
+        step = model.eval
+        m = measure(
+            step, Device(), repeat=15, iterations_per_run=10, warmup=5, probes=[], trace_time=False
+        )
+        ours = statistics.median(m.per_repeat["per_iter_time_s"])
+        timer = tb.Timer(stmt="step()", globals={"step": step}).blocked_autorange(min_run_time=3.0)
+        theirs = timer.median
+        lines.append(
+            f"| {name} (small, eval, eager cpu) | {ours * 1e3:.3f} | {theirs * 1e3:.3f} | "
+            f"{(ours - theirs) / theirs * 100:+.1f}% |"
+        )
+    return lines
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args()
+    table_a, fig = overhead()
+    table_b = fidelity()
+    when = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
+    text = "\n".join(
+        [
+            f"## {when} on {platform.node()} ({os.cpu_count()} cores)",
+            "",
+            f"(a) Orchestration overhead: `python -m benchflow {' '.join(SWEEP)}`",
+            "",
+            *table_a,
+            "",
+            f"Median overhead per job: **{fig['median_overhead_s']:.2f} s**. Sweep wall "
+            f"{fig['sweep_wall_s']:.1f} s against {fig['sum_model_work_s']:.1f} s of in-child "
+            "model work "
+            f"({fig['jobs']} jobs); parent-only time (start-up, validation, MLflow, summary): "
+            f"{fig['parent_only_s']:.1f} s.",
+            "",
+            "(b) Timing fidelity against torch.utils.benchmark.Timer.blocked_autorange "
+            "(same callable, same process)",
+            "",
+            *table_b,
+            "",
+        ]
+    )
+    print(text)
+    if args.out:
+        with args.out.open("a") as f:
+            f.write(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
