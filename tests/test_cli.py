@@ -122,3 +122,48 @@ def test_fail_fast_records_the_rest_as_skipped(workdir: Path) -> None:
 def test_readme_documents_the_two_commands() -> None:
     readme = (REPO / "README.md").read_text()
     assert "make run" in readme and "make test" in readme
+
+
+def test_ctrl_c_marks_the_running_job_interrupted_and_keeps_earlier_rows(workdir: Path) -> None:
+    import json
+    import os
+    import signal
+
+    import psutil
+
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "benchflow",
+            "-m",
+            SEARCHPATH,
+            "model=fault_raise,fault_hang,matmul_chain",
+            "mlflow.enabled=false",
+            "timeout_s=300",
+        ],
+        cwd=workdir,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    # Wait until the hang job's child is running (its job.json exists), then interrupt.
+    deadline = time.monotonic() + 120
+    while not list(workdir.glob("multirun/*/*/1/job.json")):
+        assert time.monotonic() < deadline and proc.poll() is None, "the sweep did not reach job 1"
+        time.sleep(0.2)
+    time.sleep(3)
+    os.kill(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err[-2000:]
+    (results,) = workdir.glob("multirun/*/*/results.jsonl")
+    rows = [json.loads(line) for line in results.read_text().splitlines()]
+    assert [r["status"] for r in rows] == ["failed", "interrupted"]  # job 2 never started
+    time.sleep(0.5)
+    leftovers = [
+        p.pid
+        for p in psutil.process_iter(["cmdline"])
+        if "benchflow.harness" in " ".join(p.info["cmdline"] or [])
+        and str(workdir) in " ".join(p.info["cmdline"] or [])
+    ]
+    assert leftovers == []

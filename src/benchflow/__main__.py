@@ -6,6 +6,8 @@ torch, torch_xla or mlflow. Each job's child process imports those itself.
 
 from __future__ import annotations
 
+import sys
+
 
 def main() -> None:
     import hydra
@@ -20,7 +22,13 @@ def main() -> None:
 
         return run_job(cfg)
 
-    _app()
+    try:
+        _app()
+    except KeyboardInterrupt:
+        # The running job was killed and recorded as `interrupted`; rows already
+        # written stay in results.jsonl.
+        print("benchflow: interrupted; the results so far are kept.", file=sys.stderr)
+        raise SystemExit(130) from None
 
 
 if __name__ == "__main__":

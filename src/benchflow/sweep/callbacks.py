@@ -84,11 +84,10 @@ class SweepCallback(Callback):
 
 
 def _print_table(header: list[str], body: list[list[str]], note: str, sweep_dir: Path) -> None:
+    from rich.console import Console
     from rich.table import Table
-
-    from benchflow.sweep.progress import console
 
     table = Table(*header, title=f"benchflow sweep {sweep_dir}", caption=note)
     for line in body:
         table.add_row(*line)
-    console.print(table)
+    Console(highlight=False).print(table)  # stdout: the sweep's answer; progress is on stderr
