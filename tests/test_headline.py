@@ -1,0 +1,83 @@
+"""The README's headline sweep, end to end on tiny models: four ok rows, one parent
+MLflow run with four child runs, and the model x backend table."""
+
+from __future__ import annotations
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from tests.conftest import CliResult, run_cli
+
+
+@pytest.fixture(scope="module")
+def headline(tmp_path_factory: pytest.TempPathFactory) -> CliResult:
+    cwd = tmp_path_factory.mktemp("headline")
+    res = run_cli(
+        [
+            "-m",
+            "model=llama,dlrm",
+            "dynamo=openxla,inductor",
+            "model.size=tiny",
+            "repeat=3",
+            "iterations_per_run=3",
+        ],
+        cwd,
+    )
+    assert res.returncode == 0, res.stderr[-4000:]
+    return res
+
+
+def test_four_ok_rows_with_the_right_axes(headline: CliResult) -> None:
+    rows = headline.rows()
+    assert [r["status"] for r in rows] == ["ok"] * 4
+    axes = {
+        (r["model"]["model_name"], r["experiment"]["dynamo"], r["experiment"]["xla"]) for r in rows
+    }
+    assert axes == {
+        ("llama", "openxla", "PJRT"),
+        ("llama", "inductor", None),
+        ("dlrm", "openxla", "PJRT"),
+        ("dlrm", "inductor", None),
+    }
+    for r in rows:
+        assert r["model"]["model_source"] == "builtin"
+        assert r["experiment"]["accelerator"] == "cpu"
+        assert r["experiment"]["batch_size"] > 0 and r["experiment"]["dtype"] == "float32"
+        m = r["metrics"]
+        assert len(m["per_iter_time_s"]) == 3
+        # cold start (with compilation) is reported apart from the steady state
+        assert m["first_iter_time_s"] > r["summary"]["per_iter_time_s"]["median"]
+        assert m["cold_dynamo_compile_time_s"] > 0
+        assert m["dynamo_graph_breaks"] == [0.0, 0.0, 0.0]
+        if r["experiment"]["dynamo"] == "openxla":
+            assert "trace_per_iter_time_s" in m and "xla_ExecuteTime_number" in m
+        else:
+            assert "trace_per_iter_time_s" not in m
+        assert m["peak_host_rss_bytes"] > 100e6
+        assert r["summary"]["per_iter_time_s"]["iqr"] >= 0
+
+
+def test_summary_table_printed_and_written(headline: CliResult) -> None:
+    (sweep,) = headline.sweep_dirs
+    md = (sweep / "summary.md").read_text()
+    assert "| model | test | openxla | inductor |" in md
+    assert "| llama | eval |" in md and "x) |" in md  # openxla speedup over inductor
+    assert "llama" in headline.stdout and "baseline=inductor" in headline.stdout
+
+
+def test_mlflow_parent_with_four_children(headline: CliResult) -> None:
+    client = MlflowClient(f"sqlite:///{headline.cwd / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("benchflow")
+    runs = client.search_runs([exp.experiment_id])
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    assert sorted(c.info.run_name for c in children) == sorted(
+        ["llama·openxla·eval", "llama·inductor·eval", "dlrm·openxla·eval", "dlrm·inductor·eval"]
+    )
+    for c in children:
+        assert c.info.status == "FINISHED" and c.data.tags["status"] == "ok"
+        assert c.data.params["dynamo.name"] in ("openxla", "inductor")
+        assert c.data.tags["version.torch"] == "2.9.0"
+        assert c.data.metrics["throughput_samples_per_s"] > 0
+    assert parents[0].data.tags["jobs.ok"] == "4"
