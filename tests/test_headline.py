@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 from mlflow.tracking import MlflowClient
-
 from tests.conftest import CliResult, run_cli
 
 

@@ -31,6 +31,8 @@ class EncoderLayer(nn.Module):
 
 
 class BertNet(nn.Module):
+    position_ids: torch.Tensor
+
     def __init__(
         self, vocab: int, dim: int, layers: int, heads: int, hidden: int, seq: int
     ) -> None:

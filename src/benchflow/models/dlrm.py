@@ -7,6 +7,7 @@ offsets tensor is needed and every backend lowers the gather-and-sum.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import torch
@@ -17,7 +18,7 @@ from benchflow.models.base import BenchModel
 
 def mlp(sizes: list[int], final_activation: bool) -> nn.Sequential:
     layers: list[nn.Module] = []
-    for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:], strict=True)):
+    for i, (a, b) in enumerate(itertools.pairwise(sizes)):
         layers.append(nn.Linear(a, b))
         if i < len(sizes) - 2 or final_activation:
             layers.append(nn.ReLU())
@@ -25,6 +26,9 @@ def mlp(sizes: list[int], final_activation: bool) -> nn.Sequential:
 
 
 class DlrmNet(nn.Module):
+    pair_i: torch.Tensor
+    pair_j: torch.Tensor
+
     def __init__(
         self,
         num_dense: int,

@@ -78,6 +78,8 @@ class Block(nn.Module):
 
 
 class LlamaLM(nn.Module):
+    rope: torch.Tensor
+
     def __init__(
         self, vocab: int, dim: int, layers: int, heads: int, hidden: int, seq: int
     ) -> None:
