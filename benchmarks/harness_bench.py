@@ -96,7 +96,10 @@ def fidelity() -> list[str]:
             step, Device(), repeat=15, iterations_per_run=10, warmup=5, probes=[], trace_time=False
         )
         ours = statistics.median(m.per_repeat["per_iter_time_s"])
-        timer = tb.Timer(stmt="step()", globals={"step": step}).blocked_autorange(min_run_time=3.0)
+        # Timer defaults to one thread; give it the threads benchflow's loop had.
+        timer = tb.Timer(
+            stmt="step()", globals={"step": step}, num_threads=torch.get_num_threads()
+        ).blocked_autorange(min_run_time=3.0)
         theirs = timer.median
         lines.append(
             f"| {name} (small, eval, eager cpu) | {ours * 1e3:.3f} | {theirs * 1e3:.3f} | "
