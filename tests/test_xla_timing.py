@@ -44,6 +44,7 @@ def lazy_row(tmp_path_factory: pytest.TempPathFactory) -> dict:
             "repeat=4",
             "iterations_per_run=4",
             "warmup=2",
+            "dtype=float32",  # the reference below runs the float32 model
             "mlflow.enabled=false",
         ],
         cwd,

@@ -51,6 +51,15 @@ class MlflowConfig:
 
 
 @dataclass
+class SuiteConfig:
+    name: str = "builtin"  # builtin: no suite rules | torchbench: PyTorch's torchbench.yaml
+    skip_lists: bool = True  # honour the suite's skip lists (false: the runner's --no-skip)
+    fast: bool = False  # also skip the suite's `slow` and `very_slow` models
+    torchbench_root: str | None = None  # pytorch/benchmark checkout; null: $TORCHBENCH_ROOT
+    rules: dict[str, Any] = field(default_factory=dict)  # the mirrored torchbench.yaml data
+
+
+@dataclass
 class BenchConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     dynamo: DynamoConfig = field(default_factory=DynamoConfig)
@@ -58,7 +67,7 @@ class BenchConfig:
     test: TestConfig = field(default_factory=TestConfig)
     accelerator: AcceleratorConfig = field(default_factory=AcceleratorConfig)
     mlflow: MlflowConfig = field(default_factory=MlflowConfig)
-    suite: str = "builtin"  # suite name recorded in results (torchbench when loaded from there)
+    suite: SuiteConfig = field(default_factory=SuiteConfig)
     repeat: int = 5  # timed repeats; summaries are taken over these
     iterations_per_run: int = 5  # steps per repeat, timed together and divided
     warmup: int = 2  # untimed steps before the first repeat; the first is reported as cold start

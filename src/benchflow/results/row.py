@@ -25,13 +25,14 @@ def build_row(
     job: dict[str, Any],
     provenance: dict[str, Any],
     child: dict[str, Any] | None = None,
+    sources: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """Assemble a row; `child` is the child's result.json when it wrote one."""
     assert status in STATUSES, status
     child = child or {}
     return {
         "model": {
-            "suite_name": cfg.suite,
+            "suite_name": cfg.suite.name,
             "model_name": cfg.model.name,
             "model_source": child.get("model_source"),
         },
@@ -46,6 +47,7 @@ def build_row(
             "model_size": cfg.model.size,
             "matmul_precision": cfg.matmul_precision,
             "num_threads": child.get("num_threads", cfg.num_threads),
+            **(sources or {}),
         },
         "repeat": cfg.repeat,
         "iterations_per_run": cfg.iterations_per_run,

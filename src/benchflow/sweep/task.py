@@ -25,6 +25,7 @@ from benchflow.results.io import append_jsonl, read_jsonl, write_json_atomic
 from benchflow.results.provenance import provenance
 from benchflow.results.row import build_row, flat_metrics
 from benchflow.runner.isolated import Outcome, run_isolated
+from benchflow.suite.rules import decide
 from benchflow.sweep import progress
 from benchflow.tracking.mlflow_runs import PARENT_RUN_FILE, Tracker, flatten, safely
 
@@ -74,7 +75,20 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
     except ConfigError as exc:
         die(exc)
 
-    name = job_name(bench)
+    name = job_name(bench)  # from the user's choices, before suite rules fill in dtype
+    decision = decide(
+        bench.suite,
+        bench.model.name,
+        bench.test.name,
+        bench.accelerator.name,
+        bench.dtype,
+        bench.batch_size,
+    )
+    bench = dataclasses.replace(bench, dtype=decision.dtype, batch_size=decision.batch_size)
+    if decision.skip and not skip_reason:
+        skip_reason = decision.skip
+        log.info("job %d skipped: %s", num, decision.skip)
+
     job: dict[str, Any] = {"name": name, "num": num, "dir": str(job_dir)}
     job["overrides"] = list(hc.overrides.task)
     OmegaConf.save(OmegaConf.structured(bench), job_dir / "config.yaml")
@@ -84,6 +98,8 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
     if tracker:
         parent_id = _read_text(sweep_dir / PARENT_RUN_FILE) if multirun else None
         params = flatten(dataclasses.asdict(bench))
+        # The suite's rule lists are hundreds of entries: they live in config.yaml.
+        params = {k: v for k, v in params.items() if not k.startswith("suite.rules.")}
         run_id = safely("start_run", tracker.start_run, name, parent_id=parent_id, params=params)
 
     if skip_reason:
@@ -118,6 +134,10 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
         job=job,
         provenance=provenance(project_dir),
         child=child,
+        sources={
+            "dtype_source": decision.dtype_source,
+            "batch_size_source": decision.batch_size_source,
+        },
     )
     write_json_atomic(job_dir / "result.json", row)
     append_jsonl(sweep_dir / RESULTS_FILE, row)

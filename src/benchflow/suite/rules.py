@@ -1,0 +1,99 @@
+"""The suite's rules for one job: dtype, batch size, and whether to skip it.
+
+Applied as PyTorch/XLA's experiment runner applies torchbench.yaml (seed 003):
+- inference runs in bfloat16, unless the model is in
+  dtype.force_amp_for_fp16_bf16_models (AMP) or dtype.force_fp16_for_bf16_models
+  (float16); training always uses AMP (bfloat16 AMP for dtype.amp_dtype_bfloat16);
+- the batch size is batch_size.{training,inference}[model] unless the user set
+  one; dont_change_batch_size wins over both (such models cannot run another);
+- skip.all, skip.test.<training|inference>, skip.device.<accelerator> and
+  skip.multiprocess skip the job, naming the list; suite.skip_lists=false ignores
+  them (the runner's --no-skip); suite.fast=true also skips `slow`/`very_slow`.
+An explicit dtype= from the user always wins. Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import platform
+from dataclasses import dataclass
+from typing import Any
+
+from benchflow.config.schema import SuiteConfig
+
+TEST_KEY = {"train": "training", "eval": "inference"}
+
+
+@dataclass(frozen=True)
+class SuiteDecision:
+    dtype: str
+    dtype_source: str  # user | suite | model
+    batch_size: int | None  # None: the model's own default, decided in the child
+    batch_size_source: str  # user | suite | model
+    skip: str | None  # why the job must not run, naming the list
+
+
+def _in(rules: dict[str, Any], path: str, model: str) -> bool:
+    node: Any = rules
+    for key in path.split("."):
+        if not isinstance(node, dict) or key not in node:
+            return False
+        node = node[key]
+    return isinstance(node, list) and model in node
+
+
+def skip_reason(suite: SuiteConfig, model: str, test: str, accelerator: str) -> str | None:
+    rules = suite.rules
+    if suite.fast:
+        for key in ("very_slow", "slow"):
+            if _in(rules, key, model):
+                return f"suite.fast=true and {model} is listed in `{key}`"
+    if not suite.skip_lists:
+        return None
+    devices = [accelerator] + (["cpu_aarch64"] if accelerator == "cpu" and _is_aarch64() else [])
+    candidates = ["skip.all", f"skip.test.{TEST_KEY[test]}", "skip.multiprocess"]
+    candidates += [f"skip.device.{d}" for d in devices]
+    for key in candidates:
+        if _in(rules, key, model):
+            return f"{model} is listed in `{key}` of suite {suite.name} (suite.skip_lists=false runs it)"
+    return None
+
+
+def decide(
+    suite: SuiteConfig,
+    model: str,
+    test: str,
+    accelerator: str,
+    user_dtype: str | None,
+    user_batch_size: int | None,
+) -> SuiteDecision:
+    rules = suite.rules
+    if user_dtype is not None:
+        dtype, dtype_source = user_dtype, "user"
+    elif suite.name == "builtin" or not rules:
+        dtype, dtype_source = "float32", "model"
+    elif test == "train":
+        amp_bf16 = _in(rules, "dtype.amp_dtype_bfloat16", model)
+        dtype, dtype_source = ("amp_bf16" if amp_bf16 else "amp"), "suite"
+    elif _in(rules, "dtype.force_amp_for_fp16_bf16_models", model):
+        dtype, dtype_source = "amp", "suite"
+    elif _in(rules, "dtype.force_fp16_for_bf16_models", model):
+        dtype, dtype_source = "float16", "suite"
+    else:
+        dtype, dtype_source = "bfloat16", "suite"
+
+    suite_batch = rules.get("batch_size", {}).get(TEST_KEY[test], {}) or {}
+    if _in(rules, "dont_change_batch_size", model):
+        batch, batch_source = None, "model"
+    elif user_batch_size is not None:
+        batch, batch_source = user_batch_size, "user"
+    elif model in suite_batch:
+        batch, batch_source = int(suite_batch[model]), "suite"
+    else:
+        batch, batch_source = None, "model"
+    return SuiteDecision(
+        dtype, dtype_source, batch, batch_source, skip_reason(suite, model, test, accelerator)
+    )
+
+
+def _is_aarch64() -> bool:
+    return platform.machine() in ("aarch64", "arm64")
