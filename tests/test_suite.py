@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from tests.conftest import REPO
 
 from benchflow.config.schema import SuiteConfig
 from benchflow.config.store import CONF_DIR
 from benchflow.suite.mirror import load_upstream, unknown_paths
 from benchflow.suite.rules import decide, skip_reason
-from tests.conftest import REPO
 
 REFERENCE = REPO.parent / "shared" / "reference" / "torchbench.yaml"
 MIRROR = CONF_DIR / "suite" / "torchbench.yaml"

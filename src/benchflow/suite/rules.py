@@ -54,7 +54,10 @@ def skip_reason(suite: SuiteConfig, model: str, test: str, accelerator: str) -> 
     candidates += [f"skip.device.{d}" for d in devices]
     for key in candidates:
         if _in(rules, key, model):
-            return f"{model} is listed in `{key}` of suite {suite.name} (suite.skip_lists=false runs it)"
+            return (
+                f"{model} is listed in `{key}` of suite {suite.name} "
+                "(suite.skip_lists=false runs it)"
+            )
     return None
 
 
