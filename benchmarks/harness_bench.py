@@ -78,7 +78,7 @@ def fidelity() -> list[str]:
     import torch.utils.benchmark as tb
 
     from benchflow.backends.device import Device
-    from benchflow.config.schema import ModelConfig
+    from benchflow.config.schema import BenchConfig, ModelConfig
     from benchflow.harness.timing import measure
     from benchflow.models.registry import load_model
 
@@ -88,9 +88,8 @@ def fidelity() -> list[str]:
     ]
     for name, path in FIDELITY_MODELS:
         torch.manual_seed(0)
-        model, _ = load_model(
-            ModelConfig(name=name, builtin=path), "eval", torch.device("cpu"), None, None
-        )
+        cfg = BenchConfig(model=ModelConfig(name=name, builtin=path, source="builtin"))
+        model = load_model(cfg, torch.device("cpu"), None)
         step = model.eval
         m = measure(
             step, Device(), repeat=15, iterations_per_run=10, warmup=5, probes=[], trace_time=False

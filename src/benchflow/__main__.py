@@ -10,11 +10,19 @@ import sys
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["models"]:
+        from benchflow.models.listing import main as list_models
+
+        raise SystemExit(list_models(sys.argv[2:]))
+
     import hydra
 
     from benchflow.config.store import register
 
-    register()
+    root = next(
+        (a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("suite.torchbench_root=")), None
+    )
+    register(torchbench_root=root)
 
     @hydra.main(version_base="1.3", config_path="../../conf", config_name="config")
     def _app(cfg):  # type: ignore[no-untyped-def]

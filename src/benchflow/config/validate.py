@@ -19,7 +19,7 @@ from benchflow.backends.catalog import (
     TEST_CHOICES,
     XLA_CHOICES,
 )
-from benchflow.config.schema import BenchConfig
+from benchflow.config.schema import BenchConfig, ModelConfig, SuiteConfig
 
 SIZE_CHOICES = ("tiny", "small", "base", "large")
 
@@ -116,11 +116,49 @@ def resolve(cfg: BenchConfig) -> BenchConfig:
             f"dtype={cfg.dtype} is not supported with accelerator=cpu; "
             "allowed on cpu: float32, float64, bfloat16, amp, amp_bf16"
         )
+    model, suite = _resolve_model_source(cfg)
     return dataclasses.replace(
         cfg,
+        model=model,
+        suite=suite,
         xla=dataclasses.replace(cfg.xla, name=xla),
         accelerator=dataclasses.replace(cfg.accelerator, name=accelerator),
     )
+
+
+def _resolve_model_source(cfg: BenchConfig) -> tuple[ModelConfig, SuiteConfig]:
+    """model.source auto -> torchbench (when TorchBench has the model) or builtin.
+
+    The TorchBench root is written into the config as an absolute path, so the
+    child, the fingerprint and the row all name the checkout that ran.
+    """
+    from benchflow.models.torchbench_index import TorchBenchNotFound, find_root, list_models
+
+    try:
+        root = find_root(cfg.suite.torchbench_root)
+    except TorchBenchNotFound as exc:
+        raise ConfigError(str(exc)) from None
+    name, source = cfg.model.name, cfg.model.source
+    in_torchbench = root is not None and (root / "torchbenchmark" / "models" / name).is_dir()
+    if source == "auto":
+        source = "torchbench" if in_torchbench else "builtin"
+    if source == "torchbench" and root is None:
+        from benchflow.models.torchbench_index import CLONE_HINT
+
+        raise ConfigError(f"model.source=torchbench but no TorchBench was found; {CLONE_HINT}")
+    if source == "torchbench" and not in_torchbench:
+        assert root is not None
+        raise ConfigError(
+            f"model={name!r} is not a TorchBench model in {root}; allowed: "
+            + ", ".join(list_models(root))
+        )
+    if source == "builtin" and not cfg.model.builtin:
+        raise ConfigError(
+            f"model={name!r} has no built-in implementation and TorchBench is not installed; "
+            "allowed: a built-in model (llama, dlrm, resnet, bert) or set suite.torchbench_root"
+        )
+    suite = dataclasses.replace(cfg.suite, torchbench_root=str(root) if root else None)
+    return dataclasses.replace(cfg.model, source=source), suite
 
 
 def parse(composed: Any) -> BenchConfig:

@@ -21,15 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from benchflow.config.schema import BenchConfig
+from benchflow.models.errors import ModelSkipped
 from benchflow.results.io import write_json_atomic
 
 log = logging.getLogger("benchflow.child")
 
 AMP_DTYPES = {"amp": None, "amp_bf16": "bfloat16", "amp_fp16": "float16"}
-
-
-class JobSkipped(Exception):
-    """The model declares it cannot run this job (recorded as status=skipped)."""
 
 
 def config_from_dict(data: dict[str, Any]) -> BenchConfig:
@@ -89,9 +86,7 @@ def run(cfg: BenchConfig) -> dict[str, Any]:
     amp = dtype_name in AMP_DTYPES
     model_dtype = None if amp or dtype_name == "float32" else getattr(torch, dtype_name)
     seed_everything(cfg.seed)
-    model, source = load_model(
-        cfg.model, cfg.test.name, device.torch_device, cfg.batch_size, model_dtype
-    )
+    model = load_model(cfg, device.torch_device, model_dtype)
     apply_compiler(model, cfg.dynamo)
     step = model.train if cfg.test.name == "train" else model.eval
     if amp:
@@ -117,7 +112,7 @@ def run(cfg: BenchConfig) -> dict[str, Any]:
 
     per_iter = m.summary()["per_iter_time_s"]["median"]
     return {
-        "model_source": source,
+        "model_source": cfg.model.source,
         "batch_size": model.batch_size,
         "dtype": dtype_name,
         "accelerator_model": device.model_name(),
@@ -165,7 +160,7 @@ def main(argv: list[str]) -> int:
     try:
         cfg = config_from_dict(job["config"])
         result.update(run(cfg))
-    except JobSkipped as exc:
+    except ModelSkipped as exc:
         result.update(status="skipped", error=str(exc))
         log.info("skipped: %s", exc)
     except Exception as exc:

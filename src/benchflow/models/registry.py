@@ -1,52 +1,42 @@
-"""Resolve `model=<name>` to a loaded BenchModel, built-in or from TorchBench."""
+"""Build the model a job names: benchflow's built-in one, or TorchBench's (in the child)."""
 
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import logging
+from pathlib import Path
+from typing import Any
 
 import torch
 
-from benchflow.config.schema import ModelConfig
+from benchflow.config.schema import BenchConfig
 from benchflow.models.base import BenchModel
 
 log = logging.getLogger(__name__)
 
 
-def torchbench_available() -> bool:
-    return importlib.util.find_spec("torchbenchmark") is not None
+def load_model(cfg: BenchConfig, device: torch.device, dtype: torch.dtype | None) -> Any:
+    """`cfg.model.source` is already resolved (builtin | torchbench) by validation."""
+    m = cfg.model
+    log.info("model %s from %s, batch size %s, dtype %s", m.name, m.source, cfg.batch_size, dtype)
+    if m.source == "torchbench":
+        from benchflow.models.torchbench import TorchBenchModel
 
-
-def resolve_source(cfg: ModelConfig) -> str:
-    """`auto` prefers the real TorchBench model when TorchBench is importable."""
-    if cfg.source != "auto":
-        return cfg.source
-    if torchbench_available() and importlib.util.find_spec(f"torchbenchmark.models.{cfg.name}"):
-        return "torchbench"
-    return "builtin"
-
-
-def load_model(
-    cfg: ModelConfig,
-    test: str,
-    device: torch.device,
-    batch_size: int | None,
-    dtype: torch.dtype | None,
-) -> tuple[BenchModel, str]:
-    """Build the model on the host, move it to `device`; returns it and its source."""
-    source = resolve_source(cfg)
-    log.info("model %s from %s (model.source=%s)", cfg.name, source, cfg.source)
-    if source == "torchbench":
-        raise NotImplementedError(
-            f"model {cfg.name!r}: loading from TorchBench is not supported yet; "
-            "use model.source=builtin"
+        assert cfg.suite.torchbench_root, "validation resolves the TorchBench root"
+        return TorchBenchModel(
+            Path(cfg.suite.torchbench_root),
+            m.name,
+            cfg.test.name,
+            device,
+            cfg.accelerator.name,
+            cfg.batch_size,
+            dtype,
         )
-    if not cfg.builtin:
-        raise ValueError(f"model {cfg.name!r} has no built-in implementation (model.builtin)")
-    module_name, _, class_name = cfg.builtin.partition(":")
+    assert m.builtin, f"model {m.name!r} has no built-in implementation"
+    module_name, _, class_name = m.builtin.partition(":")
     cls = getattr(importlib.import_module(module_name), class_name)
     if not (isinstance(cls, type) and issubclass(cls, BenchModel)):
-        raise TypeError(f"model.builtin={cfg.builtin!r} is not a BenchModel subclass")
-    model = cls(test=test, device=device, batch_size=batch_size, size=cfg.size, dtype=dtype)
-    return model, source
+        raise TypeError(f"model.builtin={m.builtin!r} is not a BenchModel subclass")
+    return cls(
+        test=cfg.test.name, device=device, batch_size=cfg.batch_size, size=m.size, dtype=dtype
+    )

@@ -21,6 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from benchflow.config.schema import BenchConfig
 from benchflow.config.validate import ConfigError, InvalidCombination, job_name, parse, resolve
+from benchflow.models.torchbench_index import not_implemented
 from benchflow.results.io import append_jsonl, read_jsonl, write_json_atomic
 from benchflow.results.provenance import provenance
 from benchflow.results.row import build_row, flat_metrics
@@ -85,9 +86,17 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
         bench.batch_size,
     )
     bench = dataclasses.replace(bench, dtype=decision.dtype, batch_size=decision.batch_size)
-    if decision.skip and not skip_reason:
-        skip_reason = decision.skip
-        log.info("job %d skipped: %s", num, decision.skip)
+    model_says = None
+    if bench.model.source == "torchbench" and bench.suite.torchbench_root:
+        model_says = not_implemented(
+            Path(bench.suite.torchbench_root),
+            bench.model.name,
+            bench.accelerator.name,
+            bench.test.name,
+        )
+    if (reason := decision.skip or model_says) and not skip_reason:
+        skip_reason = reason
+        log.info("job %d skipped: %s", num, reason)
 
     job: dict[str, Any] = {"name": name, "num": num, "dir": str(job_dir)}
     job["overrides"] = list(hc.overrides.task)

@@ -49,6 +49,9 @@ class BenchflowSweeper(BasicSweeper):
                 entry["name"] = job_name(resolve(cfg))
             except InvalidCombination as exc:
                 entry["skipped"] = str(exc)
+            except ConfigError as exc:
+                errors.append(f"job {num} ({' '.join(overrides)}): {exc}")
+                continue
             jobs.append(entry)
         if errors:
             print("benchflow: error: the sweep has bad values; nothing was run.", file=sys.stderr)

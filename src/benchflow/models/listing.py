@@ -1,0 +1,83 @@
+"""`python -m benchflow models`: every model benchflow can run here, and whether it can.
+
+Reads config and the TorchBench checkout's files only (no torch, no model
+import): built-in models from conf/model/, TorchBench models from the checkout,
+each checked against the suite's skip lists, its metadata.yaml and the packages
+its requirements.txt names.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import yaml
+
+from benchflow.config.schema import SuiteConfig
+from benchflow.config.store import CONF_DIR
+from benchflow.config.validate import cuda_present
+from benchflow.models.torchbench_index import (
+    CLONE_HINT,
+    TorchBenchNotFound,
+    find_root,
+    list_models,
+    missing_packages,
+    not_implemented,
+)
+from benchflow.suite.rules import skip_reason
+
+
+def _first_comment(path: os.PathLike[str]) -> str:
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.startswith("#"):
+                return line.lstrip("# ").strip()
+    return ""
+
+
+def main(argv: list[str]) -> int:
+    root_arg = next(
+        (a.split("=", 1)[1] for a in argv if a.startswith("suite.torchbench_root=")), None
+    )
+    device = "cuda" if cuda_present() else "cpu"
+    rules = yaml.safe_load((CONF_DIR / "suite" / "torchbench.yaml").read_text())["rules"]
+    suite = SuiteConfig(name="torchbench", rules=rules)
+    try:
+        root = find_root(root_arg)
+    except TorchBenchNotFound as exc:
+        print(f"benchflow: error: {exc}", file=sys.stderr)
+        return 2
+    tb_models = list_models(root) if root else []
+    print(f"Models, and whether they run on this machine ({device}). `model=<name>` runs one.")
+    print("Suite skip lists and metadata.yaml are applied (suite.skip_lists=false overrides")
+    print("the lists). 'yes' means nothing known blocks it: a load can still fail on a")
+    print("package or a download, and the job then says which.\n")
+    print("built-in (benchflow's own; TorchBench's model of the same name is used when present):")
+    for path in sorted((CONF_DIR / "model").glob("*.yaml")):
+        note = " [TorchBench's is used here]" if path.stem in tb_models else ""
+        print(f"{path.stem:<32} builtin     yes{note}: {_first_comment(path)}")
+    if root is None:
+        print(f"\nTorchBench: not found ({CLONE_HINT}, or export TORCHBENCH_ROOT).")
+        return 0
+    print(f"\nTorchBench at {root}:")
+    for name in tb_models:
+        blocked = {}
+        for test in ("eval", "train"):
+            why = skip_reason(suite, name, test, device)
+            if why:
+                blocked[test] = why.split("`")[1]  # the list's name, e.g. skip.device.cpu
+            elif not_implemented(root, name, device, test):
+                blocked[test] = "metadata.yaml not_implemented"
+        if len(blocked) == 2:
+            status = "no: " + "; ".join(f"{t}: {w}" for t, w in blocked.items())
+        elif blocked:
+            ((test, why),) = blocked.items()
+            other = "train" if test == "eval" else "eval"
+            status = f"{other} only ({test}: {why})"
+        else:
+            status = "yes"
+        missing = missing_packages(root, name)
+        if missing and len(blocked) < 2:
+            status += f"; its requirements.txt lists missing packages: {', '.join(missing)}"
+        print(f"{name:<32} torchbench  {status}")
+    return 0

@@ -1,0 +1,150 @@
+"""Load a real TorchBench model in the isolated child, with TorchBench's own interface.
+
+``torchbenchmark.models.<name>.Model(test=, device=, batch_size=, extra_args=)``
+is built on the host (or on CUDA for accelerator=cuda), as the seed prescribes,
+then moved. The model's own ``train()``/``eval()`` is the timed step.
+
+Quirks handled here, each covered by a fixture test:
+- the checkout's top-level ``utils`` package clashes with any other ``utils``;
+- ``eval()`` returns a tuple for most models, a bare tensor for some;
+- llama's ``train()`` *returns* NotImplementedError instead of raising it;
+- models list unsupported devices in metadata.yaml (``not_implemented``);
+- a missing package or a download at load time must say so plainly.
+Loading patches ``torch.manual_seed`` and may set a default device for the whole
+process: that is why it only ever happens in a job's own child process.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from benchflow.models.errors import MissingDependency, ModelSkipped
+from benchflow.models.torchbench_index import not_implemented
+
+log = logging.getLogger(__name__)
+
+
+DOWNLOAD_HINTS = ("urlopen", "download", "connection", "resolve", "offline", "huggingface", "hub")
+
+
+def prepare_import(root: Path) -> None:
+    """Put the checkout first on sys.path and forget any foreign `utils` module."""
+    root_s = str(root)
+    if root_s in sys.path:
+        sys.path.remove(root_s)
+    sys.path.insert(0, root_s)
+    for name in [n for n in sys.modules if n == "utils" or n.startswith("utils.")]:
+        file = getattr(sys.modules[name], "__file__", None) or ""
+        if not file.startswith(root_s):
+            log.info("dropped foreign module %s (%s): it shadows TorchBench's utils", name, file)
+            del sys.modules[name]
+
+
+def _classify_load_error(name: str, exc: BaseException) -> BaseException:
+    if (
+        isinstance(exc, ModuleNotFoundError)
+        and exc.name
+        and not exc.name.startswith(("torchbenchmark", "utils"))
+    ):
+        return MissingDependency(
+            f"TorchBench model {name!r} needs the package {exc.name!r}, which is not installed; "
+            f"install it into .venv (or run the model's install.py) and retry"
+        )
+    text = f"{type(exc).__name__}: {exc}".lower()
+    if isinstance(exc, OSError) or any(hint in text for hint in DOWNLOAD_HINTS):
+        return MissingDependency(
+            f"TorchBench model {name!r} tried to download weights or data while loading and "
+            f"failed ({type(exc).__name__}: {exc}); this machine has no such network access: "
+            "pre-download them into the checkout or pick another model"
+        )
+    return exc
+
+
+def _move(value: Any, device: torch.device, dtype: torch.dtype | None) -> Any:
+    if isinstance(value, torch.Tensor):
+        if dtype is not None and value.is_floating_point():
+            value = value.to(dtype)
+        return value.to(device)
+    if isinstance(value, nn.Module):
+        if dtype is not None:
+            value = value.to(dtype)
+        return value.to(device)
+    if isinstance(value, (tuple, list)) and any(isinstance(v, torch.Tensor) for v in value):
+        return type(value)(_move(v, device, dtype) for v in value)
+    return value
+
+
+class TorchBenchModel:
+    """A TorchBench BenchmarkModel behind benchflow's BenchModel interface."""
+
+    def __init__(
+        self,
+        root: Path,
+        name: str,
+        test: str,
+        device: torch.device,
+        accelerator: str,
+        batch_size: int | None,
+        dtype: torch.dtype | None,
+    ) -> None:
+        reason = not_implemented(root, name, accelerator, test)
+        if reason:
+            raise ModelSkipped(reason)
+        prepare_import(root)
+        try:
+            module = importlib.import_module(f"torchbenchmark.models.{name}")
+            init_device = "cuda" if accelerator == "cuda" else "cpu"
+            self.tb = module.Model(
+                test=test, device=init_device, batch_size=batch_size, extra_args=[]
+            )
+        except (ModelSkipped, NotImplementedError) as exc:
+            raise ModelSkipped(f"TorchBench's {name} cannot run {test}: {exc}") from exc
+        except Exception as exc:
+            raise _classify_load_error(name, exc) from exc
+        torch.set_default_device(None)  # some models set it for the whole process
+        self.name, self.test = name, test
+        self.batch_size = int(self.tb.batch_size)
+        if device.type != init_device or dtype is not None:
+            self._move_state(device, dtype)
+
+    def _move_state(self, device: torch.device, dtype: torch.dtype | None) -> None:
+        """Move every tensor and module the model keeps, so its own step runs there.
+
+        Models keep inputs and targets in attributes of their own (lennard_jones:
+        drs, training_energies), not only in example_inputs. An optimizer is
+        rebuilt over the moved parameters (moving to XLA makes new ones).
+        """
+        optimizer = self.tb.get_optimizer() if self.test == "train" else None
+        for attr, value in list(vars(self.tb).items()):
+            moved = _move(value, device, dtype)
+            if moved is not value:
+                setattr(self.tb, attr, moved)
+        if isinstance(optimizer, torch.optim.Optimizer):
+            module, _ = self.tb.get_module()
+            self.tb.set_optimizer(type(optimizer)(module.parameters(), **optimizer.defaults))
+
+    # -- BenchModel interface ----------------------------------------------------
+    def get_module(self) -> tuple[nn.Module, Any]:
+        return self.tb.get_module()  # type: ignore[no-any-return]
+
+    def set_module(self, module: nn.Module) -> None:
+        self.tb.set_module(module)
+
+    def train(self) -> Any:
+        result = self.tb.train()
+        if isinstance(result, BaseException):  # llama returns, not raises, its error
+            raise ModelSkipped(f"TorchBench's {self.name}.train() returned {result!r}"[:500])
+        return result
+
+    def eval(self) -> tuple[Any, ...]:
+        out = self.tb.eval()
+        if isinstance(out, BaseException):
+            raise ModelSkipped(f"TorchBench's {self.name}.eval() returned {out!r}"[:500])
+        return out if isinstance(out, tuple) else (out,)

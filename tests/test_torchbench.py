@@ -1,0 +1,197 @@
+"""TorchBench loading, against tests/fixtures/torchbench: a checkout-shaped package
+written for these tests, reproducing each quirk benchflow must survive."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from tests.conftest import CliResult, run_cli
+
+from benchflow.config.schema import BenchConfig, ModelConfig, SuiteConfig
+from benchflow.config.validate import ConfigError, resolve
+from benchflow.models.torchbench_index import (
+    TorchBenchNotFound,
+    find_root,
+    list_models,
+    missing_packages,
+    not_implemented,
+)
+
+FIXTURE = Path(__file__).parent / "fixtures" / "torchbench"
+ROOT_ARG = f"suite.torchbench_root={FIXTURE}"
+
+
+def test_index_reads_the_checkout_without_importing_it() -> None:
+    assert find_root(str(FIXTURE)) == FIXTURE.resolve()
+    assert "tb_mlp" in list_models(FIXTURE) and "tb_no_cpu" in list_models(FIXTURE)
+    assert not_implemented(FIXTURE, "tb_no_cpu", "cpu", "eval")
+    assert not_implemented(FIXTURE, "tb_no_cpu", "cuda", "eval") is None
+    assert missing_packages(FIXTURE, "tb_needs_pkg") == ["benchflow_fixture_missing_pkg"]
+    assert "torchbenchmark" not in sys.modules
+
+
+def test_a_root_without_torchbench_is_an_error_naming_the_key(tmp_path: Path) -> None:
+    with pytest.raises(TorchBenchNotFound, match=r"suite.torchbench_root=.*allowed"):
+        find_root(str(tmp_path))
+    cfg = BenchConfig(
+        model=ModelConfig(name="llama", builtin="x:Y"),
+        suite=SuiteConfig(torchbench_root=str(tmp_path)),
+    )
+    with pytest.raises(ConfigError, match="torchbenchmark/models"):
+        resolve(cfg)
+
+
+def test_source_auto_prefers_torchbench_only_for_its_models(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("TORCHBENCH_ROOT", raising=False)
+    suite = SuiteConfig(torchbench_root=str(FIXTURE))
+    tb = resolve(BenchConfig(model=ModelConfig(name="tb_mlp"), suite=suite))
+    assert tb.model.source == "torchbench" and tb.suite.torchbench_root == str(FIXTURE.resolve())
+    own = resolve(
+        BenchConfig(
+            model=ModelConfig(name="llama", builtin="benchflow.models.llama:Llama"), suite=suite
+        )
+    )
+    assert own.model.source == "builtin"  # the fixture has no llama
+    with pytest.raises(ConfigError, match="no TorchBench was found"):
+        resolve(BenchConfig(model=ModelConfig(name="tb_mlp", source="torchbench")))
+
+
+def test_foreign_utils_module_is_dropped_before_import(tmp_path: Path) -> None:
+    (tmp_path / "utils.py").write_text("OTHER = 1\n")
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import utils; assert utils.OTHER == 1\n"
+        "from benchflow.models.torchbench import prepare_import\n"
+        "from pathlib import Path; prepare_import(Path(sys.argv[2]))\n"
+        "import torchbenchmark, utils; print(utils.MARKER)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path), str(FIXTURE)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "torchbench-fixture-utils"
+
+
+@pytest.fixture(scope="module")
+def quirk_sweep(tmp_path_factory: pytest.TempPathFactory) -> CliResult:
+    cwd = tmp_path_factory.mktemp("tb")
+    (cwd / "utils.py").write_text("OTHER = 1  # shadows the checkout's utils from the cwd\n")
+    models = "tb_mlp,tb_bare,tb_train_returns_error,tb_no_cpu,tb_needs_pkg,tb_needs_download,"
+    models += "tb_global_state,llama"
+    res = run_cli(
+        [
+            "-m",
+            ROOT_ARG,
+            f"model={models}",
+            "test=eval,train",
+            "model.size=tiny",
+            "repeat=2",
+            "iterations_per_run=2",
+            "warmup=1",
+            "mlflow.enabled=false",
+        ],
+        cwd,
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    return res
+
+
+def rows_by(res: CliResult) -> dict[tuple[str, str], dict]:
+    return {(r["model"]["model_name"], r["experiment"]["test"]): r for r in res.rows()}
+
+
+def test_models_run_from_torchbench_with_their_own_steps(quirk_sweep: CliResult) -> None:
+    rows = rows_by(quirk_sweep)
+    for key in (("tb_mlp", "eval"), ("tb_mlp", "train"), ("tb_bare", "eval")):
+        row = rows[key]
+        assert row["status"] == "ok", row["error"]
+        assert row["model"]["model_source"] == "torchbench"
+    assert rows[("tb_mlp", "train")]["experiment"]["batch_size"] == 16  # the model's default
+    assert rows[("tb_mlp", "eval")]["experiment"]["batch_size_source"] == "model"
+    # The built-in llama still runs as built-in: the fixture has no llama.
+    assert rows[("llama", "eval")]["model"]["model_source"] == "builtin"
+
+
+def test_train_returning_an_error_is_skipped_not_a_fast_success(quirk_sweep: CliResult) -> None:
+    row = rows_by(quirk_sweep)[("tb_train_returns_error", "train")]
+    assert row["status"] == "skipped"
+    assert "returned NotImplementedError" in row["error"]
+    assert row["summary"] == {}
+
+
+def test_metadata_not_implemented_skips_before_loading(quirk_sweep: CliResult) -> None:
+    row = rows_by(quirk_sweep)[("tb_no_cpu", "eval")]
+    assert row["status"] == "skipped" and "not_implemented" in row["error"]
+    assert row["job"]["wall_time_s"] == 0.0  # no child was started
+
+
+def test_missing_package_and_download_fail_with_a_clear_message(quirk_sweep: CliResult) -> None:
+    rows = rows_by(quirk_sweep)
+    pkg = rows[("tb_needs_pkg", "eval")]
+    assert pkg["status"] == "failed"
+    assert "needs the package 'benchflow_fixture_missing_pkg'" in pkg["error"]
+    dl = rows[("tb_needs_download", "eval")]
+    assert dl["status"] == "failed" and "tried to download" in dl["error"]
+
+
+def test_global_state_from_loading_stays_in_its_job(quirk_sweep: CliResult) -> None:
+    rows = rows_by(quirk_sweep)
+    # Its own job survives the default device it set (benchflow resets it) ...
+    assert rows[("tb_global_state", "eval")]["status"] == "ok"
+    # ... and the next job, which seeds torch, is untouched by its patched manual_seed.
+    assert rows[("llama", "eval")]["status"] == "ok"
+
+
+def test_torchbench_model_runs_on_lazy_xla_and_openxla(workdir: Path) -> None:
+    res = run_cli(
+        [
+            "-m",
+            ROOT_ARG,
+            "model=tb_mlp",
+            "dynamo=none,openxla",
+            "xla=PJRT",
+            "test=train",
+            "repeat=2",
+            "iterations_per_run=2",
+            "warmup=1",
+            "mlflow.enabled=false",
+        ],
+        workdir,
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    rows = res.rows()
+    assert [r["status"] for r in rows] == ["ok", "ok"], [r["error"] for r in rows]
+    for r in rows:
+        # Every step ran on the device (Adam's step counter adds host syncs, so a
+        # step can run several graphs), the same graphs each repeat, none compiled.
+        executed = r["metrics"]["xla_ExecuteTime_number"]
+        assert executed[0] == executed[1] >= 2
+        assert r["metrics"]["xla_CompileTime_number"] == [0.0, 0.0]
+        assert r["experiment"]["dtype"] == "amp"  # training uses AMP (suite rule)
+
+
+def test_models_command_lists_builtin_and_torchbench(workdir: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "benchflow", "models", ROOT_ARG],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    lines = {
+        line.split()[0]: line
+        for line in out.stdout.splitlines()
+        if line and line[0] != " " and "  " in line
+    }
+    assert " yes" in lines["llama"] and "builtin" in lines["llama"]
+    assert lines["tb_mlp"].split()[2] == "yes"
+    assert "tb_needs_pkg" in lines and "benchflow_fixture_missing_pkg" in lines["tb_needs_pkg"]
+    assert "not_implemented" in lines["tb_no_cpu"]
