@@ -52,3 +52,16 @@ def run_cli(args: list[str], cwd: Path, timeout: float = 900, **env: str) -> Cli
 @pytest.fixture
 def workdir(tmp_path: Path) -> Path:
     return tmp_path
+
+
+def sweep_runs(tracking_uri: str, experiment: str = "benchflow") -> tuple[list[Any], list[Any]]:
+    """(parent runs, child runs) of an MLflow experiment, read through a real client."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri)
+    exp = client.get_experiment_by_name(experiment)
+    assert exp is not None, f"no MLflow experiment {experiment!r} at {tracking_uri}"
+    runs = client.search_runs([exp.experiment_id])
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    return parents, children

@@ -4,8 +4,7 @@ MLflow run with four child runs, and the model x backend table."""
 from __future__ import annotations
 
 import pytest
-from mlflow.tracking import MlflowClient
-from tests.conftest import CliResult, run_cli
+from tests.conftest import CliResult, run_cli, sweep_runs
 
 
 @pytest.fixture(scope="module")
@@ -67,11 +66,7 @@ def test_summary_table_printed_and_written(headline: CliResult) -> None:
 
 
 def test_mlflow_parent_with_four_children(headline: CliResult) -> None:
-    client = MlflowClient(f"sqlite:///{headline.cwd / 'mlflow.db'}")
-    exp = client.get_experiment_by_name("benchflow")
-    runs = client.search_runs([exp.experiment_id])
-    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
-    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    parents, children = sweep_runs(f"sqlite:///{headline.cwd / 'mlflow.db'}")
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"
     assert sorted(c.info.run_name for c in children) == sorted(
         ["llama·openxla·eval", "llama·inductor·eval", "dlrm·openxla·eval", "dlrm·inductor·eval"]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
-from tests.conftest import SEARCHPATH, run_cli
+from tests.conftest import SEARCHPATH, run_cli, sweep_runs
 
 
 def _free_port() -> int:
@@ -87,10 +87,8 @@ def test_sweep_logs_to_a_real_server(mlflow_server: str, workdir: Path) -> None:
     assert res.returncode == 0, res.stderr[-3000:]
     assert not (workdir / "mlflow.db").exists(), "fell back to the local store"
     client = MlflowClient(mlflow_server)
-    exp = client.get_experiment_by_name("server_check")
-    runs = client.search_runs([exp.experiment_id])
-    children = {r.info.run_name: r for r in runs if "mlflow.parentRunId" in r.data.tags}
-    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    parents, child_runs = sweep_runs(mlflow_server, "server_check")
+    children = {r.info.run_name: r for r in child_runs}
     assert len(parents) == 1 and set(children) == {
         "matmul_chain·eager·eval",
         "fault_raise·eager·eval",

@@ -12,7 +12,7 @@ from pathlib import Path
 import psutil
 import pytest
 from mlflow.tracking import MlflowClient
-from tests.conftest import SEARCHPATH, CliResult, run_cli
+from tests.conftest import SEARCHPATH, CliResult, run_cli, sweep_runs
 
 HANG_MARKER = "import time; time.sleep(3600)"  # the Hang model's grandchild
 
@@ -94,10 +94,7 @@ def test_timeout_killed_the_grandchild_too(fault_sweep: CliResult) -> None:
 
 def test_mlflow_has_one_parent_and_a_child_run_per_job(fault_sweep: CliResult) -> None:
     client = MlflowClient(f"sqlite:///{fault_sweep.cwd / 'mlflow.db'}")
-    exp = client.get_experiment_by_name("benchflow")
-    runs = client.search_runs([exp.experiment_id])
-    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
-    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    parents, children = sweep_runs(f"sqlite:///{fault_sweep.cwd / 'mlflow.db'}")
     assert len(parents) == 1 and len(children) == 4
     assert {c.data.tags["mlflow.parentRunId"] for c in children} == {parents[0].info.run_id}
     status = {c.info.run_name: (c.info.status, c.data.tags["status"]) for c in children}

@@ -126,8 +126,12 @@ class TorchBenchModel:
             moved = _move(value, device, dtype)
             if moved is not value:
                 setattr(self.tb, attr, moved)
+        # The module may sit inside a non-Module holder (BERT_pytorch keeps a trainer
+        # in self.model): move what get_module() returns, in place, as well.
+        module, _ = self.tb.get_module()
+        if isinstance(module, nn.Module):
+            _move(module, device, dtype)
         if isinstance(optimizer, torch.optim.Optimizer):
-            module, _ = self.tb.get_module()
             self.tb.set_optimizer(type(optimizer)(module.parameters(), **optimizer.defaults))
 
     # -- BenchModel interface ----------------------------------------------------
