@@ -31,8 +31,12 @@ class CliResult:
 
     def rows(self) -> list[dict[str, Any]]:
         (sweep,) = self.sweep_dirs
-        lines = (sweep / "results.jsonl").read_text().splitlines()
-        return [json.loads(line) for line in lines if line.strip()]
+        return read_rows(sweep)
+
+
+def read_rows(sweep_dir: Path) -> list[dict[str, Any]]:
+    lines = (sweep_dir / "results.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines if line.strip()]
 
 
 def run_cli(args: list[str], cwd: Path, timeout: float = 900, **env: str) -> CliResult:

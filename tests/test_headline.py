@@ -1,5 +1,6 @@
-"""The README's headline sweep, end to end on tiny models: four ok rows, one parent
-MLflow run with four child runs, and the model x backend table."""
+"""The README's headline sweep with verify=true, end to end on tiny models: four ok
+rows with verification codes, one parent MLflow run with four child runs, and the
+model x backend table."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ def headline(tmp_path_factory: pytest.TempPathFactory) -> CliResult:
             "model.size=tiny",
             "repeat=3",
             "iterations_per_run=3",
+            "verify=true",
         ],
         cwd,
     )
@@ -55,6 +57,9 @@ def test_four_ok_rows_with_the_right_axes(headline: CliResult) -> None:
             assert "trace_per_iter_time_s" not in m
         assert m["peak_host_rss_bytes"] > 100e6
         assert r["summary"]["per_iter_time_s"]["iqr"] >= 0
+        # accuracy checked in the same job as the timing
+        assert r["verification_code"] == "PASS", r["verification_detail"]
+        assert 0.99 < m["accuracy_cosine_similarity"] <= 1.0 + 1e-9
 
 
 def test_summary_table_printed_and_written(headline: CliResult) -> None:
@@ -75,5 +80,7 @@ def test_mlflow_parent_with_four_children(headline: CliResult) -> None:
         assert c.info.status == "FINISHED" and c.data.tags["status"] == "ok"
         assert c.data.params["dynamo.name"] in ("openxla", "inductor")
         assert c.data.tags["version.torch"] == "2.9.0"
+        assert c.data.tags["verification_code"] == "PASS"
+        assert "accuracy_rmse_vs_fp64" in c.data.metrics
         assert c.data.metrics["throughput_samples_per_s"] > 0
     assert parents[0].data.tags["jobs.ok"] == "4"

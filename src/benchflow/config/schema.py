@@ -74,6 +74,7 @@ class BenchConfig:
     batch_size: int | None = None  # null: the suite's or the model's default for the test
     dtype: str | None = None  # null: suite default (float32 for built-ins); bfloat16, amp, ...
     timeout_s: float = 900.0  # hard limit for one job's child process, compile included
+    verify: bool = False  # also check accuracy against eager and float64 (same job, after timing)
     seed: int = 1337  # seeds torch, numpy and random before the model is built
     matmul_precision: str = "high"  # torch.set_float32_matmul_precision
     num_threads: int | None = None  # torch.set_num_threads in the child; null: torch default

@@ -8,6 +8,7 @@ log; a crash leaves no result.json, and the parent reports it from the exit code
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -73,6 +74,7 @@ def run(cfg: BenchConfig) -> dict[str, Any]:
     from benchflow.backends.device import make_device
     from benchflow.harness.probes import DynamoProbe, XlaMetricsProbe
     from benchflow.harness.timing import measure
+    from benchflow.harness.verify import verify
     from benchflow.models.registry import load_model
 
     device = make_device(cfg.accelerator.name, cfg.xla.name)
@@ -85,12 +87,30 @@ def run(cfg: BenchConfig) -> dict[str, Any]:
     dtype_name = cfg.dtype or "float32"
     amp = dtype_name in AMP_DTYPES
     model_dtype = None if amp or dtype_name == "float32" else getattr(torch, dtype_name)
-    seed_everything(cfg.seed)
-    model = load_model(cfg, device.torch_device, model_dtype)
-    apply_compiler(model, cfg.dynamo)
-    step = model.train if cfg.test.name == "train" else model.eval
-    if amp:
-        step = _autocast(step, device.autocast_type, AMP_DTYPES[dtype_name], device.kind)
+    amp_dtype = _amp_dtype(dtype_name, device.kind) if amp else None
+
+    def build(
+        target: torch.device, dtype: torch.dtype | None, compiled: bool, batch_size: int | None
+    ) -> Any:
+        """A fresh model: the same seed gives the same weights and inputs every time."""
+        seed_everything(cfg.seed)
+        built = load_model(dataclasses.replace(cfg, batch_size=batch_size), target, dtype)
+        if compiled:
+            apply_compiler(built, cfg.dynamo)
+        return built
+
+    def run_step(m: Any, autocast_type: str | None) -> Any:
+        step = m.train if cfg.test.name == "train" else m.eval
+        if amp_dtype is None or autocast_type is None:
+            return step()
+        with torch.autocast(device_type=autocast_type, dtype=amp_dtype):
+            return step()
+
+    model = build(device.torch_device, model_dtype, True, cfg.batch_size)
+
+    def step() -> Any:
+        return run_step(model, device.autocast_type)
+
     probes: list[Any] = []
     if cfg.xla.name == "PJRT":
         probes.append(XlaMetricsProbe())
@@ -110,6 +130,20 @@ def run(cfg: BenchConfig) -> dict[str, Any]:
     )
     measure_s = time.perf_counter() - t_measure
 
+    verification: dict[str, Any] = {"verification_code": "VERIFIER_SKIPPED"}
+    accuracy: dict[str, float] = {}
+    if cfg.verify:
+        t_verify = time.perf_counter()
+        native = torch.device("cuda") if cfg.accelerator.name == "cuda" else torch.device("cpu")
+        code, accuracy, detail = verify(
+            cfg, build, run_step, native, device.torch_device, device.autocast_type, model_dtype
+        )
+        verification = {
+            "verification_code": code,
+            "verification_detail": detail,
+            "verify_s": time.perf_counter() - t_verify,
+        }
+
     per_iter = m.summary()["per_iter_time_s"]["median"]
     return {
         "model_source": cfg.model.source,
@@ -124,24 +158,21 @@ def run(cfg: BenchConfig) -> dict[str, Any]:
             "throughput_samples_per_s": model.batch_size / per_iter if per_iter > 0 else 0.0,
             "peak_host_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
             **{f"cold_{k}": v for k, v in m.cold.items()},
+            **accuracy,
         },
         "summary": m.summary(),
         "child_timings": {"import_s": import_s, "setup_s": setup_s, "measure_s": measure_s},
+        **verification,
     }
 
 
-def _autocast(step: Any, device_type: str, dtype_name: str | None, kind: str) -> Any:
+def _amp_dtype(dtype_name: str, device_kind: str) -> Any:
     import torch
 
-    if dtype_name is None:  # plain `amp`: the device's usual low-precision type
-        dtype_name = "float16" if kind == "cuda" else "bfloat16"
-    dtype = getattr(torch, dtype_name)
-
-    def step_in_autocast() -> Any:
-        with torch.autocast(device_type=device_type, dtype=dtype):
-            return step()
-
-    return step_in_autocast
+    name = AMP_DTYPES[dtype_name]
+    if name is None:  # plain `amp`: the device's usual low-precision type
+        name = "float16" if device_kind == "cuda" else "bfloat16"
+    return getattr(torch, name)
 
 
 def main(argv: list[str]) -> int:

@@ -75,3 +75,61 @@ class MatmulChain(BenchModel):
 
         n = module[0].in_features  # type: ignore[index]
         return (torch.randn(batch_size, n) / n**0.5,)
+
+
+class _AccuracyProbe(_Tiny):
+    """A tiny MLP whose forward misbehaves in one way; `_twist` says how."""
+
+    def build_module(self, width: int) -> nn.Module:
+        import torch
+
+        twist = self._twist
+
+        class Net(nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.body = nn.Sequential(
+                    nn.Linear(width, width), nn.ReLU(), nn.Linear(width, width)
+                )
+
+            def forward(self, x: torch.Tensor) -> torch.Tensor:
+                return twist(self.body(x))
+
+        return Net()
+
+    @staticmethod
+    def _twist(y: Any) -> Any:
+        return y
+
+
+class WrongWhenCompiled(_AccuracyProbe):
+    """Correct in eager, 50% off once torch.compile traces it: must get FAIL."""
+
+    @staticmethod
+    def _twist(y: Any) -> Any:
+        import torch
+
+        return y * 1.5 if torch.compiler.is_compiling() else y
+
+
+class Nondeterministic(_AccuracyProbe):
+    """Adds noise from an OS-seeded generator: two eager runs differ."""
+
+    @staticmethod
+    def _twist(y: Any) -> Any:
+        import torch
+
+        gen = torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little"))
+        return y + torch.randn(y.shape, generator=gen).to(y.dtype)
+
+
+class RaisesInEager(_AccuracyProbe):
+    """Raises in eager only; compiled, the check is traced away: must get EAGER_FAILED."""
+
+    @staticmethod
+    def _twist(y: Any) -> Any:
+        import torch
+
+        if not torch.compiler.is_compiling():
+            raise RuntimeError("injected eager failure")
+        return y

@@ -55,7 +55,11 @@ def build_row(
         "metrics": child.get("metrics", {}),
         "summary": child.get("summary", {}),
         "timestamp": time.time(),
-        "verification_code": "VERIFIER_SKIPPED",
+        "verification_code": child.get(
+            "verification_code",
+            "VERIFIER_DIDNT_RUN" if cfg.verify and status != "skipped" else "VERIFIER_SKIPPED",
+        ),
+        "verification_detail": child.get("verification_detail"),
         "status": status,
         "error": error,
         "job": {**job, "fingerprint": fingerprint(cfg)},

@@ -177,6 +177,7 @@ def _log_child_run(tracker: Tracker, run_id: str, row: dict[str, Any], job_dir: 
         run_id,
         {
             "status": row["status"],
+            "verification_code": row["verification_code"],
             "error": (row["error"] or "")[:5000] or None,
             "model_source": row["model"]["model_source"],
             "config_fingerprint": row["job"]["fingerprint"],

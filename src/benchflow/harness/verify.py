@@ -1,0 +1,115 @@
+"""`verify=true`: check the backend's results in the same job that timed it.
+
+The experiment runner's --verify replaces the timing; here the timed model is
+left alone and fresh, identically seeded copies are built for the check:
+1. eager twice, at the job's dtype on the native device (determinism);
+2. eager in float64 on the host (the reference);
+3. the backend under test, one step, on the job's device.
+Eval compares every output leaf; train compares the loss and every gradient.
+The verdict is one of the seed's codes, with the measured errors as metrics.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from benchflow.config.schema import BenchConfig
+from benchflow.harness.accuracy import compare, leaves, tolerance
+
+log = logging.getLogger(__name__)
+
+CODES = (
+    "PASS",
+    "FAIL",
+    "EAGER_FAILED",
+    "EXCEPTION_RAISED",
+    "NONDETERMINISTIC_EAGER_RUN",
+    "VERIFIER_SKIPPED",
+    "VERIFIER_DIDNT_RUN",
+)
+
+# build(device, dtype, compiled, batch_size) -> a fresh, seeded model
+Builder = Callable[[torch.device, "torch.dtype | None", bool, "int | None"], Any]
+# run(model, autocast_device_type) -> the step's output; autocast (for AMP jobs) on
+# that device type, none when it is None
+Runner = Callable[[Any, "str | None"], Any]
+
+
+def _listed(rules: dict[str, Any], path: str, model: str) -> bool:
+    node: Any = rules
+    for key in path.split("."):
+        node = node.get(key) if isinstance(node, dict) else None
+    return isinstance(node, list) and model in node
+
+
+def results(model: Any, test: str, run: Runner, autocast: str | None) -> list[torch.Tensor]:
+    """Eval: every output leaf. Train: the loss (when returned) and every gradient."""
+    out = run(model, autocast)
+    if test == "eval":
+        return leaves(out)
+    module, _ = model.get_module()
+    grads = [p.grad for p in module.parameters() if p.grad is not None]
+    return leaves(out) + leaves(grads)
+
+
+def verify(
+    cfg: BenchConfig,
+    build: Builder,
+    run: Runner,
+    native: torch.device,
+    target: torch.device,
+    target_autocast: str,
+    model_dtype: torch.dtype | None,
+) -> tuple[str, dict[str, float], str | None]:
+    """(verification code, accuracy metrics, detail)."""
+    rules, name, test = cfg.suite.rules, cfg.model.name, cfg.test.name
+    if _listed(rules, "accuracy.skip.large_models", name):
+        return "VERIFIER_SKIPPED", {}, "listed in accuracy.skip.large_models"
+    if test == "eval" and _listed(rules, "only_training", name):
+        return "VERIFIER_SKIPPED", {}, "listed in only_training: no eval accuracy check"
+    batch = cfg.batch_size
+    cap = ((rules.get("accuracy") or {}).get("max_batch_size") or {}).get(name)
+    if cap is not None and (batch is None or batch > int(cap)):
+        batch = int(cap)
+    tol, cosine = tolerance(rules, name, test, cfg.dtype or "float32", cfg.accelerator.name)
+    larger = _listed(rules, "require_larger_multiplier_for_smaller_tensor", name)
+
+    try:
+        eager = results(build(native, model_dtype, False, batch), test, run, native.type)
+        rerun = results(build(native, model_dtype, False, batch), test, run, native.type)
+    except Exception as exc:
+        log.exception("eager run failed during verification")
+        return "EAGER_FAILED", {}, f"{type(exc).__name__}: {exc}"
+    may_vary = _listed(rules, "non_deterministic", name) or _listed(
+        rules, "accuracy.skip.eager_not_deterministic", name
+    )
+    if not may_vary and not compare(rerun, eager, None, tol, cosine).passed:
+        return "NONDETERMINISTIC_EAGER_RUN", {}, "two eager runs with the same seed differ"
+
+    try:
+        fp64: list[torch.Tensor] | None = results(
+            build(torch.device("cpu"), torch.float64, False, batch), test, run, None
+        )
+    except Exception as exc:  # some models cannot run in float64; compare without it
+        log.warning(
+            "float64 reference failed (%s: %s); comparing with eager only", type(exc).__name__, exc
+        )
+        fp64 = None
+    try:
+        result = results(build(target, model_dtype, True, batch), test, run, target_autocast)
+        verdict = compare(result, eager, fp64, tol, cosine, larger)
+    except Exception as exc:
+        log.exception("backend run failed during verification")
+        return "EXCEPTION_RAISED", {}, f"{type(exc).__name__}: {exc}"
+    detail = "; ".join(verdict.failures[:5]) or None
+    log.info(
+        "verification %s (tolerance %g, cosine %s)",
+        "PASS" if verdict.passed else "FAIL",
+        tol,
+        cosine,
+    )
+    return ("PASS" if verdict.passed else "FAIL"), verdict.metrics(), detail

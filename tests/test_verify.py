@@ -1,0 +1,103 @@
+"""verify=true: accuracy checked in the same job as the timing, with the seed's codes."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from tests.conftest import SEARCHPATH, read_rows, run_cli
+
+from benchflow.harness.accuracy import compare, leaves, tolerance
+
+
+def test_compare_passes_noise_and_fails_a_real_error() -> None:
+    torch.manual_seed(0)
+    fp64 = [torch.randn(64, 64, dtype=torch.float64)]
+    eager = [fp64[0].to(torch.bfloat16)]
+    noisy = [(fp64[0] + 1e-3 * torch.randn(64, 64, dtype=torch.float64)).to(torch.bfloat16)]
+    ok = compare(noisy, eager, fp64, tol=1e-3, cosine=False)
+    assert ok.passed and ok.rmse_vs_fp64 > 0 and ok.eager_rmse_vs_fp64 > 0
+    wrong = compare([eager[0] * 1.5], eager, fp64, tol=1e-3, cosine=False)
+    assert not wrong.passed and wrong.max_abs_error > 0.1
+    assert "leaf 0" in wrong.failures[0]
+    assert not compare([eager[0][:1]], eager, fp64, 1e-3, False).passed  # shape mismatch
+
+
+def test_leaves_and_tolerance_rules() -> None:
+    t = torch.ones(2)
+    assert len(leaves({"b": (t, [t]), "a": t})) == 3
+    rules = {
+        "tolerance": {"higher_bf16": ["m"], "even_higher": ["e"], "cosine": ["c"], "higher": ["h"]}
+    }
+    assert tolerance(rules, "x", "eval", "float32", "cpu") == (1e-4, False)
+    assert tolerance(rules, "m", "eval", "bfloat16", "cpu")[0] == 1e-2
+    assert tolerance(rules, "e", "eval", "amp", "cpu")[0] == 8e-2
+    assert tolerance(rules, "c", "eval", "float32", "cpu")[1] is True
+    assert tolerance(rules, "h", "eval", "float32", "cpu")[0] == 1e-3
+
+
+@pytest.fixture(scope="module")
+def verified(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
+    cwd = tmp_path_factory.mktemp("verify")
+    common = [
+        "verify=true",
+        "model.size=tiny",
+        "repeat=2",
+        "iterations_per_run=2",
+        "warmup=1",
+        "mlflow.enabled=false",
+        "timeout_s=300",
+    ]
+    faults = run_cli(
+        [
+            "-m",
+            SEARCHPATH,
+            "model=acc_wrong_when_compiled,acc_raises_in_eager",
+            "dynamo=inductor",
+            *common,
+        ],
+        cwd,
+    )
+    nondet = run_cli(["-m", SEARCHPATH, "model=acc_nondeterministic,fault_crash", *common], cwd)
+    good = run_cli(["-m", "model=llama", "dynamo=none,inductor,openxla", *common], cwd)
+    for res in (faults, nondet, good):
+        assert res.returncode == 0, res.stderr[-3000:]
+    sweeps = faults.sweep_dirs  # all three sweeps ran in cwd
+    assert len(sweeps) == 3
+    return {row["job"]["name"]: row for sweep in sweeps for row in read_rows(sweep)}
+
+
+def test_wrong_backend_result_fails_with_its_errors_as_metrics(verified: dict) -> None:
+    row = verified["acc_wrong_when_compiled·inductor·eval"]
+    assert row["status"] == "ok"  # the timing stands; the verdict is separate
+    assert row["verification_code"] == "FAIL"
+    m = row["metrics"]
+    assert m["accuracy_max_abs_error"] > 0.1
+    assert m["accuracy_rmse_vs_fp64"] > 10 * m["accuracy_eager_rmse_vs_fp64"]
+    assert "tolerance" in row["verification_detail"]
+
+
+def test_eager_failure_and_nondeterminism_get_their_codes(verified: dict) -> None:
+    assert verified["acc_raises_in_eager·inductor·eval"]["verification_code"] == "EAGER_FAILED"
+    assert (
+        "injected eager failure"
+        in verified["acc_raises_in_eager·inductor·eval"]["verification_detail"]
+    )
+    assert (
+        verified["acc_nondeterministic·eager·eval"]["verification_code"]
+        == "NONDETERMINISTIC_EAGER_RUN"
+    )
+
+
+def test_a_crash_leaves_the_verifier_unrun(verified: dict) -> None:
+    row = verified["fault_crash·eager·eval"]
+    assert row["status"] == "crashed" and row["verification_code"] == "VERIFIER_DIDNT_RUN"
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor", "openxla"])
+def test_correct_model_passes_on_each_backend(verified: dict, backend: str) -> None:
+    row = verified[f"llama·{backend}·eval"]
+    assert row["status"] == "ok", row["error"]
+    assert row["verification_code"] == "PASS", row["verification_detail"]
+    assert row["metrics"]["accuracy_cosine_similarity"] > 0.999
+    # timing and verification in one row
+    assert row["summary"]["per_iter_time_s"]["median"] > 0
