@@ -195,3 +195,21 @@ def test_models_command_lists_builtin_and_torchbench(workdir: Path) -> None:
     assert lines["tb_mlp"].split()[2] == "yes"
     assert "tb_needs_pkg" in lines and "benchflow_fixture_missing_pkg" in lines["tb_needs_pkg"]
     assert "not_implemented" in lines["tb_no_cpu"]
+
+
+def test_bare_tensor_eval_is_returned_as_a_tuple() -> None:
+    code = (
+        "import sys, torch\n"
+        "from pathlib import Path\n"
+        "from benchflow.models.torchbench import TorchBenchModel\n"
+        "cpu = torch.device('cpu')\n"
+        "m = TorchBenchModel(Path(sys.argv[1]), 'tb_bare', 'eval', cpu, 'cpu', None, None)\n"
+        "out = m.eval(); assert isinstance(out, tuple) and len(out) == 1, type(out)\n"
+        "assert isinstance(m.tb.eval(), torch.Tensor)  # the model itself returns a bare tensor\n"
+        "print('ok', m.batch_size)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(FIXTURE)], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["ok", "4"]
