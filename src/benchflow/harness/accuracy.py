@@ -17,6 +17,8 @@ from typing import Any
 
 import torch
 
+from benchflow.suite.rules import listed as in_list
+
 
 def leaves(value: Any) -> list[torch.Tensor]:
     """Every tensor in a nested output, in a stable order, on the host."""
@@ -36,10 +38,9 @@ def tolerance(
     rules: dict[str, Any], model: str, test: str, dtype: str, device: str
 ) -> tuple[float, bool]:
     """(tolerance, cosine) for a job, from the suite's `tolerance` lists."""
-    tol_lists = rules.get("tolerance", {}) or {}
 
     def listed(key: str) -> bool:
-        return model in (tol_lists.get(key) or [])
+        return in_list(rules, f"tolerance.{key}", model)
 
     cosine = listed("cosine")
     if dtype in ("float16", "amp", "amp_fp16", "amp_bf16"):

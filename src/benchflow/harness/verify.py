@@ -19,6 +19,7 @@ import torch
 
 from benchflow.config.schema import BenchConfig
 from benchflow.harness.accuracy import compare, leaves, tolerance
+from benchflow.suite.rules import listed
 
 log = logging.getLogger(__name__)
 
@@ -37,13 +38,6 @@ Builder = Callable[[torch.device, "torch.dtype | None", bool, "int | None"], Any
 # run(model, autocast_device_type) -> the step's output; autocast (for AMP jobs) on
 # that device type, none when it is None
 Runner = Callable[[Any, "str | None"], Any]
-
-
-def _listed(rules: dict[str, Any], path: str, model: str) -> bool:
-    node: Any = rules
-    for key in path.split("."):
-        node = node.get(key) if isinstance(node, dict) else None
-    return isinstance(node, list) and model in node
 
 
 def results(model: Any, test: str, run: Runner, autocast: str | None) -> list[torch.Tensor]:
@@ -67,16 +61,16 @@ def verify(
 ) -> tuple[str, dict[str, float], str | None]:
     """(verification code, accuracy metrics, detail)."""
     rules, name, test = cfg.suite.rules, cfg.model.name, cfg.test.name
-    if _listed(rules, "accuracy.skip.large_models", name):
+    if listed(rules, "accuracy.skip.large_models", name):
         return "VERIFIER_SKIPPED", {}, "listed in accuracy.skip.large_models"
-    if test == "eval" and _listed(rules, "only_training", name):
+    if test == "eval" and listed(rules, "only_training", name):
         return "VERIFIER_SKIPPED", {}, "listed in only_training: no eval accuracy check"
     batch = cfg.batch_size
     cap = ((rules.get("accuracy") or {}).get("max_batch_size") or {}).get(name)
     if cap is not None and (batch is None or batch > int(cap)):
         batch = int(cap)
     tol, cosine = tolerance(rules, name, test, cfg.dtype or "float32", cfg.accelerator.name)
-    larger = _listed(rules, "require_larger_multiplier_for_smaller_tensor", name)
+    larger = listed(rules, "require_larger_multiplier_for_smaller_tensor", name)
 
     try:
         eager = results(build(native, model_dtype, False, batch), test, run, native.type)
@@ -84,7 +78,7 @@ def verify(
     except Exception as exc:
         log.exception("eager run failed during verification")
         return "EAGER_FAILED", {}, f"{type(exc).__name__}: {exc}"
-    may_vary = _listed(rules, "non_deterministic", name) or _listed(
+    may_vary = listed(rules, "non_deterministic", name) or listed(
         rules, "accuracy.skip.eager_not_deterministic", name
     )
     if not may_vary and not compare(rerun, eager, None, tol, cosine).passed:

@@ -32,7 +32,8 @@ class SuiteDecision:
     skip: str | None  # why the job must not run, naming the list
 
 
-def _in(rules: dict[str, Any], path: str, model: str) -> bool:
+def listed(rules: dict[str, Any], path: str, model: str) -> bool:
+    """Is `model` in the list at dotted `path` (e.g. skip.device.cpu) of the suite's rules?"""
     node: Any = rules
     for key in path.split("."):
         if not isinstance(node, dict) or key not in node:
@@ -45,7 +46,7 @@ def skip_reason(suite: SuiteConfig, model: str, test: str, accelerator: str) -> 
     rules = suite.rules
     if suite.fast:
         for key in ("very_slow", "slow"):
-            if _in(rules, key, model):
+            if listed(rules, key, model):
                 return f"suite.fast=true and {model} is listed in `{key}`"
     if not suite.skip_lists:
         return None
@@ -53,7 +54,7 @@ def skip_reason(suite: SuiteConfig, model: str, test: str, accelerator: str) -> 
     candidates = ["skip.all", f"skip.test.{TEST_KEY[test]}", "skip.multiprocess"]
     candidates += [f"skip.device.{d}" for d in devices]
     for key in candidates:
-        if _in(rules, key, model):
+        if listed(rules, key, model):
             return (
                 f"{model} is listed in `{key}` of suite {suite.name} "
                 "(suite.skip_lists=false runs it)"
@@ -75,17 +76,17 @@ def decide(
     elif suite.name == "builtin" or not rules:
         dtype, dtype_source = "float32", "model"
     elif test == "train":
-        amp_bf16 = _in(rules, "dtype.amp_dtype_bfloat16", model)
+        amp_bf16 = listed(rules, "dtype.amp_dtype_bfloat16", model)
         dtype, dtype_source = ("amp_bf16" if amp_bf16 else "amp"), "suite"
-    elif _in(rules, "dtype.force_amp_for_fp16_bf16_models", model):
+    elif listed(rules, "dtype.force_amp_for_fp16_bf16_models", model):
         dtype, dtype_source = "amp", "suite"
-    elif _in(rules, "dtype.force_fp16_for_bf16_models", model):
+    elif listed(rules, "dtype.force_fp16_for_bf16_models", model):
         dtype, dtype_source = "float16", "suite"
     else:
         dtype, dtype_source = "bfloat16", "suite"
 
     suite_batch = rules.get("batch_size", {}).get(TEST_KEY[test], {}) or {}
-    if _in(rules, "dont_change_batch_size", model):
+    if listed(rules, "dont_change_batch_size", model):
         batch, batch_source = None, "model"
     elif user_batch_size is not None:
         batch, batch_source = user_batch_size, "user"
