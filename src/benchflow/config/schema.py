@@ -60,6 +60,20 @@ class SuiteConfig:
 
 
 @dataclass
+class ProfileConfig:
+    name: str = "off"  # off | torch: a torch.profiler pass after (never inside) the timed pass
+    wait: int = 1  # schedule: steps skipped before each profiling cycle
+    warmup: int = 1  # schedule: steps traced but discarded (profiler start-up)
+    active: int = 3  # schedule: steps recorded per cycle
+    repeat: int = 1  # schedule: cycles; each writes its own trace and op table
+    record_shapes: bool = False  # record input shapes of each op
+    profile_memory: bool = False  # record tensor allocations
+    with_stack: bool = False  # record Python stacks (large traces)
+    with_flops: bool = False  # estimate FLOPs of matmuls and convolutions
+    gzip: bool = False  # write trace_N.json.gz instead of trace_N.json
+
+
+@dataclass
 class BenchConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     dynamo: DynamoConfig = field(default_factory=DynamoConfig)
@@ -67,6 +81,7 @@ class BenchConfig:
     test: TestConfig = field(default_factory=TestConfig)
     accelerator: AcceleratorConfig = field(default_factory=AcceleratorConfig)
     mlflow: MlflowConfig = field(default_factory=MlflowConfig)
+    profile: ProfileConfig = field(default_factory=ProfileConfig)
     suite: SuiteConfig = field(default_factory=SuiteConfig)
     repeat: int = 5  # timed repeats; summaries are taken over these
     iterations_per_run: int = 5  # steps per repeat, timed together and divided

@@ -64,6 +64,10 @@ def check_values(cfg: BenchConfig) -> None:
     _at_least("batch_size", cfg.batch_size, 1)
     _at_least("timeout_s", cfg.timeout_s, 0, exclusive=True)
     _at_least("num_threads", cfg.num_threads, 1)
+    _choice("profile", cfg.profile.name, ("off", "torch"))
+    for key in ("wait", "warmup", "repeat"):
+        _at_least(f"profile.{key}", getattr(cfg.profile, key), 0)
+    _at_least("profile.active", cfg.profile.active, 1)
     if not cfg.model.name:
         raise ConfigError("model.name is empty; choose a model, e.g. model=llama")
     if cfg.model.source == "builtin" and not cfg.model.builtin:

@@ -64,7 +64,7 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def run(cfg: BenchConfig) -> dict[str, Any]:
+def run(cfg: BenchConfig, out_dir: Path) -> dict[str, Any]:
     """Build, prepare and time one job. Returns the child's part of the result row."""
     t_import = time.perf_counter()
     import torch
@@ -73,6 +73,7 @@ def run(cfg: BenchConfig) -> dict[str, Any]:
     from benchflow.backends.compile import apply_compiler
     from benchflow.backends.device import make_device
     from benchflow.harness.probes import DynamoProbe, XlaMetricsProbe
+    from benchflow.harness.profiling import profile_pass
     from benchflow.harness.timing import measure
     from benchflow.harness.verify import verify
     from benchflow.models.registry import load_model
@@ -130,6 +131,10 @@ def run(cfg: BenchConfig) -> dict[str, Any]:
     )
     measure_s = time.perf_counter() - t_measure
 
+    profiled: dict[str, float] = {}
+    if cfg.profile.name == "torch":
+        profiled = profile_pass(step, device, cfg.profile, out_dir / "profile")
+
     verification: dict[str, Any] = {"verification_code": "VERIFIER_SKIPPED"}
     verify_s = 0.0
     accuracy: dict[str, float] = {}
@@ -157,6 +162,7 @@ def run(cfg: BenchConfig) -> dict[str, Any]:
             "peak_host_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
             **{f"cold_{k}": v for k, v in m.cold.items()},
             **accuracy,
+            **profiled,
         },
         "summary": m.summary(),
         "child_timings": {
@@ -193,7 +199,7 @@ def main(argv: list[str]) -> int:
     result: dict[str, Any] = {"status": "ok", "error": None, "versions": versions()}
     try:
         cfg = config_from_dict(job["config"])
-        result.update(run(cfg))
+        result.update(run(cfg, Path(job["result_path"]).parent))
     except ModelSkipped as exc:
         result.update(status="skipped", error=str(exc))
         log.info("skipped: %s", exc)

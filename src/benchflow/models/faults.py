@@ -133,3 +133,26 @@ class RaisesInEager(_AccuracyProbe):
         if not torch.compiler.is_compiling():
             raise RuntimeError("injected eager failure")
         return y
+
+
+class GraphBreaks(_Tiny):
+    """Four linear layers with torch._dynamo.graph_break() between them: 3 breaks a step."""
+
+    def build_module(self, width: int) -> nn.Module:
+        import torch
+
+        class Net(nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.layers = nn.ModuleList(nn.Linear(width, width) for _ in range(4))
+
+            def forward(self, x: torch.Tensor) -> torch.Tensor:
+                x = self.layers[0](x)
+                torch._dynamo.graph_break()
+                x = self.layers[1](x)
+                torch._dynamo.graph_break()
+                x = self.layers[2](x)
+                torch._dynamo.graph_break()
+                return self.layers[3](x)
+
+        return Net()

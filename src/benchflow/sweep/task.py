@@ -192,6 +192,7 @@ def _log_child_run(tracker: Tracker, run_id: str, row: dict[str, Any], job_dir: 
     tracker.log_files(run_id, [job_dir / "config.yaml", job_dir / "result.json"])
     tracker.log_files(run_id, hydra_logs, "logs")
     tracker.log_files(run_id, (job_dir / ".hydra").glob("*.yaml"), "hydra")
+    tracker.log_files(run_id, sorted((job_dir / "profile").glob("*")), "profile")
     tracker.end_run(run_id, row["status"])
 
 
