@@ -74,6 +74,12 @@ class ProfileConfig:
 
 
 @dataclass
+class IrConfig:
+    formats: list[str] = field(default_factory=list)  # XLA IR to dump: text, hlo, stablehlo
+    xla_dump: bool = False  # also XLA's own compiler dump (--xla_dump_to): HLO per compilation
+
+
+@dataclass
 class BenchConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     dynamo: DynamoConfig = field(default_factory=DynamoConfig)
@@ -82,6 +88,7 @@ class BenchConfig:
     accelerator: AcceleratorConfig = field(default_factory=AcceleratorConfig)
     mlflow: MlflowConfig = field(default_factory=MlflowConfig)
     profile: ProfileConfig = field(default_factory=ProfileConfig)
+    ir: IrConfig = field(default_factory=IrConfig)
     suite: SuiteConfig = field(default_factory=SuiteConfig)
     repeat: int = 5  # timed repeats; summaries are taken over these
     iterations_per_run: int = 5  # steps per repeat, timed together and divided

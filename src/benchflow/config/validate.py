@@ -22,6 +22,7 @@ from benchflow.backends.catalog import (
 from benchflow.config.schema import BenchConfig, ModelConfig, SuiteConfig
 
 SIZE_CHOICES = ("tiny", "small", "base", "large")
+IR_FORMATS = ("text", "hlo", "stablehlo")
 
 
 class ConfigError(ValueError):
@@ -68,6 +69,8 @@ def check_values(cfg: BenchConfig) -> None:
     for key in ("wait", "warmup", "repeat"):
         _at_least(f"profile.{key}", getattr(cfg.profile, key), 0)
     _at_least("profile.active", cfg.profile.active, 1)
+    for fmt in cfg.ir.formats:
+        _choice("ir.formats", fmt, IR_FORMATS)
     if not cfg.model.name:
         raise ConfigError("model.name is empty; choose a model, e.g. model=llama")
     if cfg.model.source == "builtin" and not cfg.model.builtin:

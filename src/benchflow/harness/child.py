@@ -175,6 +175,36 @@ def run(cfg: BenchConfig, out_dir: Path) -> dict[str, Any]:
     }
 
 
+def ir_pass(cfg: BenchConfig) -> dict[str, Any]:
+    """Two steps of the job, for the IR dump: the parent set XLA_SAVE_TENSORS_FILE/_FMT
+    (and XLA_FLAGS for --xla_dump_to) for this process, so every graph synced is
+    written; the first step compiles, the second shows the steady-state graph."""
+    import torch
+
+    from benchflow.backends.compile import apply_compiler
+    from benchflow.backends.device import make_device
+    from benchflow.models.registry import load_model
+
+    device = make_device(cfg.accelerator.name, cfg.xla.name)
+    dtype_name = cfg.dtype or "float32"
+    amp = dtype_name in AMP_DTYPES
+    model_dtype = None if amp or dtype_name == "float32" else getattr(torch, dtype_name)
+    seed_everything(cfg.seed)
+    model = load_model(cfg, device.torch_device, model_dtype)
+    apply_compiler(model, cfg.dynamo)
+    for _ in range(2):
+        step = model.train if cfg.test.name == "train" else model.eval
+        if amp:
+            with torch.autocast(device.autocast_type, dtype=_amp_dtype(dtype_name, device.kind)):
+                out = step()
+        else:
+            out = step()
+        device.mark_step()
+        device.synchronize()
+        del out
+    return {}
+
+
 def _amp_dtype(dtype_name: str, device_kind: str) -> Any:
     import torch
 
@@ -199,7 +229,10 @@ def main(argv: list[str]) -> int:
     result: dict[str, Any] = {"status": "ok", "error": None, "versions": versions()}
     try:
         cfg = config_from_dict(job["config"])
-        result.update(run(cfg, Path(job["result_path"]).parent))
+        if job.get("mode") == "ir":
+            result.update(ir_pass(cfg))
+        else:
+            result.update(run(cfg, Path(job["result_path"]).parent))
     except ModelSkipped as exc:
         result.update(status="skipped", error=str(exc))
         log.info("skipped: %s", exc)

@@ -60,16 +60,30 @@ def _tail(path: Path, chars: int = STDERR_TAIL_CHARS) -> str:
         return ""
 
 
-def run_isolated(job_file: Path, job_dir: Path, timeout_s: float) -> Outcome:
+def run_isolated(
+    job_file: Path,
+    job_dir: Path,
+    timeout_s: float,
+    *,
+    result_path: Path | None = None,
+    log_prefix: str = "",
+    env: dict[str, str] | None = None,
+) -> Outcome:
     """Run ``python -m benchflow.harness job_file``; logs go to job_dir/{stdout,stderr}.log."""
-    result_path = job_dir / "child_result.json"
+    result_path = result_path or job_dir / "child_result.json"
     result_path.unlink(missing_ok=True)
-    stdout_path, stderr_path = job_dir / "stdout.log", job_dir / "stderr.log"
+    stdout_path = job_dir / f"{log_prefix}stdout.log"
+    stderr_path = job_dir / f"{log_prefix}stderr.log"
     cmd = [sys.executable, "-m", "benchflow.harness", str(job_file)]
     start = time.perf_counter()
     with stdout_path.open("wb") as out, stderr_path.open("wb") as err:
         proc = subprocess.Popen(
-            cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL, start_new_session=True
+            cmd,
+            stdout=out,
+            stderr=err,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            env={**os.environ, **env} if env else None,
         )
         try:
             returncode: int | None = proc.wait(timeout=timeout_s)

@@ -28,6 +28,7 @@ from benchflow.results.row import build_row, flat_metrics
 from benchflow.runner.isolated import Outcome, run_isolated
 from benchflow.suite.rules import decide
 from benchflow.sweep import progress
+from benchflow.sweep.ir import dump_ir
 from benchflow.tracking.mlflow_runs import PARENT_RUN_FILE, Tracker, flatten, safely
 
 log = logging.getLogger(__name__)
@@ -98,6 +99,20 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
         skip_reason = reason
         log.info("job %d skipped: %s", num, reason)
 
+    notes: list[str] = []
+    wants_ir = bool(bench.ir.formats or bench.ir.xla_dump)
+    if wants_ir and bench.xla.name != "PJRT" and not skip_reason:
+        msg = (
+            f"ir.formats={list(bench.ir.formats)} needs the XLA device, but this job runs "
+            f"dynamo={bench.dynamo.name} with xla={bench.xla.name}: it has no XLA IR; "
+            "allowed: xla=PJRT or dynamo=openxla (or ir=none)"
+        )
+        if not multirun:
+            die(ConfigError(msg))
+        notes.append(msg)
+        log.warning("job %d: %s", num, msg)
+        wants_ir = False
+
     job: dict[str, Any] = {"name": name, "num": num, "dir": str(job_dir)}
     job["overrides"] = list(hc.overrides.task)
     OmegaConf.save(OmegaConf.structured(bench), job_dir / "config.yaml")
@@ -125,6 +140,18 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
         )
         with progress.running(bench.progress, num, total, name):
             outcome = run_isolated(job_file, job_dir, bench.timeout_s)
+
+    if wants_ir and outcome.status == "ok":
+        ir_files, ir_notes = dump_ir(
+            json.loads((job_dir / "job.json").read_text()),
+            job_dir,
+            list(bench.ir.formats),
+            bench.ir.xla_dump,
+            bench.timeout_s,
+        )
+        job["ir_files"] = ir_files
+        notes += ir_notes
+    job["notes"] = notes
 
     child = outcome.result or {}
     timings = child.get("child_timings", {})
@@ -193,6 +220,9 @@ def _log_child_run(tracker: Tracker, run_id: str, row: dict[str, Any], job_dir: 
     tracker.log_files(run_id, hydra_logs, "logs")
     tracker.log_files(run_id, (job_dir / ".hydra").glob("*.yaml"), "hydra")
     tracker.log_files(run_id, sorted((job_dir / "profile").glob("*")), "profile")
+    tracker.log_files(run_id, sorted((job_dir / "ir").glob("graphs.*")), "ir")
+    if (job_dir / "ir" / "xla_dump").is_dir():
+        tracker.client.log_artifacts(run_id, str(job_dir / "ir" / "xla_dump"), "ir/xla_dump")
     tracker.end_run(run_id, row["status"])
 
 

@@ -1,0 +1,60 @@
+"""IR dumps: short extra passes of a job, one per format, with torch_xla's own dump.
+
+torch_xla writes the graph of every sync to XLA_SAVE_TENSORS_FILE in the format
+XLA_SAVE_TENSORS_FMT, read once per process, so each format gets its own child
+(two steps: compile, then steady state), apart from the timed child so dumping
+never slows the timed steps. Files get stable names: ir/graphs.<format>, and
+ir/xla_dump/ for XLA's --xla_dump_to.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from benchflow.results.io import write_json_atomic
+from benchflow.runner.isolated import run_isolated
+
+log = logging.getLogger(__name__)
+
+
+def dump_ir(
+    job: dict[str, Any], job_dir: Path, formats: list[str], xla_dump: bool, timeout_s: float
+) -> tuple[list[str], list[str]]:
+    """Run the IR passes; returns (files written, relative to job_dir; notes)."""
+    ir_dir = job_dir / "ir"
+    ir_dir.mkdir(exist_ok=True)
+    passes: list[tuple[str | None, bool]] = [
+        (fmt, xla_dump and i == 0) for i, fmt in enumerate(formats)
+    ]
+    if xla_dump and not formats:
+        passes = [(None, True)]
+    files, notes = [], []
+    for fmt, with_xla_dump in passes:
+        label = fmt or "xla_dump"
+        env: dict[str, str] = {}
+        raw = ir_dir / f".graphs.{label}"
+        if fmt:
+            env.update(XLA_SAVE_TENSORS_FILE=str(raw), XLA_SAVE_TENSORS_FMT=fmt)
+        if with_xla_dump:
+            env["XLA_FLAGS"] = f"--xla_dump_to={ir_dir / 'xla_dump'}"
+        job_file = ir_dir / f"job_{label}.json"
+        result = ir_dir / f"result_{label}.json"
+        write_json_atomic(job_file, {**job, "mode": "ir", "result_path": str(result)})
+        outcome = run_isolated(
+            job_file, job_dir, timeout_s, result_path=result, log_prefix=f"ir_{label}.", env=env
+        )
+        if outcome.status != "ok":
+            notes.append(f"ir pass {label}: {outcome.status}: {(outcome.error or '')[:300]}")
+            continue
+        # torch_xla appends the device ordinal to the file name: give it a stable one.
+        for part in sorted(ir_dir.glob(f".graphs.{label}*")):
+            target = ir_dir / f"graphs.{label}"
+            part.replace(target)
+            files.append(str(target.relative_to(job_dir)))
+        if with_xla_dump and (ir_dir / "xla_dump").is_dir():
+            files.append("ir/xla_dump/")
+    log.info("IR files: %s", json.dumps(files))
+    return files, notes

@@ -1,0 +1,66 @@
+"""ir=...: XLA IR of every compiled graph, from torch_xla's own dump, checked by content."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from tests.conftest import CliResult, run_cli, sweep_runs
+
+COMMON = ["model=llama", "model.size=tiny", "repeat=2", "iterations_per_run=2", "warmup=1"]
+
+
+@pytest.fixture(scope="module")
+def ir_sweep(tmp_path_factory: pytest.TempPathFactory) -> CliResult:
+    cwd = tmp_path_factory.mktemp("ir")
+    res = run_cli(["-m", *COMMON, "dynamo=openxla,inductor", "ir=all"], cwd)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return res
+
+
+def _graphs(text: str) -> int:
+    # torch_xla starts every saved graph with a bracketed header line
+    return sum(1 for line in text.splitlines() if line.startswith("[") and line.endswith("]"))
+
+
+def test_each_format_holds_real_ir_for_every_step(ir_sweep: CliResult) -> None:
+    row = next(r for r in ir_sweep.rows() if r["experiment"]["dynamo"] == "openxla")
+    ir = Path(row["job"]["dir"]) / "ir"
+    expected = {"text": "IR {", "hlo": "HloModule", "stablehlo": "stablehlo."}
+    for fmt, marker in expected.items():
+        text = (ir / f"graphs.{fmt}").read_text()
+        assert text.count(marker) >= 2, f"{fmt}: fewer than one graph per compiled step"
+        assert _graphs(text) >= 2
+    assert any((ir / "xla_dump").iterdir()), "XLA's own dump is empty"
+    assert {"ir/graphs.text", "ir/graphs.hlo", "ir/graphs.stablehlo"} <= set(row["job"]["ir_files"])
+
+
+def test_a_backend_without_xla_ir_gets_a_note_and_no_folder(ir_sweep: CliResult) -> None:
+    row = next(r for r in ir_sweep.rows() if r["experiment"]["dynamo"] == "inductor")
+    assert row["status"] == "ok"
+    assert any("has no XLA IR" in n for n in row["job"]["notes"])
+    assert not (Path(row["job"]["dir"]) / "ir").exists()
+
+
+def test_ir_reaches_mlflow(ir_sweep: CliResult) -> None:
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{ir_sweep.cwd / 'mlflow.db'}"
+    _, children = sweep_runs(uri)
+    xla = next(c for c in children if c.data.params["dynamo.name"] == "openxla")
+    files = {a.path for a in MlflowClient(uri).list_artifacts(xla.info.run_id, "ir")}
+    assert {"ir/graphs.text", "ir/graphs.hlo", "ir/graphs.stablehlo", "ir/xla_dump"} <= files
+
+
+def test_single_run_asking_ir_of_inductor_is_an_error(workdir: Path) -> None:
+    res = run_cli([*COMMON, "dynamo=inductor", "ir=hlo", "mlflow.enabled=false"], workdir)
+    assert res.returncode == 2
+    assert "ir.formats=['hlo']" in res.stderr and "dynamo=inductor" in res.stderr
+    assert not list(workdir.glob("runs/*/*/ir"))
+    assert not list(workdir.glob("runs/*/*/result.json")), "work started before the error"
+
+
+def test_bad_ir_format_names_the_allowed_ones(workdir: Path) -> None:
+    res = run_cli([*COMMON, "dynamo=openxla", "ir.formats=[mlir]"], workdir)
+    assert res.returncode == 2
+    assert "ir.formats='mlir'" in res.stderr and "stablehlo" in res.stderr
