@@ -16,10 +16,30 @@ COMMON = ["repeat=2", "iterations_per_run=2", "warmup=1", "model.size=tiny", "pr
 @pytest.fixture(scope="module")
 def profiled(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, dict]]:
     cwd = tmp_path_factory.mktemp("profile")
+    compile_and_counters = ["profile.compile=true", "profile.dump_dynamo_counters=true"]
     breaks = run_cli(
-        ["-m", SEARCHPATH, "model=graph_breaks", "dynamo=aot_eager", "test=train", *COMMON], cwd
+        [
+            "-m",
+            SEARCHPATH,
+            "model=graph_breaks",
+            "dynamo=aot_eager",
+            "test=train",
+            *compile_and_counters,
+            *COMMON,
+        ],
+        cwd,
     )
-    lazy = run_cli(["-m", "model=dlrm", "xla=PJRT", "mlflow.enabled=false", *COMMON], cwd)
+    lazy = run_cli(
+        [
+            "-m",
+            "model=dlrm",
+            "xla=PJRT",
+            "mlflow.enabled=false",
+            "profile.dump_xla_metrics=true",
+            *COMMON,
+        ],
+        cwd,
+    )
     for res in (breaks, lazy):
         assert res.returncode == 0, res.stderr[-3000:]
     rows = {r["job"]["name"]: r for s in breaks.sweep_dirs for r in read_rows(s)}
@@ -109,3 +129,24 @@ def test_analysis_of_a_gpu_trace_finds_kernel_gaps(tmp_path: Path) -> None:
     assert out["trace_graph_breaks_per_step"] == 1.0
     assert out["device_idle_gap_s"] == pytest.approx(20e-6)
     assert out["device_idle_gap_share"] == pytest.approx(0.2)
+
+
+def test_compilation_is_profiled_after_a_warmup_compile(profiled: tuple[Path, dict]) -> None:
+    _, rows = profiled
+    row = rows["graph_breaks·aot_eager·train"]
+    prof = Path(row["job"]["dir"]) / "profile"
+    events = json.loads((prof / "compile_trace.json").read_text())["traceEvents"]
+    names = {str(e.get("name")) for e in events}
+    assert {"warmup compile", "graph_breaks compile"} <= names
+    assert any(n.startswith("_compile.compile_inner") for n in names)  # dynamo really compiled
+    assert "_compile.compile_inner" in (prof / "compile_times.txt").read_text()
+    assert row["metrics"]["profile.compile_first_call_s"] > 0
+
+
+def test_counter_and_metrics_dumps(profiled: tuple[Path, dict]) -> None:
+    cwd, rows = profiled
+    job_dir = Path(rows["graph_breaks·aot_eager·train"]["job"]["dir"])
+    counters = json.loads((job_dir / "dynamo_counters.json").read_text())
+    assert sum(counters["graph_break"].values()) == 3
+    (xla_job,) = [p.parent for p in cwd.glob("multirun/*/*/*/xla_metrics_report.txt")]
+    assert "Metric: CompileTime" in (xla_job / "xla_metrics_report.txt").read_text()

@@ -71,6 +71,9 @@ class ProfileConfig:
     with_stack: bool = False  # record Python stacks (large traces)
     with_flops: bool = False  # estimate FLOPs of matmuls and convolutions
     gzip: bool = False  # write trace_N.json.gz instead of trace_N.json
+    compile: bool = False  # also profile compilation: a fresh model's first call (seed 002)
+    dump_xla_metrics: bool = False  # write torch_xla's metrics_report() after timing
+    dump_dynamo_counters: bool = False  # write dynamo's counters after timing
 
 
 @dataclass

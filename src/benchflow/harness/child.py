@@ -73,7 +73,7 @@ def run(cfg: BenchConfig, out_dir: Path) -> dict[str, Any]:
     from benchflow.backends.compile import apply_compiler
     from benchflow.backends.device import make_device
     from benchflow.harness.probes import DynamoProbe, XlaMetricsProbe
-    from benchflow.harness.profiling import profile_pass
+    from benchflow.harness.profiling import profile_compile, profile_pass
     from benchflow.harness.timing import measure
     from benchflow.harness.verify import verify
     from benchflow.models.registry import load_model
@@ -131,9 +131,19 @@ def run(cfg: BenchConfig, out_dir: Path) -> dict[str, Any]:
     )
     measure_s = time.perf_counter() - t_measure
 
+    _dump_counters(cfg, out_dir)  # the timed run's counters, before profiling adds to them
     profiled: dict[str, float] = {}
     if cfg.profile.name == "torch":
         profiled = profile_pass(step, device, cfg.profile, out_dir / "profile")
+        if cfg.profile.compile and BACKENDS[cfg.dynamo.name].compiles:
+            profiled |= profile_compile(
+                lambda: build(device.torch_device, model_dtype, True, cfg.batch_size),
+                lambda built: run_step(built, device.autocast_type),
+                device,
+                cfg.model.name,
+                cfg.dynamo.name,
+                out_dir / "profile",
+            )
 
     verification: dict[str, Any] = {"verification_code": "VERIFIER_SKIPPED"}
     verify_s = 0.0
@@ -173,6 +183,19 @@ def run(cfg: BenchConfig, out_dir: Path) -> dict[str, Any]:
         },
         **verification,
     }
+
+
+def _dump_counters(cfg: BenchConfig, out_dir: Path) -> None:
+    """The runner's --dump-pytorch-xla-metrics and --dump-dynamo-counters, as files."""
+    if cfg.profile.dump_xla_metrics and cfg.xla.name == "PJRT":
+        import torch_xla.debug.metrics as met
+
+        (out_dir / "xla_metrics_report.txt").write_text(met.metrics_report())
+    if cfg.profile.dump_dynamo_counters:
+        from torch._dynamo.utils import counters
+
+        data = {group: dict(values) for group, values in counters.items()}
+        (out_dir / "dynamo_counters.json").write_text(json.dumps(data, indent=2, default=str))
 
 
 def ir_pass(cfg: BenchConfig) -> dict[str, Any]:

@@ -17,6 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from benchflow.backends.device import Device
 from benchflow.config.schema import ProfileConfig
 
@@ -145,3 +147,43 @@ def profile_pass(
         (out_dir / "summary.txt").write_text("\n".join(summary) + "\n")
     log.info("profiled %d steps, %d trace(s) in %s", steps, len(written), out_dir)
     return {f"profile.{k}": v for k, v in metrics.items()}
+
+
+def profile_compile(
+    build_compiled: Callable[[], Any],
+    run: Callable[[Any], Any],
+    device: Device,
+    name: str,
+    backend: str,
+    out_dir: Path,
+) -> dict[str, float]:
+    """Profile compilation itself: a warm-up compile of a tiny function first (so lazy
+    one-time initialization is not charged to the model), then a fresh model's first
+    call under its own record_function label (seed 002). Also writes dynamo's
+    compile_times() table, which profiler overhead does not distort."""
+    import time
+
+    from torch._dynamo.utils import compile_times
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.kind == "cuda" else [])
+    # Forget compiled code, or the fresh model would reuse the timed model's graphs.
+    torch._dynamo.reset()
+    model = build_compiled()
+    with profile(activities=activities) as prof:
+        with record_function("warmup compile"):
+            x = torch.rand(2, 2, device=device.torch_device, requires_grad=True)
+            torch.compile(lambda t: t.sin().relu(), backend=backend)(x).sum().backward()
+            device.mark_step()
+            device.synchronize()
+        with record_function(f"{name} compile"):
+            start = time.perf_counter()
+            out = run(model)
+            device.mark_step()
+            device.synchronize()
+            first_call_s = time.perf_counter() - start
+            del out
+    prof.export_chrome_trace(str(out_dir / "compile_trace.json"))
+    (out_dir / "compile_times.txt").write_text(str(compile_times(repr="str", aggregate=True)))
+    return {"profile.compile_first_call_s": first_call_s}

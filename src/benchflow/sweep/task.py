@@ -218,6 +218,8 @@ def _log_child_run(tracker: Tracker, run_id: str, row: dict[str, Any], job_dir: 
     hydra_logs = list(job_dir.glob("*.log"))
     tracker.log_files(run_id, [job_dir / "config.yaml", job_dir / "result.json"])
     tracker.log_files(run_id, hydra_logs, "logs")
+    dumps = [job_dir / "xla_metrics_report.txt", job_dir / "dynamo_counters.json"]
+    tracker.log_files(run_id, [p for p in dumps if p.exists()], "dumps")
     tracker.log_files(run_id, (job_dir / ".hydra").glob("*.yaml"), "hydra")
     tracker.log_files(run_id, sorted((job_dir / "profile").glob("*")), "profile")
     tracker.log_files(run_id, sorted((job_dir / "ir").glob("graphs.*")), "ir")
