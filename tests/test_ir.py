@@ -13,7 +13,9 @@ COMMON = ["model=llama", "model.size=tiny", "repeat=2", "iterations_per_run=2", 
 @pytest.fixture(scope="module")
 def ir_sweep(tmp_path_factory: pytest.TempPathFactory) -> CliResult:
     cwd = tmp_path_factory.mktemp("ir")
-    res = run_cli(["-m", *COMMON, "dynamo=openxla,inductor", "ir=all"], cwd)
+    res = run_cli(
+        ["-m", *COMMON, "dynamo=openxla,inductor", "ir=all", "ir.inductor_code=true"], cwd
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     return res
 
@@ -35,11 +37,22 @@ def test_each_format_holds_real_ir_for_every_step(ir_sweep: CliResult) -> None:
     assert {"ir/graphs.text", "ir/graphs.hlo", "ir/graphs.stablehlo"} <= set(row["job"]["ir_files"])
 
 
-def test_a_backend_without_xla_ir_gets_a_note_and_no_folder(ir_sweep: CliResult) -> None:
+def test_a_backend_without_xla_ir_gets_a_note_and_no_files(ir_sweep: CliResult) -> None:
     row = next(r for r in ir_sweep.rows() if r["experiment"]["dynamo"] == "inductor")
     assert row["status"] == "ok"
     assert any("has no XLA IR" in n for n in row["job"]["notes"])
-    assert not (Path(row["job"]["dir"]) / "ir").exists()
+    assert not list((Path(row["job"]["dir"]) / "ir").glob("graphs.*"))
+    xla = next(r for r in ir_sweep.rows() if r["experiment"]["dynamo"] == "openxla")
+    assert any("ir.inductor_code=true needs dynamo=inductor" in n for n in xla["job"]["notes"])
+    assert not (Path(xla["job"]["dir"]) / "ir" / "inductor").exists()
+
+
+def test_inductor_generated_code_is_kept(ir_sweep: CliResult) -> None:
+    row = next(r for r in ir_sweep.rows() if r["experiment"]["dynamo"] == "inductor")
+    files = [f for f in row["job"]["ir_files"] if f.startswith("ir/inductor/output_code_")]
+    assert files
+    code = (Path(row["job"]["dir"]) / files[0]).read_text()
+    assert "def call(" in code and "cpp_fused" in code  # Inductor's wrapper and C++ kernels
 
 
 def test_ir_reaches_mlflow(ir_sweep: CliResult) -> None:

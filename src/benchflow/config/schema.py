@@ -80,6 +80,7 @@ class ProfileConfig:
 class IrConfig:
     formats: list[str] = field(default_factory=list)  # XLA IR to dump: text, hlo, stablehlo
     xla_dump: bool = False  # also XLA's own compiler dump (--xla_dump_to): HLO per compilation
+    inductor_code: bool = False  # keep the code Inductor generates (dynamo=inductor jobs)
 
 
 @dataclass

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -58,3 +59,35 @@ def dump_ir(
             files.append("ir/xla_dump/")
     log.info("IR files: %s", json.dumps(files))
     return files, notes
+
+
+def dump_inductor_code(
+    job: dict[str, Any], job_dir: Path, timeout_s: float
+) -> tuple[list[str], list[str]]:
+    """One more pass with TORCH_COMPILE_DEBUG into a fresh Inductor cache, so the
+    generated code is written, not served from the cache; keeps each graph's
+    output_code.py as ir/inductor/output_code_<n>.py."""
+    out = job_dir / "ir" / "inductor"
+    out.mkdir(parents=True, exist_ok=True)
+    debug_dir = out / ".debug"
+    env = {
+        "TORCH_COMPILE_DEBUG": "1",
+        "TORCH_COMPILE_DEBUG_DIR": str(debug_dir),
+        "TORCHINDUCTOR_CACHE_DIR": str(out / ".cache"),
+    }
+    job_file = out / "job.json"
+    result = out / "result.json"
+    write_json_atomic(job_file, {**job, "mode": "ir", "result_path": str(result)})
+    outcome = run_isolated(
+        job_file, job_dir, timeout_s, result_path=result, log_prefix="ir_inductor.", env=env
+    )
+    if outcome.status != "ok":
+        return [], [f"inductor code pass: {outcome.status}: {(outcome.error or '')[:300]}"]
+    files = []
+    for n, code in enumerate(sorted(debug_dir.rglob("output_code.py"))):
+        target = out / f"output_code_{n}.py"
+        target.write_text(code.read_text())
+        files.append(str(target.relative_to(job_dir)))
+    shutil.rmtree(debug_dir, ignore_errors=True)
+    shutil.rmtree(out / ".cache", ignore_errors=True)
+    return files, [] if files else ["inductor code pass wrote no output_code.py"]

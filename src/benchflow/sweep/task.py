@@ -28,7 +28,7 @@ from benchflow.results.row import build_row, flat_metrics
 from benchflow.runner.isolated import Outcome, run_isolated
 from benchflow.suite.rules import decide
 from benchflow.sweep import progress
-from benchflow.sweep.ir import dump_ir
+from benchflow.sweep.ir import dump_inductor_code, dump_ir
 from benchflow.tracking.mlflow_runs import PARENT_RUN_FILE, Tracker, flatten, safely
 
 log = logging.getLogger(__name__)
@@ -100,6 +100,16 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
         log.info("job %d skipped: %s", num, reason)
 
     notes: list[str] = []
+    wants_code = bench.ir.inductor_code and not skip_reason
+    if wants_code and bench.dynamo.name != "inductor":
+        msg = (
+            f"ir.inductor_code=true needs dynamo=inductor, but this job runs "
+            f"dynamo={bench.dynamo.name}: Inductor generates no code for it"
+        )
+        if not multirun:
+            die(ConfigError(msg))
+        notes.append(msg)
+        wants_code = False
     wants_ir = bool(bench.ir.formats or bench.ir.xla_dump)
     if wants_ir and bench.xla.name != "PJRT" and not skip_reason:
         msg = (
@@ -151,6 +161,12 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
         )
         job["ir_files"] = ir_files
         notes += ir_notes
+    if wants_code and outcome.status == "ok":
+        code_files, code_notes = dump_inductor_code(
+            json.loads((job_dir / "job.json").read_text()), job_dir, bench.timeout_s
+        )
+        job["ir_files"] = job.get("ir_files", []) + code_files
+        notes += code_notes
     job["notes"] = notes
 
     child = outcome.result or {}
@@ -223,6 +239,7 @@ def _log_child_run(tracker: Tracker, run_id: str, row: dict[str, Any], job_dir: 
     tracker.log_files(run_id, (job_dir / ".hydra").glob("*.yaml"), "hydra")
     tracker.log_files(run_id, sorted((job_dir / "profile").glob("*")), "profile")
     tracker.log_files(run_id, sorted((job_dir / "ir").glob("graphs.*")), "ir")
+    tracker.log_files(run_id, sorted((job_dir / "ir" / "inductor").glob("*.py")), "ir/inductor")
     if (job_dir / "ir" / "xla_dump").is_dir():
         tracker.client.log_artifacts(run_id, str(job_dir / "ir" / "xla_dump"), "ir/xla_dump")
     tracker.end_run(run_id, row["status"])
