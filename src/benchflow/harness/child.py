@@ -70,13 +70,11 @@ def run(cfg: BenchConfig, out_dir: Path) -> dict[str, Any]:
     import torch
 
     from benchflow.backends.catalog import BACKENDS
-    from benchflow.backends.compile import apply_compiler
     from benchflow.backends.device import make_device
     from benchflow.harness.probes import DynamoProbe, XlaMetricsProbe
     from benchflow.harness.profiling import profile_compile, profile_pass
     from benchflow.harness.timing import measure
     from benchflow.harness.verify import verify
-    from benchflow.models.registry import load_model
 
     device = make_device(cfg.accelerator.name, cfg.xla.name)
     import_s = time.perf_counter() - t_import
@@ -85,27 +83,16 @@ def run(cfg: BenchConfig, out_dir: Path) -> dict[str, Any]:
     torch.set_float32_matmul_precision(cfg.matmul_precision)
     if cfg.num_threads:
         torch.set_num_threads(cfg.num_threads)
-    dtype_name = cfg.dtype or "float32"
-    amp = dtype_name in AMP_DTYPES
-    model_dtype = None if amp or dtype_name == "float32" else getattr(torch, dtype_name)
-    amp_dtype = _amp_dtype(dtype_name, device.kind) if amp else None
+    prec = Precision(cfg.dtype, device.kind)
+    dtype_name, model_dtype = prec.name, prec.model_dtype
 
     def build(
         target: torch.device, dtype: torch.dtype | None, compiled: bool, batch_size: int | None
     ) -> Any:
-        """A fresh model: the same seed gives the same weights and inputs every time."""
-        seed_everything(cfg.seed)
-        built = load_model(dataclasses.replace(cfg, batch_size=batch_size), target, dtype)
-        if compiled:
-            apply_compiler(built, cfg.dynamo)
-        return built
+        return build_model(cfg, target, dtype, compiled, batch_size)
 
     def run_step(m: Any, autocast_type: str | None) -> Any:
-        step = m.train if cfg.test.name == "train" else m.eval
-        if amp_dtype is None or autocast_type is None:
-            return step()
-        with torch.autocast(device_type=autocast_type, dtype=amp_dtype):
-            return step()
+        return prec.step(m, cfg.test.name, autocast_type)
 
     model = build(device.torch_device, model_dtype, True, cfg.batch_size)
 
@@ -202,39 +189,56 @@ def ir_pass(cfg: BenchConfig) -> dict[str, Any]:
     """Two steps of the job, for the IR dump: the parent set XLA_SAVE_TENSORS_FILE/_FMT
     (and XLA_FLAGS for --xla_dump_to) for this process, so every graph synced is
     written; the first step compiles, the second shows the steady-state graph."""
-    import torch
-
-    from benchflow.backends.compile import apply_compiler
     from benchflow.backends.device import make_device
-    from benchflow.models.registry import load_model
 
     device = make_device(cfg.accelerator.name, cfg.xla.name)
-    dtype_name = cfg.dtype or "float32"
-    amp = dtype_name in AMP_DTYPES
-    model_dtype = None if amp or dtype_name == "float32" else getattr(torch, dtype_name)
-    seed_everything(cfg.seed)
-    model = load_model(cfg, device.torch_device, model_dtype)
-    apply_compiler(model, cfg.dynamo)
+    prec = Precision(cfg.dtype, device.kind)
+    model = build_model(cfg, device.torch_device, prec.model_dtype, True, cfg.batch_size)
     for _ in range(2):
-        step = model.train if cfg.test.name == "train" else model.eval
-        if amp:
-            with torch.autocast(device.autocast_type, dtype=_amp_dtype(dtype_name, device.kind)):
-                out = step()
-        else:
-            out = step()
+        out = prec.step(model, cfg.test.name, device.autocast_type)
         device.mark_step()
         device.synchronize()
         del out
     return {}
 
 
-def _amp_dtype(dtype_name: str, device_kind: str) -> Any:
-    import torch
+class Precision:
+    """The job's dtype: `model_dtype` to cast the model to, or autocast (AMP) in `step`."""
 
-    name = AMP_DTYPES[dtype_name]
-    if name is None:  # plain `amp`: the device's usual low-precision type
-        name = "float16" if device_kind == "cuda" else "bfloat16"
-    return getattr(torch, name)
+    def __init__(self, dtype: str | None, device_kind: str) -> None:
+        import torch
+
+        self.name = dtype or "float32"
+        amp = self.name in AMP_DTYPES
+        self.model_dtype = None if amp or self.name == "float32" else getattr(torch, self.name)
+        self.amp_dtype = None
+        if amp:  # plain `amp`: the device's usual low-precision type
+            name = AMP_DTYPES[self.name] or ("float16" if device_kind == "cuda" else "bfloat16")
+            self.amp_dtype = getattr(torch, name)
+
+    def step(self, model: Any, test: str, autocast_type: str | None) -> Any:
+        """One train/eval step, under autocast on `autocast_type` for AMP (None: never)."""
+        import torch
+
+        step = model.train if test == "train" else model.eval
+        if self.amp_dtype is None or autocast_type is None:
+            return step()
+        with torch.autocast(device_type=autocast_type, dtype=self.amp_dtype):
+            return step()
+
+
+def build_model(
+    cfg: BenchConfig, target: Any, dtype: Any, compiled: bool, batch_size: int | None
+) -> Any:
+    """A fresh model: the same seed gives the same weights and inputs every time."""
+    from benchflow.backends.compile import apply_compiler
+    from benchflow.models.registry import load_model
+
+    seed_everything(cfg.seed)
+    model = load_model(dataclasses.replace(cfg, batch_size=batch_size), target, dtype)
+    if compiled:
+        apply_compiler(model, cfg.dynamo)
+    return model
 
 
 def main(argv: list[str]) -> int:
