@@ -62,12 +62,13 @@ def test_four_ok_rows_with_the_right_axes(headline: CliResult) -> None:
         assert 0.99 < m["accuracy_cosine_similarity"] <= 1.0 + 1e-9
 
 
-def test_summary_table_printed_and_written(headline: CliResult) -> None:
+def test_report_printed_and_written(headline: CliResult) -> None:
     (sweep,) = headline.sweep_dirs
-    md = (sweep / "summary.md").read_text()
-    assert "| model | test | openxla | inductor |" in md
-    assert "| llama | eval |" in md and "x) |" in md  # openxla speedup over inductor
-    assert "llama" in headline.stdout and "baseline=inductor" in headline.stdout
+    md = (sweep / "report" / "report.md").read_text()
+    assert "| llama | eval | openxla | ok |" in md and "| llama | eval | inductor | ok |" in md
+    assert "(baseline)" in md  # inductor is the default baseline
+    assert "| openxla | 2/2 (100%) |" in md  # both passed verify=true
+    assert "llama" in headline.stdout and "geomean speedup" in headline.stdout
 
 
 def test_mlflow_parent_with_four_children(headline: CliResult) -> None:
@@ -84,3 +85,15 @@ def test_mlflow_parent_with_four_children(headline: CliResult) -> None:
         assert "accuracy_rmse_vs_fp64" in c.data.metrics
         assert c.data.metrics["throughput_samples_per_s"] > 0
     assert parents[0].data.tags["jobs.ok"] == "4"
+    # the report's files and plots are on the parent run
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{headline.cwd / 'mlflow.db'}")
+    logged = {a.path for a in client.list_artifacts(parents[0].info.run_id, "report")}
+    assert {"report/report.html", "report/speedup.png", "report/report.csv"} <= logged
+    assert parents[0].data.metrics["report.openxla.passrate"] == 1.0
+    for c in children:
+        assert c.data.params["backend"] == c.data.params["dynamo.name"]
+        assert c.data.metrics["headline.per_iter_time_s"] > 0
+        if c.data.params["backend"] == "openxla":
+            assert c.data.metrics["headline.speedup_vs_inductor"] > 0

@@ -100,4 +100,15 @@ def test_sweep_logs_to_a_real_server(mlflow_server: str, workdir: Path) -> None:
     local = client.download_artifacts(ok.info.run_id, "result.json", str(workdir))
     assert '"status": "ok"' in Path(local).read_text()
     parent_files = {a.path for a in client.list_artifacts(parents[0].info.run_id)}
-    assert {"results.jsonl", "summary.md"} <= parent_files
+    assert {"results.jsonl", "report"} <= parent_files
+    # The report reads the sweep back from the server by its parent run id.
+    rep = run_cli(
+        ["report", parents[0].info.run_id, "--tracking-uri", mlflow_server, "--out", "rep"],
+        workdir,
+    )
+    assert rep.returncode == 0, rep.stderr
+    md = (workdir / "rep" / "report.md").read_text()
+    assert (
+        "| matmul_chain | eval | eager | ok |" in md
+        and "| fault_raise | eval | eager | failed |" in md
+    )

@@ -14,7 +14,6 @@ from benchflow.config.schema import BenchConfig, DynamoConfig, MlflowConfig, Mod
 from benchflow.results.io import append_jsonl, read_jsonl, write_json_atomic
 from benchflow.results.provenance import fingerprint
 from benchflow.results.stats import geomean, quantile, summarize
-from benchflow.results.summary import summary_table, to_markdown
 
 
 def test_summarize_matches_statistics_module() -> None:
@@ -95,38 +94,6 @@ def test_reader_skips_corrupt_lines_and_appender_repairs_a_torn_tail(
         rows = read_jsonl(path)
     assert [r["n"] for r in rows] == [1, 3]
     assert "corrupt line" in caplog.text and ":2:" in caplog.text
-
-
-def _row(model: str, dynamo: str | None, status: str, per_iter: float | None) -> dict:
-    summary = {"per_iter_time_s": {"median": per_iter}} if per_iter is not None else {}
-    return {
-        "model": {"model_name": model},
-        "experiment": {
-            "dynamo": dynamo,
-            "xla": "PJRT" if dynamo == "openxla" else None,
-            "test": "eval",
-        },
-        "status": status,
-        "summary": summary,
-    }
-
-
-def test_summary_table_speedups_and_statuses() -> None:
-    rows = [
-        _row("llama", "inductor", "ok", 0.010),
-        _row("llama", "openxla", "ok", 0.005),
-        _row("dlrm", "inductor", "ok", 0.002),
-        _row("dlrm", "openxla", "crashed", None),
-    ]
-    header, body, note = summary_table(rows, baseline="inductor")
-    assert header == ["model", "test", "inductor", "openxla"]
-    assert body[0] == ["llama", "eval", "10.00 ms", "5.00 ms (2.00x)"]
-    assert body[1] == ["dlrm", "eval", "2.00 ms", "crashed"]
-    assert "baseline=inductor" in note
-    md = to_markdown(header, body, note)
-    assert "| llama | eval | 10.00 ms | 5.00 ms (2.00x) |" in md
-    _, body2, note2 = summary_table(rows, baseline="aot_eager")
-    assert "not in this sweep" in note2 and "x)" not in body2[0][3]
 
 
 def test_dataclass_round_trip_through_job_file() -> None:

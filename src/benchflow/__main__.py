@@ -8,12 +8,19 @@ from __future__ import annotations
 
 import sys
 
+# `python -m benchflow <name> ...`: commands beside the sweep, each a module with main(argv).
+SUBCOMMANDS = {
+    "models": "benchflow.models.listing",  # which models can run here
+    "report": "benchflow.report.cli",  # tables, plots and the regression gate
+}
+
 
 def main() -> None:
-    if sys.argv[1:2] == ["models"]:
-        from benchflow.models.listing import main as list_models
+    if len(sys.argv) > 1 and sys.argv[1] in SUBCOMMANDS:
+        import importlib
 
-        raise SystemExit(list_models(sys.argv[2:]))
+        command = importlib.import_module(SUBCOMMANDS[sys.argv[1]])
+        raise SystemExit(command.main(sys.argv[2:]))
 
     import hydra
 

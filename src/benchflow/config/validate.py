@@ -200,8 +200,7 @@ def validate(composed: Any) -> BenchConfig:
 
 def job_name(cfg: BenchConfig) -> str:
     """Readable run name: model·backend·test, plus the non-default axes that distinguish it."""
-    parts = [cfg.model.name, cfg.dynamo.name if cfg.dynamo.name != "none" else _eager_name(cfg)]
-    parts.append(cfg.test.name)
+    parts = [cfg.model.name, backend_name(cfg), cfg.test.name]
     if cfg.accelerator.name not in ("cpu", "auto"):
         parts.append(cfg.accelerator.name)
     if cfg.dtype:
@@ -209,5 +208,8 @@ def job_name(cfg: BenchConfig) -> str:
     return "·".join(parts)
 
 
-def _eager_name(cfg: BenchConfig) -> str:
+def backend_name(cfg: BenchConfig) -> str:
+    """The dynamo backend, or `eager` / `lazy_xla` without dynamo (as reports label it)."""
+    if cfg.dynamo.name != "none":
+        return cfg.dynamo.name
     return "lazy_xla" if cfg.xla.name == "PJRT" else "eager"

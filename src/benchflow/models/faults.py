@@ -77,6 +77,17 @@ class MatmulChain(BenchModel):
         return (torch.randn(batch_size, n) / n**0.5,)
 
 
+class SlowedMatmulChain(MatmulChain):
+    """MatmulChain with three times the work per step: a planted regression.
+
+    Its config (tests/conf/model/work_slowed.yaml) gives it the same model name
+    as MatmulChain's (work.yaml), as a slower commit of the same model would.
+    """
+
+    def build_module(self, n: int) -> nn.Module:
+        return nn.Sequential(*[nn.Linear(n, n, bias=False) for _ in range(24)])
+
+
 class _AccuracyProbe(_Tiny):
     """A tiny MLP whose forward misbehaves in one way; `_twist` says how."""
 

@@ -1,4 +1,4 @@
-"""Hydra callback: the sweep's MLflow parent run, and the table printed at the end."""
+"""Hydra callback: the sweep's MLflow parent run, and the report at the end."""
 
 from __future__ import annotations
 
@@ -12,8 +12,7 @@ from omegaconf import DictConfig, OmegaConf
 from benchflow.config.validate import ConfigError, parse
 from benchflow.results.io import read_jsonl
 from benchflow.results.provenance import provenance
-from benchflow.results.summary import summary_table, to_markdown
-from benchflow.tracking.mlflow_runs import PARENT_RUN_FILE, Tracker, safely
+from benchflow.tracking.mlflow_runs import PARENT_RUN_FILE, TRACKING_URI_FILE, Tracker, safely
 
 log = logging.getLogger(__name__)
 
@@ -53,16 +52,14 @@ class SweepCallback(Callback):
         )
         if run_id:
             (sweep_dir / PARENT_RUN_FILE).write_text(run_id)
+            (sweep_dir / TRACKING_URI_FILE).write_text(tracker.uri)
             log.info("MLflow parent run %s at %s", run_id, tracker.uri)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = _sweep_dir(config)
         rows = read_jsonl(sweep_dir / "results.jsonl")
         baseline = str(OmegaConf.select(config, "baseline", default="inductor"))
-        header, body, note = summary_table(rows, baseline)
-        markdown = to_markdown(header, body, note)
-        (sweep_dir / "summary.md").write_text(markdown)
-        _print_table(header, body, note, sweep_dir)
+        made = safely("report", _report, rows, baseline, sweep_dir) if rows else None
         try:
             bench = parse(config)
         except ConfigError:
@@ -79,15 +76,25 @@ class SweepCallback(Callback):
             counts[row["status"]] = counts.get(row["status"], 0) + 1
         safely("tags", tracker.set_tags, run_id, {f"jobs.{k}": v for k, v in counts.items()})
         safely("artifacts", tracker.log_files, run_id, [sweep_dir / "results.jsonl"])
-        safely("artifacts", tracker.log_files, run_id, [sweep_dir / "summary.md"])
+        if made:
+            from benchflow.report.output import log_to_mlflow
+
+            report, files = made
+            safely("report logging", log_to_mlflow, report, files, tracker.uri, run_id)
         safely("end_run", tracker.end_run, run_id, "ok")
 
 
-def _print_table(header: list[str], body: list[list[str]], note: str, sweep_dir: Path) -> None:
-    from rich.console import Console
-    from rich.table import Table
+def _report(rows: list[dict[str, Any]], baseline: str, sweep_dir: Path) -> tuple[Any, list[Path]]:
+    """Print the sweep's report (stdout: the sweep's answer) and write sweep_dir/report/."""
+    from benchflow.report import output, render
+    from benchflow.report.cli import meta_of
+    from benchflow.report.model import build_report
+    from benchflow.report.sources import Sweep
 
-    table = Table(*header, title=f"benchflow sweep {sweep_dir}", caption=note)
-    for line in body:
-        table.add_row(*line)
-    Console(highlight=False).print(table)  # stdout: the sweep's answer; progress is on stderr
+    report = build_report(rows, baseline)
+    title = f"benchflow sweep {sweep_dir}"
+    render.print_terminal(report, title)
+    meta = meta_of(Sweep(label=str(sweep_dir), rows=rows), report.baseline)
+    files = output.write(report, sweep_dir / "report", title, meta)
+    log.info("report written to %s", sweep_dir / "report")
+    return report, files

@@ -20,8 +20,16 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from benchflow.config.schema import BenchConfig
-from benchflow.config.validate import ConfigError, InvalidCombination, job_name, parse, resolve
+from benchflow.config.validate import (
+    ConfigError,
+    InvalidCombination,
+    backend_name,
+    job_name,
+    parse,
+    resolve,
+)
 from benchflow.models.torchbench_index import not_implemented
+from benchflow.report.model import headline_metrics
 from benchflow.results.io import append_jsonl, read_jsonl, write_json_atomic
 from benchflow.results.provenance import provenance
 from benchflow.results.row import build_row, flat_metrics
@@ -134,7 +142,9 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
         params = flatten(dataclasses.asdict(bench))
         # The suite's rule lists are hundreds of entries: they live in config.yaml.
         params = {k: v for k, v in params.items() if not k.startswith("suite.rules.")}
+        params["backend"] = backend_name(bench)
         run_id = safely("start_run", tracker.start_run, name, parent_id=parent_id, params=params)
+        job["mlflow_run_id"] = run_id
 
     if skip_reason:
         outcome = Outcome("skipped", skip_reason, None, 0.0, None)
@@ -215,7 +225,7 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
 
 def _log_child_run(tracker: Tracker, run_id: str, row: dict[str, Any], job_dir: Path) -> None:
     series = {k: v for k, v in row["metrics"].items() if isinstance(v, list)}
-    tracker.log_metrics(run_id, flat_metrics(row), series)
+    tracker.log_metrics(run_id, {**flat_metrics(row), **headline_metrics(row)}, series)
     versions = row["provenance"].get("versions", {})
     tracker.set_tags(
         run_id,

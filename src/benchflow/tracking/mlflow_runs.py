@@ -29,6 +29,7 @@ RUN_STATUS = {
     "interrupted": "KILLED",
 }
 PARENT_RUN_FILE = "mlflow_parent_run.txt"
+TRACKING_URI_FILE = "mlflow_tracking_uri.txt"  # where the parent run lives (for reports)
 
 
 def default_tracking_uri(project_dir: Path) -> str:

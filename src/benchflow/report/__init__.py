@@ -1,0 +1,1 @@
+"""Reports over sweeps: per-model tables, HUD-style summaries, plots and a regression gate."""

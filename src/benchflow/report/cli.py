@@ -1,0 +1,208 @@
+"""`python -m benchflow.report` (or `python -m benchflow report`): tables, files, plots, gate."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from benchflow.report.sources import SourceError, Sweep, load
+
+DESCRIPTION = """\
+Compare backends, sweeps and commits from benchflow results.
+
+SOURCE is a sweep folder (multirun/<date>/<time>), a run folder, a results.jsonl,
+an MLflow parent run id (the sweep), an MLflow job run id, or an MLflow
+experiment name (`run:<id>` / `experiment:<name>` to be explicit). Several
+sources are merged into one report (a later row for the same model and
+configuration wins).
+
+Prints the per-model table and the summary (passrate, geomean speedup, mean
+compile time, memory compression ratio), writes report.md, report.csv,
+summary.csv, report.html (+ speedup.png, times.png) and logs them to the
+sweep's MLflow parent run.
+
+With --compare BASE, SOURCE is the candidate: every model whose median time got
+worse by more than --threshold, with the repeats' IQRs apart, is a regression,
+as is a model that passed in BASE and fails in SOURCE; the exit code is then 1.
+"""
+
+EPILOG = """\
+examples:
+  python -m benchflow.report multirun/2026-11-22/10-06-10
+  python -m benchflow.report multirun/2026-11-22/10-06-10 --baseline none
+  python -m benchflow.report experiment:benchflow --tracking-uri http://127.0.0.1:5000
+  python -m benchflow.report NEW_SWEEP --compare OLD_SWEEP --threshold 5%%   # CI gate
+
+exit codes: 0 done (no regression), 1 regression found (--compare), 2 bad input.
+"""
+
+
+def _threshold(text: str) -> float:
+    try:
+        value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--threshold={text!r} is not a number; "
+            "allowed: a fraction like 0.05 or a percentage like 5%"
+        ) from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"--threshold={text!r} is negative; allowed: >= 0")
+    return value
+
+
+FORMATS = ("md", "csv", "html")
+
+
+def _formats(text: str) -> list[str]:
+    items = [f.strip() for f in text.split(",") if f.strip()]
+    bad = [f for f in items if f not in FORMATS]
+    if bad or not items:
+        raise argparse.ArgumentTypeError(
+            f"--format={text!r}: unknown {', '.join(bad) or '(empty)'}; "
+            f"allowed: a comma list of {', '.join(FORMATS)}"
+        )
+    return items
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m benchflow.report",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "sources",
+        nargs="+",
+        metavar="SOURCE",
+        help="results to report on (the candidate with --compare)",
+    )
+    p.add_argument(
+        "--baseline",
+        default="inductor",
+        metavar="BACKEND",
+        help="backend speedups are over: inductor (default), none/eager, openxla, lazy_xla, ...",
+    )
+    p.add_argument(
+        "--compare",
+        metavar="BASE",
+        help="a baseline sweep (same kinds as SOURCE) to gate SOURCE against",
+    )
+    p.add_argument(
+        "--threshold",
+        type=_threshold,
+        default=0.05,
+        help="slowdown that counts as a regression (default 0.05 = 5%%)",
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        help="output folder (default: <sweep>/report, or <sweep>/compare with --compare; "
+        "./reports/<name> for MLflow sources)",
+    )
+    p.add_argument(
+        "--format",
+        type=_formats,
+        default=list(FORMATS),
+        help="files to write: comma list of md,csv,html (default all)",
+    )
+    p.add_argument(
+        "--tracking-uri",
+        help="MLflow store for run/experiment sources and for logging "
+        "(default: the sweep's, else ./mlflow.db)",
+    )
+    p.add_argument(
+        "--no-mlflow",
+        action="store_true",
+        help="do not log the report to the sweep's MLflow parent run",
+    )
+    return p
+
+
+def _merge(sweeps: Sequence[Sweep]) -> Sweep:
+    if len(sweeps) == 1:
+        return sweeps[0]
+    return Sweep(
+        label=" + ".join(s.label for s in sweeps), rows=[r for s in sweeps for r in s.rows]
+    )
+
+
+def _default_out(sweep: Sweep, compare: bool) -> Path:
+    name = "compare" if compare else "report"
+    if sweep.directory is not None:
+        return sweep.directory / name
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", sweep.label).strip("_")[:80]
+    return Path("reports") / f"{slug}-{name}"
+
+
+def meta_of(sweep: Sweep, baseline: str) -> dict[str, Any]:
+    prov = sweep.rows[0].get("provenance", {}) if sweep.rows else {}
+    versions = prov.get("versions", {})
+    return {
+        "source": sweep.label,
+        "rows": len(sweep.rows),
+        "baseline": baseline,
+        "host": prov.get("host"),
+        "cpu": prov.get("cpu_model"),
+        "git": prov.get("git_sha"),
+        "torch": versions.get("torch"),
+        "torch_xla": versions.get("torch_xla"),
+        "generated": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    from benchflow.report import output, render
+    from benchflow.report.compare import compare
+    from benchflow.report.model import build_report
+
+    try:
+        cand = _merge([load(s, args.tracking_uri) for s in args.sources])
+        base = load(args.compare, args.tracking_uri) if args.compare else None
+    except SourceError as exc:
+        print(f"benchflow report: error: {exc}", file=sys.stderr)
+        return 2
+    report = build_report(cand.rows, args.baseline)
+    changes = None
+    title = f"benchflow report: {cand.label}"
+    if base is not None:
+        changes = compare(build_report(base.rows, args.baseline), report, args.threshold)
+        title = f"benchflow compare: {base.label} -> {cand.label}"
+    render.print_terminal(report, title, changes)
+
+    out = args.out or _default_out(cand, changes is not None)
+    meta = meta_of(cand, report.baseline)
+    if base is not None:
+        meta["compared against"] = base.label
+        meta["threshold"] = f"{args.threshold:.1%}"
+    files = output.write(report, out, title, meta, changes, args.format)
+    print(f"wrote {', '.join(str(f) for f in files)}")
+    if not args.no_mlflow and cand.parent_run_id and cand.tracking_uri:
+        try:
+            output.log_to_mlflow(report, files, cand.tracking_uri, cand.parent_run_id)
+            print(f"logged to MLflow parent run {cand.parent_run_id} at {cand.tracking_uri}")
+        except Exception as exc:  # the files are written; tracking is best effort
+            print(
+                f"benchflow report: warning: MLflow logging failed: {type(exc).__name__}: {exc}",
+                file=sys.stderr,
+            )
+    if changes is not None:
+        failing = [c for c in changes if c.fails]
+        if failing:
+            names = ", ".join(f"{c.model}/{c.config} ({c.verdict})" for c in failing)
+            print(
+                f"benchflow report: {len(failing)} regression(s) "
+                f"against {base.label if base else ''}: {names}",
+                file=sys.stderr,
+            )
+            return 1
+        print(
+            f"no regression against {base.label if base else ''} (threshold {args.threshold:.1%})"
+        )
+    return 0

@@ -1,0 +1,100 @@
+"""Write a report's files, and log them to the sweep's MLflow parent run."""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from benchflow.report import render
+from benchflow.report.compare import Change
+from benchflow.report.model import Report
+
+log = logging.getLogger(__name__)
+
+
+def write(
+    report: Report,
+    out_dir: Path,
+    title: str,
+    meta: dict[str, Any],
+    changes: Sequence[Change] | None = None,
+    formats: Sequence[str] = ("md", "csv", "html"),
+) -> list[Path]:
+    """report.md, report.csv + summary.csv (+ compare.csv), report.html + the plots as PNG."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+
+    def put(name: str, text: str) -> None:
+        path = out_dir / name
+        path.write_text(text, encoding="utf-8")
+        written.append(path)
+
+    if "md" in formats:
+        put("report.md", render.to_markdown(report, title, changes))
+    if "csv" in formats:
+        put("report.csv", render.entries_csv(report))
+        put("summary.csv", render.summary_csv(report))
+        if changes is not None:
+            put("compare.csv", render.changes_csv(changes))
+    if "html" in formats:
+        from benchflow.report.plots import figures, to_svg
+
+        figs = figures(report)
+        for name, fig in figs.items():
+            path = out_dir / f"{name}.png"
+            fig.savefig(path, dpi=110)
+            written.append(path)
+        put(
+            "report.html",
+            render.to_html(report, title, {n: to_svg(f) for n, f in figs.items()}, meta, changes),
+        )
+    return written
+
+
+def _metric_name(text: str) -> str:
+    """MLflow names allow letters, digits, _ - . space / only."""
+    return re.sub(r"[^A-Za-z0-9_\-. /]", "_", text)
+
+
+def log_to_mlflow(
+    report: Report, files: Sequence[Path], tracking_uri: str, parent_run_id: str
+) -> None:
+    """Report files under the parent run's `report/`; summary numbers as parent metrics;
+    each job run's speedup over the baseline as `headline.speedup_vs_<baseline>`."""
+    import time
+
+    from mlflow.entities import Metric
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=tracking_uri)
+    for path in files:
+        client.log_artifact(parent_run_id, str(path), "report")
+    now = int(time.time() * 1000)
+    metrics = []
+    for s in report.summaries:
+        name = _metric_name(s.config.label)
+        for stat, value in (
+            ("passrate", s.passrate),
+            ("geomean_speedup", s.geomean_speedup),
+            ("mean_compile_time_s", s.mean_compile_s),
+            ("memory_compression_ratio", s.memory_ratio),
+        ):
+            if value is not None:
+                metrics.append(Metric(f"report.{name}.{stat}", float(value), now, 0))
+    if metrics:
+        client.log_batch(parent_run_id, metrics=metrics, synchronous=True)
+    for e in report.entries:
+        run_id = e.row.get("job", {}).get("mlflow_run_id")
+        if run_id and e.speedup is not None:
+            client.log_batch(
+                run_id,
+                metrics=[
+                    Metric(
+                        f"headline.speedup_vs_{_metric_name(report.baseline)}", e.speedup, now, 0
+                    )
+                ],
+                synchronous=True,
+            )

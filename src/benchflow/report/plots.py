@@ -1,0 +1,151 @@
+"""The report's plots, with matplotlib's object API (no pyplot state, no display).
+
+- speedup: per-model bars for every configuration but the baseline, the baseline
+  at 1.0, and each configuration's geomean as a dashed line in its colour;
+- times: per-model median per-iteration time for every configuration, log scale,
+  with the IQR over the repeats as error bars.
+A model a configuration has no number for gets a grey "n/a" instead of a bar.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+from benchflow.report.model import Entry, Report
+
+
+def _models(report: Report) -> list[tuple[str, str]]:
+    seen: dict[tuple[str, str], None] = {}
+    for e in report.entries:
+        seen.setdefault((e.model, e.test))
+    return list(seen)
+
+
+def _label(model: str, test: str, tests: set[str]) -> str:
+    return model if len(tests) == 1 else f"{model}\n({test})"
+
+
+def _grouped(
+    report: Report, configs: list[Any], value: Any, ylabel: str, log: bool, floor: float = 0.0
+) -> Any:
+    """Grouped bars per model; bars grow from `floor` (1.0 for speedups: up is faster)."""
+    from matplotlib.figure import Figure
+
+    models = _models(report)
+    tests = {t for _, t in models}
+    index = {(e.model, e.test, e.config): e for e in report.entries}
+    fig = Figure(figsize=(max(6.0, 1.2 * len(models) * max(1, len(configs)) ** 0.5 + 2), 4.2))
+    ax = fig.add_subplot()
+    width = 0.8 / max(1, len(configs))
+    colors = [f"C{i}" for i in range(len(configs))]
+    labelled: set[Any] = set()
+    for i, config in enumerate(configs):
+        for m, (model, test) in enumerate(models):
+            x = m - 0.4 + width * (i + 0.5)
+            e: Entry | None = index.get((model, test, config))
+            v = value(e) if e else None
+            if v is None:
+                ax.text(
+                    x,
+                    0.02,
+                    "n/a",
+                    transform=ax.get_xaxis_transform(),
+                    ha="center",
+                    fontsize=7,
+                    color="grey",
+                    rotation=90,
+                )
+                continue
+            height, err = v
+            ax.bar(
+                x,
+                abs(height - floor),
+                width,
+                bottom=min(height, floor),
+                color=colors[i],
+                label=None if config in labelled else config.label,
+            )
+            labelled.add(config)
+            if floor:  # speedups: the value at the bar's end
+                ax.annotate(
+                    f"{height:.2f}x",
+                    (x, height),
+                    xytext=(0, 2 if height >= floor else -9),
+                    textcoords="offset points",
+                    ha="center",
+                    fontsize=7,
+                )
+            if err is not None:
+                ax.errorbar(
+                    x,
+                    height,
+                    yerr=[[err[0]], [err[1]]],
+                    fmt="none",
+                    ecolor="black",
+                    elinewidth=0.8,
+                    capsize=2,
+                )
+    ax.set_xticks(range(len(models)), [_label(m, t, tests) for m, t in models], fontsize=8)
+    ax.set_ylabel(ylabel)
+    if log:
+        ax.set_yscale("log")
+    ax.grid(axis="y", alpha=0.3)
+    return fig, ax, colors
+
+
+def speedup_figure(report: Report) -> Any:
+    configs = [c for c in report.configs if c.backend != report.baseline]
+    fig, ax, colors = _grouped(
+        report,
+        configs,
+        lambda e: (e.speedup, None) if e.speedup else None,
+        f"speedup over {report.baseline} (x, log)",
+        log=True,
+        floor=1.0,
+    )
+    ax.axhline(1.0, color="black", linewidth=1, label=f"{report.baseline} = 1.0")
+    by_config = {s.config: s for s in report.summaries}
+    for color, config in zip(colors, configs, strict=True):
+        s = by_config.get(config)
+        if s and s.geomean_speedup:
+            ax.axhline(
+                s.geomean_speedup,
+                color=color,
+                linestyle="--",
+                linewidth=1.2,
+                label=f"{config.label} geomean {s.geomean_speedup:.2f}x",
+            )
+    ax.set_title(f"Speedup per model over {report.baseline}")
+    ax.legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    return fig
+
+
+def times_figure(report: Report) -> Any:
+    def value(e: Entry) -> tuple[float, tuple[float, float] | None] | None:
+        if e.time_s is None:
+            return None
+        ms = e.time_s * 1e3
+        if e.q1_s is None or e.q3_s is None:
+            return ms, None
+        return ms, (max(0.0, ms - e.q1_s * 1e3), max(0.0, e.q3_s * 1e3 - ms))
+
+    fig, ax, _ = _grouped(
+        report, report.configs, value, "median per-iteration time (ms, log)", log=True
+    )
+    ax.set_title("Time per model (error bars: IQR over repeats)")
+    ax.legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    return fig
+
+
+def figures(report: Report) -> dict[str, Any]:
+    return {"speedup": speedup_figure(report), "times": times_figure(report)}
+
+
+def to_svg(fig: Any) -> str:
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg")
+    text = buf.getvalue()
+    return text[text.find("<svg") :]  # drop the XML prolog and DOCTYPE for inline use

@@ -1,0 +1,382 @@
+"""A report as tables: Markdown, CSV, a terminal table (rich) and the HTML page."""
+
+from __future__ import annotations
+
+import csv
+import html
+import io
+from collections.abc import Sequence
+from typing import Any
+
+from benchflow.report.compare import Change
+from benchflow.report.model import Entry, Report, Summary
+from benchflow.sweep.progress import format_time
+
+ENTRY_HEADER = [
+    "model",
+    "test",
+    "config",
+    "status",
+    "time (median)",
+    "IQR",
+    "speedup",
+    "compile",
+    "peak mem",
+    "verify",
+    "note",
+]
+SUMMARY_HEADER = [
+    "config",
+    "passrate",
+    "geomean speedup",
+    "mean compile",
+    "memory ratio",
+    "skipped",
+]
+CHANGE_HEADER = ["model", "test", "config", "baseline", "candidate", "change", "verdict", "detail"]
+
+
+def _bytes(n: float | None) -> str:
+    if not n:
+        return "-"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return "-"
+
+
+def _x(value: float | None) -> str:
+    return f"{value:.2f}x" if value is not None else "-"
+
+
+def entry_cells(e: Entry, baseline: str) -> list[str]:
+    mem = _bytes(e.peak_bytes)
+    if e.peak_bytes and e.memory_kind != "device":
+        mem += f" ({e.memory_kind})"
+    speed = "(baseline)" if e.config.backend == baseline and e.passed else _x(e.speedup)
+    return [
+        e.model,
+        e.test,
+        e.config.label,
+        e.status,
+        format_time(e.time_s),
+        format_time(e.iqr_s) if e.time_s is not None else "-",
+        speed,
+        format_time(e.compile_s),
+        mem,
+        e.verification,
+        e.note or e.error,
+    ]
+
+
+def summary_cells(s: Summary) -> list[str]:
+    rate = "-" if s.passrate is None else f"{s.passed}/{s.models} ({s.passrate:.0%})"
+    if s.passed and not s.verified:
+        rate += ", accuracy not checked"
+    elif s.verified < s.passed:
+        rate += f", {s.verified} of them verified"
+    speed = _x(s.geomean_speedup)
+    if s.geomean_speedup is not None:
+        speed += f" over {s.speedup_models}"
+    memory = _x(s.memory_ratio)
+    if s.memory_ratio is not None and s.memory_models:
+        memory += f" over {s.memory_models}"
+    return [
+        s.config.label,
+        rate,
+        speed,
+        format_time(s.mean_compile_s),
+        memory,
+        str(s.skipped),
+    ]
+
+
+def change_cells(c: Change) -> list[str]:
+    def side(e: Entry | None) -> str:
+        if e is None:
+            return "-"
+        if e.time_s is None or not e.passed:
+            return e.status if e.status != "ok" else e.verification
+        return f"{format_time(e.time_s)} ± {format_time((e.iqr_s or 0) / 2)}"
+
+    ratio = c.ratio
+    return [
+        c.model,
+        c.test,
+        c.config,
+        side(c.base),
+        side(c.cand),
+        "-" if ratio is None else f"{ratio - 1:+.1%}",
+        c.verdict,
+        c.detail,
+    ]
+
+
+def markdown_table(header: Sequence[str], body: Sequence[Sequence[str]]) -> str:
+    def esc(cell: str) -> str:
+        return (cell or " ").replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(esc(c) for c in line) + " |" for line in body]
+    return "\n".join(lines)
+
+
+def definitions(report: Report) -> str:
+    return (
+        f"time: median per-iteration time over the repeats (IQR: their interquartile range); "
+        f"speedup: {report.baseline} time / this time (> 1 is faster); "
+        "compile: first call minus a steady step; "
+        f"memory ratio: {report.baseline} peak / this peak; "
+        "passrate: ran ok and accuracy did not fail, over models not skipped; "
+        "geomean and means over models where both this configuration and the baseline passed."
+    )
+
+
+def to_markdown(report: Report, title: str, changes: Sequence[Change] | None = None) -> str:
+    base = report.baseline
+    parts = [f"# {title}", ""]
+    if changes is not None:
+        parts += [
+            "## Against the baseline sweep",
+            "",
+            markdown_table(CHANGE_HEADER, [change_cells(c) for c in changes]),
+            "",
+        ]
+    parts += [
+        "## Summary",
+        "",
+        markdown_table(SUMMARY_HEADER, [summary_cells(s) for s in report.summaries]),
+        "",
+        "## Per model",
+        "",
+        markdown_table(ENTRY_HEADER, [entry_cells(e, base) for e in report.entries]),
+        "",
+        definitions(report),
+        "",
+    ]
+    parts += [f"- {n}" for n in report.notes]
+    return "\n".join(parts).rstrip() + "\n"
+
+
+def entries_csv(report: Report) -> str:
+    """Raw numbers (seconds, bytes), one line per model and configuration."""
+    out = io.StringIO()
+    w = csv.writer(out)
+    w.writerow(
+        [
+            "model",
+            "test",
+            "config",
+            "backend",
+            *report.axes,
+            "status",
+            "per_iter_time_median_s",
+            "per_iter_time_q1_s",
+            "per_iter_time_q3_s",
+            "repeats",
+            "speedup",
+            "compile_time_s",
+            "peak_memory_bytes",
+            "memory_kind",
+            "memory_ratio",
+            "verification_code",
+            "passed",
+            "note",
+            "error",
+        ]
+    )
+    for e in report.entries:
+        axes = dict(e.config.axes)
+        w.writerow(
+            [
+                e.model,
+                e.test,
+                e.config.label,
+                e.config.backend,
+                *(axes.get(k, "") for k in report.axes),
+                e.status,
+                _num(e.time_s),
+                _num(e.q1_s if e.time_s is not None else None),
+                _num(e.q3_s if e.time_s is not None else None),
+                e.repeats,
+                _num(e.speedup),
+                _num(e.compile_s),
+                _num(e.peak_bytes),
+                e.memory_kind or "",
+                _num(e.memory_ratio),
+                e.verification,
+                int(e.passed),
+                e.note,
+                e.error,
+            ]
+        )
+    return out.getvalue()
+
+
+def summary_csv(report: Report) -> str:
+    out = io.StringIO()
+    w = csv.writer(out)
+    w.writerow(
+        [
+            "config",
+            "models",
+            "passed",
+            "verified",
+            "skipped",
+            "passrate",
+            "geomean_speedup",
+            "speedup_models",
+            "mean_compile_time_s",
+            "memory_compression_ratio",
+            "memory_models",
+        ]
+    )
+    for s in report.summaries:
+        w.writerow(
+            [
+                s.config.label,
+                s.models,
+                s.passed,
+                s.verified,
+                s.skipped,
+                _num(s.passrate),
+                _num(s.geomean_speedup),
+                s.speedup_models,
+                _num(s.mean_compile_s),
+                _num(s.memory_ratio),
+                s.memory_models,
+            ]
+        )
+    return out.getvalue()
+
+
+def changes_csv(changes: Sequence[Change]) -> str:
+    out = io.StringIO()
+    w = csv.writer(out)
+    w.writerow(
+        [
+            "model",
+            "test",
+            "config",
+            "baseline_time_s",
+            "candidate_time_s",
+            "ratio",
+            "verdict",
+            "detail",
+        ]
+    )
+    for c in changes:
+        w.writerow(
+            [
+                c.model,
+                c.test,
+                c.config,
+                _num(c.base.time_s if c.base else None),
+                _num(c.cand.time_s if c.cand else None),
+                _num(c.ratio),
+                c.verdict,
+                c.detail,
+            ]
+        )
+    return out.getvalue()
+
+
+def _num(value: float | None) -> str:
+    return "" if value is None else f"{value:.6g}"
+
+
+def print_terminal(report: Report, title: str, changes: Sequence[Change] | None = None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(highlight=False)
+    if not console.is_terminal:  # logs and pipes: no wrapping at 80 columns
+        console = Console(highlight=False, width=220)
+    if changes is not None:
+        table = Table(*CHANGE_HEADER, title=f"{title}: against the baseline sweep")
+        for c in changes:
+            style = "red" if c.fails else ("green" if c.verdict in ("improved", "fixed") else None)
+            table.add_row(*change_cells(c), style=style)
+        console.print(table)
+    table = Table(*ENTRY_HEADER, title=title)
+    previous = None
+    for e in report.entries:
+        if previous is not None and (e.model, e.test) != previous:
+            table.add_section()
+        previous = (e.model, e.test)
+        style = None if e.passed else ("yellow" if e.status == "skipped" else "red")
+        table.add_row(*entry_cells(e, report.baseline), style=style)
+    console.print(table)
+    table = Table(*SUMMARY_HEADER, title="summary", caption=definitions(report))
+    for s in report.summaries:
+        table.add_row(*summary_cells(s))
+    console.print(table)
+    for note in report.notes:
+        console.print(f"note: {note}")
+
+
+def _html_table(
+    header: Sequence[str], body: Sequence[Sequence[str]], classes: Sequence[str] = ()
+) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    lines = []
+    for i, line in enumerate(body):
+        cls = f' class="{classes[i]}"' if i < len(classes) and classes[i] else ""
+        lines.append(f"<tr{cls}>" + "".join(f"<td>{html.escape(c)}</td>" for c in line) + "</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(lines)}</tbody></table>"
+
+
+_CSS = """
+body{font-family:system-ui,sans-serif;margin:2em;color:#222}
+table{border-collapse:collapse;margin:1em 0;font-size:14px}
+th,td{border:1px solid #ccc;padding:4px 8px;text-align:left}
+th{background:#f0f0f0} tr.bad td{background:#fde8e8} tr.good td{background:#e8f6e8}
+tr.skip td{color:#888} figure{margin:1em 0} .note{color:#555;font-size:13px}
+"""
+
+
+def to_html(
+    report: Report,
+    title: str,
+    figures: dict[str, str],
+    meta: dict[str, Any],
+    changes: Sequence[Change] | None = None,
+) -> str:
+    """One file, no external resources: the plots are inline SVG."""
+    parts = [
+        "<!doctype html><html><head><meta charset='utf-8'>",
+        f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>",
+        f"<h1>{html.escape(title)}</h1>",
+        "<p class='note'>"
+        + " · ".join(f"{html.escape(k)}: {html.escape(str(v))}" for k, v in meta.items())
+        + "</p>",
+    ]
+    if changes is not None:
+        classes = [
+            "bad" if c.fails else ("good" if c.verdict in ("improved", "fixed") else "")
+            for c in changes
+        ]
+        parts += [
+            "<h2>Against the baseline sweep</h2>",
+            _html_table(CHANGE_HEADER, [change_cells(c) for c in changes], classes),
+        ]
+    parts += [
+        "<h2>Summary</h2>",
+        _html_table(SUMMARY_HEADER, [summary_cells(s) for s in report.summaries]),
+    ]
+    for name, svg in figures.items():
+        parts.append(f"<figure id='{html.escape(name)}'>{svg}</figure>")
+    classes = [
+        "" if e.passed else ("skip" if e.status == "skipped" else "bad") for e in report.entries
+    ]
+    parts += [
+        "<h2>Per model</h2>",
+        _html_table(
+            ENTRY_HEADER, [entry_cells(e, report.baseline) for e in report.entries], classes
+        ),
+        f"<p class='note'>{html.escape(definitions(report))}</p>",
+    ]
+    parts += [f"<p class='note'>note: {html.escape(n)}</p>" for n in report.notes]
+    parts.append("</body></html>")
+    return "\n".join(parts)

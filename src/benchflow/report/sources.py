@@ -1,0 +1,155 @@
+"""Where a report's rows come from: a sweep folder, a results file, or MLflow.
+
+- a folder with ``results.jsonl`` (a sweep) or ``result.json`` (a single run);
+- a ``results.jsonl`` / ``result.json`` file;
+- an MLflow run id: a sweep's parent run (its child runs' rows), or one job's run;
+- an MLflow experiment, by name or id: every job run in it.
+``run:<id>`` and ``experiment:<name>`` say which explicitly.
+
+MLflow rows are the ``result.json`` artifact every job run carries, so a report
+from MLflow is the same as one from the folder, on any machine that can reach
+the tracking store.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from benchflow.results.io import read_jsonl
+from benchflow.tracking.mlflow_runs import PARENT_RUN_FILE, TRACKING_URI_FILE, default_tracking_uri
+
+log = logging.getLogger(__name__)
+
+RUN_ID = re.compile(r"^[0-9a-f]{32}$")
+
+
+class SourceError(Exception):
+    """A source that cannot be read; the message says what to pass instead."""
+
+
+@dataclass
+class Sweep:
+    label: str
+    rows: list[dict[str, Any]]
+    directory: Path | None = None
+    parent_run_id: str | None = None
+    tracking_uri: str | None = None
+
+
+def load(spec: str, tracking_uri: str | None = None) -> Sweep:
+    path = Path(spec).expanduser()
+    if path.exists():
+        return _from_path(path, tracking_uri)
+    uri = tracking_uri or default_tracking_uri(Path.cwd())
+    kind, _, value = spec.partition(":")
+    if kind == "run" and value:
+        return _from_run(value, uri)
+    if kind == "experiment" and value:
+        return _from_experiment(value, uri)
+    if RUN_ID.match(spec):
+        return _from_run(spec, uri)
+    if "/" in spec or spec.endswith((".jsonl", ".json")):
+        raise SourceError(f"{spec}: no such file or folder")
+    return _from_experiment(spec, uri)
+
+
+def _from_path(path: Path, tracking_uri: str | None) -> Sweep:
+    if path.is_file():
+        rows = read_jsonl(path) if path.suffix == ".jsonl" else [json.loads(path.read_text())]
+        folder = path.parent
+    elif (path / "results.jsonl").exists():
+        rows, folder = read_jsonl(path / "results.jsonl"), path
+    elif (path / "result.json").exists():
+        rows, folder = [json.loads((path / "result.json").read_text())], path
+    else:
+        inside = sorted(p.parent for p in path.glob("*/results.jsonl"))
+        hint = (
+            "; it holds these sweeps: " + ", ".join(str(p) for p in inside[:10])
+            if inside
+            else "; pass a sweep folder (multirun/<date>/<time>) or a run folder"
+        )
+        raise SourceError(f"{path}: has no results.jsonl or result.json{hint}")
+    if not rows:
+        raise SourceError(f"{path}: no result rows")
+    parent = folder / PARENT_RUN_FILE
+    uri_file = folder / TRACKING_URI_FILE
+    return Sweep(
+        label=str(path),
+        rows=rows,
+        directory=folder,
+        parent_run_id=parent.read_text().strip() if parent.exists() else None,
+        tracking_uri=tracking_uri or (uri_file.read_text().strip() if uri_file.exists() else None),
+    )
+
+
+def _client(uri: str) -> Any:
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(tracking_uri=uri)
+
+
+def _rows_of(client: Any, runs: list[Any]) -> list[dict[str, Any]]:
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for run in runs:
+            try:
+                local = client.download_artifacts(run.info.run_id, "result.json", tmp)
+                rows.append(json.loads(Path(local).read_text()))
+            except Exception as exc:  # a run killed before its artifacts were logged
+                log.warning(
+                    "run %s (%s) has no result.json: %s", run.info.run_id, run.info.run_name, exc
+                )
+    return rows
+
+
+def _from_run(run_id: str, uri: str) -> Sweep:
+    client = _client(uri)
+    try:
+        run = client.get_run(run_id)
+    except Exception as exc:
+        raise SourceError(f"MLflow run {run_id} not found at {uri}: {exc}") from None
+    children = client.search_runs(
+        [run.info.experiment_id],
+        filter_string=f"tags.mlflow.parentRunId = '{run_id}'",
+        max_results=5000,
+    )
+    rows = _rows_of(client, list(children) or [run])
+    if not rows:
+        raise SourceError(f"MLflow run {run_id} at {uri}: no job run with a result.json")
+    return Sweep(
+        label=f"run {run.info.run_name or run_id}",
+        rows=rows,
+        parent_run_id=run_id if children else None,
+        tracking_uri=uri,
+    )
+
+
+def _from_experiment(name: str, uri: str) -> Sweep:
+    client = _client(uri)
+    exp = client.get_experiment_by_name(name)
+    if exp is None and name.isdigit():
+        try:
+            exp = client.get_experiment(name)
+        except Exception:
+            exp = None
+    if exp is None:
+        known = [e.name for e in client.search_experiments()]
+        raise SourceError(
+            f"{name!r} is not a folder, a run id or an MLflow experiment at {uri}; "
+            f"experiments there: {', '.join(known) or '(none)'}"
+        )
+    runs = [
+        r
+        for r in client.search_runs([exp.experiment_id], max_results=50000)
+        if r.data.tags.get("benchflow.kind") != "sweep"
+    ]
+    rows = _rows_of(client, runs)
+    if not rows:
+        raise SourceError(f"MLflow experiment {name!r} at {uri} has no job runs with a result.json")
+    return Sweep(label=f"experiment {exp.name}", rows=rows, tracking_uri=uri)

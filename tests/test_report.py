@@ -1,0 +1,294 @@
+"""The report: HUD-style summaries, output files, MLflow sources and logging, and the
+regression gate, on hand-made rows and on real sweeps (a planted 3x slowdown)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.conftest import SEARCHPATH, CliResult, run_cli
+
+from benchflow.report.compare import compare
+from benchflow.report.model import build_report, headline_metrics
+from benchflow.report.render import entries_csv, summary_csv, to_html, to_markdown
+
+
+def row(
+    model: str,
+    backend: str,
+    times: list[float] | None,
+    *,
+    status: str = "ok",
+    code: str = "PASS",
+    first: float | None = None,
+    rss: float = 1000.0,
+    overrides: tuple[str, ...] = (),
+    ts: float = 0.0,
+) -> dict[str, Any]:
+    dynamo = None if backend in ("eager", "lazy_xla") else backend
+    metrics: dict[str, Any] = {"peak_host_rss_bytes": rss}
+    summary = {}
+    if times:
+        metrics["per_iter_time_s"] = times
+        metrics["first_iter_time_s"] = first if first is not None else 10 * max(times)
+        summary = {"per_iter_time_s": {"median": sorted(times)[len(times) // 2], "iqr": 0.0}}
+    return {
+        "model": {"model_name": model},
+        "experiment": {
+            "dynamo": dynamo,
+            "xla": "PJRT" if backend in ("openxla", "lazy_xla") else None,
+            "test": "eval",
+        },
+        "status": status,
+        "error": None if status == "ok" else "RuntimeError: boom\ntraceback",
+        "metrics": metrics,
+        "summary": summary,
+        "verification_code": code,
+        "timestamp": ts,
+        "job": {"overrides": [f"model={model}", f"dynamo={backend}", *overrides]},
+    }
+
+
+ROWS = [
+    row("a", "inductor", [0.010, 0.011, 0.012], first=1.011, rss=2000),
+    row("a", "openxla", [0.005, 0.0055, 0.006], first=0.5055, rss=1000),
+    row("b", "inductor", [0.002, 0.002, 0.002], rss=1000),
+    row("b", "openxla", [0.008, 0.008, 0.008], rss=1000),
+    row("c", "inductor", [0.004] * 3),
+    row("c", "openxla", None, status="crashed", code="VERIFIER_DIDNT_RUN"),
+    row("d", "inductor", [0.001] * 3),
+    row("d", "openxla", [0.001] * 3, code="FAIL"),
+    row("e", "openxla", [0.003] * 3),  # no baseline row
+    row("f", "inductor", None, status="skipped", code="VERIFIER_SKIPPED"),
+    row("f", "openxla", None, status="skipped", code="VERIFIER_SKIPPED"),
+]
+
+
+def test_hud_summary_definitions() -> None:
+    rep = build_report(ROWS, baseline="inductor")
+    by = {(e.model, e.config.label): e for e in rep.entries}
+    assert by[("a", "openxla")].speedup == pytest.approx(0.011 / 0.0055)
+    assert by[("b", "openxla")].speedup == pytest.approx(0.25)
+    # compile time: the first call's excess over a steady step
+    assert by[("a", "openxla")].compile_s == pytest.approx(0.5)
+    assert by[("a", "openxla")].memory_ratio == pytest.approx(2.0)
+    # one-sided, failed and inaccurate models say why they have no speedup
+    assert by[("c", "openxla")].note == "crashed: not in the geomean"
+    assert by[("d", "openxla")].note == "accuracy FAIL: not in the geomean"
+    assert by[("e", "openxla")].note == "no inductor row: no speedup"
+    s = {x.config.label: x for x in rep.summaries}
+    ox = s["openxla"]
+    # a, b, e passed; c crashed, d failed accuracy; f skipped (not counted)
+    assert (ox.passed, ox.models, ox.skipped) == (3, 5, 1)
+    assert ox.passrate == pytest.approx(0.6)
+    assert ox.geomean_speedup == pytest.approx(math.sqrt((0.011 / 0.0055) * 0.25))
+    assert ox.speedup_models == 2
+    assert ox.mean_compile_s == pytest.approx((0.5 + (0.08 - 0.008) + (0.03 - 0.003)) / 3, rel=1e-6)
+    assert ox.memory_ratio == pytest.approx((2.0 + 1.0) / 2)
+    ind = s["inductor"]
+    assert (ind.passed, ind.models, ind.geomean_speedup) == (4, 4, 1.0)
+
+
+def test_swept_axes_label_configs_and_pick_their_baseline() -> None:
+    rows = [
+        row("a", "inductor", [0.01] * 3, overrides=("dtype=float32", "repeat=3")),
+        row("a", "openxla", [0.02] * 3, overrides=("dtype=float32", "repeat=3")),
+        row("a", "inductor", [0.004] * 3, overrides=("dtype=bfloat16", "repeat=3")),
+        row("a", "openxla", [0.001] * 3, overrides=("dtype=bfloat16", "repeat=3")),
+    ]
+    rep = build_report(rows, "inductor")
+    assert rep.axes == ["dtype"]  # repeat=3 is common to every row: not a label
+    speed = {e.config.label: e.speedup for e in rep.entries}
+    assert speed["openxla dtype=float32"] == pytest.approx(0.5)
+    assert speed["openxla dtype=bfloat16"] == pytest.approx(4.0)
+
+
+def test_a_later_row_replaces_an_earlier_one() -> None:
+    rows = [row("a", "eager", [0.5] * 3, ts=1), row("a", "eager", [0.1] * 3, ts=2)]
+    rep = build_report(rows, "none")
+    (entry,) = rep.entries
+    assert entry.time_s == 0.1 and "replaced" in rep.notes[0]
+
+
+def test_gate_noise_threshold_and_breakage() -> None:
+    base = build_report(
+        [
+            row("same", "eager", [0.010, 0.011, 0.012]),
+            row("slow", "eager", [0.010, 0.0101, 0.0102]),
+            row("noisy", "eager", [0.010, 0.011, 0.020]),
+            row("fast", "eager", [0.010, 0.0101, 0.0102]),
+            row("breaks", "eager", [0.01] * 3),
+            row("gone", "eager", [0.01] * 3),
+        ],
+        "none",
+    )
+    cand = build_report(
+        [
+            row("same", "eager", [0.0105, 0.0112, 0.0118]),
+            row("slow", "eager", [0.013, 0.0131, 0.0132]),  # +30%, IQRs apart
+            row("noisy", "eager", [0.009, 0.013, 0.030]),  # +18% but IQRs overlap
+            row("fast", "eager", [0.005, 0.0051, 0.0052]),
+            row("breaks", "eager", [0.01] * 3, code="FAIL"),
+            row("new", "eager", [0.01] * 3),
+        ],
+        "none",
+    )
+    verdicts = {c.model: c.verdict for c in compare(base, cand, threshold=0.05)}
+    assert verdicts == {
+        "same": "same",
+        "slow": "regressed",
+        "noisy": "slower, within noise",
+        "fast": "improved",
+        "breaks": "broken",
+        "gone": "missing",
+        "new": "new",
+    }
+    # the threshold is respected: +30% is not a regression at 50%
+    loose = {c.model: c.verdict for c in compare(base, cand, threshold=0.5)}
+    assert loose["slow"] == "same"
+    assert not any(c.fails for c in compare(base, base, threshold=0.0))
+
+
+def test_markdown_csv_and_self_contained_html() -> None:
+    from benchflow.report.plots import figures, to_svg
+
+    rep = build_report(ROWS, "inductor")
+    md = to_markdown(rep, "t")
+    assert "| openxla | 3/5 (60%) | 0.71x over 2 |" in md
+    assert re.search(r"\| a \| eval \| openxla \| ok \| 5\.50 ms \| .* \| 2\.00x \|", md)
+    assert "| c | eval | openxla | crashed |" in md
+    lines = list(csv.DictReader(io.StringIO(entries_csv(rep))))
+    a = next(r for r in lines if r["model"] == "a" and r["config"] == "openxla")
+    assert float(a["per_iter_time_median_s"]) == pytest.approx(0.0055)
+    assert float(a["speedup"]) == pytest.approx(2.0) and a["passed"] == "1"
+    summ = {r["config"]: r for r in csv.DictReader(io.StringIO(summary_csv(rep)))}
+    assert float(summ["openxla"]["passrate"]) == pytest.approx(0.6)
+    page = to_html(rep, "t", {n: to_svg(f) for n, f in figures(rep).items()}, {"k": "v"})
+    assert page.count("<svg") == 2 and "<script" not in page
+    assert not re.search(r"(src|href)=['\"]https?:", page)  # nothing fetched from outside
+
+
+def test_headline_metrics_sort_together() -> None:
+    m = headline_metrics(ROWS[1])
+    assert set(m) == {
+        "headline.per_iter_time_s",
+        "headline.per_iter_time_iqr_s",
+        "headline.compile_time_s",
+        "headline.peak_memory_bytes",
+    }
+    assert m["headline.per_iter_time_s"] == pytest.approx(0.0055)
+
+
+def test_bad_input_is_named(tmp_path: Path) -> None:
+    res = run_cli(["report", str(tmp_path / "nope" / "results.jsonl")], tmp_path)
+    assert res.returncode == 2 and "no such file or folder" in res.stderr
+    (tmp_path / "empty").mkdir()
+    res = run_cli(["report", str(tmp_path / "empty")], tmp_path)
+    assert res.returncode == 2 and "has no results.jsonl" in res.stderr
+    res = run_cli(["report", "x", "--threshold", "lots"], tmp_path)
+    assert res.returncode == 2 and "--threshold='lots' is not a number" in res.stderr
+    res = run_cli(["report", "x", "--format", "md,pdf"], tmp_path)
+    assert res.returncode == 2 and "unknown pdf; allowed" in res.stderr
+
+
+# --- real sweeps -------------------------------------------------------------------
+
+SWEEP = [
+    "-m",
+    SEARCHPATH,
+    "dynamo=none,inductor",
+    "model.size=tiny",
+    "repeat=5",
+    "iterations_per_run=3",
+    "warmup=1",
+    "dtype=float32",
+]
+
+
+@pytest.fixture(scope="module")
+def sweeps(tmp_path_factory: pytest.TempPathFactory) -> tuple[CliResult, Path, Path]:
+    """A base sweep of `work`, then the same sweep with `work` 3x slower, in one store."""
+    cwd = tmp_path_factory.mktemp("report")
+    base = run_cli([*SWEEP, "model=work", "hydra.sweep.dir=multirun/base"], cwd)
+    assert base.returncode == 0, base.stderr[-3000:]
+    slow = run_cli([*SWEEP, "model=work_slowed", "hydra.sweep.dir=multirun/slowed"], cwd)
+    assert slow.returncode == 0, slow.stderr[-3000:]
+    return slow, cwd / "multirun" / "base", cwd / "multirun" / "slowed"
+
+
+def test_sweep_end_writes_the_report_and_logs_it(sweeps: tuple[CliResult, Path, Path]) -> None:
+    from mlflow.tracking import MlflowClient
+
+    res, _, slowed = sweeps
+    out = slowed / "report"
+    assert {p.name for p in out.iterdir()} >= {
+        "report.md",
+        "report.csv",
+        "summary.csv",
+        "report.html",
+        "speedup.png",
+        "times.png",
+    }
+    assert "| work | eval | eager | ok |" in (out / "report.md").read_text()
+    assert "geomean speedup" in res.stdout and "work" in res.stdout
+    client = MlflowClient(f"sqlite:///{res.cwd / 'mlflow.db'}")
+    parent = (slowed / "mlflow_parent_run.txt").read_text().strip()
+    logged = {a.path for a in client.list_artifacts(parent, "report")}
+    assert {"report/report.html", "report/speedup.png", "report/times.png"} <= logged
+    metrics = client.get_run(parent).data.metrics
+    assert metrics["report.inductor.passrate"] == 1.0
+    assert metrics["report.eager.geomean_speedup"] > 0
+    rows = [json.loads(x) for x in (slowed / "results.jsonl").read_text().splitlines()]
+    eager = next(r for r in rows if r["experiment"]["dynamo"] is None)
+    child = client.get_run(eager["job"]["mlflow_run_id"])
+    assert child.data.params["backend"] == "eager"
+    assert child.data.metrics["headline.per_iter_time_s"] == pytest.approx(
+        eager["summary"]["per_iter_time_s"]["median"]
+    )
+    # the speedup the report computed went back onto the job's run
+    ind = next(r for r in rows if r["experiment"]["dynamo"] == "inductor")
+    expected = (
+        ind["summary"]["per_iter_time_s"]["median"] / eager["summary"]["per_iter_time_s"]["median"]
+    )
+    assert child.data.metrics["headline.speedup_vs_inductor"] == pytest.approx(expected)
+
+
+def test_same_sweep_is_no_regression(sweeps: tuple[CliResult, Path, Path]) -> None:
+    _, base, _ = sweeps
+    res = run_cli(["report", str(base), "--compare", str(base), "--no-mlflow"], base.parent)
+    assert res.returncode == 0, res.stderr
+    assert "no regression" in res.stdout
+    changes = list(csv.DictReader((base / "compare" / "compare.csv").open()))
+    assert [c["verdict"] for c in changes] == ["same", "same"]
+
+
+def test_planted_slowdown_fails_the_gate(sweeps: tuple[CliResult, Path, Path]) -> None:
+    _, base, slowed = sweeps
+    res = run_cli(["report", str(slowed), "--compare", str(base), "--no-mlflow"], base.parent)
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "regression(s)" in res.stderr and "work/eager (regressed)" in res.stderr
+    changes = {c["config"]: c for c in csv.DictReader((slowed / "compare" / "compare.csv").open())}
+    assert changes["eager"]["verdict"] == "regressed"
+    assert float(changes["eager"]["ratio"]) > 2.0  # 3x the matmuls
+    assert "regressed" in (slowed / "compare" / "report.md").read_text()
+
+
+def test_report_from_mlflow_matches_the_folder(sweeps: tuple[CliResult, Path, Path]) -> None:
+    res, base, _ = sweeps
+    parent = (base / "mlflow_parent_run.txt").read_text().strip()
+    out = res.cwd / "from_mlflow"
+    got = run_cli(["report", parent, "--out", str(out), "--no-mlflow"], res.cwd)
+    assert got.returncode == 0, got.stderr
+    folder = (base / "report" / "report.csv").read_text()
+    assert (out / "report.csv").read_text() == folder
+    exp = run_cli(["report", "experiment:benchflow", "--out", str(res.cwd / "exp")], res.cwd)
+    assert exp.returncode == 0, exp.stderr
+    # the experiment holds both sweeps: a later row of the same configuration wins
+    text = (res.cwd / "exp" / "report.md").read_text()
+    assert "replaced by later ones" in text
