@@ -159,127 +159,75 @@ def to_markdown(report: Report, title: str, changes: Sequence[Change] | None = N
     return "\n".join(parts).rstrip() + "\n"
 
 
-def entries_csv(report: Report) -> str:
-    """Raw numbers (seconds, bytes), one line per model and configuration."""
+def _csv(columns: Sequence[tuple[str, Any]], items: Sequence[Any]) -> str:
+    """A CSV with one column per (name, getter) and one line per item."""
     out = io.StringIO()
     w = csv.writer(out)
-    w.writerow(
-        [
-            "model",
-            "test",
-            "config",
-            "backend",
-            *report.axes,
-            "status",
-            "per_iter_time_median_s",
-            "per_iter_time_q1_s",
-            "per_iter_time_q3_s",
-            "repeats",
-            "speedup",
-            "compile_time_s",
-            "peak_memory_bytes",
-            "memory_kind",
-            "memory_ratio",
-            "verification_code",
-            "passed",
-            "note",
-            "error",
-        ]
-    )
-    for e in report.entries:
-        axes = dict(e.config.axes)
-        w.writerow(
-            [
-                e.model,
-                e.test,
-                e.config.label,
-                e.config.backend,
-                *(axes.get(k, "") for k in report.axes),
-                e.status,
-                _num(e.time_s),
-                _num(e.q1_s if e.time_s is not None else None),
-                _num(e.q3_s if e.time_s is not None else None),
-                e.repeats,
-                _num(e.speedup),
-                _num(e.compile_s),
-                _num(e.peak_bytes),
-                e.memory_kind or "",
-                _num(e.memory_ratio),
-                e.verification,
-                int(e.passed),
-                e.note,
-                e.error,
-            ]
-        )
+    w.writerow([name for name, _ in columns])
+    w.writerows([get(item) for _, get in columns] for item in items)
     return out.getvalue()
+
+
+def entries_csv(report: Report) -> str:
+    """Raw numbers (seconds, bytes), one line per model and configuration."""
+
+    def timed(value: float | None, e: Entry) -> str:
+        return _num(value if e.time_s is not None else None)
+
+    axes = [(k, lambda e, k=k: dict(e.config.axes).get(k, "")) for k in report.axes]
+    columns: list[tuple[str, Any]] = [
+        ("model", lambda e: e.model),
+        ("test", lambda e: e.test),
+        ("config", lambda e: e.config.label),
+        ("backend", lambda e: e.config.backend),
+        *axes,
+        ("status", lambda e: e.status),
+        ("per_iter_time_median_s", lambda e: _num(e.time_s)),
+        ("per_iter_time_q1_s", lambda e: timed(e.q1_s, e)),
+        ("per_iter_time_q3_s", lambda e: timed(e.q3_s, e)),
+        ("repeats", lambda e: e.repeats),
+        ("speedup", lambda e: _num(e.speedup)),
+        ("compile_time_s", lambda e: _num(e.compile_s)),
+        ("peak_memory_bytes", lambda e: _num(e.peak_bytes)),
+        ("memory_kind", lambda e: e.memory_kind or ""),
+        ("memory_ratio", lambda e: _num(e.memory_ratio)),
+        ("verification_code", lambda e: e.verification),
+        ("passed", lambda e: int(e.passed)),
+        ("note", lambda e: e.note),
+        ("error", lambda e: e.error),
+    ]
+    return _csv(columns, report.entries)
 
 
 def summary_csv(report: Report) -> str:
-    out = io.StringIO()
-    w = csv.writer(out)
-    w.writerow(
-        [
-            "config",
-            "models",
-            "passed",
-            "verified",
-            "skipped",
-            "passrate",
-            "geomean_speedup",
-            "speedup_models",
-            "mean_compile_time_s",
-            "memory_compression_ratio",
-            "memory_models",
-        ]
-    )
-    for s in report.summaries:
-        w.writerow(
-            [
-                s.config.label,
-                s.models,
-                s.passed,
-                s.verified,
-                s.skipped,
-                _num(s.passrate),
-                _num(s.geomean_speedup),
-                s.speedup_models,
-                _num(s.mean_compile_s),
-                _num(s.memory_ratio),
-                s.memory_models,
-            ]
-        )
-    return out.getvalue()
+    columns: list[tuple[str, Any]] = [
+        ("config", lambda s: s.config.label),
+        ("models", lambda s: s.models),
+        ("passed", lambda s: s.passed),
+        ("verified", lambda s: s.verified),
+        ("skipped", lambda s: s.skipped),
+        ("passrate", lambda s: _num(s.passrate)),
+        ("geomean_speedup", lambda s: _num(s.geomean_speedup)),
+        ("speedup_models", lambda s: s.speedup_models),
+        ("mean_compile_time_s", lambda s: _num(s.mean_compile_s)),
+        ("memory_compression_ratio", lambda s: _num(s.memory_ratio)),
+        ("memory_models", lambda s: s.memory_models),
+    ]
+    return _csv(columns, report.summaries)
 
 
 def changes_csv(changes: Sequence[Change]) -> str:
-    out = io.StringIO()
-    w = csv.writer(out)
-    w.writerow(
-        [
-            "model",
-            "test",
-            "config",
-            "baseline_time_s",
-            "candidate_time_s",
-            "ratio",
-            "verdict",
-            "detail",
-        ]
-    )
-    for c in changes:
-        w.writerow(
-            [
-                c.model,
-                c.test,
-                c.config,
-                _num(c.base.time_s if c.base else None),
-                _num(c.cand.time_s if c.cand else None),
-                _num(c.ratio),
-                c.verdict,
-                c.detail,
-            ]
-        )
-    return out.getvalue()
+    columns: list[tuple[str, Any]] = [
+        ("model", lambda c: c.model),
+        ("test", lambda c: c.test),
+        ("config", lambda c: c.config),
+        ("baseline_time_s", lambda c: _num(c.base.time_s if c.base else None)),
+        ("candidate_time_s", lambda c: _num(c.cand.time_s if c.cand else None)),
+        ("ratio", lambda c: _num(c.ratio)),
+        ("verdict", lambda c: c.verdict),
+        ("detail", lambda c: c.detail),
+    ]
+    return _csv(columns, changes)
 
 
 def _num(value: float | None) -> str:
