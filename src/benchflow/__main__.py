@@ -12,6 +12,7 @@ import sys
 SUBCOMMANDS = {
     "models": "benchflow.models.listing",  # which models can run here
     "report": "benchflow.report.cli",  # tables, plots and the regression gate
+    "ui": "benchflow.ui",  # the MLflow UI over the runs' store
 }
 
 

@@ -156,6 +156,23 @@ def meta_of(sweep: Sweep, baseline: str) -> dict[str, Any]:
     }
 
 
+def describe(sweep: Sweep) -> str:
+    """What a side of a comparison ran on: commit, versions, host (from its rows)."""
+    seen: dict[str, set[str]] = {}
+    for row in sweep.rows:
+        prov = row.get("provenance", {})
+        versions = prov.get("versions", {})
+        for key, value in (
+            ("git", (prov.get("git_sha") or "")[:10]),
+            ("torch", versions.get("torch")),
+            ("torch_xla", versions.get("torch_xla")),
+            ("host", prov.get("host")),
+        ):
+            if value:
+                seen.setdefault(key, set()).add(str(value))
+    return ", ".join(f"{k} {'/'.join(sorted(v))}" for k, v in seen.items()) or "no provenance"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     from benchflow.report import output, render
@@ -174,12 +191,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if base is not None:
         changes = compare(build_report(base.rows, args.baseline), report, args.threshold)
         title = f"benchflow compare: {base.label} -> {cand.label}"
+    if base is not None:
+        print(f"baseline:  {base.label} ({describe(base)})")
+        print(f"candidate: {cand.label} ({describe(cand)})")
     render.print_terminal(report, title, changes)
 
     out = args.out or _default_out(cand, changes is not None)
     meta = meta_of(cand, report.baseline)
     if base is not None:
-        meta["compared against"] = base.label
+        meta["compared against"] = f"{base.label} ({describe(base)})"
+        meta["candidate"] = describe(cand)
         meta["threshold"] = f"{args.threshold:.1%}"
     files = output.write(report, out, title, meta, changes, args.format)
     print(f"wrote {', '.join(str(f) for f in files)}")

@@ -98,7 +98,7 @@ def change_cells(c: Change) -> list[str]:
             return "-"
         if e.time_s is None or not e.passed:
             return e.status if e.status != "ok" else e.verification
-        return f"{format_time(e.time_s)} ± {format_time((e.iqr_s or 0) / 2)}"
+        return f"{format_time(e.time_s)} (IQR {format_time(e.iqr_s or 0.0)})"
 
     ratio = c.ratio
     return [
