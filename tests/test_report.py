@@ -31,7 +31,7 @@ def row(
     overrides: tuple[str, ...] = (),
     ts: float = 0.0,
 ) -> dict[str, Any]:
-    dynamo = None if backend in ("eager", "lazy_xla") else backend
+    dynamo = {"eager": None, "lazy_xla": None, "dynamo_eager": "eager"}.get(backend, backend)
     metrics: dict[str, Any] = {"peak_host_rss_bytes": rss}
     summary = {}
     if times:
@@ -107,6 +107,15 @@ def test_swept_axes_label_configs_and_pick_their_baseline() -> None:
     speed = {e.config.label: e.speedup for e in rep.entries}
     assert speed["openxla dtype=float32"] == pytest.approx(0.5)
     assert speed["openxla dtype=bfloat16"] == pytest.approx(4.0)
+
+
+def test_plain_eager_and_dynamo_eager_stay_apart() -> None:
+    rows = [row("a", "eager", [0.02] * 3), row("a", "dynamo_eager", [0.01] * 3)]
+    rep = build_report(rows, "none")
+    assert [(e.config.label, e.speedup) for e in rep.entries] == [
+        ("eager", None),
+        ("dynamo_eager", 2.0),
+    ]
 
 
 def test_a_later_row_replaces_an_earlier_one() -> None:

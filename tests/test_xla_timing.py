@@ -71,9 +71,11 @@ def test_lazy_xla_time_covers_a_host_materialized_reference(lazy_row: dict) -> N
     assert ref.returncode == 0, ref.stderr[-2000:]
     reference_s = float(ref.stdout.strip().splitlines()[-1])
     measured_s = lazy_row["summary"]["per_iter_time_s"]["median"]
-    # Pipelining across iterations can make benchflow's per-step time a little
-    # lower than a fully serialized step, never a small fraction of it.
-    assert measured_s > 0.5 * reference_s, (measured_s, reference_s)
+    # Eval steps are independent graphs: PJRT CPU may run two launched steps at
+    # once on its thread pool, so benchflow's per-step time can be about half of a
+    # fully serialized step (0.48x seen on 2 cores). A timer that stopped before
+    # the device finished gives a small fraction of it (0.02x: 0.23 ms vs ~14 ms).
+    assert measured_s > 0.25 * reference_s, (measured_s, reference_s)
 
 
 def test_xla_counters_are_deltas_of_the_timed_region(lazy_row: dict) -> None:

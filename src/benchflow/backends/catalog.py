@@ -28,6 +28,30 @@ BACKENDS: dict[str, BackendSpec] = {
     "openxla": BackendSpec(True, False, True, "dynamo graphs compiled by XLA (PJRT)"),
 }
 
+
+def backend_label(dynamo: str | None, lazy_xla: bool) -> str:
+    """How reports, run names and MLflow params name a backend: the dynamo backend, or
+    `eager` / `lazy_xla` without dynamo; dynamo's own `eager` backend is `dynamo_eager`
+    so that it never collides with plain eager."""
+    if dynamo in (None, "none"):
+        return "lazy_xla" if lazy_xla else "eager"
+    return "dynamo_eager" if dynamo == "eager" else dynamo
+
+
+# What `baseline=` / `report --baseline` accept: a backend label; `none` means eager.
+BASELINE_CHOICES = (
+    "eager",
+    "lazy_xla",
+    "dynamo_eager",
+    *(b for b in BACKENDS if b not in ("none", "eager")),
+    "none",
+)
+
+
+def baseline_label(choice: str) -> str:
+    return "eager" if choice == "none" else choice
+
+
 XLA_CHOICES = ("auto", "none", "PJRT")
 ACCELERATOR_CHOICES = ("auto", "cpu", "cuda")
 TEST_CHOICES = ("eval", "train")

@@ -104,7 +104,7 @@ class BenchConfig:
     seed: int = 1337  # seeds torch, numpy and random before the model is built
     matmul_precision: str = "high"  # torch.set_float32_matmul_precision
     num_threads: int | None = None  # torch.set_num_threads in the child; null: torch default
-    baseline: str = "inductor"  # backend the end-of-sweep table computes speedups against
+    baseline: str = "inductor"  # backend label the report computes speedups over (none = eager)
     fail_fast: bool = False  # stop the sweep at the first job that is not ok or skipped
     progress: bool = True  # live progress display in the terminal
 

@@ -13,11 +13,13 @@ from typing import Any
 from benchflow.backends.catalog import (
     ACCELERATOR_CHOICES,
     BACKENDS,
+    BASELINE_CHOICES,
     DTYPE_CHOICES,
     MATMUL_PRECISION_CHOICES,
     MODEL_SOURCE_CHOICES,
     TEST_CHOICES,
     XLA_CHOICES,
+    backend_label,
 )
 from benchflow.config.schema import BenchConfig, ModelConfig, SuiteConfig
 
@@ -56,7 +58,7 @@ def check_values(cfg: BenchConfig) -> None:
     _choice("model.source", cfg.model.source, MODEL_SOURCE_CHOICES)
     _choice("model.size", cfg.model.size, SIZE_CHOICES)
     _choice("matmul_precision", cfg.matmul_precision, MATMUL_PRECISION_CHOICES)
-    _choice("baseline", cfg.baseline, list(BACKENDS))
+    _choice("baseline", cfg.baseline, list(BASELINE_CHOICES))
     if cfg.dtype is not None:
         _choice("dtype", cfg.dtype, DTYPE_CHOICES)
     _at_least("repeat", cfg.repeat, 1)
@@ -209,7 +211,5 @@ def job_name(cfg: BenchConfig) -> str:
 
 
 def backend_name(cfg: BenchConfig) -> str:
-    """The dynamo backend, or `eager` / `lazy_xla` without dynamo (as reports label it)."""
-    if cfg.dynamo.name != "none":
-        return cfg.dynamo.name
-    return "lazy_xla" if cfg.xla.name == "PJRT" else "eager"
+    """The job's backend as reports label it (see catalog.backend_label)."""
+    return backend_label(cfg.dynamo.name, cfg.xla.name == "PJRT")

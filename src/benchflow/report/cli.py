@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from benchflow.backends.catalog import BASELINE_CHOICES
 from benchflow.report.sources import SourceError, Sweep, load
 
 DESCRIPTION = """\
@@ -33,10 +34,10 @@ as is a model that passed in BASE and fails in SOURCE; the exit code is then 1.
 
 EPILOG = """\
 examples:
-  python -m benchflow.report multirun/2026-11-22/10-06-10
-  python -m benchflow.report multirun/2026-11-22/10-06-10 --baseline none
-  python -m benchflow.report experiment:benchflow --tracking-uri http://127.0.0.1:5000
-  python -m benchflow.report NEW_SWEEP --compare OLD_SWEEP --threshold 5%%   # CI gate
+  python -m benchflow report multirun/2026-11-22/10-06-10
+  python -m benchflow report multirun/2026-11-22/10-06-10 --baseline none
+  python -m benchflow report experiment:benchflow --tracking-uri http://127.0.0.1:5000
+  python -m benchflow report NEW_SWEEP --compare OLD_SWEEP --threshold 5%   # CI gate
 
 exit codes: 0 done (no regression), 1 regression found (--compare), 2 bad input.
 """
@@ -71,7 +72,7 @@ def _formats(text: str) -> list[str]:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m benchflow.report",
+        prog="python -m benchflow report",
         description=DESCRIPTION,
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -84,9 +85,10 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--baseline",
+        choices=BASELINE_CHOICES,
         default="inductor",
         metavar="BACKEND",
-        help="backend speedups are over: inductor (default), none/eager, openxla, lazy_xla, ...",
+        help="backend label speedups are over (default inductor): %(choices)s; none = eager",
     )
     p.add_argument(
         "--compare",

@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from benchflow.backends.catalog import backend_label, baseline_label
 from benchflow.results.stats import geomean, quantile
 
 FAILED_CODES = (
@@ -54,15 +55,9 @@ _NOT_AXES = {
 _NOT_AXIS_PREFIXES = ("mlflow.", "hydra.", "hydra/")
 
 
-def backend_label(row: dict[str, Any]) -> str:
+def row_backend(row: dict[str, Any]) -> str:
     exp = row["experiment"]
-    if exp.get("dynamo"):
-        return str(exp["dynamo"])
-    return "lazy_xla" if exp.get("xla") else "eager"
-
-
-def baseline_label(baseline: str) -> str:
-    return "eager" if baseline in ("none", "eager") else baseline
+    return backend_label(exp.get("dynamo"), bool(exp.get("xla")))
 
 
 def _axes(row: dict[str, Any]) -> dict[str, str]:
@@ -229,7 +224,7 @@ def build_report(rows: Sequence[dict[str, Any]], baseline: str = "inductor") -> 
     rows = sorted(rows, key=lambda r: r.get("timestamp") or 0.0)
     for row in rows:
         row_axes = _axes(row)
-        config = Config(backend_label(row), tuple((k, row_axes.get(k, "-")) for k in axes))
+        config = Config(row_backend(row), tuple((k, row_axes.get(k, "-")) for k in axes))
         entry = make_entry(row, config)
         superseded += entry.key in latest
         latest.pop(entry.key, None)  # keep the order of first appearance stable below
@@ -244,7 +239,7 @@ def build_report(rows: Sequence[dict[str, Any]], baseline: str = "inductor") -> 
     order: dict[str, int] = {}
     for row in rows:
         row_axes = _axes(row)
-        label = Config(backend_label(row), tuple((k, row_axes.get(k, "-")) for k in axes)).label
+        label = Config(row_backend(row), tuple((k, row_axes.get(k, "-")) for k in axes)).label
         order.setdefault(label, len(order))
     entries.sort(key=lambda e: (e.model, e.test, order.get(e.config.label, 0)))
 
@@ -316,7 +311,7 @@ def _summarize(config: Config, entries: list[Entry], base: str) -> Summary:
 
 def headline_metrics(row: dict[str, Any]) -> dict[str, float]:
     """The few numbers a run is compared on, named to sort together in MLflow."""
-    e = make_entry(row, Config(backend_label(row)))
+    e = make_entry(row, Config(row_backend(row)))
     out = {
         "headline.per_iter_time_s": e.time_s,
         "headline.per_iter_time_iqr_s": e.iqr_s if e.time_s is not None else None,
