@@ -105,6 +105,8 @@ def speedup_figure(report: Report) -> Any:
         floor=1.0,
     )
     ax.axhline(1.0, color="black", linewidth=1, label=f"{report.baseline} = 1.0")
+    values = [e.speedup for e in report.entries if e.speedup] + [1.0]
+    ax.set_ylim(min(values) / 1.6, max(values) * 1.6)  # room for the labels at both ends
     by_config = {s.config: s for s in report.summaries}
     for color, config in zip(colors, configs, strict=True):
         s = by_config.get(config)
