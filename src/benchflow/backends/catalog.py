@@ -55,6 +55,7 @@ def baseline_label(choice: str) -> str:
 XLA_CHOICES = ("auto", "none", "PJRT")
 ACCELERATOR_CHOICES = ("auto", "cpu", "cuda")
 TEST_CHOICES = ("eval", "train")
+RETRY_CHOICES = ("failed", "none", "all")  # see BenchConfig.retry
 DTYPE_CHOICES = ("float32", "float64", "bfloat16", "float16", "amp", "amp_bf16", "amp_fp16")
 MATMUL_PRECISION_CHOICES = ("highest", "high", "medium")
 MODEL_SOURCE_CHOICES = ("auto", "builtin", "torchbench")

@@ -17,6 +17,7 @@ from benchflow.backends.catalog import (
     DTYPE_CHOICES,
     MATMUL_PRECISION_CHOICES,
     MODEL_SOURCE_CHOICES,
+    RETRY_CHOICES,
     TEST_CHOICES,
     XLA_CHOICES,
     backend_label,
@@ -59,6 +60,7 @@ def check_values(cfg: BenchConfig) -> None:
     _choice("model.size", cfg.model.size, SIZE_CHOICES)
     _choice("matmul_precision", cfg.matmul_precision, MATMUL_PRECISION_CHOICES)
     _choice("baseline", cfg.baseline, list(BASELINE_CHOICES))
+    _choice("retry", cfg.retry, RETRY_CHOICES)
     if cfg.dtype is not None:
         _choice("dtype", cfg.dtype, DTYPE_CHOICES)
     _at_least("repeat", cfg.repeat, 1)

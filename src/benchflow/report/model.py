@@ -51,6 +51,8 @@ _NOT_AXES = {
     "progress",
     "baseline",
     "suite.torchbench_root",
+    "resume",
+    "retry",
 }
 _NOT_AXIS_PREFIXES = ("mlflow.", "hydra.", "hydra/")
 

@@ -15,7 +15,15 @@ from typing import Any
 from benchflow.config.schema import BenchConfig
 
 # Keys that change how a job is run or reported, but not what it measures.
-NOT_MEASURED = ("mlflow", "timeout_s", "fail_fast", "progress", "baseline")
+NOT_MEASURED = (
+    "mlflow",
+    "timeout_s",
+    "fail_fast",
+    "progress",
+    "baseline",
+    "resume",
+    "retry",
+)
 
 
 def fingerprint(cfg: BenchConfig) -> str:

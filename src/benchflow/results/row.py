@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import time
+import uuid
 from typing import Any
 
 from benchflow.config.schema import BenchConfig
@@ -31,6 +32,7 @@ def build_row(
     assert status in STATUSES, status
     child = child or {}
     return {
+        "row_id": uuid.uuid4().hex,
         "model": {
             "suite_name": cfg.suite.name,
             "model_name": cfg.model.name,

@@ -94,7 +94,9 @@ def run_isolated(
         except KeyboardInterrupt:
             _kill_tree(proc)
             wall = time.perf_counter() - start
-            return Outcome("interrupted", "interrupted by the user (Ctrl-C)", None, wall, None)
+            return Outcome(
+                "interrupted", "interrupted (Ctrl-C or SIGTERM to the sweep)", None, wall, None
+            )
         # Grandchildren (compile workers) must not outlive their job.
         _kill_tree(proc)
     wall = time.perf_counter() - start

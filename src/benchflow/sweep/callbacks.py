@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
@@ -10,8 +11,9 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from benchflow.config.validate import ConfigError, parse
-from benchflow.results.io import read_jsonl
+from benchflow.results.io import current, read_jsonl
 from benchflow.results.provenance import provenance
+from benchflow.sweep.task import ABORT_FILE, RESULTS_FILE
 from benchflow.tracking.mlflow_runs import PARENT_RUN_FILE, TRACKING_URI_FILE, Tracker, safely
 
 log = logging.getLogger(__name__)
@@ -29,14 +31,24 @@ class SweepCallback(Callback):
             bench = parse(config)
         except ConfigError:
             return  # the sweeper reports config errors, with every job's context
-        if not bench.mlflow.enabled:
-            return
         sweep_dir = _sweep_dir(config)
         sweep_dir.mkdir(parents=True, exist_ok=True)
+        # A fail_fast stop belongs to the run that hit it, not to a resumed one.
+        (sweep_dir / ABORT_FILE).unlink(missing_ok=True)
+        if not bench.mlflow.enabled:
+            return
         project_dir = Path(config.hydra.runtime.cwd)
         tracker = safely("connection", Tracker, bench.mlflow, project_dir)
         if tracker is None:
             return
+        earlier = sweep_dir / PARENT_RUN_FILE
+        if earlier.exists() and (sweep_dir / RESULTS_FILE).exists():
+            # Run again into this folder (a resume): go on in the same parent run.
+            run_id = earlier.read_text().strip()
+            if safely("reopen", tracker.reopen, run_id):
+                safely("tags", tracker.set_tags, run_id, {"benchflow.resumed": time.ctime()})
+                log.info("MLflow parent run %s (resumed) at %s", run_id, tracker.uri)
+                return
         overrides = list(config.hydra.overrides.task)
         experiment = config.hydra.runtime.choices.get("experiment")
         name = f"sweep {sweep_dir.parent.name} {sweep_dir.name}" + (
@@ -57,7 +69,7 @@ class SweepCallback(Callback):
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = _sweep_dir(config)
-        rows = read_jsonl(sweep_dir / "results.jsonl")
+        rows = current(read_jsonl(sweep_dir / RESULTS_FILE))
         baseline = str(OmegaConf.select(config, "baseline", default="inductor"))
         made = safely("report", _report, rows, baseline, sweep_dir) if rows else None
         try:

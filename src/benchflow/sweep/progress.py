@@ -76,3 +76,15 @@ def report(row: dict[str, Any], num: int, total: int, tally: Counter[str]) -> No
     done = ", ".join(f"{n} {s}" for s, n in sorted(tally.items()))
     parts.append(f"· done: {done}")
     console.print(" ".join(parts), soft_wrap=True)
+
+
+def kept(row: dict[str, Any], num: int, total: int, retry: str) -> None:
+    """A job a resumed sweep does not run again: its recorded result stands."""
+    status = row["status"]
+    parts = [f"[{num + 1}/{total}]", f"[{STYLE.get(status, 'white')}]{'kept ' + status:<11}[/]"]
+    parts.append(f"{row['job']['name']:<28}")
+    per_iter = headline(row)
+    if per_iter is not None:
+        parts.append(f"{format_time(per_iter)}/iter")
+    parts.append(f"· recorded earlier in this sweep folder (retry={retry})")
+    console.print(" ".join(parts), soft_wrap=True)

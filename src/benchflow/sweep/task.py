@@ -30,13 +30,14 @@ from benchflow.config.validate import (
 )
 from benchflow.models.torchbench_index import not_implemented
 from benchflow.report.model import headline_metrics
-from benchflow.results.io import append_jsonl, read_jsonl, write_json_atomic
-from benchflow.results.provenance import provenance
+from benchflow.results.io import current, read_jsonl, record_row, write_json_atomic
+from benchflow.results.provenance import fingerprint, provenance
 from benchflow.results.row import build_row, flat_metrics
 from benchflow.runner.isolated import Outcome, run_isolated
 from benchflow.suite.rules import decide
 from benchflow.sweep import progress
 from benchflow.sweep.ir import dump_inductor_code, dump_ir
+from benchflow.sweep.resume import attempts, current_row, runs_again
 from benchflow.tracking.mlflow_runs import PARENT_RUN_FILE, Tracker, flatten, safely
 
 log = logging.getLogger(__name__)
@@ -131,8 +132,17 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
         log.warning("job %d: %s", num, msg)
         wants_ir = False
 
+    fp = fingerprint(bench)
+    history = read_jsonl(sweep_dir / RESULTS_FILE) if multirun else []
+    previous = current_row(history, fp)
+    if previous is not None and not runs_again(previous["status"], bench.retry):
+        # Resume: this job already has a result the retry policy keeps.
+        progress.kept(previous, num, total, bench.retry)
+        return previous
+
     job: dict[str, Any] = {"name": name, "num": num, "dir": str(job_dir)}
     job["overrides"] = list(hc.overrides.task)
+    job["attempt"] = attempts(history, fp) + 1
     OmegaConf.save(OmegaConf.structured(bench), job_dir / "config.yaml")
 
     tracker = _open_tracker(bench, project_dir)
@@ -203,11 +213,14 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
         },
     )
     write_json_atomic(job_dir / "result.json", row)
-    append_jsonl(sweep_dir / RESULTS_FILE, row)
+    replaced = record_row(sweep_dir / RESULTS_FILE, row)
     if tracker and run_id:
         safely("logging", _log_child_run, tracker, run_id, row, job_dir)
+        for old in replaced:
+            if old_run := old.get("job", {}).get("mlflow_run_id"):
+                safely("supersede", tracker.supersede, old_run, run_id)
 
-    tally = Counter(r["status"] for r in read_jsonl(sweep_dir / RESULTS_FILE))
+    tally = Counter(r["status"] for r in current(read_jsonl(sweep_dir / RESULTS_FILE)))
     progress.report(row, num, total, tally)
 
     if outcome.status == "interrupted":

@@ -129,6 +129,17 @@ class Tracker:
             path.write_text(text)
             self.client.log_artifact(run_id, str(path))
 
+    def supersede(self, old_run_id: str, new_run_id: str) -> None:
+        """A rerun replaced this job's run: tag it and move it to MLflow's deleted state
+        (restorable; the UI lists it under State: Deleted), so one run per job is current."""
+        self.client.set_tag(old_run_id, "benchflow.superseded_by", new_run_id)
+        self.client.delete_run(old_run_id)
+
+    def reopen(self, run_id: str) -> bool:
+        """A resumed sweep goes on in its parent run."""
+        self.client.update_run(run_id, status="RUNNING")
+        return True
+
     def end_run(self, run_id: str, status: str) -> None:
         self.client.set_terminated(run_id, status=RUN_STATUS.get(status, status))
 

@@ -60,5 +60,7 @@ class BenchflowSweeper(BasicSweeper):
             raise SystemExit(2)
         sweep_dir = Path(self.config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
-        plan = {"total": len(all_jobs), "jobs": jobs}
+        # sweep_args: the command line's overrides, so `resume=true` can find this folder.
+        sweep_args = [str(a) for a in self.config.hydra.overrides.task]
+        plan = {"total": len(all_jobs), "sweep_args": sweep_args, "jobs": jobs}
         (sweep_dir / "plan.json").write_text(json.dumps(plan, indent=2))

@@ -1,0 +1,71 @@
+"""Resume and retry: which recorded jobs a sweep run into the same folder runs again.
+
+A job is identified by its fingerprint (the resolved config less the keys that do
+not change what is measured, see results/provenance.py). A sweep run again into
+a folder that holds rows keeps each job whose current row the retry policy keeps,
+and runs the rest; a rerun's row supersedes the earlier ones (they stay in
+results.jsonl, marked ``superseded_by``; their MLflow runs are tagged and moved to
+MLflow's deleted state, from which they can be restored).
+
+Torch-free and Hydra-free: the CLI uses `find_sweep` before Hydra starts.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+FAILURES = ("failed", "crashed", "timeout", "oom")
+ALWAYS_AGAIN = ("interrupted", "skipped")  # never finished, or cheap to decide again
+# Overrides that do not define which jobs a sweep has: resume finds a folder whatever they are.
+_NOT_DEFINING = ("resume", "retry", "progress", "fail_fast", "timeout_s", "baseline")
+
+
+def runs_again(status: str, retry: str) -> bool:
+    """Does a job whose current row has `status` run again under policy `retry`?"""
+    if retry == "all" or status in ALWAYS_AGAIN:
+        return True
+    if status == "ok":
+        return False
+    return retry == "failed" and status in FAILURES
+
+
+def current_row(rows: Sequence[dict[str, Any]], fingerprint: str) -> dict[str, Any] | None:
+    for row in reversed(rows):
+        if row.get("job", {}).get("fingerprint") == fingerprint and not row.get("superseded_by"):
+            return row
+    return None
+
+
+def attempts(rows: Sequence[dict[str, Any]], fingerprint: str) -> int:
+    return sum(row.get("job", {}).get("fingerprint") == fingerprint for row in rows)
+
+
+def defining(args: Sequence[str]) -> list[str]:
+    """The overrides that define a sweep's jobs (sorted: order does not change the set)."""
+    keep = []
+    for arg in args:
+        key = arg.lstrip("+~").split("=", 1)[0]
+        if arg.startswith("-") or key.startswith("hydra.") or key.startswith("hydra/"):
+            continue
+        if key in _NOT_DEFINING or key.startswith("mlflow."):
+            continue
+        keep.append(arg)
+    return sorted(keep)
+
+
+def find_sweep(root: Path, args: Sequence[str]) -> tuple[Path | None, list[Path]]:
+    """(newest sweep folder under root whose recorded overrides define the same jobs,
+    every sweep folder seen)."""
+    want = defining(args)
+    seen = sorted(root.glob("*/*/plan.json"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for plan_file in seen:
+        try:
+            plan = json.loads(plan_file.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+        if defining(plan.get("sweep_args", [])) == want:
+            return plan_file.parent, [p.parent for p in seen]
+    return None, [p.parent for p in seen]

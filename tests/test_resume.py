@@ -1,0 +1,203 @@
+"""Resume and retry: a sweep run again into its folder keeps what its policy keeps, an
+interrupted sweep (SIGTERM) resumes to exactly the rows of an uninterrupted one, and
+results.jsonl and MLflow end with one current result per job."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.conftest import SEARCHPATH, read_rows, run_cli
+
+from benchflow.config.schema import BenchConfig, IrConfig, ModelConfig, ProfileConfig
+from benchflow.results.io import current, read_jsonl, record_row
+from benchflow.results.provenance import fingerprint
+
+SWEEP = [
+    "-m",
+    SEARCHPATH,
+    "model=matmul_chain,fault_raise",
+    "model.size=tiny",
+    "repeat=2,3",
+    "iterations_per_run=2",
+    "warmup=1",
+]
+
+
+def _cfg(**kw: Any) -> BenchConfig:
+    return BenchConfig(**{"model": ModelConfig(name="llama"), **kw})
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"model": ModelConfig(name="dlrm")},
+        {"model": ModelConfig(name="llama", size="tiny")},
+        {"dtype": "float32"},
+        {"batch_size": 4},
+        {"repeat": 6},
+        {"iterations_per_run": 6},
+        {"warmup": 3},
+        {"verify": True},
+        {"seed": 1},
+        {"num_threads": 1},
+        {"matmul_precision": "highest"},
+        {"profile": ProfileConfig(name="torch", active=True)},
+        {"ir": IrConfig(formats=["hlo"])},
+    ],
+)
+def test_fingerprint_changes_with_what_is_measured(change: dict[str, Any]) -> None:
+    assert fingerprint(_cfg(**change)) != fingerprint(_cfg())
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"timeout_s": 5.0},
+        {"fail_fast": True},
+        {"progress": False},
+        {"baseline": "eager"},
+        {"resume": True},
+        {"retry": "all"},
+    ],
+)
+def test_fingerprint_ignores_how_a_job_is_run(change: dict[str, Any]) -> None:
+    assert fingerprint(_cfg(**change)) == fingerprint(_cfg())
+
+
+def test_record_row_supersedes_and_keeps_history(tmp_path: Path) -> None:
+    path = tmp_path / "results.jsonl"
+
+    def row(fp: str, status: str) -> dict[str, Any]:
+        return {"row_id": f"{fp}-{status}", "status": status, "job": {"fingerprint": fp}}
+
+    assert record_row(path, row("a", "crashed")) == []
+    record_row(path, row("b", "ok"))
+    with path.open("a") as f:
+        f.write('{"torn": \n')  # a half-written line from a killed writer
+    replaced = record_row(path, row("a", "ok"))
+    assert [r["row_id"] for r in replaced] == ["a-crashed"]
+    rows = read_jsonl(path)  # the torn line is reported and skipped, not lost
+    assert '{"torn": ' in path.read_text()
+    assert [(r["row_id"], r.get("superseded_by")) for r in rows] == [
+        ("a-crashed", "a-ok"),
+        ("b-ok", None),
+        ("a-ok", None),
+    ]
+    assert [r["row_id"] for r in current(rows)] == ["b-ok", "a-ok"]
+
+
+def _current_outcomes(sweep_dir: Path) -> dict[str, str]:
+    rows = current(read_rows(sweep_dir))
+    fps = [r["job"]["fingerprint"] for r in rows]
+    assert len(fps) == len(set(fps)), "more than one current row for a job"
+    return {r["job"]["fingerprint"]: r["status"] for r in rows}
+
+
+def _mlflow_runs(cwd: Path) -> tuple[list[Any], list[Any]]:
+    from mlflow.entities import ViewType
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{cwd / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("benchflow")
+    assert exp is not None
+    runs = client.search_runs([exp.experiment_id], run_view_type=ViewType.ALL)
+    jobs = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    active = [r for r in jobs if r.info.lifecycle_stage == "active"]
+    deleted = [r for r in jobs if r.info.lifecycle_stage == "deleted"]
+    return active, deleted
+
+
+def test_sigterm_then_resume_equals_an_uninterrupted_sweep(tmp_path: Path) -> None:
+    whole = run_cli([*SWEEP, "hydra.sweep.dir=whole", "mlflow.enabled=false"], tmp_path)
+    assert whole.returncode == 0, whole.stderr[-3000:]
+    expected = _current_outcomes(tmp_path / "whole")
+    assert sorted(expected.values()) == ["failed", "failed", "ok", "ok"]
+
+    cwd = tmp_path / "interrupted"
+    cwd.mkdir()
+    err = cwd / "stderr.log"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "benchflow", *SWEEP],
+        cwd=cwd,
+        stdout=subprocess.DEVNULL,
+        stderr=err.open("w"),
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    deadline = time.monotonic() + 300
+    while "[2/4] matmul_chain" not in err.read_text():  # the second job's child is starting
+        assert proc.poll() is None and time.monotonic() < deadline, err.read_text()[-3000:]
+        time.sleep(0.1)
+    time.sleep(0.5)  # inside the child's torch import (about 2 s)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=120) == 143, err.read_text()[-3000:]
+    assert "resume=true" in err.read_text()
+    (sweep,) = [p for p in (cwd / "multirun").glob("*/*") if p.is_dir()]
+    first = read_rows(sweep)
+    assert [r["status"] for r in first] == ["ok", "interrupted"]
+    assert not subprocess.run(["pgrep", "-f", "benchflow.harness"], capture_output=True).stdout
+
+    again = run_cli([*SWEEP, "resume=true"], cwd)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"resuming multirun/{sweep.parent.name}/{sweep.name}" in again.stderr
+    assert "kept ok" in again.stderr  # job 1 was not run again
+    assert _current_outcomes(sweep) == expected
+    history = read_rows(sweep)
+    assert len(history) == 5  # 4 current + the interrupted attempt, kept and marked
+    (old,) = [r for r in history if r["status"] == "interrupted"]
+    assert old["superseded_by"] and old["job"]["attempt"] == 1
+    rerun = next(r for r in history if r["row_id"] == old["superseded_by"])
+    assert rerun["job"]["attempt"] == 2 and rerun["status"] == "ok"
+
+    active, deleted = _mlflow_runs(cwd)
+    fps = sorted(r.data.tags["config_fingerprint"] for r in active)
+    assert fps == sorted(expected)  # one current run per job
+    (gone,) = deleted
+    assert gone.info.status == "KILLED"
+    assert gone.data.tags["benchflow.superseded_by"] == rerun["job"]["mlflow_run_id"]
+
+
+def test_retry_policy(tmp_path: Path) -> None:
+    sweep = ["-m", SEARCHPATH, "model=matmul_chain,fault_raise", "model.size=tiny",
+             "repeat=2", "iterations_per_run=2", "warmup=1", "hydra.sweep.dir=s"]  # fmt: skip
+    assert run_cli(sweep, tmp_path).returncode == 0
+    assert [r["status"] for r in read_rows(tmp_path / "s")] == ["ok", "failed"]
+
+    kept = run_cli([*sweep, "retry=none"], tmp_path)
+    assert kept.returncode == 0 and kept.stderr.count("kept ") == 2
+    assert len(read_rows(tmp_path / "s")) == 2  # nothing ran, nothing written
+
+    retried = run_cli(sweep, tmp_path)  # retry=failed is the default
+    assert retried.returncode == 0
+    rows = read_rows(tmp_path / "s")
+    assert [
+        (r["model"]["model_name"], r["status"], bool(r.get("superseded_by"))) for r in rows
+    ] == [
+        ("matmul_chain", "ok", False),
+        ("fault_raise", "failed", True),
+        ("fault_raise", "failed", False),
+    ]
+    # results.jsonl and MLflow show one current result per job
+    assert sorted(_current_outcomes(tmp_path / "s").values()) == ["failed", "ok"]
+    active, deleted = _mlflow_runs(tmp_path)
+    assert len(active) == 2 and len(deleted) == 1
+
+    everything = run_cli([*sweep, "retry=all"], tmp_path)
+    assert everything.returncode == 0 and "kept " not in everything.stderr
+    assert len(current(read_rows(tmp_path / "s"))) == 2 and len(read_rows(tmp_path / "s")) == 5
+
+
+def test_resume_needs_a_matching_sweep(tmp_path: Path) -> None:
+    res = run_cli(["-m", "model=llama", "resume=true"], tmp_path)
+    assert res.returncode == 2 and "resume=true found no sweep under multirun/" in res.stderr
+    assert not (tmp_path / "multirun").exists() or not any((tmp_path / "multirun").iterdir())
+    res = run_cli(["model=llama", "resume=true"], tmp_path)
+    assert res.returncode == 2 and "resume=true applies to sweeps (-m)" in res.stderr
+    res = run_cli(["-m", "model=llama", "retry=sometimes"], tmp_path)
+    assert res.returncode == 2 and "retry" in res.stderr and "failed, none, all" in res.stderr
