@@ -24,6 +24,8 @@ def main() -> None:
         raise SystemExit(command.main(sys.argv[2:]))
 
     args = sys.argv[1:]
+    _check_keys(args)
+    _check_yaml(args)
     if "resume=true" in args:
         sys.argv[1:] = _resume_into(args)
 
@@ -93,6 +95,86 @@ def _resume_into(args: list[str]) -> list[str]:
         raise SystemExit(2)
     print(f"benchflow: resuming {found}", file=sys.stderr)
     return [*args, f"hydra.sweep.dir={found}"]
+
+
+def _check_keys(args: list[str]) -> None:
+    """An override of a key the schema does not have: one message with the allowed keys
+    (Hydra's own says only that the key is not in the config)."""
+    import dataclasses
+    import typing
+
+    from benchflow.config.schema import BenchConfig
+    from benchflow.config.store import CONF_DIR
+
+    groups = sorted(p.name for p in CONF_DIR.iterdir() if p.is_dir() and p.name != "hydra")
+    for arg in args:
+        key, sep, _ = arg.partition("=")
+        if not sep or arg.startswith(("-", "+", "~", "hydra.", "hydra/")) or "@" in key:
+            continue
+        if key in groups:
+            continue  # a group choice: Hydra lists the options when one is unknown
+        cls: typing.Any = BenchConfig
+        done: list[str] = []
+        for part in key.split("."):
+            fields = {f.name for f in dataclasses.fields(cls)}
+            if part not in fields:
+                allowed = sorted(fields | (set(groups) if not done else set()))
+                where = ".".join(done) + "." if done else ""
+                print(
+                    f"benchflow: error: {key}={arg.partition('=')[2]}: no key {where}{part}; "
+                    f"allowed {'keys' if not done else 'keys of ' + '.'.join(done)}: "
+                    + ", ".join(allowed),
+                    file=sys.stderr,
+                )
+                raise SystemExit(2)
+            done.append(part)
+            hint = typing.get_type_hints(cls)[part]
+            if not dataclasses.is_dataclass(hint):
+                break  # a value (or a free-form mapping): Hydra checks its type
+            cls = hint
+
+
+def _check_yaml(args: list[str]) -> None:
+    """A chosen config file that is not valid YAML: one message naming the file and the
+    place, before Hydra (which would print a parser traceback)."""
+    from pathlib import Path
+
+    from benchflow.config.store import CONF_DIR
+
+    dirs = [Path(CONF_DIR)]
+    for arg in args:
+        if arg.startswith("hydra.searchpath="):
+            for item in arg.split("=", 1)[1].strip("[]").split(","):
+                item = item.strip().strip("'\"")
+                if item.startswith("file://"):
+                    dirs.append(Path(item.removeprefix("file://")))
+    for arg in args:
+        group, sep, value = arg.partition("=")
+        if not sep or arg.startswith(("-", "+", "~", "hydra.")):
+            continue
+        for option in (v.strip() for v in value.split(",")):
+            for path in (d / group / f"{option}.yaml" for d in dirs):
+                if path.is_file():
+                    _load_or_exit(path, f"{group}={option}")
+
+
+def _load_or_exit(path: object, choice: str) -> None:
+    from pathlib import Path
+
+    import yaml
+
+    try:
+        yaml.safe_load(Path(str(path)).read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        print(
+            f"benchflow: error: {choice}: {path} is not valid YAML{where}: {problem}; "
+            "allowed: a YAML mapping like the files beside it",
+            file=sys.stderr,
+        )
+        raise SystemExit(2) from None
 
 
 if __name__ == "__main__":

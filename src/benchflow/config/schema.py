@@ -107,14 +107,10 @@ class BenchConfig:
     baseline: str = "inductor"  # backend label the report computes speedups over (none = eager)
     fail_fast: bool = False  # stop the sweep at the first job that is not ok or skipped
     progress: bool = True  # live progress display in the terminal
-    # Sweeps run again into the same folder skip every job whose fingerprint already
-    # has a current `ok` row. resume=true finds that folder: the newest under
-    # multirun/ whose sweep had the same overrides.
-    resume: bool = False
-    # Which recorded outcomes a rerun into the same folder runs again: failed (failed,
-    # crashed, timeout, oom; the default) | none (keep every recorded outcome) |
-    # all (measure everything again). Interrupted and skipped jobs always run again.
-    retry: str = "failed"
+    # A sweep run again into its folder skips jobs whose fingerprint has a current ok row.
+    resume: bool = False  # find that folder: the newest under multirun/ with the same overrides
+    # Interrupted and skipped jobs always run again; ok ones only with retry=all.
+    retry: str = "failed"  # failed: rerun failed/crashed/timeout/oom | none | all
 
 
 def to_plain(obj: Any) -> Any:

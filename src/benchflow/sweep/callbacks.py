@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,13 @@ from benchflow.config.validate import ConfigError, parse
 from benchflow.results.io import current, read_jsonl
 from benchflow.results.provenance import provenance
 from benchflow.sweep.task import ABORT_FILE, RESULTS_FILE
-from benchflow.tracking.mlflow_runs import PARENT_RUN_FILE, TRACKING_URI_FILE, Tracker, safely
+from benchflow.tracking.mlflow_runs import (
+    PARENT_RUN_FILE,
+    TRACKING_URI_FILE,
+    Tracker,
+    check_reachable,
+    safely,
+)
 
 log = logging.getLogger(__name__)
 
@@ -31,41 +38,11 @@ class SweepCallback(Callback):
             bench = parse(config)
         except ConfigError:
             return  # the sweeper reports config errors, with every job's context
-        sweep_dir = _sweep_dir(config)
-        sweep_dir.mkdir(parents=True, exist_ok=True)
-        # A fail_fast stop belongs to the run that hit it, not to a resumed one.
-        (sweep_dir / ABORT_FILE).unlink(missing_ok=True)
-        if not bench.mlflow.enabled:
-            return
-        project_dir = Path(config.hydra.runtime.cwd)
-        tracker = safely("connection", Tracker, bench.mlflow, project_dir)
-        if tracker is None:
-            return
-        earlier = sweep_dir / PARENT_RUN_FILE
-        if earlier.exists() and (sweep_dir / RESULTS_FILE).exists():
-            # Run again into this folder (a resume): go on in the same parent run.
-            run_id = earlier.read_text().strip()
-            if safely("reopen", tracker.reopen, run_id):
-                safely("tags", tracker.set_tags, run_id, {"benchflow.resumed": time.ctime()})
-                log.info("MLflow parent run %s (resumed) at %s", run_id, tracker.uri)
-                return
-        overrides = list(config.hydra.overrides.task)
-        experiment = config.hydra.runtime.choices.get("experiment")
-        name = f"sweep {sweep_dir.parent.name} {sweep_dir.name}" + (
-            f" ({experiment})" if experiment and experiment != "null" else ""
-        )
-        prov = provenance(project_dir)
-        run_id = safely(
-            "start_run",
-            tracker.start_run,
-            name,
-            params={"sweep.overrides": " ".join(overrides) or "(none)"},
-            tags={"benchflow.kind": "sweep", "sweep_dir": str(sweep_dir.resolve()), **prov},
-        )
-        if run_id:
-            (sweep_dir / PARENT_RUN_FILE).write_text(run_id)
-            (sweep_dir / TRACKING_URI_FILE).write_text(tracker.uri)
-            log.info("MLflow parent run %s at %s", run_id, tracker.uri)
+        if problem := check_reachable(bench.mlflow):
+            print(f"benchflow: error: {problem}; nothing was run.", file=sys.stderr)
+            raise SystemExit(2)
+        # The parent run is opened by the sweeper (start_sweep), once every job of the
+        # grid is known to be valid: a refused sweep leaves nothing behind.
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = _sweep_dir(config)
@@ -110,3 +87,47 @@ def _report(rows: list[dict[str, Any]], baseline: str, sweep_dir: Path) -> tuple
     files = output.write(report, sweep_dir / "report", title, meta)
     log.info("report written to %s", sweep_dir / "report")
     return report, files
+
+
+def start_sweep(config: DictConfig) -> None:
+    """Called by benchflow's sweeper once the whole grid is valid: the sweep folder and
+    the MLflow parent run (reopened when the folder is being resumed)."""
+    try:
+        bench = parse(config)
+    except ConfigError:
+        return  # every job was checked on its own; the shared config need not be valid
+    sweep_dir = _sweep_dir(config)
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    # A fail_fast stop belongs to the run that hit it, not to a resumed one.
+    (sweep_dir / ABORT_FILE).unlink(missing_ok=True)
+    if not bench.mlflow.enabled:
+        return
+    project_dir = Path(config.hydra.runtime.cwd)
+    tracker = safely("connection", Tracker, bench.mlflow, project_dir)
+    if tracker is None:
+        return
+    earlier = sweep_dir / PARENT_RUN_FILE
+    if earlier.exists() and (sweep_dir / RESULTS_FILE).exists():
+        # Run again into this folder (a resume): go on in the same parent run.
+        run_id = earlier.read_text().strip()
+        if safely("reopen", tracker.reopen, run_id):
+            safely("tags", tracker.set_tags, run_id, {"benchflow.resumed": time.ctime()})
+            log.info("MLflow parent run %s (resumed) at %s", run_id, tracker.uri)
+            return
+    overrides = list(config.hydra.overrides.task)
+    experiment = config.hydra.runtime.choices.get("experiment")
+    name = f"sweep {sweep_dir.parent.name} {sweep_dir.name}" + (
+        f" ({experiment})" if experiment and experiment != "null" else ""
+    )
+    prov = provenance(project_dir)
+    run_id = safely(
+        "start_run",
+        tracker.start_run,
+        name,
+        params={"sweep.overrides": " ".join(overrides) or "(none)"},
+        tags={"benchflow.kind": "sweep", "sweep_dir": str(sweep_dir.resolve()), **prov},
+    )
+    if run_id:
+        (sweep_dir / PARENT_RUN_FILE).write_text(run_id)
+        (sweep_dir / TRACKING_URI_FILE).write_text(tracker.uri)
+        log.info("MLflow parent run %s at %s", run_id, tracker.uri)

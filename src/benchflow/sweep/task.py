@@ -38,7 +38,13 @@ from benchflow.suite.rules import decide
 from benchflow.sweep import progress
 from benchflow.sweep.ir import dump_inductor_code, dump_ir
 from benchflow.sweep.resume import attempts, current_row, runs_again
-from benchflow.tracking.mlflow_runs import PARENT_RUN_FILE, Tracker, flatten, safely
+from benchflow.tracking.mlflow_runs import (
+    PARENT_RUN_FILE,
+    Tracker,
+    check_reachable,
+    flatten,
+    safely,
+)
 
 log = logging.getLogger(__name__)
 
@@ -131,6 +137,9 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
         notes.append(msg)
         log.warning("job %d: %s", num, msg)
         wants_ir = False
+
+    if not multirun and (problem := check_reachable(bench.mlflow)):
+        die(ConfigError(problem))  # a sweep checks this once, in its callback
 
     fp = fingerprint(bench)
     history = read_jsonl(sweep_dir / RESULTS_FILE) if multirun else []

@@ -32,6 +32,32 @@ PARENT_RUN_FILE = "mlflow_parent_run.txt"
 TRACKING_URI_FILE = "mlflow_tracking_uri.txt"  # where the parent run lives (for reports)
 
 
+def check_reachable(cfg: MlflowConfig, timeout_s: float = 5.0) -> str | None:
+    """For a server URI, the reason no MLflow server answers there (None: it answers,
+    or the store is local). Asked before any job starts: MLflow's own client would
+    retry a dead server for minutes, job after job."""
+    import urllib.error
+    import urllib.request
+
+    uri = cfg.tracking_uri
+    if not cfg.enabled or not uri or not uri.startswith(("http://", "https://")):
+        return None
+    try:
+        with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=timeout_s) as r:
+            if r.status == 200:
+                return None
+            reason = f"HTTP {r.status}"
+    except urllib.error.HTTPError as exc:
+        reason = f"HTTP {exc.code} from {uri}/health"
+    except (OSError, ValueError) as exc:
+        reason = f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}"
+    return (
+        f"mlflow.tracking_uri={uri}: no MLflow server answers ({reason}); allowed: the URL "
+        "of a running `mlflow server`, no value (the local store mlflow.db), or "
+        "mlflow.enabled=false"
+    )
+
+
 def default_tracking_uri(project_dir: Path) -> str:
     return f"sqlite:///{(project_dir / 'mlflow.db').resolve()}"
 

@@ -64,3 +64,6 @@ class BenchflowSweeper(BasicSweeper):
         sweep_args = [str(a) for a in self.config.hydra.overrides.task]
         plan = {"total": len(all_jobs), "sweep_args": sweep_args, "jobs": jobs}
         (sweep_dir / "plan.json").write_text(json.dumps(plan, indent=2))
+        from benchflow.sweep.callbacks import start_sweep
+
+        start_sweep(self.config)  # the MLflow parent run, now that the grid is valid

@@ -1,0 +1,97 @@
+"""Bad input, through the real CLI: a non-zero exit before any work, with one message
+that names the key, the bad value and what is allowed. The README's table is this one."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from tests.conftest import run_cli
+
+
+@dataclass(frozen=True)
+class Case:
+    kind: str
+    args: tuple[str, ...]
+    says: tuple[str, ...]  # the key, the bad value and (part of) what is allowed
+
+
+CASES = [
+    Case("unknown model", ("model=nope",), ("model", "nope", "llama", "dlrm")),
+    Case("unknown backend", ("dynamo=tvm",), ("dynamo", "tvm", "inductor", "openxla")),
+    Case("unknown experiment", ("-m", "experiment=nope"), ("experiment", "nope", "headline")),
+    Case("unknown key", ("repeats=3",), ("repeats", "allowed keys", "repeat,")),
+    Case(
+        "unknown nested key",
+        ("model.sizee=tiny",),
+        ("model.sizee", "allowed keys of model", "size"),
+    ),
+    Case("wrong type (int)", ("repeat=abc",), ("repeat", "abc", "Integer")),
+    Case("wrong type (bool)", ("verify=maybe",), ("verify", "maybe", "bool")),
+    Case("out of range: repeat", ("repeat=0",), ("repeat=0", ">= 1")),
+    Case("out of range: warmup", ("warmup=-1",), ("warmup=-1", ">= 0")),
+    Case("out of range: timeout", ("timeout_s=-5",), ("timeout_s=-5", "> 0")),
+    Case("bad choice: dtype", ("dtype=fp8",), ("dtype=", "fp8", "bfloat16")),
+    Case("bad choice: retry", ("-m", "retry=sometimes"), ("retry=", "sometimes", "failed")),
+    Case("bad value in a sweep", ("-m", "repeat=3,0"), ("job 1", "repeat=0", ">= 1")),
+    Case(
+        "conflict: backend vs device",
+        ("dynamo=inductor", "xla=PJRT"),
+        ("dynamo=inductor", "xla=PJRT", "allowed"),
+    ),
+    Case(
+        "conflict: backend vs accelerator",
+        ("dynamo=cudagraphs", "accelerator=cpu"),
+        ("dynamo=cudagraphs", "accelerator=cpu", "allowed"),
+    ),
+    Case(
+        "missing TorchBench root",
+        ("suite.torchbench_root=/nonexistent/benchmark",),
+        ("suite.torchbench_root", "/nonexistent/benchmark", "torchbenchmark"),
+    ),
+    Case(
+        "malformed experiment YAML",
+        ("-m", "experiment=broken"),
+        ("experiment/broken", "mapping"),
+    ),
+    Case(
+        "unreachable tracking URI",
+        ("-m", "mlflow.tracking_uri=http://127.0.0.1:9"),
+        ("mlflow.tracking_uri=http://127.0.0.1:9", "no MLflow server answers", "mlflow.db"),
+    ),
+    Case(
+        "resume with nothing to resume",
+        ("-m", "resume=true"),
+        ("resume=true", "no sweep under multirun/", "hydra.sweep.dir="),
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def broken_conf(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    conf = tmp_path_factory.mktemp("conf")
+    (conf / "experiment").mkdir()
+    (conf / "experiment" / "broken.yaml").write_text(
+        "# @package _global_\nhydra:\n  sweeper:\n    params:\n      model: [llama\n  dynamo: x\n"
+    )
+    return conf
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.kind for c in CASES])
+def test_bad_input_stops_before_any_work(case: Case, tmp_path: Path, broken_conf: Path) -> None:
+    res = run_cli([*case.args, f"hydra.searchpath=[file://{broken_conf}]"], tmp_path)
+    out = res.stdout + res.stderr
+    assert res.returncode != 0, out[-2000:]
+    for part in case.says:
+        assert part in out, f"{case.kind}: {part!r} not in:\n{out[-2000:]}"
+    # nothing ran: no results, no job process output, no tracking store
+    assert not list(tmp_path.glob("**/results.jsonl")) and not list(tmp_path.glob("**/result.json"))
+    assert not list(tmp_path.glob("**/stdout.log")) and not (tmp_path / "mlflow.db").exists()
+    assert "Traceback" not in out, out[-2000:]  # one message, not a stack
+
+
+def test_the_readme_table_lists_every_case() -> None:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    for case in CASES:
+        assert f"| {case.kind} |" in readme, case.kind
