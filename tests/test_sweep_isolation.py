@@ -1,4 +1,5 @@
-"""End to end: a real Hydra multirun where jobs crash, raise and hang.
+"""End to end: a real Hydra multirun where jobs crash (abort, segfault), raise (in a
+step, while loading), run out of memory and hang (with a grandchild).
 
 Each job's child is a real Python process; the store is a real MLflow SQLite
 store. A bad job must get the right status and leave every other row intact.
@@ -24,12 +25,14 @@ def fault_sweep(tmp_path_factory: pytest.TempPathFactory) -> CliResult:
         [
             "-m",
             SEARCHPATH,
-            "model=fault_crash,fault_raise,fault_hang,matmul_chain",
+            "model=fault_crash,fault_segfault,fault_raise,fault_raise_on_load,fault_oom,"
+            "fault_hang,matmul_chain",
             "model.size=tiny",
             "repeat=2",
             "iterations_per_run=2",
             "warmup=1",
             "timeout_s=20",
+            "memory_limit_gb=3",  # each child caps itself: fault_oom hits it
         ],
         cwd,
     )
@@ -43,9 +46,23 @@ def by_model(result: CliResult) -> dict[str, dict]:
 
 def test_each_fault_gets_its_status(fault_sweep: CliResult) -> None:
     rows = by_model(fault_sweep)
-    assert set(rows) == {"fault_crash", "fault_raise", "fault_hang", "matmul_chain"}
+    assert set(rows) == {
+        "fault_crash",
+        "fault_segfault",
+        "fault_raise",
+        "fault_raise_on_load",
+        "fault_oom",
+        "fault_hang",
+        "matmul_chain",
+    }
     assert rows["fault_crash"]["status"] == "crashed"
     assert "SIGABRT" in rows["fault_crash"]["error"]
+    assert rows["fault_segfault"]["status"] == "crashed"
+    assert "SIGSEGV" in rows["fault_segfault"]["error"]
+    assert rows["fault_raise_on_load"]["status"] == "failed"
+    assert "while loading the model" in rows["fault_raise_on_load"]["error"]
+    assert rows["fault_oom"]["status"] == "oom"
+    assert "can't allocate memory" in rows["fault_oom"]["error"]
     assert rows["fault_raise"]["status"] == "failed"
     assert rows["fault_raise"]["error"] == "RuntimeError: injected failure in eval step"
     assert rows["fault_hang"]["status"] == "timeout"
@@ -87,19 +104,21 @@ def test_timeout_killed_the_grandchild_too(fault_sweep: CliResult) -> None:
     leftovers = []
     for proc in psutil.process_iter(["cmdline"]):
         cmd = " ".join(proc.info["cmdline"] or [])
-        if HANG_MARKER in cmd:
-            leftovers.append(proc.pid)
+        if HANG_MARKER in cmd or ("benchflow.harness" in cmd and str(fault_sweep.cwd) in cmd):
+            leftovers.append((proc.pid, cmd))
     assert leftovers == []
 
 
 def test_mlflow_has_one_parent_and_a_child_run_per_job(fault_sweep: CliResult) -> None:
     client = MlflowClient(f"sqlite:///{fault_sweep.cwd / 'mlflow.db'}")
     parents, children = sweep_runs(f"sqlite:///{fault_sweep.cwd / 'mlflow.db'}")
-    assert len(parents) == 1 and len(children) == 4
+    assert len(parents) == 1 and len(children) == 7
     assert {c.data.tags["mlflow.parentRunId"] for c in children} == {parents[0].info.run_id}
     status = {c.info.run_name: (c.info.status, c.data.tags["status"]) for c in children}
     assert status["fault_crash·eager·eval"] == ("FAILED", "crashed")
     assert status["fault_hang·eager·eval"] == ("FAILED", "timeout")
+    assert status["fault_oom·eager·eval"] == ("FAILED", "oom")
+    assert status["fault_segfault·eager·eval"] == ("FAILED", "crashed")
     assert status["matmul_chain·eager·eval"] == ("FINISHED", "ok")
     crashed = next(c for c in children if c.data.tags["status"] == "crashed")
     logs = [a.path for a in client.list_artifacts(crashed.info.run_id, "logs")]

@@ -100,6 +100,7 @@ class BenchConfig:
     batch_size: int | None = None  # null: the suite's or the model's default for the test
     dtype: str | None = None  # null: suite default (float32 for built-ins); bfloat16, amp, ...
     timeout_s: float = 900.0  # hard limit for one job's child process, compile included
+    memory_limit_gb: float | None = None  # the child caps its own data memory; over it: oom
     verify: bool = False  # also check accuracy against eager and float64 (same job, after timing)
     seed: int = 1337  # seeds torch, numpy and random before the model is built
     matmul_precision: str = "high"  # torch.set_float32_matmul_precision

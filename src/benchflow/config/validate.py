@@ -63,6 +63,8 @@ def check_values(cfg: BenchConfig) -> None:
     _choice("retry", cfg.retry, RETRY_CHOICES)
     if cfg.dtype is not None:
         _choice("dtype", cfg.dtype, DTYPE_CHOICES)
+    if cfg.memory_limit_gb is not None:
+        _at_least("memory_limit_gb", cfg.memory_limit_gb, 0, exclusive=True)
     _at_least("repeat", cfg.repeat, 1)
     _at_least("iterations_per_run", cfg.iterations_per_run, 1)
     _at_least("warmup", cfg.warmup, 0)

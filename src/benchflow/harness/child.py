@@ -241,6 +241,28 @@ def build_model(
     return model
 
 
+def _limit_memory(gb: float) -> None:
+    """memory_limit_gb: RLIMIT_DATA caps the heap and every private anonymous mapping
+    (Linux >= 4.7), which is where tensors live; compile workers inherit it."""
+    limit = int(gb * 1024**3)
+    resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+    log.info("memory limit: %.2f GiB of data (RLIMIT_DATA)", gb)
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    if isinstance(exc, MemoryError):
+        return True
+    text = str(exc)
+    # torch's CPU allocator, CUDA's caching allocator (torch.OutOfMemoryError), XLA's
+    return (
+        any(
+            marker in text
+            for marker in ("can't allocate memory", "out of memory", "RESOURCE_EXHAUSTED")
+        )
+        or type(exc).__name__ == "OutOfMemoryError"
+    )
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
         print("usage: python -m benchflow.harness JOB.json", file=sys.stderr)
@@ -256,6 +278,8 @@ def main(argv: list[str]) -> int:
     result: dict[str, Any] = {"status": "ok", "error": None, "versions": versions()}
     try:
         cfg = config_from_dict(job["config"])
+        if cfg.memory_limit_gb:
+            _limit_memory(cfg.memory_limit_gb)
         if job.get("mode") == "ir":
             result.update(ir_pass(cfg))
         else:
@@ -264,8 +288,9 @@ def main(argv: list[str]) -> int:
         result.update(status="skipped", error=str(exc))
         log.info("skipped: %s", exc)
     except Exception as exc:
-        result.update(status="failed", error=f"{type(exc).__name__}: {exc}")
-        log.error("job failed:\n%s", traceback.format_exc())
+        status = "oom" if _out_of_memory(exc) else "failed"
+        result.update(status=status, error=f"{type(exc).__name__}: {exc}")
+        log.error("job %s:\n%s", status, traceback.format_exc())
     result["child_wall_s"] = time.perf_counter() - t0
     write_json_atomic(Path(job["result_path"]), result)
     return 0 if result["status"] != "failed" else 1

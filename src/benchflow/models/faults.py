@@ -48,6 +48,32 @@ class Hang(_Tiny):
             time.sleep(1)
 
 
+class Segfault(_Tiny):
+    """Dereferences address 0 through ctypes on the first step (SIGSEGV)."""
+
+    def eval(self) -> Any:
+        import ctypes
+
+        ctypes.string_at(0)
+
+
+class Oom(_Tiny):
+    """Allocates 256 MiB tensors, holding them, until memory runs out (or 64 GiB)."""
+
+    def eval(self) -> Any:
+        import torch
+
+        held = [torch.ones(64 * 1024 * 1024) for _ in range(256)]
+        return held[-1]
+
+
+class RaisesWhileLoading(_Tiny):
+    """Fails while the model is built, before any step (a broken checkpoint, say)."""
+
+    def build_module(self, width: int) -> nn.Module:
+        raise OSError("injected failure while loading the model: checkpoint.pt is truncated")
+
+
 class Raise(_Tiny):
     """Raises a Python exception on the first step."""
 

@@ -18,6 +18,7 @@ from benchflow.config.schema import BenchConfig
 NOT_MEASURED = (
     "mlflow",
     "timeout_s",
+    "memory_limit_gb",
     "fail_fast",
     "progress",
     "baseline",

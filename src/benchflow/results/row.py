@@ -15,7 +15,7 @@ from typing import Any
 from benchflow.config.schema import BenchConfig
 from benchflow.results.provenance import fingerprint
 
-STATUSES = ("ok", "failed", "crashed", "timeout", "interrupted", "skipped")
+STATUSES = ("ok", "failed", "oom", "crashed", "timeout", "interrupted", "skipped")
 
 
 def build_row(

@@ -25,6 +25,7 @@ STYLE = {
     "ok": "green",
     "skipped": "yellow",
     "failed": "red",
+    "oom": "red",
     "crashed": "red",
     "timeout": "red",
     "interrupted": "magenta",

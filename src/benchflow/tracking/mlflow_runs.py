@@ -24,6 +24,7 @@ RUN_STATUS = {
     "ok": "FINISHED",
     "skipped": "FINISHED",
     "failed": "FAILED",
+    "oom": "FAILED",
     "crashed": "FAILED",
     "timeout": "FAILED",
     "interrupted": "KILLED",
