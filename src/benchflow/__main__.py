@@ -13,6 +13,7 @@ SUBCOMMANDS = {
     "models": "benchflow.models.listing",  # which models can run here
     "report": "benchflow.report.cli",  # tables, plots and the regression gate
     "ui": "benchflow.ui",  # the MLflow UI over the runs' store
+    "sync": "benchflow.tracking.sync",  # upload to MLflow what a sweep could not log
 }
 
 

@@ -29,10 +29,9 @@ from benchflow.config.validate import (
     resolve,
 )
 from benchflow.models.torchbench_index import not_implemented
-from benchflow.report.model import headline_metrics
 from benchflow.results.io import current, read_jsonl, record_row, write_json_atomic
 from benchflow.results.provenance import fingerprint, provenance
-from benchflow.results.row import build_row, flat_metrics
+from benchflow.results.row import build_row
 from benchflow.runner.isolated import Outcome, run_isolated
 from benchflow.suite.rules import decide
 from benchflow.sweep import progress
@@ -45,6 +44,7 @@ from benchflow.tracking.mlflow_runs import (
     flatten,
     safely,
 )
+from benchflow.tracking.sync import log_job
 
 log = logging.getLogger(__name__)
 
@@ -224,7 +224,7 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
     write_json_atomic(job_dir / "result.json", row)
     replaced = record_row(sweep_dir / RESULTS_FILE, row)
     if tracker and run_id:
-        safely("logging", _log_child_run, tracker, run_id, row, job_dir)
+        safely("logging", log_job, tracker, run_id, row, job_dir)
         for old in replaced:
             if old_run := old.get("job", {}).get("mlflow_run_id"):
                 safely("supersede", tracker.supersede, old_run, run_id)
@@ -243,38 +243,6 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
         # so the sweep still ends with one row per job and its summary.
         (sweep_dir / ABORT_FILE).write_text(f"job {num} ({name}) ended {outcome.status}")
     return row
-
-
-def _log_child_run(tracker: Tracker, run_id: str, row: dict[str, Any], job_dir: Path) -> None:
-    series = {k: v for k, v in row["metrics"].items() if isinstance(v, list)}
-    tracker.log_metrics(run_id, {**flat_metrics(row), **headline_metrics(row)}, series)
-    versions = row["provenance"].get("versions", {})
-    tracker.set_tags(
-        run_id,
-        {
-            "status": row["status"],
-            "verification_code": row["verification_code"],
-            "error": (row["error"] or "")[:5000] or None,
-            "model_source": row["model"]["model_source"],
-            "config_fingerprint": row["job"]["fingerprint"],
-            "git_sha": row["provenance"].get("git_sha"),
-            "host": row["provenance"].get("host"),
-            "accelerator_model": row["experiment"]["accelerator_model"],
-            **{f"version.{k}": v for k, v in versions.items()},
-        },
-    )
-    hydra_logs = list(job_dir.glob("*.log"))
-    tracker.log_files(run_id, [job_dir / "config.yaml", job_dir / "result.json"])
-    tracker.log_files(run_id, hydra_logs, "logs")
-    dumps = [job_dir / "xla_metrics_report.txt", job_dir / "dynamo_counters.json"]
-    tracker.log_files(run_id, [p for p in dumps if p.exists()], "dumps")
-    tracker.log_files(run_id, (job_dir / ".hydra").glob("*.yaml"), "hydra")
-    tracker.log_files(run_id, sorted((job_dir / "profile").glob("*")), "profile")
-    tracker.log_files(run_id, sorted((job_dir / "ir").glob("graphs.*")), "ir")
-    tracker.log_files(run_id, sorted((job_dir / "ir" / "inductor").glob("*.py")), "ir/inductor")
-    if (job_dir / "ir" / "xla_dump").is_dir():
-        tracker.client.log_artifacts(run_id, str(job_dir / "ir" / "xla_dump"), "ir/xla_dump")
-    tracker.end_run(run_id, row["status"])
 
 
 def _read_json(path: Path) -> Any:

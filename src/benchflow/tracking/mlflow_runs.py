@@ -78,10 +78,23 @@ def _chunks(items: list[Any], size: int) -> Iterable[list[Any]]:
         yield items[i : i + size]
 
 
+# A dead tracking server must cost seconds per call, not MLflow's default minutes of
+# retries: the results are on disk, and `benchflow sync` uploads what was missed.
+HTTP_DEFAULTS = {
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": "30",
+}
+
+
 class Tracker:
     """An MLflow tracking store and one experiment in it."""
 
     def __init__(self, cfg: MlflowConfig, project_dir: Path) -> None:
+        import os
+
+        for key, value in HTTP_DEFAULTS.items():
+            os.environ.setdefault(key, value)  # the user's own settings win
         from mlflow.tracking import MlflowClient
 
         self.uri = cfg.tracking_uri or default_tracking_uri(project_dir)

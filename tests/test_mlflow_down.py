@@ -1,0 +1,84 @@
+"""The MLflow server dies in the middle of a sweep: jobs go on and are not failed for
+it, results stay on disk, and `python -m benchflow sync` uploads what is missing once
+the server is back (and adds nothing when run again)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from tests.conftest import SEARCHPATH, MlflowServer, read_rows, run_cli, sweep_runs
+
+
+def test_server_killed_mid_sweep_then_sync(tmp_path: Path) -> None:
+    server = MlflowServer(tmp_path / "server_root")
+    server.root.mkdir()
+    url = server.start()
+    err = tmp_path / "stderr.log"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "benchflow",
+            "-m",
+            SEARCHPATH,
+            "model=matmul_chain",
+            "model.size=tiny",
+            "repeat=2,3,4",
+            "iterations_per_run=2",
+            "warmup=1",
+            f"mlflow.tracking_uri={url}",
+            "hydra.sweep.dir=sweep",
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=err.open("w"),
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while "[1/3] ok" not in err.read_text():
+            assert proc.poll() is None and time.monotonic() < deadline, err.read_text()[-3000:]
+            time.sleep(0.2)
+        server.stop(9)  # SIGKILL: no goodbye
+        assert proc.wait(timeout=600) == 0, err.read_text()[-3000:]
+    finally:
+        server.stop()
+        if proc.poll() is None:
+            proc.kill()
+    rows = read_rows(tmp_path / "sweep")
+    assert [r["status"] for r in rows] == ["ok", "ok", "ok"]  # not failed for MLflow's sake
+    # each job after the kill warned in its log and went on
+    for num in (1, 2):
+        assert (
+            "results stay on disk" in (tmp_path / "sweep" / str(num) / "benchflow.log").read_text()
+        )
+    assert all(r["job"]["wall_time_s"] < 60 for r in rows)  # no minutes of MLflow retries
+
+    server.start()  # back, same store
+    _, children = sweep_runs(url)
+    assert len(children) == 1  # only the job logged before the kill
+    synced = run_cli(["sync", "sweep"], tmp_path)
+    assert synced.returncode == 0, synced.stderr[-3000:]
+    assert "2 job run(s) logged, 1 already complete" in synced.stdout
+    parents, children = sweep_runs(url)
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    assert sorted(c.data.tags["benchflow.logged"] for c in children) == sorted(
+        r["row_id"] for r in rows
+    )
+    assert {c.data.tags["mlflow.parentRunId"] for c in children} == {parents[0].info.run_id}
+    assert all(c.data.metrics["headline.per_iter_time_s"] > 0 for c in children)
+    again = run_cli(["sync", "sweep"], tmp_path)
+    assert "0 job run(s) logged, 3 already complete" in again.stdout
+    assert len(sweep_runs(url)[1]) == 3
+    server.stop()
+
+
+@pytest.mark.parametrize("args", [["sync", "nowhere"]])
+def test_sync_needs_a_sweep(tmp_path: Path, args: list[str]) -> None:
+    res = run_cli(args, tmp_path)
+    assert res.returncode == 2 and "nowhere has no results.jsonl" in res.stderr
