@@ -57,6 +57,27 @@ def run_cli(args: list[str], cwd: Path, timeout: float = 900, **env: str) -> Cli
     return CliResult(proc.returncode, proc.stdout, proc.stderr, cwd)
 
 
+def start_cli(args: list[str], cwd: Path, stderr_log: Path) -> subprocess.Popen[bytes]:
+    """`python -m benchflow ARGS` in the background, stderr to a file to watch."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "benchflow", *args],
+        cwd=cwd,
+        stdout=subprocess.DEVNULL,
+        stderr=stderr_log.open("w"),
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+
+
+def wait_for_text(
+    log: Path, text: str, proc: subprocess.Popen[bytes], timeout: float = 300
+) -> None:
+    """Until `text` appears in `log`; fails if the process ends or time runs out first."""
+    deadline = time.monotonic() + timeout
+    while text not in log.read_text():
+        assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+        time.sleep(0.1)
+
+
 @pytest.fixture
 def workdir(tmp_path: Path) -> Path:
     return tmp_path
@@ -81,34 +102,20 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-class MlflowServer:
-    """A real `mlflow server` on 127.0.0.1 over a SQLite store and proxied artifacts in
-    `root`; it can be stopped and started again on the same port and store."""
+class ServerProcess:
+    """A real server process started in its own session, ready once `<url>/health`
+    answers 200; stop() signals its whole process group."""
 
-    def __init__(self, root: Path, port: int | None = None) -> None:
-        self.root, self.port = root, port or free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+    def __init__(self, cmd: list[str], port: int, log: Path, cwd: Path | None = None) -> None:
+        self.cmd, self.port, self.log, self.cwd = cmd, port, log, cwd
+        self.url = f"http://127.0.0.1:{port}"
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> str:
-        mlflow_bin = Path(sys.executable).parent / "mlflow"
-        log = (self.root / "server.log").open("ab")
         self.proc = subprocess.Popen(
-            [
-                str(mlflow_bin),
-                "server",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(self.port),
-                "--backend-store-uri",
-                f"sqlite:///{self.root / 'server.db'}",
-                "--artifacts-destination",
-                str(self.root / "artifacts"),
-                "--workers",
-                "1",
-            ],
-            stdout=log,
+            self.cmd,
+            cwd=self.cwd,
+            stdout=self.log.open("ab"),
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
@@ -121,11 +128,8 @@ class MlflowServer:
             except OSError:
                 pass
             if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                pytest.fail(
-                    "mlflow server did not start:\n"
-                    + (self.root / "server.log").read_text()[-3000:]
-                )
+                self.stop(signal.SIGKILL)
+                pytest.fail(f"{self.cmd[:3]} did not start:\n" + self.log.read_text()[-3000:])
             time.sleep(0.5)
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
@@ -137,3 +141,28 @@ class MlflowServer:
         except subprocess.TimeoutExpired:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(timeout=20)
+
+
+class MlflowServer(ServerProcess):
+    """`mlflow server` on 127.0.0.1 over a SQLite store and proxied artifacts in `root`;
+    it can be stopped and started again on the same port and store."""
+
+    def __init__(self, root: Path, port: int | None = None) -> None:
+        port = port or free_port()
+        self.root = root
+        mlflow_bin = Path(sys.executable).parent / "mlflow"
+        cmd = [
+            str(mlflow_bin),
+            "server",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--backend-store-uri",
+            f"sqlite:///{root / 'server.db'}",
+            "--artifacts-destination",
+            str(root / "artifacts"),
+            "--workers",
+            "1",
+        ]
+        super().__init__(cmd, port, root / "server.log")

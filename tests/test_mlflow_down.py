@@ -4,14 +4,18 @@ the server is back (and adds nothing when run again)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
-from tests.conftest import SEARCHPATH, MlflowServer, read_rows, run_cli, sweep_runs
+from tests.conftest import (
+    SEARCHPATH,
+    MlflowServer,
+    read_rows,
+    run_cli,
+    start_cli,
+    sweep_runs,
+    wait_for_text,
+)
 
 
 def test_server_killed_mid_sweep_then_sync(tmp_path: Path) -> None:
@@ -19,11 +23,8 @@ def test_server_killed_mid_sweep_then_sync(tmp_path: Path) -> None:
     server.root.mkdir()
     url = server.start()
     err = tmp_path / "stderr.log"
-    proc = subprocess.Popen(
+    proc = start_cli(
         [
-            sys.executable,
-            "-m",
-            "benchflow",
             "-m",
             SEARCHPATH,
             "model=matmul_chain",
@@ -34,16 +35,11 @@ def test_server_killed_mid_sweep_then_sync(tmp_path: Path) -> None:
             f"mlflow.tracking_uri={url}",
             "hydra.sweep.dir=sweep",
         ],
-        cwd=tmp_path,
-        stdout=subprocess.DEVNULL,
-        stderr=err.open("w"),
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        tmp_path,
+        err,
     )
     try:
-        deadline = time.monotonic() + 300
-        while "[1/3] ok" not in err.read_text():
-            assert proc.poll() is None and time.monotonic() < deadline, err.read_text()[-3000:]
-            time.sleep(0.2)
+        wait_for_text(err, "[1/3] ok", proc)
         server.stop(9)  # SIGKILL: no goodbye
         assert proc.wait(timeout=600) == 0, err.read_text()[-3000:]
     finally:

@@ -4,16 +4,14 @@ results.jsonl and MLflow end with one current result per job."""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.conftest import SEARCHPATH, read_rows, run_cli
+from tests.conftest import SEARCHPATH, read_rows, run_cli, start_cli, wait_for_text
 
 from benchflow.config.schema import BenchConfig, IrConfig, ModelConfig, ProfileConfig
 from benchflow.results.io import current, read_jsonl, record_row
@@ -123,17 +121,8 @@ def test_sigterm_then_resume_equals_an_uninterrupted_sweep(tmp_path: Path) -> No
     cwd = tmp_path / "interrupted"
     cwd.mkdir()
     err = cwd / "stderr.log"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "benchflow", *SWEEP],
-        cwd=cwd,
-        stdout=subprocess.DEVNULL,
-        stderr=err.open("w"),
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    deadline = time.monotonic() + 300
-    while "[2/4] matmul_chain" not in err.read_text():  # the second job's child is starting
-        assert proc.poll() is None and time.monotonic() < deadline, err.read_text()[-3000:]
-        time.sleep(0.1)
+    proc = start_cli(SWEEP, cwd, err)
+    wait_for_text(err, "[2/4] matmul_chain", proc)  # the second job's child is starting
     time.sleep(0.5)  # inside the child's torch import (about 2 s)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=120) == 143, err.read_text()[-3000:]

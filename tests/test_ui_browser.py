@@ -11,20 +11,14 @@ runs, installs them with apt); without them the test is skipped, loudly.
 
 from __future__ import annotations
 
-import os
 import shutil
-import signal
-import socket
-import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.conftest import REPO, SEARCHPATH, CliResult, run_cli
+from tests.conftest import REPO, SEARCHPATH, CliResult, ServerProcess, free_port, run_cli
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
@@ -60,12 +54,6 @@ from selenium.webdriver.support import expected_conditions as ec  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory: pytest.TempPathFactory) -> CliResult:
     cwd = tmp_path_factory.mktemp("ui")
@@ -89,34 +77,11 @@ def sweep(tmp_path_factory: pytest.TempPathFactory) -> CliResult:
 @pytest.fixture(scope="module")
 def ui(sweep: CliResult) -> Iterator[str]:
     """`python -m benchflow ui` over the sweep's default store, on a free port."""
-    port = _free_port()
-    log = sweep.cwd / "ui.log"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "benchflow", "ui", "--port", str(port)],
-        cwd=sweep.cwd,
-        stdout=log.open("wb"),
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            with urllib.request.urlopen(f"{url}/health", timeout=2) as r:
-                if r.status == 200:
-                    break
-        except OSError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            os.killpg(proc.pid, signal.SIGKILL)
-            pytest.fail("benchflow ui did not start:\n" + log.read_text()[-3000:])
-        time.sleep(0.5)
-    yield url
-    os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
+    port = free_port()
+    cmd = [sys.executable, "-m", "benchflow", "ui", "--port", str(port)]
+    server = ServerProcess(cmd, port, sweep.cwd / "ui.log", cwd=sweep.cwd)
+    yield server.start()
+    server.stop()
 
 
 @pytest.fixture
