@@ -20,7 +20,7 @@ $(UV):
 	.uv/bin/pip install --quiet uv==$(UV_VERSION)
 
 $(VENV)/.synced: pyproject.toml uv.lock | $(UV)
-	$(UV) sync --locked
+	$(UV) sync --locked --extra ray
 	@touch $@
 
 setup: $(VENV)/.synced ## Create .venv from uv.lock (torch 2.9.0 + torch_xla 2.9.0, ~8 GB, cached)

@@ -24,32 +24,42 @@ import tempfile
 import time
 from pathlib import Path
 
+# 4 models x 4 configurations (eager, inductor, openxla, lazy XLA): dynamo x xla, the
+# two invalid pairs (inductor or eager-dynamo on the XLA device) are recorded as skipped.
 SWEEP = [
     "-m",
-    "model=llama,dlrm",
-    "dynamo=none,inductor",
+    "model=llama,dlrm,bert,resnet",
+    "dynamo=none,inductor,openxla",
+    "xla=auto,PJRT",
     "model.size=tiny",
+    "dtype=float32",
     "repeat=3",
     "iterations_per_run=5",
     "warmup=2",
+    "mlflow.enabled=false",
 ]
+QUICK = [*SWEEP[:1], "model=llama,dlrm", "dynamo=none", "xla=auto,PJRT", *SWEEP[4:]]
 FIDELITY_MODELS = [
     ("llama", "benchflow.models.llama:Llama"),
     ("resnet", "benchflow.models.resnet:ResNet"),
 ]
 
 
-def overhead() -> tuple[list[str], dict[str, float]]:
+def overhead(sweep: list[str], prefork: bool) -> tuple[list[str], dict[str, float]]:
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()
         proc = subprocess.run(
-            [sys.executable, "-m", "benchflow", *SWEEP], cwd=tmp, capture_output=True, text=True
+            [sys.executable, "-m", "benchflow", *sweep, f"prefork={str(prefork).lower()}"],
+            cwd=tmp,
+            capture_output=True,
+            text=True,
         )
         sweep_wall = time.perf_counter() - start
         if proc.returncode != 0:
             raise SystemExit(proc.stderr[-3000:])
         (results,) = Path(tmp).glob("multirun/*/*/results.jsonl")
         rows = [json.loads(line) for line in results.read_text().splitlines()]
+    rows = [r for r in rows if r["status"] != "skipped"]
     lines = [
         "| job | status | wall s | in-child model work s | overhead s | child import s |",
         "|---|---|---|---|---|---|",
@@ -107,18 +117,40 @@ def fidelity() -> list[str]:
     return lines
 
 
+def side_by_side(spawned: dict[str, float], forked: dict[str, float]) -> list[str]:
+    rows = [
+        ("jobs run (skipped combinations left out)", "jobs", "{:.0f}"),
+        ("median overhead per job, s", "median_overhead_s", "{:.2f}"),
+        ("sweep wall, s", "sweep_wall_s", "{:.1f}"),
+        ("sum of in-child model work, s", "sum_model_work_s", "{:.1f}"),
+        ("parent-only time, s", "parent_only_s", "{:.1f}"),
+    ]
+    out = ["| figure | prefork=false (spawn) | prefork=true (fork) |", "|---|---|---|"]
+    for label, key, fmt in rows:
+        out.append(f"| {label} | {fmt.format(spawned[key])} | {fmt.format(forked[key])} |")
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--quick", action="store_true", help="2 models x 2 configs (a smoke run)")
     args = ap.parse_args()
-    table_a, fig = overhead()
+    sweep = QUICK if args.quick else SWEEP
+    _, spawned = overhead(sweep, prefork=False)
+    table_a, fig = overhead(sweep, prefork=True)
     table_b = fidelity()
     when = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
     text = "\n".join(
         [
             f"## {when} on {platform.node()} ({os.cpu_count()} cores)",
             "",
-            f"(a) Orchestration overhead: `python -m benchflow {' '.join(SWEEP)}`",
+            f"(a) Orchestration overhead: `python -m benchflow {' '.join(sweep)}`, "
+            "once with prefork=false and once with prefork=true",
+            "",
+            *side_by_side(spawned, fig),
+            "",
+            "Per job, prefork=true:",
             "",
             *table_a,
             "",

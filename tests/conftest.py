@@ -57,6 +57,13 @@ def run_cli(args: list[str], cwd: Path, timeout: float = 900, **env: str) -> Cli
     return CliResult(proc.returncode, proc.stdout, proc.stderr, cwd)
 
 
+def interruptible() -> None:
+    """preexec_fn for a sweep a test will interrupt: SIGINT back to its default. A shell
+    starts background jobs (`make test &`) with SIGINT ignored, children inherit that,
+    and Python then installs no KeyboardInterrupt handler: Ctrl-C would do nothing."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start_cli(args: list[str], cwd: Path, stderr_log: Path) -> subprocess.Popen[bytes]:
     """`python -m benchflow ARGS` in the background, stderr to a file to watch."""
     return subprocess.Popen(
@@ -65,6 +72,7 @@ def start_cli(args: list[str], cwd: Path, stderr_log: Path) -> subprocess.Popen[
         stdout=subprocess.DEVNULL,
         stderr=stderr_log.open("w"),
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        preexec_fn=interruptible,
     )
 
 

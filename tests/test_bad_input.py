@@ -32,6 +32,7 @@ CASES = [
     Case("out of range: repeat", ("repeat=0",), ("repeat=0", ">= 1")),
     Case("out of range: warmup", ("warmup=-1",), ("warmup=-1", ">= 0")),
     Case("out of range: timeout", ("timeout_s=-5",), ("timeout_s=-5", "> 0")),
+    Case("out of range: cpus_per_job", ("cpus_per_job=0",), ("cpus_per_job=0", "allowed: 1..")),
     Case("bad choice: dtype", ("dtype=fp8",), ("dtype=", "fp8", "bfloat16")),
     Case("bad choice: retry", ("-m", "retry=sometimes"), ("retry=", "sometimes", "failed")),
     Case("bad value in a sweep", ("-m", "repeat=3,0"), ("job 1", "repeat=0", ">= 1")),
@@ -95,3 +96,22 @@ def test_the_readme_table_lists_every_case() -> None:
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     for case in CASES:
         assert f"| {case.kind} |" in readme, case.kind
+
+
+def test_a_launcher_that_is_not_installed_says_how_to_get_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every documented launcher is installed here (make setup), so the missing one is
+    a name whose plugin module does not exist."""
+    from benchflow import __main__ as cli
+
+    monkeypatch.setitem(
+        cli.LAUNCHERS, "ray", ("hydra_plugins.not_installed", "hydra-ray-launcher", cli._RAY)
+    )
+    with pytest.raises(SystemExit) as exc:
+        cli._check_launcher(["-m", "hydra/launcher=ray"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "hydra/launcher=ray needs hydra-ray-launcher" in err
+    assert "uv sync --locked --extra ray" in err and "allowed: basic" in err
+    cli._check_launcher(["-m", "hydra/launcher=joblib"])  # installed: no complaint

@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.conftest import REPO, SEARCHPATH, run_cli
+from tests.conftest import REPO, SEARCHPATH, interruptible, run_cli
 
 HEAVY = ("torch", "torch_xla", "mlflow")
 
@@ -146,6 +146,7 @@ def test_ctrl_c_marks_the_running_job_interrupted_and_keeps_earlier_rows(workdir
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=interruptible,
     )
     # Wait until the hang job's child is running (its job.json exists), then interrupt.
     deadline = time.monotonic() + 120

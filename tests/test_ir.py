@@ -7,7 +7,14 @@ from pathlib import Path
 import pytest
 from tests.conftest import CliResult, run_cli, sweep_runs
 
-COMMON = ["model=llama", "model.size=tiny", "repeat=2", "iterations_per_run=2", "warmup=1"]
+COMMON = [
+    "model=llama",
+    "model.size=tiny",
+    "dtype=float32",
+    "repeat=2",
+    "iterations_per_run=2",
+    "warmup=1",
+]
 
 
 @pytest.fixture(scope="module")

@@ -18,6 +18,7 @@ from tests.conftest import (
 )
 
 
+@pytest.mark.full  # a server, a sweep, a kill and two syncs: ~2.5 min on 2 CPUs
 def test_server_killed_mid_sweep_then_sync(tmp_path: Path) -> None:
     server = MlflowServer(tmp_path / "server_root")
     server.root.mkdir()
@@ -29,6 +30,7 @@ def test_server_killed_mid_sweep_then_sync(tmp_path: Path) -> None:
             SEARCHPATH,
             "model=matmul_chain",
             "model.size=tiny",
+            "dtype=float32",
             "repeat=2,3,4",
             "iterations_per_run=2",
             "warmup=1",

@@ -252,8 +252,17 @@ def test_sweep_end_writes_the_report_and_logs_it(sweeps: tuple[CliResult, Path, 
     assert {"report/report.html", "report/speedup.png", "report/times.png"} <= logged
     metrics = client.get_run(parent).data.metrics
     assert metrics["report.inductor.passrate"] == 1.0
-    assert metrics["report.eager.geomean_speedup"] > 0
     rows = [json.loads(x) for x in (slowed / "results.jsonl").read_text().splitlines()]
+    # A noisy row (CV > 10% on a busy host) is kept out of the geomean: then there is none.
+    (eager_summary,) = [
+        s for s in build_report(rows, baseline="inductor").summaries if s.config.label == "eager"
+    ]
+    if eager_summary.geomean_speedup is None:
+        assert "report.eager.geomean_speedup" not in metrics
+    else:
+        assert metrics["report.eager.geomean_speedup"] == pytest.approx(
+            eager_summary.geomean_speedup
+        )
     eager = next(r for r in rows if r["experiment"]["dynamo"] is None)
     child = client.get_run(eager["job"]["mlflow_run_id"])
     assert child.data.params["backend"] == "eager"

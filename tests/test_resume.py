@@ -22,9 +22,13 @@ SWEEP = [
     SEARCHPATH,
     "model=matmul_chain,fault_raise",
     "model.size=tiny",
+    "dtype=float32",
     "repeat=2,3",
     "iterations_per_run=2",
     "warmup=1",
+    # Spawned children: the SIGTERM must land while job 2 runs, and a forked job of this
+    # size is over in a fraction of a second.
+    "prefork=false",
 ]
 
 
@@ -153,7 +157,7 @@ def test_sigterm_then_resume_equals_an_uninterrupted_sweep(tmp_path: Path) -> No
 
 
 def test_retry_policy(tmp_path: Path) -> None:
-    sweep = ["-m", SEARCHPATH, "model=matmul_chain,fault_raise", "model.size=tiny",
+    sweep = ["-m", SEARCHPATH, "model=matmul_chain,fault_raise", "model.size=tiny", "dtype=float32",
              "repeat=2", "iterations_per_run=2", "warmup=1", "hydra.sweep.dir=s"]  # fmt: skip
     assert run_cli(sweep, tmp_path).returncode == 0
     assert [r["status"] for r in read_rows(tmp_path / "s")] == ["ok", "failed"]

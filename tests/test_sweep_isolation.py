@@ -28,6 +28,7 @@ def fault_sweep(tmp_path_factory: pytest.TempPathFactory) -> CliResult:
             "model=fault_crash,fault_segfault,fault_raise,fault_raise_on_load,fault_oom,"
             "fault_hang,matmul_chain",
             "model.size=tiny",
+            "dtype=float32",
             "repeat=2",
             "iterations_per_run=2",
             "warmup=1",
@@ -115,11 +116,11 @@ def test_mlflow_has_one_parent_and_a_child_run_per_job(fault_sweep: CliResult) -
     assert len(parents) == 1 and len(children) == 7
     assert {c.data.tags["mlflow.parentRunId"] for c in children} == {parents[0].info.run_id}
     status = {c.info.run_name: (c.info.status, c.data.tags["status"]) for c in children}
-    assert status["fault_crash·eager·eval"] == ("FAILED", "crashed")
-    assert status["fault_hang·eager·eval"] == ("FAILED", "timeout")
-    assert status["fault_oom·eager·eval"] == ("FAILED", "oom")
-    assert status["fault_segfault·eager·eval"] == ("FAILED", "crashed")
-    assert status["matmul_chain·eager·eval"] == ("FINISHED", "ok")
+    assert status["fault_crash·eager·eval·float32"] == ("FAILED", "crashed")
+    assert status["fault_hang·eager·eval·float32"] == ("FAILED", "timeout")
+    assert status["fault_oom·eager·eval·float32"] == ("FAILED", "oom")
+    assert status["fault_segfault·eager·eval·float32"] == ("FAILED", "crashed")
+    assert status["matmul_chain·eager·eval·float32"] == ("FINISHED", "ok")
     crashed = next(c for c in children if c.data.tags["status"] == "crashed")
     logs = [a.path for a in client.list_artifacts(crashed.info.run_id, "logs")]
     assert "logs/stderr.log" in logs

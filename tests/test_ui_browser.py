@@ -1,9 +1,12 @@
 """The MLflow UI in a real headless browser (Debian's chromium, driven by Selenium).
 
-A small real sweep, then `python -m benchflow ui` (MLflow's own server) over its
-store; the experiment's runs page must show the sweep's parent run, its child runs
-nested under it, and a child's `headline.per_iter_time_s` with the value MLflow
-stored. The screenshot is kept in test-artifacts/ (on failure too).
+A small real sweep, then `python -m benchflow ui` (MLflow's own server) over the
+sweep's default store; the experiment link that command prints must open the runs
+table, which shows the sweep's parent run, its child runs folded under it, and, once
+the column is picked with "Columns", each child's `headline.per_iter_time_s` as the
+browser prints the value MLflow stored. Rows and columns are found by their text
+(run names, the column's header); a row's `row-id` is its run id. The screenshot is
+kept at test-artifacts/mlflow_ui_experiment.png, after a failure too.
 
 Needs /usr/bin/chromium and /usr/bin/chromedriver (`make browser`, which `make test`
 runs, installs them with apt); without them the test is skipped, loudly.
@@ -11,41 +14,48 @@ runs, installs them with apt); without them the test is skipped, loudly.
 
 from __future__ import annotations
 
-import shutil
+import re
 import sys
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pytest
 from tests.conftest import REPO, SEARCHPATH, CliResult, ServerProcess, free_port, run_cli
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+# Debian's browser and its matching driver (`apt-get install chromium chromium-driver`).
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
 SCREENSHOT = REPO / "test-artifacts" / "mlflow_ui_experiment.png"
 METRIC = "headline.per_iter_time_s"
+CHILDREN = {"matmul_chain·eager·eval·float32", "matmul_chain·lazy_xla·eval·float32"}
 
 
 def _missing() -> str | None:
     try:
         import selenium  # noqa: F401
     except ImportError:
-        return "the selenium package (uv sync --locked installs it with the dev group)"
+        return "the selenium package (`uv sync --locked` installs it with the dev group)"
     for path in (CHROMIUM, CHROMEDRIVER):
-        if not Path(path).exists():
-            return path
+        if not path.exists():
+            return str(path)
     return None
 
 
 if (missing := _missing()) is not None:
     pytest.skip(
-        f"\n{'!' * 78}\nBROWSER TEST SKIPPED: {missing} is missing. Install Debian's browser "
-        "with `make browser` (apt-get install chromium chromium-driver, as root).\n"
-        f"{'!' * 78}",
+        f"\n{'!' * 78}\nMLFLOW UI BROWSER TEST SKIPPED: {missing} is missing. Install Debian's "
+        "chromium and its driver with `make browser` (as root: apt-get install chromium "
+        f"chromium-driver).\n{'!' * 78}",
         allow_module_level=True,
     )
 
 from selenium import webdriver  # noqa: E402
+from selenium.common.exceptions import (  # noqa: E402
+    StaleElementReferenceException,
+    TimeoutException,
+)
 from selenium.webdriver.chrome.options import Options  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
@@ -56,6 +66,7 @@ from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory: pytest.TempPathFactory) -> CliResult:
+    """Two jobs (eager, lazy XLA) into the default store of a scratch directory."""
     cwd = tmp_path_factory.mktemp("ui")
     res = run_cli(
         [
@@ -63,6 +74,7 @@ def sweep(tmp_path_factory: pytest.TempPathFactory) -> CliResult:
             SEARCHPATH,
             "model=matmul_chain",
             "model.size=tiny",
+            "dtype=float32",
             "xla=none,PJRT",
             "repeat=2",
             "iterations_per_run=2",
@@ -75,39 +87,63 @@ def sweep(tmp_path_factory: pytest.TempPathFactory) -> CliResult:
 
 
 @pytest.fixture(scope="module")
-def ui(sweep: CliResult) -> Iterator[str]:
+def ui(sweep: CliResult) -> Iterator[ServerProcess]:
     """`python -m benchflow ui` over the sweep's default store, on a free port."""
     port = free_port()
     cmd = [sys.executable, "-m", "benchflow", "ui", "--port", str(port)]
     server = ServerProcess(cmd, port, sweep.cwd / "ui.log", cwd=sweep.cwd)
-    yield server.start()
+    server.start()
+    yield server
     server.stop()
 
 
 @pytest.fixture
-def browser() -> Iterator[Any]:
+def browser(capsys: pytest.CaptureFixture[str]) -> Iterator[Any]:
+    SCREENSHOT.unlink(missing_ok=True)  # never mistake an old screenshot for this run's
     options = Options()
-    options.binary_location = CHROMIUM
+    options.binary_location = str(CHROMIUM)
     for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage"):
         options.add_argument(arg)
-    options.add_argument("--window-size=1900,1000")
+    options.add_argument("--window-size=1600,1000")
     # The driver path is given, so Selenium Manager never tries to download one.
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
     try:
         yield driver
     finally:
         SCREENSHOT.parent.mkdir(exist_ok=True)
         driver.save_screenshot(str(SCREENSHOT))  # after a failure too: what the UI showed
-        print(f"screenshot: {SCREENSHOT}")
+        with capsys.disabled():
+            print(f"\nMLflow UI screenshot ({driver.current_url}): {SCREENSHOT}")
         driver.quit()
 
 
-def _run_name_cell(run_id: str) -> str:
-    return f"[role=row][row-id='{run_id}'] [col-id^='attributes.`Run Name']"
+def as_browser_prints(value: float) -> str:
+    """A float as JavaScript's Number#toString prints it, as the runs table shows metrics:
+    the shortest digits that round-trip (as Python's repr), in plain decimal notation
+    for 1e-7 <= |value| < 1e21."""
+    if value == int(value) and abs(value) < 1e21:
+        return str(int(value))
+    if 1e-7 <= abs(value) < 1e21:
+        return format(Decimal(repr(value)), "f")
+    mantissa, _, exponent = repr(value).partition("e")
+    return f"{mantissa}e{int(exponent):+d}"
+
+
+def test_as_browser_prints() -> None:
+    assert as_browser_prints(0.003145043498079758) == "0.003145043498079758"
+    assert as_browser_prints(3e-05) == "0.00003"
+    assert as_browser_prints(1.5e-08) == "1.5e-8"
+    assert as_browser_prints(162795.84060207987) == "162795.84060207987"
+    assert as_browser_prints(2.0) == "2"
+
+
+def _row(name: str) -> tuple[str, str]:
+    """The runs table's row (role=row) that shows this run name."""
+    return By.XPATH, f"//*[@role='row'][.//*[normalize-space()='{name}']]"
 
 
 def test_experiment_page_shows_child_runs_and_a_metric(
-    sweep: CliResult, ui: str, browser: Any
+    sweep: CliResult, ui: ServerProcess, browser: Any
 ) -> None:
     from mlflow.tracking import MlflowClient
 
@@ -117,39 +153,74 @@ def test_experiment_page_shows_child_runs_and_a_metric(
     runs = client.search_runs([exp.experiment_id])
     (parent,) = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
     children = {r.info.run_name: r for r in runs if "mlflow.parentRunId" in r.data.tags}
-    assert set(children) == {"matmul_chain·eager·eval", "matmul_chain·lazy_xla·eval"}
+    assert set(children) == CHILDREN
 
+    # `benchflow ui` prints the experiment's link: MLflow 3 opens an experiment in its
+    # GenAI (traces) view unless the link asks for "Model training", which has the runs.
+    links = re.findall(r"runs of experiment benchflow: (\S+)", ui.log.read_text())
+    assert links == [f"{ui.url}/#/experiments/{exp.experiment_id}?workflowType=machine_learning"]
+    browser.get(links[0])
     wait = WebDriverWait(browser, 60)
-    browser.get(f"{ui}/#/experiments/{exp.experiment_id}/runs")
-    # The sweep's parent run is a row of the runs table, its children folded under it.
-    parent_cell = wait.until(
-        ec.visibility_of_element_located((By.CSS_SELECTOR, _run_name_cell(parent.info.run_id)))
-    )
-    assert parent.info.run_name in parent_cell.text
-    for close in browser.find_elements(By.CSS_SELECTOR, "button[aria-label='Close']"):
-        if close.is_displayed():  # fold MLflow's assistant side panel: more room for the table
-            close.click()
-    parent_cell.find_element(By.TAG_NAME, "button").click()  # unfold the children
-    for name, run in children.items():
-        cell = wait.until(
-            ec.visibility_of_element_located((By.CSS_SELECTOR, _run_name_cell(run.info.run_id)))
-        )
-        assert name in cell.text
 
-    # Show the headline metric as a column: Columns -> search -> pick it.
+    # The sweep's parent run is a row; its child runs are folded under it.
+    parent_row = wait.until(
+        ec.visibility_of_element_located(_row(parent.info.run_name)),
+        f"no row shows the sweep's run name {parent.info.run_name!r}",
+    )
+    assert parent_row.get_attribute("row-id") == parent.info.run_id
+    for name in children:
+        assert not browser.find_elements(*_row(name)), f"{name} is not nested under the sweep"
+    for close in browser.find_elements(
+        By.CSS_SELECTOR, "[data-component-id='mlflow.assistant.chat_panel.close']"
+    ):
+        if close.is_displayed():  # fold MLflow's assistant side panel: room for the table
+            close.click()
+    name_cell = f"//*[@role='gridcell'][.//*[normalize-space()='{parent.info.run_name}']]"
+    browser.find_element(By.XPATH, f"{name_cell}//button").click()  # unfold the sweep
+    for name, run in children.items():
+        row = wait.until(
+            ec.visibility_of_element_located(_row(name)),
+            f"no row shows the child run {name!r} after unfolding the sweep",
+        )
+        assert row.get_attribute("row-id") == run.info.run_id, name
+
+    # Show the metric as a column: Columns -> search -> pick it.
     browser.find_element(By.XPATH, "//button[normalize-space()='Columns']").click()
     search = wait.until(
-        ec.visibility_of_element_located((By.CSS_SELECTOR, "input[placeholder='Search columns']"))
+        ec.visibility_of_element_located((By.CSS_SELECTOR, "input[placeholder='Search columns']")),
+        "'Columns' opened no 'Search columns' box",
     )
     search.send_keys(METRIC)
     wait.until(
-        ec.element_to_be_clickable((By.XPATH, f"//*[normalize-space(text())='{METRIC}']"))
+        ec.element_to_be_clickable((By.XPATH, f"//*[normalize-space(text())='{METRIC}']")),
+        f"the column picker offers no {METRIC}",
     ).click()
     search.send_keys(Keys.ESCAPE)
+    header = wait.until(
+        ec.visibility_of_element_located(
+            (By.XPATH, f"//*[@role='columnheader'][@col-id][normalize-space()='{METRIC}']")
+        ),
+        f"no column header {METRIC} after picking it",
+    )
+    column = header.get_attribute("col-id")
 
-    for run in children.values():
-        selector = f"[role=row][row-id='{run.info.run_id}'] [col-id$='{METRIC}`']"
-        cell = wait.until(ec.visibility_of_element_located((By.CSS_SELECTOR, selector)))
-        wait.until(lambda _d, c=cell: c.text.strip() not in ("", "-"))
-        shown = float(cell.text.strip())
-        assert shown == pytest.approx(run.data.metrics[METRIC], rel=1e-6), run.info.run_name
+    # Each child's cell in that column shows the value MLflow stored, as the browser
+    # prints a number. Cells are found again at each poll: the table re-renders when
+    # MLflow refreshes the runs.
+    poll = WebDriverWait(browser, 60, ignored_exceptions=[StaleElementReferenceException])
+    for name, run in children.items():
+        expected = as_browser_prints(run.data.metrics[METRIC])
+        cell = (
+            By.XPATH,
+            f"//*[@role='row'][@row-id='{run.info.run_id}']"
+            f"//*[@role='gridcell'][@col-id='{column}']",
+        )
+
+        def shows(driver: Any, cell: tuple[str, str] = cell, expected: str = expected) -> bool:
+            return bool(driver.find_element(*cell).text.strip() == expected)
+
+        try:
+            poll.until(shows)
+        except TimeoutException:
+            shown = [e.text for e in browser.find_elements(*cell)]
+            pytest.fail(f"{name}: {METRIC} is {expected} in MLflow, the page shows {shown}")

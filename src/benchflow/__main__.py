@@ -25,6 +25,7 @@ def main() -> None:
         raise SystemExit(command.main(sys.argv[2:]))
 
     args = sys.argv[1:]
+    _check_launcher(args)
     _check_keys(args)
     _check_yaml(args)
     if "resume=true" in args:
@@ -96,6 +97,37 @@ def _resume_into(args: list[str]) -> list[str]:
         raise SystemExit(2)
     print(f"benchflow: resuming {found}", file=sys.stderr)
     return [*args, f"hydra.sweep.dir={found}"]
+
+
+# Launchers benchflow documents, and the distribution that brings each.
+_CORE = "`uv sync --locked` (a benchflow dependency)"
+_RAY = "`uv sync --locked --extra ray` or `pip install 'benchflow[ray]'` (make setup does)"
+LAUNCHERS = {
+    "joblib": ("hydra_plugins.hydra_joblib_launcher", "hydra-joblib-launcher", _CORE),
+    "submitit_local": ("hydra_plugins.hydra_submitit_launcher", "hydra-submitit-launcher", _CORE),
+    "submitit_slurm": ("hydra_plugins.hydra_submitit_launcher", "hydra-submitit-launcher", _CORE),
+    "ray": ("hydra_plugins.hydra_ray_launcher", "hydra-ray-launcher", _RAY),
+    "ray_local": ("hydra_plugins.hydra_ray_launcher", "hydra-ray-launcher", _RAY),
+}
+
+
+def _check_launcher(args: list[str]) -> None:
+    """hydra/launcher=X whose plugin is not installed: say how to get it (Hydra's own
+    message only lists the launchers it found)."""
+    import importlib.util
+
+    for arg in args:
+        if arg.startswith("hydra/launcher="):
+            name = arg.split("=", 1)[1]
+            module, dist, how = LAUNCHERS.get(name, (None, "", ""))
+            if module and importlib.util.find_spec(module) is None:
+                print(
+                    f"benchflow: error: hydra/launcher={name} needs {dist}, which is not "
+                    "installed here; allowed: basic (the default) or an installed launcher. "
+                    f"Install it with {how}",
+                    file=sys.stderr,
+                )
+                raise SystemExit(2)
 
 
 def _check_keys(args: list[str]) -> None:

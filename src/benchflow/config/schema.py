@@ -97,6 +97,13 @@ class BenchConfig:
     repeat: int = 5  # timed repeats; summaries are taken over these
     iterations_per_run: int = 5  # steps per repeat, timed together and divided
     warmup: int = 2  # untimed steps before the first repeat; the first is reported as cold start
+    adaptive_warmup: bool = False  # after `warmup`, step until nothing compiles and times settle
+    max_warmup: int = 50  # the cap on adaptive warm-up steps (warmup included)
+    adaptive_repeat: bool = False  # after `repeat`, add repeats until the CI is within target_ci
+    max_repeat: int = 50  # the cap on adaptive repeats
+    target_ci: float = 0.02  # adaptive repeats: 95% CI half-width / median to reach
+    prefork: bool = True  # fork each job from a process that has imported torch (vs spawn)
+    compile_cache: str = "cold"  # cold: a fresh Inductor/XLA cache per job | warm: shared
     batch_size: int | None = None  # null: the suite's or the model's default for the test
     dtype: str | None = None  # null: suite default (float32 for built-ins); bfloat16, amp, ...
     timeout_s: float = 900.0  # hard limit for one job's child process, compile included
@@ -104,7 +111,9 @@ class BenchConfig:
     verify: bool = False  # also check accuracy against eager and float64 (same job, after timing)
     seed: int = 1337  # seeds torch, numpy and random before the model is built
     matmul_precision: str = "high"  # torch.set_float32_matmul_precision
-    num_threads: int | None = None  # torch.set_num_threads in the child; null: torch default
+    num_threads: int | None = None  # torch.set_num_threads in the child; null: its CPU count
+    # Jobs running at once on a host never share cores: each waits for a free slot.
+    cpus_per_job: int | None = None  # cores per job, pinned; null: all, one job at a time
     baseline: str = "inductor"  # backend label the report computes speedups over (none = eager)
     fail_fast: bool = False  # stop the sweep at the first job that is not ok or skipped
     progress: bool = True  # live progress display in the terminal

@@ -50,6 +50,9 @@ def _at_least(key: str, value: float | None, low: float, *, exclusive: bool = Fa
         raise ConfigError(f"{key}={value!r} is out of range; allowed: a number {bound}")
 
 
+COMPILE_CACHE_CHOICES = ("cold", "warm")
+
+
 def check_values(cfg: BenchConfig) -> None:
     """Single-key checks: choices and ranges."""
     _choice("dynamo", cfg.dynamo.name, list(BACKENDS))
@@ -71,6 +74,22 @@ def check_values(cfg: BenchConfig) -> None:
     _at_least("batch_size", cfg.batch_size, 1)
     _at_least("timeout_s", cfg.timeout_s, 0, exclusive=True)
     _at_least("num_threads", cfg.num_threads, 1)
+    _at_least("max_warmup", cfg.max_warmup, 1)
+    _at_least("max_repeat", cfg.max_repeat, 1)
+    _at_least("target_ci", cfg.target_ci, 0, exclusive=True)
+    _choice("compile_cache", cfg.compile_cache, COMPILE_CACHE_CHOICES)
+    if cfg.adaptive_repeat and cfg.max_repeat < cfg.repeat:
+        raise ConfigError(
+            f"max_repeat={cfg.max_repeat} is below repeat={cfg.repeat} with adaptive_repeat=true;"
+            f" allowed: max_repeat >= {cfg.repeat}"
+        )
+    if cfg.cpus_per_job is not None:
+        cores = len(os.sched_getaffinity(0))
+        if not 1 <= cfg.cpus_per_job <= cores:
+            raise ConfigError(
+                f"cpus_per_job={cfg.cpus_per_job!r} is out of range; allowed: 1..{cores} "
+                f"(the CPUs this host gives benchflow) or null (all of them)"
+            )
     _choice("profile", cfg.profile.name, ("off", "torch"))
     for key in ("wait", "warmup", "repeat"):
         _at_least(f"profile.{key}", getattr(cfg.profile, key), 0)

@@ -24,6 +24,7 @@ from typing import Any
 from benchflow.config.schema import BenchConfig
 from benchflow.models.errors import ModelSkipped
 from benchflow.results.io import write_json_atomic
+from benchflow.runner.cpus import ENV_CPUS, pin_self
 
 log = logging.getLogger("benchflow.child")
 
@@ -81,8 +82,11 @@ def run(cfg: BenchConfig, out_dir: Path) -> dict[str, Any]:
 
     t_setup = time.perf_counter()
     torch.set_float32_matmul_precision(cfg.matmul_precision)
-    if cfg.num_threads:
-        torch.set_num_threads(cfg.num_threads)
+    # A CPU slot sets OMP_NUM_THREADS for a spawned child; a forked one loaded OpenMP
+    # before it got its environment, so the slot's size is set here too.
+    threads = cfg.num_threads or (len(os.sched_getaffinity(0)) if os.environ.get(ENV_CPUS) else 0)
+    if threads:
+        torch.set_num_threads(threads)
     prec = Precision(cfg.dtype, device.kind)
     dtype_name, model_dtype = prec.name, prec.model_dtype
 
@@ -115,6 +119,11 @@ def run(cfg: BenchConfig, out_dir: Path) -> dict[str, Any]:
         warmup=cfg.warmup,
         probes=probes,
         trace_time=cfg.xla.name == "PJRT",
+        adaptive_warmup=cfg.adaptive_warmup,
+        max_warmup=cfg.max_warmup,
+        adaptive_repeat=cfg.adaptive_repeat,
+        max_repeat=cfg.max_repeat,
+        target_ci=cfg.target_ci,
     )
     measure_s = time.perf_counter() - t_measure
 
@@ -162,6 +171,17 @@ def run(cfg: BenchConfig, out_dir: Path) -> dict[str, Any]:
             **profiled,
         },
         "summary": m.summary(),
+        "timing": {
+            "steady_state": m.steady_state,
+            "unsteady_repeats": m.unsteady,
+            "warmup_steps": m.warmup_steps,
+            "warmup_settled": m.warmup_settled,
+            "repeats": len(m.per_repeat.get("per_iter_time_s", [])),
+            "ci_rel": m.ci_rel,
+            "compile_cache": cfg.compile_cache,
+            "launch": os.environ.get("BENCHFLOW_LAUNCH", "spawn"),
+            "timer_resolution_s": time.get_clock_info("perf_counter").resolution,
+        },
         "child_timings": {
             "import_s": import_s,
             "setup_s": setup_s,
@@ -268,13 +288,14 @@ def main(argv: list[str]) -> int:
         print("usage: python -m benchflow.harness JOB.json", file=sys.stderr)
         return 2
     t0 = time.perf_counter()
+    cores = pin_self()  # the job's CPU slot, before torch starts its thread pools
     job = json.loads(Path(argv[0]).read_text())
     logging.basicConfig(
         level=logging.INFO,
         stream=sys.stderr,
         format=f"%(asctime)s [{job['name']}] %(levelname)s %(name)s: %(message)s",
     )
-    log.info("pid %d, job %s", os.getpid(), argv[0])
+    log.info("pid %d, job %s, CPUs %s", os.getpid(), argv[0], cores or "all")
     result: dict[str, Any] = {"status": "ok", "error": None, "versions": versions()}
     try:
         cfg = config_from_dict(job["config"])

@@ -48,6 +48,9 @@ class DynamoProbe:
             "dynamo_compile_time_s": sum(
                 compilation_time_metrics.get("_compile.compile_inner", [])
             ),
+            # Inductor's FX graph cache: a hit is a compile served from compile_cache
+            "inductor_fxgraph_cache_hit": counters["inductor"]["fxgraph_cache_hit"],
+            "inductor_fxgraph_cache_miss": counters["inductor"]["fxgraph_cache_miss"],
         }
 
     def delta(self, before: dict[str, float], after: dict[str, float]) -> dict[str, float]:

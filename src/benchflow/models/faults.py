@@ -193,3 +193,75 @@ class GraphBreaks(_Tiny):
                 return self.layers[3](x)
 
         return Net()
+
+
+class RecompilesOnce(MatmulChain):
+    """MatmulChain whose buffer changes dtype on the first forward, as TorchBench's
+    llama does with its cache: the second call runs a different graph, so dynamo
+    recompiles (its guard on the buffer's dtype fails) and lazy XLA compiles anew.
+    From the third call on, the graph is stable."""
+
+    def build_module(self, n: int) -> nn.Module:
+        import torch
+
+        chain = super().build_module(n)
+
+        class Net(nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.chain = chain
+                self.scale: torch.Tensor
+                self.register_buffer("scale", torch.ones((), dtype=torch.int32))
+
+            def forward(self, x: torch.Tensor) -> torch.Tensor:
+                if self.scale.dtype != torch.int64:
+                    self.scale = self.scale.to(torch.int64)  # once, on the first call
+                return self.chain(x) * self.scale.to(x.dtype)
+
+        return Net()
+
+    def make_inputs(self, module: nn.Module, batch_size: int) -> tuple[Any, ...]:
+        import torch
+
+        n = module.chain[0].in_features  # type: ignore[index,union-attr]
+        return (torch.randn(batch_size, n) / n**0.5,)
+
+
+_POLLUTED = False  # set by Leaky's step; a later job that sees it shares our process
+
+
+class Leaky(_Tiny):
+    """Checks, while it is built, that no earlier job left state behind in this
+    process; then, in its step, leaves some: a default dtype, an environment
+    variable, a module global, a compiled function in dynamo's cache. A second job
+    of it fails at build time if jobs share anything (the preforked interpreter's
+    isolation test)."""
+
+    def build_module(self, width: int) -> nn.Module:
+        import torch
+
+        leaks = []
+        if torch.get_default_dtype() != torch.float32:
+            leaks.append(f"default dtype {torch.get_default_dtype()}")
+        if os.environ.get("BENCHFLOW_LEAK"):
+            leaks.append("environment variable BENCHFLOW_LEAK")
+        if _POLLUTED:
+            leaks.append("module global _POLLUTED")
+        from torch._dynamo.utils import counters
+
+        if counters["frames"]["ok"]:
+            leaks.append(f"{counters['frames']['ok']} frame(s) in dynamo's cache")
+        if leaks:
+            raise RuntimeError("state leaked from an earlier job: " + ", ".join(leaks))
+        return super().build_module(width)
+
+    def eval(self) -> Any:
+        global _POLLUTED
+        import torch
+
+        out = self.model(*self.example_inputs)
+        torch.compile(lambda x: x * 2, backend="eager")(out)
+        torch.set_default_dtype(torch.float64)
+        os.environ["BENCHFLOW_LEAK"] = "1"
+        _POLLUTED = True
+        return out

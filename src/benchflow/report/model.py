@@ -111,8 +111,11 @@ class Entry:
     peak_bytes: float | None
     memory_kind: str | None  # "device" or "host RSS"
     verification: str
+    cv: float | None = None  # coefficient of variation of the per-iteration times
+    flags: list[str] = field(default_factory=list)  # why the timing is not to be trusted
     speedup: float | None = None
     memory_ratio: float | None = None
+    in_geomean: bool = True  # False: this row or its baseline is flagged
     note: str = ""
 
     @property
@@ -161,7 +164,10 @@ def make_entry(row: dict[str, Any], config: Config) -> Entry:
     device_peak = _median_of(metrics.get("peak_device_memory_bytes"))
     host_peak = _median_of(metrics.get("peak_host_rss_bytes"))
     peak, kind = (device_peak, "device") if device_peak else (host_peak, "host RSS")
+    cv = summary.get("cv")
     return Entry(
+        cv=float(cv) if cv is not None and row["status"] == "ok" else None,
+        flags=timing_flags(row) if row["status"] == "ok" else [],
         model=row["model"]["model_name"],
         test=row["experiment"]["test"],
         config=config,
@@ -176,6 +182,28 @@ def make_entry(row: dict[str, Any], config: Config) -> Entry:
         memory_kind=kind if peak else None,
         verification=row.get("verification_code") or "VERIFIER_SKIPPED",
     )
+
+
+# A row's timing is flagged, and kept out of the geomean, when its repeats vary by more
+# than this, when a timed repeat compiled, or when a repeat lasts a few timer ticks.
+CV_LIMIT = 0.10
+RESOLUTION_FACTOR = 1000
+
+
+def timing_flags(row: dict[str, Any]) -> list[str]:
+    flags = []
+    timing = row.get("timing") or {}
+    if timing.get("steady_state") is False:
+        first = (timing.get("unsteady_repeats") or [{}])[0]
+        flags.append(f"not steady: repeat {first.get('repeat')} {first.get('reason')}")
+    summary = row.get("summary", {}).get("per_iter_time_s") or {}
+    if (cv := summary.get("cv")) is not None and cv > CV_LIMIT:
+        flags.append(f"noisy: CV {cv:.0%} > {CV_LIMIT:.0%}")
+    totals = row.get("metrics", {}).get("total_time_s") or []
+    resolution = timing.get("timer_resolution_s")
+    if resolution and totals and min(totals) < RESOLUTION_FACTOR * resolution:
+        flags.append(f"a repeat lasts under {RESOLUTION_FACTOR} timer ticks ({resolution:g} s)")
+    return flags
 
 
 @dataclass
@@ -265,11 +293,23 @@ def build_report(rows: Sequence[dict[str, Any]], baseline: str = "inductor") -> 
             e.note = f"{_outcome(e)}: not in the geomean"
         elif e.time_s and ref.time_s:
             e.speedup = ref.time_s / e.time_s
+            if e.flags or ref.flags:
+                e.in_geomean = False
+                e.note = "; ".join(e.flags or [f"{base}: {f}" for f in ref.flags])
+                e.note += ": not in the geomean"
             if e.peak_bytes and ref.peak_bytes and e.memory_kind == ref.memory_kind:
                 e.memory_ratio = ref.peak_bytes / e.peak_bytes
     for e in entries:
         if e.config.backend == base and not e.passed:
             e.note = f"{_outcome(e)}: {e.model} has no baseline"
+        elif e.config.backend == base and e.flags:
+            e.note = "; ".join(e.flags)
+    flagged = sum(bool(e.flags) for e in entries)
+    if flagged:
+        notes.append(
+            f"{flagged} row(s) have timing not to be trusted (see their notes); "
+            "their speedups are shown but left out of the geomean"
+        )
     summaries = [
         _summarize(config, [e for e in entries if e.config == config], base)
         for config in _configs(entries)
@@ -293,7 +333,7 @@ def _configs(entries: Sequence[Entry]) -> list[Config]:
 def _summarize(config: Config, entries: list[Entry], base: str) -> Summary:
     counted = [e for e in entries if e.status != "skipped"]
     passed = [e for e in counted if e.passed]
-    speedups = [e.speedup for e in passed if e.speedup]
+    speedups = [e.speedup for e in passed if e.speedup and e.in_geomean]
     compiles = [e.compile_s for e in passed if e.compile_s is not None]
     ratios = [e.memory_ratio for e in passed if e.memory_ratio]
     is_base = config.backend == base

@@ -19,6 +19,7 @@ ENTRY_HEADER = [
     "status",
     "time (median)",
     "IQR",
+    "CV",
     "speedup",
     "compile",
     "peak mem",
@@ -62,6 +63,7 @@ def entry_cells(e: Entry, baseline: str) -> list[str]:
         e.status,
         format_time(e.time_s),
         format_time(e.iqr_s) if e.time_s is not None else "-",
+        f"{e.cv:.1%}" if e.cv is not None and e.time_s is not None else "-",
         speed,
         format_time(e.compile_s),
         mem,
@@ -124,7 +126,8 @@ def markdown_table(header: Sequence[str], body: Sequence[Sequence[str]]) -> str:
 
 def definitions(report: Report) -> str:
     return (
-        f"time: median per-iteration time over the repeats (IQR: their interquartile range); "
+        "time: median per-iteration time over the repeats (IQR: their interquartile range; "
+        "CV: their std / mean); "
         f"speedup: {report.baseline} time / this time (> 1 is faster); "
         "compile: first call minus a steady step; "
         f"memory ratio: {report.baseline} peak / this peak; "

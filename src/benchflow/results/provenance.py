@@ -24,6 +24,7 @@ NOT_MEASURED = (
     "baseline",
     "resume",
     "retry",
+    "prefork",
 )
 
 

@@ -56,6 +56,7 @@ def build_row(
         "warmup": cfg.warmup,
         "metrics": child.get("metrics", {}),
         "summary": child.get("summary", {}),
+        "timing": child.get("timing", {}),
         "timestamp": time.time(),
         "verification_code": child.get(
             "verification_code",

@@ -36,16 +36,23 @@ class Outcome:
     result: dict[str, Any] | None  # the child's result.json, when it wrote one
 
 
-def _kill_tree(proc: subprocess.Popen[bytes]) -> None:
+def _kill_group(pid: int) -> list[psutil.Process]:
+    """SIGKILL the job's process group and every descendant that left it; returns the
+    descendants, for the caller to wait on once the job's own process is reaped."""
     try:
-        descendants = psutil.Process(proc.pid).children(recursive=True)
+        descendants = psutil.Process(pid).children(recursive=True)
     except psutil.NoSuchProcess:
         descendants = []
     with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
+        os.killpg(pid, signal.SIGKILL)
     for child in descendants:
         with contextlib.suppress(psutil.NoSuchProcess):
             child.kill()
+    return descendants
+
+
+def _kill_tree(proc: subprocess.Popen[bytes]) -> None:
+    descendants = _kill_group(proc.pid)
     proc.wait()
     psutil.wait_procs(descendants, timeout=5)
 
@@ -68,12 +75,20 @@ def run_isolated(
     result_path: Path | None = None,
     log_prefix: str = "",
     env: dict[str, str] | None = None,
+    prefork: bool = False,
 ) -> Outcome:
-    """Run ``python -m benchflow.harness job_file``; logs go to job_dir/{stdout,stderr}.log."""
+    """Run ``python -m benchflow.harness job_file``; logs go to job_dir/{stdout,stderr}.log.
+    prefork: fork it from this process's zygote (torch already imported) instead."""
     result_path = result_path or job_dir / "child_result.json"
     result_path.unlink(missing_ok=True)
     stdout_path = job_dir / f"{log_prefix}stdout.log"
     stderr_path = job_dir / f"{log_prefix}stderr.log"
+    if prefork:
+        forked = _run_forked(job_file, timeout_s, stdout_path, stderr_path, env)
+        if isinstance(forked, Outcome):
+            return forked
+        if forked is not None:
+            return _classify(forked[0], forked[1], result_path, stderr_path)
     cmd = [sys.executable, "-m", "benchflow.harness", str(job_file)]
     start = time.perf_counter()
     with stdout_path.open("wb") as out, stderr_path.open("wb") as err:
@@ -100,7 +115,65 @@ def run_isolated(
         # Grandchildren (compile workers) must not outlive their job.
         _kill_tree(proc)
     wall = time.perf_counter() - start
+    return _classify(returncode, wall, result_path, stderr_path)
 
+
+def _run_forked(
+    job_file: Path,
+    timeout_s: float,
+    stdout_path: Path,
+    stderr_path: Path,
+    env: dict[str, str] | None,
+) -> tuple[int | None, float] | Outcome | None:
+    """The job as a child forked from this process's zygote; None if the zygote cannot
+    be used (it is then reported, and the caller spawns instead)."""
+    from benchflow.runner.zygote import ZygoteError, shared
+
+    try:
+        zygote = shared()  # started already by start_zygote(), normally
+        zygote.wait_ready()
+        start = time.perf_counter()
+        pid = zygote.fork(job_file, Path.cwd(), env or {}, stdout_path, stderr_path)
+    except (ZygoteError, OSError) as exc:
+        log.warning("preforked interpreter unavailable (%s): spawning a fresh one", exc)
+        return None
+    try:
+        returncode = zygote.wait(timeout_s)
+    except KeyboardInterrupt:
+        _reap(zygote, pid)
+        wall = time.perf_counter() - start
+        return Outcome(
+            "interrupted", "interrupted (Ctrl-C or SIGTERM to the sweep)", None, wall, None
+        )
+    if returncode is None:
+        _reap(zygote, pid)
+        wall = time.perf_counter() - start
+        return Outcome("timeout", f"no result after timeout_s={timeout_s:g}", None, wall, None)
+    # Grandchildren (compile workers) must not outlive their job.
+    psutil.wait_procs(_kill_group(pid), timeout=5)
+    return returncode, time.perf_counter() - start
+
+
+def start_zygote(cores: list[int]) -> float | None:
+    """Start this process's zygote on `cores` and wait until it has imported torch,
+    so the job that follows is timed from its fork; returns the import time, or
+    None if the zygote could not start (the job is then spawned)."""
+    from benchflow.runner.zygote import ZygoteError, shared
+
+    try:
+        return shared(cores).wait_ready()
+    except (ZygoteError, OSError) as exc:
+        log.warning("preforked interpreter unavailable (%s): jobs will be spawned", exc)
+        return None
+
+
+def _reap(zygote: Any, pid: int) -> None:
+    descendants = _kill_group(pid)
+    zygote.wait(None)
+    psutil.wait_procs(descendants, timeout=5)
+
+
+def _classify(returncode: int | None, wall: float, result_path: Path, stderr_path: Path) -> Outcome:
     result = None
     if result_path.exists():
         try:

@@ -22,9 +22,15 @@ log = logging.getLogger(__name__)
 
 
 def dump_ir(
-    job: dict[str, Any], job_dir: Path, formats: list[str], xla_dump: bool, timeout_s: float
+    job: dict[str, Any],
+    job_dir: Path,
+    formats: list[str],
+    xla_dump: bool,
+    timeout_s: float,
+    base_env: dict[str, str] | None = None,
 ) -> tuple[list[str], list[str]]:
-    """Run the IR passes; returns (files written, relative to job_dir; notes)."""
+    """Run the IR passes (children with `base_env` added, such as their CPU slot);
+    returns (files written, relative to job_dir; notes)."""
     ir_dir = job_dir / "ir"
     ir_dir.mkdir(exist_ok=True)
     passes: list[tuple[str | None, bool]] = [
@@ -35,7 +41,7 @@ def dump_ir(
     files, notes = [], []
     for fmt, with_xla_dump in passes:
         label = fmt or "xla_dump"
-        env: dict[str, str] = {}
+        env: dict[str, str] = dict(base_env or {})
         raw = ir_dir / f".graphs.{label}"
         if fmt:
             env.update(XLA_SAVE_TENSORS_FILE=str(raw), XLA_SAVE_TENSORS_FMT=fmt)
@@ -62,7 +68,7 @@ def dump_ir(
 
 
 def dump_inductor_code(
-    job: dict[str, Any], job_dir: Path, timeout_s: float
+    job: dict[str, Any], job_dir: Path, timeout_s: float, base_env: dict[str, str] | None = None
 ) -> tuple[list[str], list[str]]:
     """One more pass with TORCH_COMPILE_DEBUG into a fresh Inductor cache, so the
     generated code is written, not served from the cache; keeps each graph's
@@ -71,6 +77,7 @@ def dump_inductor_code(
     out.mkdir(parents=True, exist_ok=True)
     debug_dir = out / ".debug"
     env = {
+        **(base_env or {}),
         "TORCH_COMPILE_DEBUG": "1",
         "TORCH_COMPILE_DEBUG_DIR": str(debug_dir),
         "TORCHINDUCTOR_CACHE_DIR": str(out / ".cache"),

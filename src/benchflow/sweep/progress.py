@@ -62,6 +62,11 @@ def running(enabled: bool, num: int, total: int, name: str) -> Iterator[None]:
         yield
 
 
+def note(text: str) -> None:
+    """A line about the sweep itself (waiting for CPUs, and such)."""
+    console.print(f"[dim]{text}[/]", soft_wrap=True)
+
+
 def report(row: dict[str, Any], num: int, total: int, tally: Counter[str]) -> None:
     status = row["status"]
     per_iter = headline(row)

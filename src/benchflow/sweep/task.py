@@ -10,7 +10,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import shutil
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -32,7 +34,8 @@ from benchflow.models.torchbench_index import not_implemented
 from benchflow.results.io import current, read_jsonl, record_row, write_json_atomic
 from benchflow.results.provenance import fingerprint, provenance
 from benchflow.results.row import build_row
-from benchflow.runner.isolated import Outcome, run_isolated
+from benchflow.runner.cpus import child_env, cpu_slot, span
+from benchflow.runner.isolated import Outcome, run_isolated, start_zygote
 from benchflow.suite.rules import decide
 from benchflow.sweep import progress
 from benchflow.sweep.ir import dump_inductor_code, dump_ir
@@ -168,35 +171,35 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
     if skip_reason:
         outcome = Outcome("skipped", skip_reason, None, 0.0, None)
     else:
-        job_file = job_dir / "job.json"
-        write_json_atomic(
-            job_file,
-            {
-                "name": name,
-                "config": dataclasses.asdict(bench),
-                "result_path": str(job_dir / "child_result.json"),
-            },
-        )
-        with progress.running(bench.progress, num, total, name):
-            outcome = run_isolated(job_file, job_dir, bench.timeout_s)
-
-    if wants_ir and outcome.status == "ok":
-        ir_files, ir_notes = dump_ir(
-            json.loads((job_dir / "job.json").read_text()),
-            job_dir,
-            list(bench.ir.formats),
-            bench.ir.xla_dump,
-            bench.timeout_s,
-        )
-        job["ir_files"] = ir_files
-        notes += ir_notes
-    if wants_code and outcome.status == "ok":
-        code_files, code_notes = dump_inductor_code(
-            json.loads((job_dir / "job.json").read_text()), job_dir, bench.timeout_s
-        )
-        job["ir_files"] = job.get("ir_files", []) + code_files
-        notes += code_notes
+        asked = time.perf_counter()
+        with cpu_slot(bench.cpus_per_job, f"{name} in {sweep_dir}", progress.note) as cores:
+            job["cpus"] = span(cores)
+            job["cpu_wait_s"] = time.perf_counter() - asked
+            if bench.prefork:
+                # Once per process that runs jobs: torch imported, on this slot's cores.
+                start_zygote(cores)
+            job["started_at"] = time.time()  # with wall_time_s: when the child ran
+            env = child_env(cores, bench.num_threads) | compile_cache_env(bench, job_dir)
+            outcome = _run_child(bench, name, job_dir, num, total, env)
+            if wants_ir and outcome.status == "ok":
+                ir_files, ir_notes = dump_ir(
+                    json.loads((job_dir / "job.json").read_text()),
+                    job_dir,
+                    list(bench.ir.formats),
+                    bench.ir.xla_dump,
+                    bench.timeout_s,
+                    env,
+                )
+                job["ir_files"] = ir_files
+                notes += ir_notes
+            if wants_code and outcome.status == "ok":
+                code_files, code_notes = dump_inductor_code(
+                    json.loads((job_dir / "job.json").read_text()), job_dir, bench.timeout_s, env
+                )
+                job["ir_files"] = job.get("ir_files", []) + code_files
+                notes += code_notes
     job["notes"] = notes
+    shutil.rmtree(job_dir / COLD_CACHE, ignore_errors=True)  # megabytes of generated code
 
     child = outcome.result or {}
     timings = child.get("child_timings", {})
@@ -243,6 +246,42 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
         # so the sweep still ends with one row per job and its summary.
         (sweep_dir / ABORT_FILE).write_text(f"job {num} ({name}) ended {outcome.status}")
     return row
+
+
+COLD_CACHE = ".compile_cache"
+
+
+def compile_cache_env(bench: BenchConfig, job_dir: Path) -> dict[str, str]:
+    """compile_cache=cold: a fresh Inductor cache for this job (and XLA's in-memory one,
+    which dies with the child), so compile times never depend on what ran before.
+    warm: one cache shared by every job ($BENCHFLOW_CACHE_DIR, default
+    ~/.cache/benchflow), Inductor's and XLA's persistent one, as a second run sees."""
+    if bench.compile_cache == "cold":
+        return {"TORCHINDUCTOR_CACHE_DIR": str(job_dir / COLD_CACHE / "inductor")}
+    import os
+
+    root = Path(os.environ.get("BENCHFLOW_CACHE_DIR") or Path.home() / ".cache" / "benchflow")
+    return {
+        "TORCHINDUCTOR_CACHE_DIR": str(root / "inductor"),
+        "XLA_PERSISTENT_CACHE_PATH": str(root / "xla"),
+        "XLA_PERSISTENT_CACHE_READ_ONLY": "0",
+    }
+
+
+def _run_child(
+    bench: BenchConfig, name: str, job_dir: Path, num: int, total: int, env: dict[str, str]
+) -> Outcome:
+    job_file = job_dir / "job.json"
+    write_json_atomic(
+        job_file,
+        {
+            "name": name,
+            "config": dataclasses.asdict(bench),
+            "result_path": str(job_dir / "child_result.json"),
+        },
+    )
+    with progress.running(bench.progress, num, total, name):
+        return run_isolated(job_file, job_dir, bench.timeout_s, env=env, prefork=bench.prefork)
 
 
 def _read_json(path: Path) -> Any:

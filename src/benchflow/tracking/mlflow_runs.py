@@ -87,6 +87,54 @@ HTTP_DEFAULTS = {
 }
 
 
+# SQLite lets one writer at a time; Python's sqlite3 waits 5 s for the lock, then MLflow
+# raises "database is locked". Jobs of a parallel launcher log at the same moments (start,
+# end), so a call that met the lock is tried again: it was one transaction, rolled back.
+LOCK_RETRY_S = 120.0
+
+
+def _locked_db(exc: BaseException) -> bool:
+    seen: BaseException | None = exc
+    while seen is not None:
+        if "database is locked" in str(seen):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+class RetryingClient:
+    """MlflowClient whose calls are tried again, with backoff, while SQLite is locked."""
+
+    def __init__(self, client: Any, budget_s: float = LOCK_RETRY_S) -> None:
+        self._client = client
+        self._budget_s = budget_s
+        self.lock_retries = 0  # calls that met a locked database (for tests and logs)
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._client, name)
+        if not callable(attr):
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            import random
+            import time
+
+            deadline = time.monotonic() + self._budget_s
+            delay = 0.05
+            while True:
+                try:
+                    return attr(*args, **kwargs)
+                except Exception as exc:
+                    if not _locked_db(exc) or time.monotonic() > deadline:
+                        raise
+                    self.lock_retries += 1
+                    log.info("MLflow %s: database is locked; trying again", name)
+                    time.sleep(delay * (1 + random.random()))
+                    delay = min(delay * 2, 2.0)
+
+        return call
+
+
 class Tracker:
     """An MLflow tracking store and one experiment in it."""
 
@@ -98,17 +146,24 @@ class Tracker:
         from mlflow.tracking import MlflowClient
 
         self.uri = cfg.tracking_uri or default_tracking_uri(project_dir)
-        self.client = MlflowClient(tracking_uri=self.uri)
+        self.client = RetryingClient(MlflowClient(tracking_uri=self.uri))
         exp = self.client.get_experiment_by_name(cfg.experiment)
         if exp is not None:
             self.experiment_id = exp.experiment_id
-        else:
-            artifacts = None
-            if self.uri.startswith("sqlite:"):  # embedded store: artifacts beside the db
-                artifacts = (project_dir / "mlartifacts").resolve().as_uri()
+            return
+        artifacts = None
+        if self.uri.startswith("sqlite:"):  # embedded store: artifacts beside the db
+            artifacts = (project_dir / "mlartifacts").resolve().as_uri()
+        try:
             self.experiment_id = self.client.create_experiment(
                 cfg.experiment, artifact_location=artifacts
             )
+        except Exception:
+            # Another worker created it in between.
+            exp = self.client.get_experiment_by_name(cfg.experiment)
+            if exp is None:
+                raise
+            self.experiment_id = exp.experiment_id
 
     def start_run(
         self,

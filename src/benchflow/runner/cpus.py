@@ -1,0 +1,153 @@
+"""CPU slots: jobs that run at once on one host never time on the same cores.
+
+A host's CPUs (this process's affinity: a SLURM or cgroup allocation is respected)
+are cut into slots of ``cpus_per_job`` cores; ``null`` means one slot of all of
+them. Before its child starts, a job takes a free slot with an exclusive
+``flock`` on one lock file per core (all of the slot's, or none), in a host-wide folder
+(``$BENCHFLOW_CPU_LOCK_DIR``, default ``<tmp>/benchflow-cpus-<uid>``). Its child is
+pinned to those cores and runs that many threads. With no free slot the job waits,
+so a parallel launcher (or a second sweep on the same host) can never make two
+timed jobs share cores: ``hydra.launcher.n_jobs=2`` runs two jobs at once only with
+``cpus_per_job`` at most half the cores. The kernel drops a lock when its holder
+dies, so a crashed sweep leaves nothing stale.
+
+Hydra's launchers have no such notion (joblib, submitit and Ray each limit how many
+jobs run, not which cores they use), hence this module.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+ENV_LOCK_DIR = "BENCHFLOW_CPU_LOCK_DIR"
+ENV_CPUS = "BENCHFLOW_CPUS"  # the child's cores, "0,1": it pins itself before importing torch
+POLL_S = 0.2
+
+
+def available() -> list[int]:
+    """The cores this process may run on."""
+    return sorted(os.sched_getaffinity(0))
+
+
+def slots(cpus_per_job: int | None, cores: list[int] | None = None) -> list[list[int]]:
+    """Disjoint runs of `cpus_per_job` cores (the remainder is left idle)."""
+    cores = available() if cores is None else cores
+    n = cpus_per_job or len(cores)
+    if n > len(cores):
+        raise ValueError(
+            f"cpus_per_job={n}, but this host gives benchflow {len(cores)} CPUs "
+            f"({span(cores)}); allowed: 1..{len(cores)} or null (all of them)"
+        )
+    return [cores[i : i + n] for i in range(0, len(cores) - n + 1, n)]
+
+
+def span(cores: list[int]) -> str:
+    """[0, 1, 2, 5] -> "0-2,5"."""
+    parts: list[str] = []
+    start = prev = None
+    for c in cores:
+        if prev is not None and c == prev + 1:
+            prev = c
+            continue
+        if start is not None:
+            parts.append(f"{start}-{prev}" if prev != start else f"{start}")
+        start = prev = c
+    if start is not None:
+        parts.append(f"{start}-{prev}" if prev != start else f"{start}")
+    return ",".join(parts)
+
+
+def lock_dir() -> Path:
+    default = Path(tempfile.gettempdir()) / f"benchflow-cpus-{os.getuid()}"
+    return Path(os.environ.get(ENV_LOCK_DIR) or default)
+
+
+def _holder(path: Path) -> str:
+    try:
+        return path.read_text().strip() or "another process"
+    except OSError:
+        return "another process"
+
+
+def _try_lock(folder: Path, cores: list[int], owner: str) -> list[int] | None:
+    """All of `cores` or none: one lock file per core, so slots of different sizes
+    (two sweeps with different cpus_per_job) still exclude each other."""
+    fds: list[int] = []
+    for core in cores:
+        fd = os.open(folder / f"cpu{core}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            _release(fds)
+            return None
+        fds.append(fd)
+    for fd in fds:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()}: {owner}\n".encode(), 0)
+    return fds
+
+
+def _release(fds: list[int]) -> None:
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, 0)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def cpu_slot(
+    cpus_per_job: int | None,
+    owner: str,
+    on_wait: Callable[[str], None] | None = None,
+) -> Iterator[list[int]]:
+    """Hold a free slot for the block (waiting for one if needed); yields its cores."""
+    choices = slots(cpus_per_job)
+    folder = lock_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    told = False
+    while True:
+        for cores in choices:
+            fds = _try_lock(folder, cores, owner)
+            if fds is None:
+                continue
+            try:
+                yield cores
+            finally:
+                _release(fds)
+            return
+        if not told and on_wait is not None:
+            holders = sorted({_holder(folder / f"cpu{c}.lock") for c in available()})
+            on_wait(
+                f"waiting for a free CPU slot (cpus_per_job={cpus_per_job}): " + "; ".join(holders)
+            )
+            told = True
+        time.sleep(POLL_S)
+
+
+def child_env(cores: list[int], num_threads: int | None) -> dict[str, str]:
+    """Environment for a job's child: its cores, and thread pools sized to them (a
+    launcher's worker may carry its own limits, such as Ray's OMP_NUM_THREADS=1)."""
+    threads = str(num_threads or len(cores))
+    return {
+        ENV_CPUS: ",".join(map(str, cores)),
+        "OMP_NUM_THREADS": threads,
+        "MKL_NUM_THREADS": threads,
+    }
+
+
+def pin_self() -> list[int] | None:
+    """In the child, before torch is imported: run on the cores the job was given."""
+    value = os.environ.get(ENV_CPUS)
+    if not value:
+        return None
+    cores = [int(c) for c in value.split(",")]
+    os.sched_setaffinity(0, cores)
+    return cores

@@ -1,0 +1,200 @@
+"""A preforked interpreter: torch imported once, a fresh forked child per job.
+
+Importing torch costs seconds per job (more on a busy host); a job's own work can
+take less. The zygote is a process that imports torch, then forks one child per
+job on request. Each child is still its own process (its own session, so the
+parent's timeout kills its whole group), starts from the zygote's pristine state
+(nothing was seeded, compiled, or placed on a device there), and runs the same
+``benchflow.harness.child.main`` a spawned child runs.
+
+What is not preloaded, and why: torch_xla. Its import reads per-job settings
+(``XLA_FLAGS``, the IR dump's ``XLA_SAVE_TENSORS_*``, ``PJRT_DEVICE``) and sets up
+runtime state, so a forked child imports it itself, after its environment is set.
+CUDA is never initialized in the zygote (forking after CUDA init is unsafe); a
+child initializes it after the fork.
+
+Protocol (one job at a time; the task process that owns the zygote runs jobs one
+after another): the parent writes one JSON line ``{"job", "cwd", "env", "stdout",
+"stderr"}``; the zygote forks, answers ``{"pid"}``, waits for the child, then
+answers ``{"pid", "returncode"}`` (negative: killed by that signal, as Popen).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import logging
+import os
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import IO, Any
+
+from benchflow.runner.cpus import ENV_CPUS, pin_self
+
+log = logging.getLogger(__name__)
+
+PRELOAD = ("torch",)
+
+
+class ZygoteError(RuntimeError):
+    pass
+
+
+class Zygote:
+    """The parent's handle on one zygote process."""
+
+    def __init__(self, cores: list[int] | None = None) -> None:
+        # The import runs on the cores of the job that asked for the zygote (its CPU
+        # slot), so it never competes with a job timing on other cores.
+        env = dict(os.environ)
+        if cores:
+            env[ENV_CPUS] = ",".join(map(str, cores))
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "benchflow.runner.zygote"],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=None,  # the zygote's own errors go to the sweep's stderr
+            start_new_session=True,  # a Ctrl-C at the terminal reaches the parent only
+        )
+        self._ready = False
+
+    def _read(self, timeout: float | None) -> dict[str, Any] | None:
+        out = self.proc.stdout
+        assert out is not None
+        ready, _, _ = select.select([out], [], [], timeout)
+        if not ready:
+            return None
+        line = out.readline()
+        if not line:
+            raise ZygoteError(f"the zygote exited (code {self.proc.poll()})")
+        data: dict[str, Any] = json.loads(line)
+        return data
+
+    def wait_ready(self, timeout: float = 300.0) -> float:
+        """Block until the zygote has imported torch; returns how long that took."""
+        if not self._ready:
+            msg = self._read(timeout)
+            if msg is None or "ready" not in msg:
+                raise ZygoteError(f"the zygote did not start: {msg}")
+            self._ready = True
+            self.import_s = float(msg["ready"])
+        return self.import_s
+
+    def fork(
+        self, job_file: Path, cwd: Path, env: dict[str, str], stdout: Path, stderr: Path
+    ) -> int:
+        self.wait_ready()
+        request = {
+            "job": str(job_file),
+            "cwd": str(cwd),
+            "env": env,
+            "stdout": str(stdout),
+            "stderr": str(stderr),
+        }
+        stdin = self.proc.stdin
+        assert stdin is not None
+        stdin.write((json.dumps(request) + "\n").encode())
+        stdin.flush()
+        msg = self._read(60.0)
+        if msg is None or "pid" not in msg:
+            raise ZygoteError(f"the zygote did not fork: {msg}")
+        return int(msg["pid"])
+
+    def wait(self, timeout: float | None) -> int | None:
+        """The child's return code, or None if it is still running after `timeout`."""
+        msg = self._read(timeout)
+        return None if msg is None else int(msg["returncode"])
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            if self.proc.stdin:
+                self.proc.stdin.close()
+            self.proc.wait(timeout=10)
+        if self.proc.poll() is None:
+            self.proc.kill()
+
+
+_zygote: Zygote | None = None
+
+
+def shared(cores: list[int] | None = None) -> Zygote:
+    """This process's zygote, started on first use (and again if it died); `cores`:
+    where its start-up may run (the CPU slot of the job that starts it)."""
+    global _zygote
+    if _zygote is None or not _zygote.alive():
+        _zygote = Zygote(cores)
+        atexit.register(_zygote.close)
+    return _zygote
+
+
+def _run_child(request: dict[str, Any]) -> int:
+    """In the forked child: become the job's process, as a spawned child would be."""
+    os.setsid()
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    out = os.open(request["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    err = os.open(request["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(devnull, 0)
+    os.dup2(out, 1)
+    os.dup2(err, 2)
+    os.closerange(3, 1 << 16)  # the zygote's pipes and anything else it held
+    sys.stdin = open(0, closefd=False)  # noqa: SIM115
+    sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115
+    sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
+    os.environ.update(request["env"])
+    os.environ["BENCHFLOW_LAUNCH"] = "fork"  # the row says how the child started
+    os.chdir(request["cwd"])
+    sys.argv = [sys.executable, "-m", "benchflow.harness", request["job"]]
+    from benchflow.harness.child import main
+
+    return main([request["job"]])
+
+
+def serve(stdin: IO[bytes], stdout: IO[bytes]) -> None:
+    t0 = time.perf_counter()
+    allowed = os.sched_getaffinity(0)
+    pin_self()  # import on the starting job's cores only
+    for module in PRELOAD:
+        __import__(module)
+    # Modules every job imports next; cheap, but not free.
+    import benchflow.harness.child  # noqa: F401
+
+    # Forked children pin themselves to their own job's cores.
+    os.sched_setaffinity(0, allowed)
+    os.environ.pop(ENV_CPUS, None)
+
+    def say(data: dict[str, Any]) -> None:
+        stdout.write((json.dumps(data) + "\n").encode())
+        stdout.flush()
+
+    say({"ready": time.perf_counter() - t0})
+    for line in stdin:
+        request = json.loads(line)
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                code = _run_child(request)
+            except BaseException:
+                import traceback
+
+                traceback.print_exc()
+            finally:
+                with contextlib.suppress(Exception):
+                    sys.stdout.flush()
+                    sys.stderr.flush()
+                os._exit(code)
+        say({"pid": pid})
+        _, status = os.waitpid(pid, 0)
+        say({"pid": pid, "returncode": os.waitstatus_to_exitcode(status)})
+
+
+if __name__ == "__main__":
+    serve(sys.stdin.buffer, sys.stdout.buffer)

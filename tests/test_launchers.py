@@ -1,0 +1,276 @@
+"""Fan-out on Hydra's real launchers: the same 8-job sweep under basic, joblib (n_jobs=2),
+submitit's local executor and a local Ray instance on 127.0.0.1 gives the same result
+rows, every job's MLflow run exactly once in one SQLite store written by concurrent
+workers, and jobs that ran at the same time never shared a core (CPU slots)."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.conftest import SEARCHPATH, CliResult, run_cli, sweep_runs
+
+from benchflow.results.row import headline
+from benchflow.runner import cpus
+from benchflow.tracking.sync import LOGGED_TAG
+
+# 8 jobs: 4 that time a small model and 4 that fail in their step (a failure must be
+# the same row whichever launcher ran it). cpus_per_job=1: two jobs at a time on 2 cores.
+SWEEP = [
+    "-m",
+    SEARCHPATH,
+    "model=matmul_chain,fault_raise",
+    "model.size=tiny",
+    "dtype=float32,bfloat16",
+    "repeat=2,3",
+    # ~0.5 s of timed work per ok job on one core: long enough that jobs given to two
+    # workers at once overlap in time (the check that they never share a core).
+    "iterations_per_run=10",
+    "warmup=3",
+    "cpus_per_job=1",
+]
+LAUNCHERS = {
+    "basic": [],
+    "joblib": ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"],
+    "submitit_local": ["hydra/launcher=submitit_local"],
+    "ray": ["hydra/launcher=ray_local"],
+}
+PARALLEL = [name for name in LAUNCHERS if name != "basic"]
+# basic and joblib run in the default suite; submitit's and Ray's sweeps (2-3 min each
+# on 2 CPUs: 8 processes at once, a Ray instance) in `make test-full`.
+SLOW = {"submitit_local", "ray"}
+
+
+def each(names: list[str]) -> list[Any]:
+    return [pytest.param(n, marks=[pytest.mark.full] if n in SLOW else []) for n in names]
+
+
+TWO_CORES = len(os.sched_getaffinity(0)) >= 2
+
+_sweeps: dict[str, CliResult] = {}
+
+
+def sweep(name: str, root: Path) -> CliResult:
+    """Each launcher's sweep runs once per test session, in its own folder and store."""
+    if name not in _sweeps:
+        cwd = root / name
+        cwd.mkdir(exist_ok=True)
+        result = run_cli([*SWEEP, *LAUNCHERS[name]], cwd, timeout=600)
+        assert result.returncode == 0, result.stderr[-4000:]
+        _sweeps[name] = result
+    return _sweeps[name]
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("launchers")
+
+
+def identity(row: dict[str, Any]) -> tuple[str, str, str, str | None]:
+    """What must not depend on the launcher: the job, its outcome and its error."""
+    return (row["job"]["fingerprint"], row["job"]["name"], row["status"], row["error"])
+
+
+@pytest.mark.parametrize("launcher", each(list(LAUNCHERS)))
+def test_same_rows_under_every_launcher(launcher: str, root: Path) -> None:
+    rows = sweep(launcher, root).rows()
+    assert len(rows) == 8 and not any(r.get("superseded_by") for r in rows)
+    assert Counter(r["status"] for r in rows) == {"ok": 4, "failed": 4}
+    assert len({r["job"]["fingerprint"] for r in rows}) == 8
+    if launcher != "basic":
+        basic = sweep("basic", root).rows()
+        assert sorted(map(identity, rows)) == sorted(map(identity, basic))
+    for row in rows:
+        if row["status"] == "ok":
+            # Pinned to one core, the child ran one thread, whatever the launcher's
+            # worker environment said (Ray sets OMP_NUM_THREADS=1, joblib its own).
+            assert row["experiment"]["num_threads"] == 1
+            assert (headline(row) or 0) > 0
+        assert row["job"]["cpus"] in ("0", "1") or not TWO_CORES
+
+
+@pytest.mark.parametrize("launcher", each(list(LAUNCHERS)))
+def test_every_job_has_one_mlflow_run(launcher: str, root: Path) -> None:
+    result = sweep(launcher, root)
+    rows = result.rows()
+    parents, children = sweep_runs(f"sqlite:///{result.cwd / 'mlflow.db'}")
+    (parent,) = parents
+    assert len(children) == 8
+    assert {c.data.tags["mlflow.parentRunId"] for c in children} == {parent.info.run_id}
+    # A job run is complete when its last tag, benchflow.logged = the row's id, is set.
+    logged = Counter(c.data.tags.get(LOGGED_TAG) for c in children)
+    assert logged == Counter(r["row_id"] for r in rows)
+    by_run = {c.info.run_id: c for c in children}
+    for row in rows:
+        run = by_run[row["job"]["mlflow_run_id"]]
+        assert run.info.status == ("FINISHED" if row["status"] == "ok" else "FAILED")
+    assert parent.info.status == "FINISHED"
+
+
+@pytest.mark.skipif(not TWO_CORES, reason="needs 2 CPUs to run two pinned jobs at once")
+@pytest.mark.parametrize("launcher", each(PARALLEL))
+def test_jobs_ran_at_once_but_never_on_the_same_core(launcher: str, root: Path) -> None:
+    rows = sweep(launcher, root).rows()
+    spans = [
+        (r["job"]["started_at"], r["job"]["started_at"] + r["job"]["wall_time_s"], r["job"]["cpus"])
+        for r in rows
+    ]
+    overlapping = [
+        (a, b) for a, b in itertools.combinations(spans, 2) if a[0] < b[1] and b[0] < a[1]
+    ]
+    assert overlapping, f"{launcher} ran the 8 jobs one after another: {spans}"
+    assert all(a[2] != b[2] for a, b in overlapping), overlapping
+
+
+def test_basic_launcher_runs_one_job_at_a_time(root: Path) -> None:
+    rows = sweep("basic", root).rows()
+    spans = sorted(
+        (r["job"]["started_at"], r["job"]["started_at"] + r["job"]["wall_time_s"]) for r in rows
+    )
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans))
+
+
+# --- CPU slots ------------------------------------------------------------------------
+
+
+def test_slots_cut_the_cores_into_disjoint_runs() -> None:
+    assert cpus.slots(2, [0, 1, 2, 3, 4]) == [[0, 1], [2, 3]]
+    assert cpus.slots(None, [0, 1, 2]) == [[0, 1, 2]]
+    assert cpus.slots(1, [3, 7]) == [[3], [7]]
+    assert cpus.span([0, 1, 2, 5, 7, 8]) == "0-2,5,7-8"
+    with pytest.raises(ValueError, match=r"cpus_per_job=3, but this host gives benchflow 2 CPUs"):
+        cpus.slots(3, [0, 1])
+
+
+def test_a_job_waits_while_another_process_holds_its_cores(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real second process (another sweep on this host, with cpus_per_job=1) holds one
+    core; a job that wants all of them waits, says who holds what, and goes on the
+    moment the holder exits: slots of different sizes exclude each other."""
+    monkeypatch.setenv(cpus.ENV_LOCK_DIR, str(tmp_path))
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\n"
+            "from benchflow.runner.cpus import cpu_slot\n"
+            "with cpu_slot(1, 'the other sweep'):\n"
+            "    print('held', flush=True); time.sleep(3)\n",
+        ],
+        env={**os.environ, cpus.ENV_LOCK_DIR: str(tmp_path)},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    said: list[str] = []
+    start = time.monotonic()
+    with cpu_slot_of(None, said) as cores:
+        waited = time.monotonic() - start  # the holder keeps its core for 3 s
+    holder.wait(timeout=30)
+    assert cores == cpus.available()
+    assert 2.0 < waited < 30, waited
+    (line,) = said
+    assert "waiting for a free CPU slot (cpus_per_job=None)" in line
+    assert f"pid {holder.pid}: the other sweep" in line
+
+
+def cpu_slot_of(n: int | None, said: list[str]) -> Any:
+    return cpus.cpu_slot(n, "test", said.append)
+
+
+@pytest.mark.skipif(not TWO_CORES, reason="needs 2 CPUs")
+def test_concurrent_jobs_get_disjoint_slots_and_a_third_waits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(cpus.ENV_LOCK_DIR, str(tmp_path))
+    n_slots = len(cpus.slots(1))
+    got: list[list[int]] = []
+    release = threading.Event()
+    all_in = threading.Barrier(n_slots + 1)
+
+    def job() -> None:
+        with cpu_slot_of(1, []) as cores:
+            got.append(cores)
+            all_in.wait()
+            release.wait()
+
+    threads = [threading.Thread(target=job) for _ in range(n_slots)]
+    for t in threads:
+        t.start()
+    all_in.wait(timeout=30)
+    assert sorted(c for (c,) in got) == cpus.available()  # one core each, none shared
+    said: list[str] = []
+
+    def late_job() -> None:
+        with cpu_slot_of(1, said):
+            pass
+
+    late = threading.Thread(target=late_job, daemon=True)
+    late.start()
+    time.sleep(1.0)
+    assert said and "waiting for a free CPU slot (cpus_per_job=1)" in said[0]
+    release.set()
+    for t in threads:
+        t.join(timeout=30)
+    late.join(timeout=30)
+    assert not late.is_alive()  # it got a slot once the others let go
+
+
+def test_child_env_sizes_thread_pools_to_the_slot() -> None:
+    assert cpus.child_env([2, 3], None) == {
+        "BENCHFLOW_CPUS": "2,3",
+        "OMP_NUM_THREADS": "2",
+        "MKL_NUM_THREADS": "2",
+    }
+    assert cpus.child_env([2, 3], 1)["OMP_NUM_THREADS"] == "1"
+
+
+# --- SQLite under concurrent writers ----------------------------------------------------
+
+LOCK_DB = (
+    "import sqlite3, sys, time\n"
+    "db = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+    "db.execute('BEGIN EXCLUSIVE')\n"
+    "print('locked', flush=True)\n"
+    "time.sleep(float(sys.argv[2]))\n"
+    "db.execute('COMMIT')\n"
+)
+
+
+def hold_write_lock(db: Path, seconds: float) -> subprocess.Popen[str]:
+    """Another process that holds SQLite's write lock, as a second job logging would."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", LOCK_DB, str(db), str(seconds)], stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "locked"
+    return proc
+
+
+def test_sqlite_store_waits_out_a_locked_database(tmp_path: Path) -> None:
+    """MLflow asks SQLite to wait 20 s for a write lock (PRAGMA busy_timeout), then
+    raises "database is locked"; the tracker tries the call again, and nothing is lost.
+    The lock here outlasts MLflow's wait, so the retry is what saves the metric."""
+    from mlflow.tracking import MlflowClient
+
+    from benchflow.config.schema import MlflowConfig
+    from benchflow.tracking.mlflow_runs import Tracker
+
+    tracker = Tracker(MlflowConfig(), tmp_path)
+    run_id = tracker.start_run("job")
+    holder = hold_write_lock(tmp_path / "mlflow.db", 25)
+    start = time.monotonic()
+    tracker.log_metrics(run_id, {"per_iter_time_s": 0.25}, {})
+    assert holder.wait(timeout=60) == 0
+    assert tracker.client.lock_retries >= 1  # MLflow alone raised once
+    assert time.monotonic() - start >= 20
+    run = MlflowClient(tracker.uri).get_run(run_id)
+    assert run.data.metrics == {"per_iter_time_s": 0.25}

@@ -1,0 +1,84 @@
+"""The preforked interpreter (prefork=true, the default): each job is a fresh child
+forked from a process that already imported torch. Isolation holds: no state leaks
+from one job to the next, and a crash or a timeout still ends only its own job."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import psutil
+from tests.conftest import SEARCHPATH, run_cli
+
+LEAKY = [
+    "-m",
+    SEARCHPATH,
+    "model=leaky",
+    "seed=1,2,3",
+    "repeat=1",
+    "iterations_per_run=1",
+    "warmup=0",
+    "mlflow.enabled=false",
+]
+
+
+def test_leaky_model_detects_shared_state() -> None:
+    """The control: two Leaky jobs in one process do see each other's state."""
+    code = (
+        "from benchflow.models.faults import Leaky\n"
+        "Leaky('eval', size='tiny').eval()\n"
+        "Leaky('eval', size='tiny')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode != 0
+    assert "state leaked from an earlier job: default dtype torch.float64" in proc.stderr
+    assert "environment variable BENCHFLOW_LEAK, module global _POLLUTED" in proc.stderr
+    assert "frame(s) in dynamo's cache" in proc.stderr
+
+
+def test_forked_jobs_share_no_state(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    res = run_cli(LEAKY, tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    rows = res.rows()
+    assert [r["status"] for r in rows] == ["ok", "ok", "ok"], [r["error"] for r in rows]
+    assert {r["timing"]["launch"] for r in rows} == {"fork"}
+
+
+def test_prefork_false_spawns(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    res = run_cli([*LEAKY, "seed=1", "prefork=false"], tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    (row,) = res.rows()
+    assert row["status"] == "ok" and row["timing"]["launch"] == "spawn"
+    # torch is imported in the spawned child, and not in a forked one
+    assert row["job"]["child_import_s"] > 0.2
+
+
+def test_crash_and_timeout_end_only_their_own_job(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    res = run_cli(
+        [
+            "-m",
+            SEARCHPATH,
+            "model=fault_segfault,fault_hang,matmul_chain",
+            "model.size=tiny",
+            "dtype=float32",
+            "repeat=1",
+            "iterations_per_run=1",
+            "warmup=0",
+            "timeout_s=10",
+            "mlflow.enabled=false",
+        ],
+        tmp_path,
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    rows = res.rows()
+    assert [r["status"] for r in rows] == ["crashed", "timeout", "ok"]
+    assert "SIGSEGV" in rows[0]["error"]
+    assert rows[2]["timing"]["launch"] == "fork"  # the zygote outlived both
+    time.sleep(0.5)
+    left = [
+        p.pid
+        for p in psutil.process_iter(["cmdline"])
+        if str(tmp_path) in " ".join(p.info["cmdline"] or [])
+    ]
+    assert not left, left  # no job process, no grandchild (the hang's sleeper) left

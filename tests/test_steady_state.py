@@ -1,0 +1,141 @@
+"""Steady state is checked, not assumed: a model that recompiles on its second call
+(a buffer changes dtype on the first forward, as in TorchBench's llama) is flagged
+when a timed repeat compiles, and adaptive warm-up gets its steady-state time right.
+Compile caches are cold per job by default, warm (shared) on request."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.conftest import SEARCHPATH, CliResult, run_cli
+
+from benchflow.harness.timing import compiled, median_ci_rel, settled
+from benchflow.report.model import build_report, timing_flags
+
+RECOMPILES = [
+    SEARCHPATH,
+    "model=recompiles",
+    "model.size=tiny",
+    "dtype=float32",
+    "warmup=0",
+    "repeat=3",
+    "iterations_per_run=2",
+    "mlflow.enabled=false",
+]
+
+
+def test_compiled_names_what_compiled() -> None:
+    assert compiled({"xla_CompileTime_number": 2.0}) == "XLA compiled 2 graph(s)"
+    assert compiled({"dynamo_unique_graphs": 1.0, "dynamo_frames_ok": 1.0}) == (
+        "dynamo made 1 new graph(s)"
+    )
+    assert compiled({"dynamo_compile_time_s": 0.25}) == "dynamo/Inductor compiled for 0.250 s"
+    assert compiled({"xla_CompileTime_number": 0.0, "dynamo_unique_graphs": 0.0}) is None
+
+
+def test_settled_and_ci() -> None:
+    assert not settled([1.0, 1.0])  # too few steps
+    assert settled([5.0, 1.00, 1.02, 0.99])
+    assert not settled([1.0, 1.5, 1.0])
+    assert median_ci_rel([1.0]) is None
+    assert median_ci_rel([1.0, 1.0, 1.0]) == 0.0
+    ci = median_ci_rel([1.0, 1.1, 0.9, 1.0])
+    assert ci is not None and 0.05 < ci < 0.1
+
+
+@pytest.fixture(scope="module")
+def inductor_sweep(tmp_path_factory: pytest.TempPathFactory) -> CliResult:
+    cwd = tmp_path_factory.mktemp("steady")
+    res = run_cli(["-m", *RECOMPILES, "dynamo=inductor", "adaptive_warmup=false,true"], cwd)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return res
+
+
+def _by_mode(rows: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    fixed = next(r for r in rows if not r["timing"]["warmup_settled"])
+    adaptive = next(r for r in rows if r["timing"]["warmup_settled"])
+    return fixed, adaptive
+
+
+def test_a_recompile_in_a_timed_repeat_is_flagged(inductor_sweep: CliResult) -> None:
+    fixed, _ = _by_mode(inductor_sweep.rows())
+    timing = fixed["timing"]
+    assert fixed["status"] == "ok" and timing["steady_state"] is False
+    assert timing["warmup_steps"] == 0 and timing["warmup_settled"] is None
+    ((where),) = timing["unsteady_repeats"]
+    assert where["repeat"] == 0 and "dynamo made 1 new graph" in where["reason"]
+    series = fixed["metrics"]["per_iter_time_s"]
+    assert series[0] > 5 * max(series[1:])  # the recompile landed in repeat 0
+    assert fixed["metrics"]["dynamo_unique_graphs"] == [1.0, 0.0, 0.0]
+    assert timing_flags(fixed)[0].startswith("not steady: repeat 0 dynamo made 1 new graph")
+
+
+def test_adaptive_warmup_reaches_the_steady_state(inductor_sweep: CliResult) -> None:
+    fixed, adaptive = _by_mode(inductor_sweep.rows())
+    timing = adaptive["timing"]
+    assert timing["steady_state"] is True and timing["unsteady_repeats"] == []
+    # call 1 is the cold start, call 2 recompiles, then 3 quiet, settled steps
+    assert timing["warmup_settled"] is True and timing["warmup_steps"] >= 4
+    assert adaptive["metrics"]["dynamo_unique_graphs"] == [0.0, 0.0, 0.0]
+    steady = statistics.median(fixed["metrics"]["per_iter_time_s"][1:])
+    got = adaptive["summary"]["per_iter_time_s"]["median"]
+    assert 0.5 * steady < got < 2 * steady, (got, steady)
+    assert not timing_flags(adaptive) or timing_flags(adaptive)[0].startswith("noisy")
+
+
+def test_the_report_flags_the_unsteady_row_and_keeps_it_out_of_the_geomean(
+    inductor_sweep: CliResult,
+) -> None:
+    report = build_report(inductor_sweep.rows(), baseline="inductor")
+    flagged = [e for e in report.entries if e.flags]
+    assert flagged and all(e.row["timing"]["steady_state"] is False for e in flagged)
+    assert any("not steady" in e.note for e in flagged)
+    assert any("timing not to be trusted" in n for n in report.notes)
+
+
+def test_lazy_xla_recompile_is_flagged_by_xla_compile_count(tmp_path: Path) -> None:
+    res = run_cli([*RECOMPILES, "xla=PJRT", "repeat=2"], tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    (row,) = [r for p in (tmp_path / "runs").glob("*/*") for r in _rows(p)]
+    assert row["timing"]["steady_state"] is False
+    assert row["timing"]["unsteady_repeats"][0]["repeat"] == 0
+    assert "XLA compiled" in row["timing"]["unsteady_repeats"][0]["reason"]
+    assert row["metrics"]["xla_CompileTime_number"][0] >= 1
+    assert row["metrics"]["xla_CompileTime_number"][1] == 0
+
+
+def _rows(run_dir: Path) -> list[dict[str, Any]]:
+    import json
+
+    path = run_dir / "result.json"
+    return [json.loads(path.read_text())] if path.exists() else []
+
+
+@pytest.mark.full
+def test_compile_cache_cold_per_job_and_warm_when_shared(tmp_path: Path) -> None:
+    """The same graphs compiled by 4 jobs in order (warm, cold, warm, cold): only the
+    second warm job is served by the cache; cold jobs always compile from scratch."""
+    res = run_cli(
+        [
+            "-m",
+            *RECOMPILES,
+            "dynamo=inductor",
+            "adaptive_warmup=false,true",
+            "compile_cache=warm,cold",
+        ],
+        tmp_path,
+        BENCHFLOW_CACHE_DIR=str(tmp_path / "shared-cache"),
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    rows = sorted(res.rows(), key=lambda r: r["job"]["num"])
+    caches = [r["timing"]["compile_cache"] for r in rows]
+    assert caches == ["warm", "cold", "warm", "cold"]
+    hits = [r["metrics"]["cold_inductor_fxgraph_cache_hit"] for r in rows]
+    misses = [r["metrics"]["cold_inductor_fxgraph_cache_miss"] for r in rows]
+    assert hits == [0, 0, hits[2], 0] and hits[2] >= 1, hits
+    assert misses[0] >= 1 and misses[1] >= 1 and misses[3] >= 1, misses
+    assert (tmp_path / "shared-cache" / "inductor").is_dir()
+    assert not list((tmp_path / "multirun").glob("*/*/*/.compile_cache"))  # cold ones removed

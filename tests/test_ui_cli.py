@@ -1,0 +1,97 @@
+"""`python -m benchflow ui`: its arguments, the `mlflow ui` command it becomes, and the
+links it prints (the browser test, test_ui_browser.py, opens the UI itself)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchflow import ui
+
+
+def test_help_is_fast_and_imports_neither_torch_nor_mlflow(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "benchflow", "ui", "--help"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "--tracking-uri" in proc.stdout and "--port" in proc.stdout
+    imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines()}
+    assert not {m for m in imported if m.split(".")[0] in ("torch", "mlflow", "torch_xla")}
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--port", "0"], "--port=0; allowed: 1..65535"),
+        (["--workers", "0"], "--workers=0; allowed: >= 1"),
+        (
+            ["--tracking-uri", "http://127.0.0.1:5000"],
+            "is an MLflow server, which serves its own UI: open http://127.0.0.1:5000",
+        ),
+    ],
+)
+def test_bad_arguments_exit_2(args: list[str], message: str, tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchflow", "ui", *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+
+
+def test_becomes_mlflow_ui_over_the_sweeps_default_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from mlflow.tracking import MlflowClient
+
+    from benchflow.tracking.mlflow_runs import default_tracking_uri
+
+    store = default_tracking_uri(tmp_path)
+    client = MlflowClient(store)
+    exp_id = client.create_experiment("benchflow")
+    client.create_experiment("empty")  # no runs: no link
+    client.create_run(exp_id, run_name="a run")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", raising=False)
+    execs: list[list[str]] = []
+    monkeypatch.setattr(os, "execv", lambda path, argv: execs.append(list(argv)))
+
+    assert ui.main(["--port", "5123"]) == 0
+    (cmd,) = execs
+    assert cmd[0] == str(Path(sys.executable).parent / "mlflow") and cmd[1] == "ui"
+    opts = dict(zip(cmd[2::2], cmd[3::2], strict=True))
+    assert opts == {
+        "--host": "127.0.0.1",
+        "--port": "5123",
+        "--backend-store-uri": store,
+        "--default-artifact-root": (tmp_path / "mlartifacts").resolve().as_uri(),
+        "--workers": "1",
+    }
+    assert os.environ["MLFLOW_SERVER_ENABLE_JOB_EXECUTION"] == "false"
+    out = capsys.readouterr().out
+    assert f"MLflow UI at http://127.0.0.1:5123 over {store}" in out
+    assert (
+        f"runs of experiment benchflow: http://127.0.0.1:5123/#/experiments/{exp_id}"
+        "?workflowType=machine_learning"
+    ) in out
+    assert "empty" not in out and "Default" not in out
+
+
+def test_tracking_uri_and_artifacts_are_passed_on(tmp_path: Path) -> None:
+    args = ui.parser().parse_args(
+        ["--tracking-uri", f"sqlite:///{tmp_path}/x.db", "--artifacts", str(tmp_path / "art")]
+    )
+    cmd = ui.command(args)
+    assert cmd[cmd.index("--backend-store-uri") + 1] == f"sqlite:///{tmp_path}/x.db"
+    assert cmd[cmd.index("--default-artifact-root") + 1] == (tmp_path / "art").as_uri()
+    assert ui.experiment_links(f"sqlite:///{tmp_path}/x.db", "http://h:1") == []  # no store yet
