@@ -82,3 +82,40 @@ def test_crash_and_timeout_end_only_their_own_job(tmp_path) -> None:  # type: ig
         if str(tmp_path) in " ".join(p.info["cmdline"] or [])
     ]
     assert not left, left  # no job process, no grandchild (the hang's sleeper) left
+
+
+def test_xla_jobs_fork_from_a_zygote_that_imported_torch_xla(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Lazy XLA and openxla jobs fork from the `xla` zygote (torch_xla already
+    imported): each child creates its own PJRT client and runs. A job whose own
+    environment sets XLA variables (a warm XLA cache) imports torch_xla after the fork."""
+    res = run_cli(
+        [
+            "-m",
+            SEARCHPATH,
+            "model=matmul_chain",
+            "model.size=tiny",
+            "dtype=float32",
+            "dynamo=none,openxla",
+            "xla=PJRT",
+            "compile_cache=cold,warm",
+            "repeat=1",
+            "iterations_per_run=2",
+            "warmup=1",
+            "mlflow.enabled=false",
+        ],
+        tmp_path,
+        BENCHFLOW_CACHE_DIR=str(tmp_path / "cache"),
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    rows = res.rows()
+    assert [r["status"] for r in rows] == ["ok"] * 4, [r["error"] for r in rows]
+    for row in rows:
+        timing = row["timing"]
+        assert timing["launch"] == "fork"
+        expected = ["torch", "torch_xla"] if timing["compile_cache"] == "cold" else ["torch"]
+        assert timing["preloaded"] == expected, row["job"]["name"]
+        assert row["experiment"]["xla"] == "PJRT"
+        assert row["metrics"]["xla_ExecuteTime_number"][0] >= 2  # it really ran on XLA
+        # torch_xla's import (6-9 s) is not paid by a job forked after it
+        if expected == ["torch", "torch_xla"]:
+            assert row["job"]["child_import_s"] < 1.0, row["job"]["child_import_s"]

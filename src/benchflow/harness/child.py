@@ -180,6 +180,8 @@ def run(cfg: BenchConfig, out_dir: Path) -> dict[str, Any]:
             "ci_rel": m.ci_rel,
             "compile_cache": cfg.compile_cache,
             "launch": os.environ.get("BENCHFLOW_LAUNCH", "spawn"),
+            # forked: what the zygote had imported (the rest was imported in the job)
+            "preloaded": [m for m in os.environ.get("BENCHFLOW_PRELOADED", "").split(",") if m],
             "timer_resolution_s": time.get_clock_info("perf_counter").resolution,
         },
         "child_timings": {

@@ -75,16 +75,17 @@ def run_isolated(
     result_path: Path | None = None,
     log_prefix: str = "",
     env: dict[str, str] | None = None,
-    prefork: bool = False,
+    prefork: str | None = None,
 ) -> Outcome:
     """Run ``python -m benchflow.harness job_file``; logs go to job_dir/{stdout,stderr}.log.
-    prefork: fork it from this process's zygote (torch already imported) instead."""
+    prefork: fork it from this process's zygote of that kind (``torch``, ``xla``: what
+    it imported already) instead."""
     result_path = result_path or job_dir / "child_result.json"
     result_path.unlink(missing_ok=True)
     stdout_path = job_dir / f"{log_prefix}stdout.log"
     stderr_path = job_dir / f"{log_prefix}stderr.log"
     if prefork:
-        forked = _run_forked(job_file, timeout_s, stdout_path, stderr_path, env)
+        forked = _run_forked(prefork, job_file, timeout_s, stdout_path, stderr_path, env)
         if isinstance(forked, Outcome):
             return forked
         if forked is not None:
@@ -119,6 +120,7 @@ def run_isolated(
 
 
 def _run_forked(
+    kind: str,
     job_file: Path,
     timeout_s: float,
     stdout_path: Path,
@@ -130,7 +132,7 @@ def _run_forked(
     from benchflow.runner.zygote import ZygoteError, shared
 
     try:
-        zygote = shared()  # started already by start_zygote(), normally
+        zygote = shared(kind)  # started already by start_zygote(), normally
         zygote.wait_ready()
         start = time.perf_counter()
         pid = zygote.fork(job_file, Path.cwd(), env or {}, stdout_path, stderr_path)
@@ -154,14 +156,14 @@ def _run_forked(
     return returncode, time.perf_counter() - start
 
 
-def start_zygote(cores: list[int]) -> float | None:
-    """Start this process's zygote on `cores` and wait until it has imported torch,
+def start_zygote(kind: str, cores: list[int]) -> float | None:
+    """Start this process's zygote of `kind` on `cores` and wait until it has imported,
     so the job that follows is timed from its fork; returns the import time, or
     None if the zygote could not start (the job is then spawned)."""
     from benchflow.runner.zygote import ZygoteError, shared
 
     try:
-        return shared(cores).wait_ready()
+        return shared(kind, cores).wait_ready()
     except (ZygoteError, OSError) as exc:
         log.warning("preforked interpreter unavailable (%s): jobs will be spawned", exc)
         return None

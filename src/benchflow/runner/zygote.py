@@ -7,11 +7,16 @@ parent's timeout kills its whole group), starts from the zygote's pristine state
 (nothing was seeded, compiled, or placed on a device there), and runs the same
 ``benchflow.harness.child.main`` a spawned child runs.
 
-What is not preloaded, and why: torch_xla. Its import reads per-job settings
-(``XLA_FLAGS``, the IR dump's ``XLA_SAVE_TENSORS_*``, ``PJRT_DEVICE``) and sets up
-runtime state, so a forked child imports it itself, after its environment is set.
-CUDA is never initialized in the zygote (forking after CUDA init is unsafe); a
-child initializes it after the fork.
+Two kinds, each started on first use: ``torch`` (torch imported) and ``xla``
+(torch and torch_xla: importing torch_xla costs 6-9 s here, more than most jobs).
+torch_xla's import sets up no device: PJRT's client is created at a child's first
+device use, so children forked after the import get their own client. The import
+does read some settings, so the zygote imports it with ``PJRT_SELECT_DEFAULT_DEVICE=0``
+(each child picks its own ``PJRT_DEVICE``), and a job whose environment sets any
+``XLA_*`` or ``PJRT_*`` variable (an XLA persistent cache, dump flags) is forked from
+the ``torch`` zygote and imports torch_xla itself, after its environment is set
+(``kind_for``). IR dump passes are spawned. CUDA is never initialized in a zygote
+(forking after CUDA init is unsafe); a child initializes it after the fork.
 
 Protocol (one job at a time; the task process that owns the zygote runs jobs one
 after another): the parent writes one JSON line ``{"job", "cwd", "env", "stdout",
@@ -37,7 +42,17 @@ from benchflow.runner.cpus import ENV_CPUS, pin_self
 
 log = logging.getLogger(__name__)
 
-PRELOAD = ("torch",)
+# What each kind of zygote imports before it forks.
+KINDS = {"torch": ("torch",), "xla": ("torch", "torch_xla")}
+ENV_PRELOADED = "BENCHFLOW_PRELOADED"  # in a forked child: what was imported before it
+
+
+def kind_for(needs_xla: bool, env: dict[str, str]) -> str:
+    """The zygote a job forks from: torch_xla preloaded only for XLA jobs whose own
+    environment does not change what torch_xla reads (see the module's doc)."""
+    if needs_xla and not any(k.startswith(("XLA_", "PJRT_")) for k in env):
+        return "xla"
+    return "torch"
 
 
 class ZygoteError(RuntimeError):
@@ -47,14 +62,15 @@ class ZygoteError(RuntimeError):
 class Zygote:
     """The parent's handle on one zygote process."""
 
-    def __init__(self, cores: list[int] | None = None) -> None:
+    def __init__(self, kind: str = "torch", cores: list[int] | None = None) -> None:
+        self.kind = kind
         # The import runs on the cores of the job that asked for the zygote (its CPU
         # slot), so it never competes with a job timing on other cores.
         env = dict(os.environ)
         if cores:
             env[ENV_CPUS] = ",".join(map(str, cores))
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "benchflow.runner.zygote"],
+            [sys.executable, "-m", "benchflow.runner.zygote", kind],
             env=env,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -122,20 +138,20 @@ class Zygote:
             self.proc.kill()
 
 
-_zygote: Zygote | None = None
+_zygotes: dict[str, Zygote] = {}
 
 
-def shared(cores: list[int] | None = None) -> Zygote:
-    """This process's zygote, started on first use (and again if it died); `cores`:
-    where its start-up may run (the CPU slot of the job that starts it)."""
-    global _zygote
-    if _zygote is None or not _zygote.alive():
-        _zygote = Zygote(cores)
-        atexit.register(_zygote.close)
-    return _zygote
+def shared(kind: str = "torch", cores: list[int] | None = None) -> Zygote:
+    """This process's zygote of `kind`, started on first use (and again if it died);
+    `cores`: where its start-up may run (the CPU slot of the job that starts it)."""
+    zygote = _zygotes.get(kind)
+    if zygote is None or not zygote.alive():
+        zygote = _zygotes[kind] = Zygote(kind, cores)
+        atexit.register(zygote.close)
+    return zygote
 
 
-def _run_child(request: dict[str, Any]) -> int:
+def _run_child(request: dict[str, Any], preloaded: tuple[str, ...]) -> int:
     """In the forked child: become the job's process, as a spawned child would be."""
     os.setsid()
     devnull = os.open(os.devnull, os.O_RDONLY)
@@ -150,6 +166,7 @@ def _run_child(request: dict[str, Any]) -> int:
     sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
     os.environ.update(request["env"])
     os.environ["BENCHFLOW_LAUNCH"] = "fork"  # the row says how the child started
+    os.environ[ENV_PRELOADED] = ",".join(preloaded)
     os.chdir(request["cwd"])
     sys.argv = [sys.executable, "-m", "benchflow.harness", request["job"]]
     from benchflow.harness.child import main
@@ -157,12 +174,20 @@ def _run_child(request: dict[str, Any]) -> int:
     return main([request["job"]])
 
 
-def serve(stdin: IO[bytes], stdout: IO[bytes]) -> None:
+def serve(kind: str, stdin: IO[bytes], stdout: IO[bytes]) -> None:
     t0 = time.perf_counter()
     allowed = os.sched_getaffinity(0)
     pin_self()  # import on the starting job's cores only
-    for module in PRELOAD:
+    preload = KINDS[kind]
+    # torch_xla must not pick a PJRT device for every child at import (a user's
+    # own PJRT_SELECT_DEFAULT_DEVICE is kept).
+    no_select = "torch_xla" in preload and "PJRT_SELECT_DEFAULT_DEVICE" not in os.environ
+    if no_select:
+        os.environ["PJRT_SELECT_DEFAULT_DEVICE"] = "0"
+    for module in preload:
         __import__(module)
+    if no_select:
+        del os.environ["PJRT_SELECT_DEFAULT_DEVICE"]
     # Modules every job imports next; cheap, but not free.
     import benchflow.harness.child  # noqa: F401
 
@@ -181,7 +206,7 @@ def serve(stdin: IO[bytes], stdout: IO[bytes]) -> None:
         if pid == 0:
             code = 1
             try:
-                code = _run_child(request)
+                code = _run_child(request, preload)
             except BaseException:
                 import traceback
 
@@ -197,4 +222,4 @@ def serve(stdin: IO[bytes], stdout: IO[bytes]) -> None:
 
 
 if __name__ == "__main__":
-    serve(sys.stdin.buffer, sys.stdout.buffer)
+    serve(sys.argv[1] if len(sys.argv) > 1 else "torch", sys.stdin.buffer, sys.stdout.buffer)

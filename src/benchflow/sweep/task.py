@@ -36,6 +36,7 @@ from benchflow.results.provenance import fingerprint, provenance
 from benchflow.results.row import build_row
 from benchflow.runner.cpus import child_env, cpu_slot, span
 from benchflow.runner.isolated import Outcome, run_isolated, start_zygote
+from benchflow.runner.zygote import kind_for
 from benchflow.suite.rules import decide
 from benchflow.sweep import progress
 from benchflow.sweep.ir import dump_inductor_code, dump_ir
@@ -175,12 +176,13 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
         with cpu_slot(bench.cpus_per_job, f"{name} in {sweep_dir}", progress.note) as cores:
             job["cpus"] = span(cores)
             job["cpu_wait_s"] = time.perf_counter() - asked
-            if bench.prefork:
-                # Once per process that runs jobs: torch imported, on this slot's cores.
-                start_zygote(cores)
-            job["started_at"] = time.time()  # with wall_time_s: when the child ran
             env = child_env(cores, bench.num_threads) | compile_cache_env(bench, job_dir)
-            outcome = _run_child(bench, name, job_dir, num, total, env)
+            zygote = kind_for(bench.xla.name == "PJRT", env) if bench.prefork else None
+            if zygote:
+                # Once per process that runs jobs and kind: the imports, on this slot's cores.
+                start_zygote(zygote, cores)
+            job["started_at"] = time.time()  # with wall_time_s: when the child ran
+            outcome = _run_child(bench, name, job_dir, num, total, env, zygote)
             if wants_ir and outcome.status == "ok":
                 ir_files, ir_notes = dump_ir(
                     json.loads((job_dir / "job.json").read_text()),
@@ -269,7 +271,13 @@ def compile_cache_env(bench: BenchConfig, job_dir: Path) -> dict[str, str]:
 
 
 def _run_child(
-    bench: BenchConfig, name: str, job_dir: Path, num: int, total: int, env: dict[str, str]
+    bench: BenchConfig,
+    name: str,
+    job_dir: Path,
+    num: int,
+    total: int,
+    env: dict[str, str],
+    zygote: str | None,
 ) -> Outcome:
     job_file = job_dir / "job.json"
     write_json_atomic(
@@ -281,7 +289,7 @@ def _run_child(
         },
     )
     with progress.running(bench.progress, num, total, name):
-        return run_isolated(job_file, job_dir, bench.timeout_s, env=env, prefork=bench.prefork)
+        return run_isolated(job_file, job_dir, bench.timeout_s, env=env, prefork=zygote)
 
 
 def _read_json(path: Path) -> Any:
