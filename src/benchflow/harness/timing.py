@@ -18,6 +18,7 @@ median's confidence interval is tight enough, with a cap.
 
 from __future__ import annotations
 
+import gc
 import logging
 import math
 import statistics
@@ -163,16 +164,22 @@ def measure(
         before = [p.snapshot() for p in probes]
         traced = 0.0
         device.reset_peak_memory()
+        # As timeit (hence torch.utils.benchmark) does: no garbage-collector pass lands
+        # in a timed repeat (a full collect between repeats would cool the caches).
+        gc.disable()
         start = time.perf_counter()
         for _ in range(iterations_per_run):
             t0 = time.perf_counter()
-            # Keep the output alive until the sync, or a lazy device may prune its graph.
+            # Keep the output alive until the step is cut (a lazy device prunes what
+            # nothing refers to), then drop it, as a plain loop would: holding it over
+            # the next step changes what the allocator can reuse.
             out = step()
             traced += time.perf_counter() - t0
             device.mark_step()
+            del out
         device.synchronize()
         total = time.perf_counter() - start
-        del out
+        gc.enable()
         metrics = {"total_time_s": total, "per_iter_time_s": total / iterations_per_run}
         if trace_time:
             metrics["trace_total_time_s"] = traced
