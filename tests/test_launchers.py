@@ -255,6 +255,7 @@ def hold_write_lock(db: Path, seconds: float) -> subprocess.Popen[str]:
     return proc
 
 
+@pytest.mark.full  # holds the lock past MLflow's own 20 s wait: ~26 s
 def test_sqlite_store_waits_out_a_locked_database(tmp_path: Path) -> None:
     """MLflow asks SQLite to wait 20 s for a write lock (PRAGMA busy_timeout), then
     raises "database is locked"; the tracker tries the call again, and nothing is lost.

@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -167,6 +168,31 @@ def start_zygote(kind: str, cores: list[int]) -> float | None:
     except (ZygoteError, OSError) as exc:
         log.warning("preforked interpreter unavailable (%s): jobs will be spawned", exc)
         return None
+
+
+_prestart: threading.Thread | None = None
+
+
+def prestart_zygotes(kinds: list[str], cpus_per_job: int | None) -> None:
+    """Start the zygotes a sweep's jobs will fork from in the background, while the
+    parent does its own set-up (MLflow store, parent run); each imports on a CPU
+    slot, as a job would. Jobs call `join_prestart` before taking their slot."""
+    global _prestart
+
+    def start_all() -> None:
+        from benchflow.runner.cpus import cpu_slot
+
+        for kind in kinds:
+            with cpu_slot(cpus_per_job, f"benchflow: starting the {kind} zygote") as cores:
+                start_zygote(kind, cores)
+
+    _prestart = threading.Thread(target=start_all, name="zygote-prestart", daemon=True)
+    _prestart.start()
+
+
+def join_prestart() -> None:
+    if _prestart is not None:
+        _prestart.join()
 
 
 def _reap(zygote: Any, pid: int) -> None:

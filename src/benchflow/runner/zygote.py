@@ -34,6 +34,7 @@ import os
 import select
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import IO, Any
@@ -78,6 +79,7 @@ class Zygote:
             start_new_session=True,  # a Ctrl-C at the terminal reaches the parent only
         )
         self._ready = False
+        self._ready_lock = threading.Lock()  # a pre-start thread and a job may both wait
 
     def _read(self, timeout: float | None) -> dict[str, Any] | None:
         out = self.proc.stdout
@@ -92,13 +94,14 @@ class Zygote:
         return data
 
     def wait_ready(self, timeout: float = 300.0) -> float:
-        """Block until the zygote has imported torch; returns how long that took."""
-        if not self._ready:
-            msg = self._read(timeout)
-            if msg is None or "ready" not in msg:
-                raise ZygoteError(f"the zygote did not start: {msg}")
-            self._ready = True
-            self.import_s = float(msg["ready"])
+        """Block until the zygote has done its imports; returns how long they took."""
+        with self._ready_lock:
+            if not self._ready:
+                msg = self._read(timeout)
+                if msg is None or "ready" not in msg:
+                    raise ZygoteError(f"the zygote did not start: {msg}")
+                self._ready = True
+                self.import_s = float(msg["ready"])
         return self.import_s
 
     def fork(
@@ -139,16 +142,18 @@ class Zygote:
 
 
 _zygotes: dict[str, Zygote] = {}
+_zygotes_lock = threading.Lock()
 
 
 def shared(kind: str = "torch", cores: list[int] | None = None) -> Zygote:
     """This process's zygote of `kind`, started on first use (and again if it died);
     `cores`: where its start-up may run (the CPU slot of the job that starts it)."""
-    zygote = _zygotes.get(kind)
-    if zygote is None or not zygote.alive():
-        zygote = _zygotes[kind] = Zygote(kind, cores)
-        atexit.register(zygote.close)
-    return zygote
+    with _zygotes_lock:
+        zygote = _zygotes.get(kind)
+        if zygote is None or not zygote.alive():
+            zygote = _zygotes[kind] = Zygote(kind, cores)
+            atexit.register(zygote.close)
+        return zygote
 
 
 def _run_child(request: dict[str, Any], preloaded: tuple[str, ...]) -> int:

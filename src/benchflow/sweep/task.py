@@ -35,7 +35,7 @@ from benchflow.results.io import current, read_jsonl, record_row, write_json_ato
 from benchflow.results.provenance import fingerprint, provenance
 from benchflow.results.row import build_row
 from benchflow.runner.cpus import child_env, cpu_slot, span
-from benchflow.runner.isolated import Outcome, run_isolated, start_zygote
+from benchflow.runner.isolated import Outcome, join_prestart, run_isolated, start_zygote
 from benchflow.runner.zygote import kind_for
 from benchflow.suite.rules import decide
 from benchflow.sweep import progress
@@ -172,12 +172,13 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
     if skip_reason:
         outcome = Outcome("skipped", skip_reason, None, 0.0, None)
     else:
+        join_prestart()  # the sweep's zygotes, started while it set up (basic launcher)
         asked = time.perf_counter()
         with cpu_slot(bench.cpus_per_job, f"{name} in {sweep_dir}", progress.note) as cores:
             job["cpus"] = span(cores)
             job["cpu_wait_s"] = time.perf_counter() - asked
             env = child_env(cores, bench.num_threads) | compile_cache_env(bench, job_dir)
-            zygote = kind_for(bench.xla.name == "PJRT", env) if bench.prefork else None
+            zygote = zygote_kind(bench, env)
             if zygote:
                 # Once per process that runs jobs and kind: the imports, on this slot's cores.
                 start_zygote(zygote, cores)
@@ -251,6 +252,16 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
 
 
 COLD_CACHE = ".compile_cache"
+
+
+def zygote_kind(bench: BenchConfig, env: dict[str, str] | None = None) -> str | None:
+    """The zygote this job forks from (None: prefork=false, spawn). Without `env`,
+    from the config alone, as the sweep does to start zygotes before its jobs."""
+    if not bench.prefork:
+        return None
+    if env is None:
+        env = compile_cache_env(bench, Path("."))
+    return kind_for(bench.xla.name == "PJRT", env)
 
 
 def compile_cache_env(bench: BenchConfig, job_dir: Path) -> dict[str, str]:

@@ -32,10 +32,13 @@ class BenchflowSweeper(BasicSweeper):
             parse,
             resolve,
         )
+        from benchflow.sweep.task import zygote_kind
 
         assert self.config is not None and self.hydra_context is not None
         loader = self.hydra_context.config_loader
         jobs, errors = [], []
+        kinds: list[str] = []  # the zygotes the jobs fork from, in the order first needed
+        cpus_per_job = None
         all_jobs = [job for chunk in (self.overrides or []) for job in chunk]
         for num, overrides in enumerate(all_jobs):
             composed = loader.load_sweep_config(self.config, list(overrides))
@@ -46,7 +49,11 @@ class BenchflowSweeper(BasicSweeper):
                 continue
             entry = {"num": num, "name": job_name(cfg), "overrides": list(overrides)}
             try:
-                entry["name"] = job_name(resolve(cfg))
+                resolved = resolve(cfg)
+                entry["name"] = job_name(resolved)
+                if (kind := zygote_kind(resolved)) and kind not in kinds:
+                    kinds.append(kind)
+                    cpus_per_job = resolved.cpus_per_job
             except InvalidCombination as exc:
                 entry["skipped"] = str(exc)
             except ConfigError as exc:
@@ -64,6 +71,12 @@ class BenchflowSweeper(BasicSweeper):
         sweep_args = [str(a) for a in self.config.hydra.overrides.task]
         plan = {"total": len(all_jobs), "sweep_args": sweep_args, "jobs": jobs}
         (sweep_dir / "plan.json").write_text(json.dumps(plan, indent=2))
+        if kinds and type(self.launcher).__name__ == "BasicLauncher":
+            # Jobs run in this process: their zygotes import torch (and torch_xla)
+            # while the MLflow store and parent run are set up, not after.
+            from benchflow.runner.isolated import prestart_zygotes
+
+            prestart_zygotes(kinds, cpus_per_job)
         from benchflow.sweep.callbacks import start_sweep
 
         start_sweep(self.config)  # the MLflow parent run, now that the grid is valid
