@@ -102,9 +102,7 @@ class BenchConfig:
     adaptive_repeat: bool = False  # after `repeat`, add repeats until the CI is within target_ci
     max_repeat: int = 50  # the cap on adaptive repeats
     target_ci: float = 0.02  # adaptive repeats: 95% CI half-width / median to reach
-    prefork: bool = (
-        True  # fork each job from a process that imported torch (+torch_xla); else spawn
-    )
+    prefork: bool = True  # fork jobs from a process that imported torch (+torch_xla)
     compile_cache: str = "cold"  # cold: a fresh Inductor/XLA cache per job | warm: shared
     batch_size: int | None = None  # null: the suite's or the model's default for the test
     dtype: str | None = None  # null: suite default (float32 for built-ins); bfloat16, amp, ...
