@@ -9,7 +9,7 @@ import sys
 import time
 
 import psutil
-from tests.conftest import SEARCHPATH, run_cli
+from tests.conftest import SEARCHPATH, read_rows, run_cli, start_cli, wait_for_text
 
 LEAKY = [
     "-m",
@@ -119,3 +119,47 @@ def test_xla_jobs_fork_from_a_zygote_that_imported_torch_xla(tmp_path) -> None: 
         # torch_xla's import (6-9 s) is not paid by a job forked after it
         if expected == ["torch", "torch_xla"]:
             assert row["job"]["child_import_s"] < 1.0, row["job"]["child_import_s"]
+
+
+def test_a_dead_zygote_ends_only_the_running_job(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The zygote SIGKILLed while a job runs (as the OOM killer might): that job is
+    `crashed`, naming the zygote, no process of it is left, and the next job runs
+    forked from a new zygote."""
+    log = tmp_path / "stderr.log"
+    proc = start_cli(
+        [
+            "-m",
+            SEARCHPATH,
+            "model=fault_hang,matmul_chain",
+            "model.size=tiny",
+            "dtype=float32",
+            "repeat=1",
+            "iterations_per_run=1",
+            "warmup=0",
+            "timeout_s=60",
+            "mlflow.enabled=false",
+        ],
+        tmp_path,
+        log,
+    )
+    wait_for_text(log, "[1/2] fault_hang", proc)
+    time.sleep(2)  # the hang's step (and its grandchild) is running
+    (zygote,) = [
+        p
+        for p in psutil.Process(proc.pid).children()
+        if "benchflow.runner.zygote" in " ".join(p.cmdline())
+    ]
+    zygote.kill()
+    assert proc.wait(timeout=120) == 0, log.read_text()[-3000:]
+    rows = read_rows(next(tmp_path.glob("multirun/*/*")))
+    assert [r["status"] for r in rows] == ["crashed", "ok"]
+    assert "preforked interpreter" in rows[0]["error"]
+    assert rows[1]["timing"]["launch"] == "fork"
+    assert rows[0]["job"]["wall_time_s"] < 30  # not left to run into timeout_s
+    time.sleep(0.5)
+    left = [
+        p.pid
+        for p in psutil.process_iter(["cmdline"])
+        if str(tmp_path) in " ".join(p.info["cmdline"] or [])
+    ]
+    assert not left, left

@@ -139,3 +139,33 @@ def test_compile_cache_cold_per_job_and_warm_when_shared(tmp_path: Path) -> None
     assert misses[0] >= 1 and misses[1] >= 1 and misses[3] >= 1, misses
     assert (tmp_path / "shared-cache" / "inductor").is_dir()
     assert not list((tmp_path / "multirun").glob("*/*/*/.compile_cache"))  # cold ones removed
+
+
+def _sleeper(seconds: list[float]) -> Any:
+    """A step that takes the given times in turn (real sleeps on the real timing loop)."""
+    import itertools
+    import time
+
+    times = itertools.cycle(seconds)
+    return lambda: time.sleep(next(times))
+
+
+def test_adaptive_repeat_stops_when_the_interval_is_tight_and_at_its_cap() -> None:
+    from benchflow.backends.device import Device
+    from benchflow.harness.timing import measure
+
+    common = {"iterations_per_run": 1, "warmup": 0, "probes": [], "trace_time": False}
+    steady = measure(
+        _sleeper([0.005]), Device(), repeat=3, adaptive_repeat=True, max_repeat=12,
+        target_ci=0.2, **common,
+    )  # fmt: skip
+    assert len(steady.per_repeat["per_iter_time_s"]) == 3  # tight at once: no extra repeat
+    assert steady.ci_rel is not None and steady.ci_rel <= 0.2
+    noisy = measure(
+        _sleeper([0.001, 0.010]), Device(), repeat=3, adaptive_repeat=True, max_repeat=12,
+        target_ci=0.02, **common,
+    )  # fmt: skip
+    assert len(noisy.per_repeat["per_iter_time_s"]) == 12  # never tight: stopped by the cap
+    assert noisy.ci_rel is not None and noisy.ci_rel > 0.02
+    fixed = measure(_sleeper([0.001, 0.010]), Device(), repeat=3, target_ci=0.02, **common)
+    assert len(fixed.per_repeat["per_iter_time_s"]) == 3  # adaptive_repeat=false: exactly `repeat`

@@ -142,6 +142,13 @@ def _run_forked(
         return None
     try:
         returncode = zygote.wait(timeout_s)
+    except ZygoteError as exc:
+        # The zygote died under the job (killed, or chosen by the OOM killer): the job
+        # goes with it, the next job gets a new zygote.
+        psutil.wait_procs(_kill_group(pid), timeout=5)
+        wall = time.perf_counter() - start
+        error = f"crashed with its preforked interpreter ({exc}); rerun it with retry=failed"
+        return Outcome("crashed", error, None, wall, None)
     except KeyboardInterrupt:
         _reap(zygote, pid)
         wall = time.perf_counter() - start
