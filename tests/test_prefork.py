@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import psutil
 from tests.conftest import SEARCHPATH, read_rows, run_cli, start_cli, wait_for_text
@@ -21,6 +22,16 @@ LEAKY = [
     "warmup=0",
     "mlflow.enabled=false",
 ]
+
+
+def left_behind(tmp_path: Path) -> list[int]:
+    """Processes still running whose command line names this test's folder."""
+    time.sleep(0.5)
+    return [
+        p.pid
+        for p in psutil.process_iter(["cmdline"])
+        if str(tmp_path) in " ".join(p.info["cmdline"] or [])
+    ]
 
 
 def test_leaky_model_detects_shared_state() -> None:
@@ -75,12 +86,7 @@ def test_crash_and_timeout_end_only_their_own_job(tmp_path) -> None:  # type: ig
     assert [r["status"] for r in rows] == ["crashed", "timeout", "ok"]
     assert "SIGSEGV" in rows[0]["error"]
     assert rows[2]["timing"]["launch"] == "fork"  # the zygote outlived both
-    time.sleep(0.5)
-    left = [
-        p.pid
-        for p in psutil.process_iter(["cmdline"])
-        if str(tmp_path) in " ".join(p.info["cmdline"] or [])
-    ]
+    left = left_behind(tmp_path)
     assert not left, left  # no job process, no grandchild (the hang's sleeper) left
 
 
@@ -156,10 +162,5 @@ def test_a_dead_zygote_ends_only_the_running_job(tmp_path) -> None:  # type: ign
     assert "preforked interpreter" in rows[0]["error"]
     assert rows[1]["timing"]["launch"] == "fork"
     assert rows[0]["job"]["wall_time_s"] < 30  # not left to run into timeout_s
-    time.sleep(0.5)
-    left = [
-        p.pid
-        for p in psutil.process_iter(["cmdline"])
-        if str(tmp_path) in " ".join(p.info["cmdline"] or [])
-    ]
+    left = left_behind(tmp_path)
     assert not left, left
