@@ -86,11 +86,11 @@ def run_isolated(
     stdout_path = job_dir / f"{log_prefix}stdout.log"
     stderr_path = job_dir / f"{log_prefix}stderr.log"
     if prefork:
-        forked = _run_forked(prefork, job_file, timeout_s, stdout_path, stderr_path, env)
-        if isinstance(forked, Outcome):
-            return forked
+        forked = _run_forked(
+            prefork, job_file, timeout_s, result_path, stdout_path, stderr_path, env
+        )
         if forked is not None:
-            return _classify(forked[0], forked[1], result_path, stderr_path)
+            return forked
     cmd = [sys.executable, "-m", "benchflow.harness", str(job_file)]
     start = time.perf_counter()
     with stdout_path.open("wb") as out, stderr_path.open("wb") as err:
@@ -106,28 +106,33 @@ def run_isolated(
             returncode: int | None = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             _kill_tree(proc)
-            wall = time.perf_counter() - start
-            return Outcome("timeout", f"no result after timeout_s={timeout_s:g}", None, wall, None)
+            return _timed_out(timeout_s, time.perf_counter() - start)
         except KeyboardInterrupt:
             _kill_tree(proc)
-            wall = time.perf_counter() - start
-            return Outcome(
-                "interrupted", "interrupted (Ctrl-C or SIGTERM to the sweep)", None, wall, None
-            )
+            return _interrupted(time.perf_counter() - start)
         # Grandchildren (compile workers) must not outlive their job.
         _kill_tree(proc)
     wall = time.perf_counter() - start
     return _classify(returncode, wall, result_path, stderr_path)
 
 
+def _timed_out(timeout_s: float, wall: float) -> Outcome:
+    return Outcome("timeout", f"no result after timeout_s={timeout_s:g}", None, wall, None)
+
+
+def _interrupted(wall: float) -> Outcome:
+    return Outcome("interrupted", "interrupted (Ctrl-C or SIGTERM to the sweep)", None, wall, None)
+
+
 def _run_forked(
     kind: str,
     job_file: Path,
     timeout_s: float,
+    result_path: Path,
     stdout_path: Path,
     stderr_path: Path,
     env: dict[str, str] | None,
-) -> tuple[int | None, float] | Outcome | None:
+) -> Outcome | None:
     """The job as a child forked from this process's zygote; None if the zygote cannot
     be used (it is then reported, and the caller spawns instead)."""
     from benchflow.runner.zygote import ZygoteError, shared
@@ -151,17 +156,13 @@ def _run_forked(
         return Outcome("crashed", error, None, wall, None)
     except KeyboardInterrupt:
         _reap(zygote, pid)
-        wall = time.perf_counter() - start
-        return Outcome(
-            "interrupted", "interrupted (Ctrl-C or SIGTERM to the sweep)", None, wall, None
-        )
+        return _interrupted(time.perf_counter() - start)
     if returncode is None:
         _reap(zygote, pid)
-        wall = time.perf_counter() - start
-        return Outcome("timeout", f"no result after timeout_s={timeout_s:g}", None, wall, None)
+        return _timed_out(timeout_s, time.perf_counter() - start)
     # Grandchildren (compile workers) must not outlive their job.
     psutil.wait_procs(_kill_group(pid), timeout=5)
-    return returncode, time.perf_counter() - start
+    return _classify(returncode, time.perf_counter() - start, result_path, stderr_path)
 
 
 def start_zygote(kind: str, cores: list[int]) -> float | None:

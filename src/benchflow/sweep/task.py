@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
 import shutil
 import sys
 import time
@@ -271,8 +272,6 @@ def compile_cache_env(bench: BenchConfig, job_dir: Path) -> dict[str, str]:
     ~/.cache/benchflow), Inductor's and XLA's persistent one, as a second run sees."""
     if bench.compile_cache == "cold":
         return {"TORCHINDUCTOR_CACHE_DIR": str(job_dir / COLD_CACHE / "inductor")}
-    import os
-
     root = Path(os.environ.get("BENCHFLOW_CACHE_DIR") or Path.home() / ".cache" / "benchflow")
     return {
         "TORCHINDUCTOR_CACHE_DIR": str(root / "inductor"),
