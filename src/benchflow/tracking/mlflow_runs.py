@@ -87,9 +87,10 @@ HTTP_DEFAULTS = {
 }
 
 
-# SQLite lets one writer at a time; Python's sqlite3 waits 5 s for the lock, then MLflow
-# raises "database is locked". Jobs of a parallel launcher log at the same moments (start,
-# end), so a call that met the lock is tried again: it was one transaction, rolled back.
+# SQLite lets one writer at a time; MLflow's sessions wait 20 s for the lock (PRAGMA
+# busy_timeout), then raise "database is locked". Jobs of a parallel launcher log at
+# the same moments (start, end), so a call that met the lock is tried again: it was one
+# transaction, rolled back.
 LOCK_RETRY_S = 120.0
 
 
