@@ -1,14 +1,19 @@
-"""`python -m benchflow ui`: its arguments, the `mlflow ui` command it becomes, and the
-links it prints (the browser test, test_ui_browser.py, opens the UI itself)."""
+"""`python -m benchflow ui`: its arguments, the `mlflow ui` command it runs, the links it
+prints, and a stop that leaves no MLflow process behind (the browser test,
+test_ui_browser.py, opens the UI itself)."""
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import psutil
 import pytest
+from tests.conftest import ServerProcess, free_port
 
 from benchflow import ui
 
@@ -49,7 +54,7 @@ def test_bad_arguments_exit_2(args: list[str], message: str, tmp_path: Path) -> 
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr
 
 
-def test_becomes_mlflow_ui_over_the_sweeps_default_store(
+def test_runs_mlflow_ui_over_the_sweeps_default_store(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from mlflow.tracking import MlflowClient
@@ -63,11 +68,11 @@ def test_becomes_mlflow_ui_over_the_sweeps_default_store(
     client.create_run(exp_id, run_name="a run")
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", raising=False)
-    execs: list[list[str]] = []
-    monkeypatch.setattr(os, "execv", lambda path, argv: execs.append(list(argv)))
+    served: list[list[str]] = []
+    monkeypatch.setattr(ui, "serve", lambda cmd: served.append(cmd) or 0)
 
     assert ui.main(["--port", "5123"]) == 0
-    (cmd,) = execs
+    (cmd,) = served
     assert cmd[0] == str(Path(sys.executable).parent / "mlflow") and cmd[1] == "ui"
     opts = dict(zip(cmd[2::2], cmd[3::2], strict=True))
     assert opts == {
@@ -95,3 +100,67 @@ def test_tracking_uri_and_artifacts_are_passed_on(tmp_path: Path) -> None:
     assert cmd[cmd.index("--backend-store-uri") + 1] == f"sqlite:///{tmp_path}/x.db"
     assert cmd[cmd.index("--default-artifact-root") + 1] == (tmp_path / "art").as_uri()
     assert ui.experiment_links(f"sqlite:///{tmp_path}/x.db", "http://h:1") == []  # no store yet
+
+
+def _gone(procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:
+    """Those of `procs` still running after `timeout` s (a zombie has ended)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = []
+        for p in procs:
+            try:
+                if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                    left.append(p)
+            except psutil.NoSuchProcess:
+                pass
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.2)
+
+
+@pytest.mark.parametrize(
+    ("sig", "code"),
+    [
+        pytest.param(signal.SIGTERM, 143, id="SIGTERM"),
+        pytest.param(signal.SIGINT, 130, id="SIGINT", marks=pytest.mark.full),
+    ],
+)
+def test_a_signal_to_benchflow_ui_alone_ends_every_mlflow_process(
+    sig: signal.Signals, code: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The real UI with two server workers; the signal goes to the `benchflow ui`
+    process only (as `kill PID` or a scheduler sends it), and every process of the tree
+    it had once the UI answered must end, with the shell's code for that signal."""
+    from mlflow.tracking import MlflowClient
+
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(store)
+    exp_id = client.create_experiment("benchflow")
+    client.create_run(exp_id, run_name="a run")
+    monkeypatch.delenv("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", raising=False)
+    port = free_port()
+    cmd = [sys.executable, "-m", "benchflow", "ui", "--port", str(port), "--tracking-uri", store]
+    server = ServerProcess([*cmd, "--workers", "2"], port, tmp_path / "ui.log", cwd=tmp_path)
+    server.start()
+    assert server.proc is not None
+    benchflow = psutil.Process(server.proc.pid)
+    tree = [benchflow, *benchflow.children(recursive=True)]
+    try:
+        (mlflow,) = benchflow.children()
+        assert mlflow.cmdline()[1:3] == [str(Path(sys.executable).parent / "mlflow"), "ui"]
+        assert mlflow.environ()["MLFLOW_SERVER_ENABLE_JOB_EXECUTION"] == "false"
+        # mlflow, uvicorn and its two workers at least, in a session of their own
+        assert len(tree) >= 5, [p.cmdline()[:4] for p in tree]
+        assert {os.getsid(p.pid) for p in tree[1:]} == {mlflow.pid}
+        log = server.log.read_text()
+        assert f"MLflow UI at {server.url} over {store}" in log
+        assert f"runs of experiment benchflow: {server.url}/#/experiments/{exp_id}" in log
+
+        server.proc.send_signal(sig)
+        assert server.proc.wait(timeout=60) == code
+        left = _gone(tree, timeout=10)
+        assert not left, [(p.pid, p.cmdline()[:4]) for p in left]
+        assert "Traceback" not in server.log.read_text()  # a clean stop, SIGINT too
+    finally:
+        for p in _gone(tree, timeout=0):
+            p.kill()

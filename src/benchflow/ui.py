@@ -5,16 +5,29 @@ mlartifacts/, as the sweeps write them). The UI is MLflow's own server process;
 benchflow only picks the store and the address, and prints where to look: MLflow 3
 opens an experiment in its GenAI (traces) view unless the link asks for the "Model
 training" view, which has the runs table, so the links printed here ask for it.
+
+`mlflow ui` runs as a child in its own session, not in place of this process: MLflow
+starts a uvicorn server, its workers and (if enabled) a job runner, and a SIGTERM to
+the `mlflow` process alone can leave them running (seen with --workers 2: sent while
+the workers were still starting, it left mlflow, uvicorn and the workers running).
+Stopping this process stops all of them, and a signal that only reaches it is enough.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import sqlite3
+import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
+from types import FrameType
+
+import psutil
 
 from benchflow.tracking.mlflow_runs import default_tracking_uri
 
@@ -99,6 +112,134 @@ def experiment_links(store: str, base_url: str) -> list[str]:
     return [f"{name}: {base_url}/#/experiments/{eid}{RUNS_VIEW}" for eid, name in rows]
 
 
+# What stops the UI. SIGHUP (its terminal closed) too: the server runs in a session of
+# its own, so a hang-up would not reach it.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+# How long MLflow's processes get to finish after the signal before they are killed.
+GRACE_S = 10.0
+
+
+class _Stop(Exception):
+    """Raised by the signal handler, so that a blocking wait for the server ends."""
+
+
+class _Signals:
+    """Stop signals as they arrive; while armed, the first one also raises _Stop."""
+
+    def __init__(self) -> None:
+        self.received: list[int] = []
+        self.armed = False
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        self.received.append(signum)
+        if self.armed:
+            self.armed = False  # raised once: a second signal only hurries the shutdown
+            raise _Stop
+
+
+def _alive(procs: Sequence[psutil.Process]) -> list[psutil.Process]:
+    """Those still running; a zombie has ended (its parent has yet to reap it)."""
+    out = []
+    for p in procs:
+        try:
+            if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                out.append(p)
+        except psutil.NoSuchProcess:
+            pass
+    return out
+
+
+def _with_descendants(procs: Sequence[psutil.Process]) -> list[psutil.Process]:
+    """The processes and every descendant they have now, each once. Taken while the
+    parents live: a process whose parent has exited is no one's descendant any more."""
+    seen = {p.pid: p for p in procs}
+    for p in list(procs):
+        try:
+            for child in p.children(recursive=True):
+                seen.setdefault(child.pid, child)
+        except psutil.NoSuchProcess:
+            pass
+    return list(seen.values())
+
+
+def _send(group: int, procs: Sequence[psutil.Process], sig: int) -> None:
+    """`sig` to the server's process group (members no longer in the tree included) and
+    to each process of the tree outside it (MLflow's job runs have sessions of their
+    own); once to each: uvicorn takes a second signal as "force exit"."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(group, sig)
+    for p in procs:
+        with contextlib.suppress(psutil.NoSuchProcess, ProcessLookupError):
+            if os.getpgid(p.pid) != group:
+                p.send_signal(sig)  # psutil checks that the pid was not reused
+
+
+def _group_exists(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+
+
+def _shut_down(server: subprocess.Popen[bytes], signum: int | None, sigs: _Signals) -> None:
+    """Stop the server and everything it started: SIGTERM to all of it, whatever the
+    signal was (uvicorn's workers print a KeyboardInterrupt traceback for a SIGINT), wait
+    up to GRACE_S (less if another signal comes), then SIGKILL what is left. With no
+    signal (the server ended by itself), only kill what it left behind."""
+    procs = _with_descendants([psutil.Process(server.pid)]) if server.poll() is None else []
+    if signum is not None:
+        _send(server.pid, procs, signal.SIGTERM)
+        deadline = time.monotonic() + GRACE_S
+        seen = len(sigs.received)
+        while time.monotonic() < deadline and len(sigs.received) == seen:
+            server.poll()  # reap the server once it exits
+            procs = _with_descendants(_alive(procs))
+            if not procs and not _group_exists(server.pid):
+                break
+            time.sleep(0.1)
+    left = _alive(procs)
+    if left:
+        print(
+            f"benchflow ui: {len(left)} MLflow process(es) still running after "
+            f"{GRACE_S:g} s: killing them (pids {', '.join(str(p.pid) for p in left)})",
+            file=sys.stderr,
+        )
+    _send(server.pid, left, signal.SIGKILL)
+    server.wait()
+    psutil.wait_procs(left, timeout=5)
+
+
+def serve(cmd: list[str]) -> int:
+    """Run `mlflow ui` until it exits or a stop signal comes; either way no process it
+    started is left. Returns its exit code, or 128 + the number of the signal that ended
+    it (143: SIGTERM, 130: SIGINT), as a shell reports a process a signal ended."""
+    sigs = _Signals()
+    # Handlers before the server starts: a signal that comes while it starts is recorded
+    # (and acted on below), not lost with the server left running.
+    previous = {s: signal.signal(s, sigs) for s in STOP_SIGNALS}
+    try:
+        # Its own session: the server's processes share a process group to signal, and
+        # Ctrl-C in a terminal reaches this process only, which then stops them all.
+        server = subprocess.Popen(cmd, start_new_session=True)
+        try:
+            sigs.armed = True
+            if not sigs.received:
+                server.wait()
+            sigs.armed = False
+        except _Stop:
+            pass
+        signum = sigs.received[0] if sigs.received else None
+        _shut_down(server, signum, sigs)
+        code = server.returncode if signum is None else -signum
+        return 128 - code if code < 0 else code
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if not 0 < args.port < 65536:
@@ -133,6 +274,4 @@ def main(argv: Sequence[str] | None = None) -> int:
     # needed to browse runs and slows the start (measured on 2 CPUs, one worker: 14-20 s
     # with it, 10-12 s without). A value set by the user wins.
     os.environ.setdefault("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")
-    # Become the UI server: Ctrl-C and signals go straight to MLflow.
-    os.execv(cmd[0], cmd)
-    return 0  # not reached
+    return serve(cmd)
