@@ -193,7 +193,7 @@ class Tracker:
     def log_metrics(
         self, run_id: str, metrics: dict[str, float], series: dict[str, list[float]]
     ) -> None:
-        """Scalars at step 0; per-repeat series with the repeat as the step."""
+        """Scalars at step 0; each series as its metric's history, the repeat as the step."""
         import time
 
         from mlflow.entities import Metric
@@ -201,7 +201,7 @@ class Tracker:
         now = int(time.time() * 1000)
         items = [Metric(k, float(v), now, 0) for k, v in metrics.items()]
         for name, values in series.items():
-            items += [Metric(f"repeat.{name}", float(v), now, i) for i, v in enumerate(values)]
+            items += [Metric(name, float(v), now, i) for i, v in enumerate(values)]
         for chunk in _chunks(items, 1000):
             self.client.log_batch(run_id, metrics=chunk, synchronous=True)
 

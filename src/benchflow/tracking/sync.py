@@ -14,8 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchflow.report.model import headline_metrics
-from benchflow.results.row import flat_metrics
+from benchflow.tracking.metrics import job_metrics
 from benchflow.tracking.mlflow_runs import Tracker
 
 LOGGED_TAG = "benchflow.logged"
@@ -23,8 +22,7 @@ LOGGED_TAG = "benchflow.logged"
 
 def log_job(tracker: Tracker, run_id: str, row: dict[str, Any], job_dir: Path) -> bool:
     """Everything a job's run holds; the `benchflow.logged` tag, set last, says it is complete."""
-    series = {k: v for k, v in row["metrics"].items() if isinstance(v, list)}
-    tracker.log_metrics(run_id, {**flat_metrics(row), **headline_metrics(row)}, series)
+    tracker.log_metrics(run_id, *job_metrics(row))  # the curated few; the rest: result.json
     versions = row["provenance"].get("versions", {})
     tracker.set_tags(
         run_id,

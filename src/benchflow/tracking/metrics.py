@@ -1,0 +1,61 @@
+"""The metrics of a job's MLflow run: the few numbers a person compares between runs.
+
+A row holds every statistic of every counter, per repeat (about 150 numbers for a
+compiled XLA job); as MLflow metrics they bury the ones that matter in the runs
+table's column picker and the chart view. The run shows the numbers below; the full
+row stays in the run's `result.json` artifact (and in the sweep's results.jsonl).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from benchflow.report.model import headline_metrics
+
+# Counters summed over the cold call and the timed repeats, from the probes' deltas
+# (harness/probes.py: `cold_<name>` for the first call, `<name>` per repeat). A counter
+# is logged only when its probe ran: eager has no dynamo counters, only XLA backends
+# have XLA counters, so a missing metric never reads as a zero.
+COUNTERS = {
+    # Graphs dynamo made of the model: 1 is the whole model in one graph; more, it was
+    # split at graph breaks, or recompiled during the timed repeats.
+    "counters.dynamo_graphs": "dynamo_unique_graphs",
+    # Where dynamo stopped tracing and fell back to Python: each one splits the graph.
+    "counters.graph_breaks": "dynamo_graph_breaks",
+    # XLA compilations: the cold call's, plus any in the timed repeats (a recompile,
+    # which the timing then flags as not steady).
+    "counters.xla_compiles": "xla_CompileTime_number",
+}
+# XLA graph executions per timed step: 1 is the step as one graph; more, the step ran
+# as several (a mid-step sync of lazy tensors, or dynamo graph breaks under openxla).
+XLA_EXECUTIONS = "counters.xla_executions_per_step"
+XLA_EXECUTIONS_SOURCE = "xla_ExecuteTime_number"
+# The job's wall time as the parent saw it (child start to end: imports, compile,
+# timing, checks): what the job cost the sweep.
+WALL_TIME = "job.wall_time_s"
+# Per-repeat values, logged as the metric's history with the repeat index as the step
+# (0..n-1), so MLflow charts them over the repeats: the spread behind the headline median.
+SERIES = ("per_iter_time_s",)
+
+
+def job_metrics(row: dict[str, Any]) -> tuple[dict[str, float], dict[str, list[float]]]:
+    """(scalars, per-repeat series) for a job's run: `headline.*` (the numbers the report
+    compares, named by report.model), the counters above that apply, the wall time."""
+    metrics = row.get("metrics", {})
+    out = dict(headline_metrics(row))
+    for name, source in COUNTERS.items():
+        if source in metrics or f"cold_{source}" in metrics:
+            out[name] = float(metrics.get(f"cold_{source}", 0) + sum(metrics.get(source, [])))
+    executions = metrics.get(XLA_EXECUTIONS_SOURCE)
+    steps = len(executions or []) * row.get("iterations_per_run", 0)
+    if executions is not None and steps > 0:
+        out[XLA_EXECUTIONS] = sum(executions) / steps
+    wall = row.get("job", {}).get("wall_time_s")
+    if isinstance(wall, (int, float)) and not isinstance(wall, bool):
+        out[WALL_TIME] = float(wall)
+    series = {
+        name: [float(v) for v in metrics[name]]
+        for name in SERIES
+        if isinstance(metrics.get(name), list) and metrics[name]
+    }
+    return out, series
