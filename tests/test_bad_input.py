@@ -9,12 +9,15 @@ from pathlib import Path
 import pytest
 from tests.conftest import run_cli
 
+from benchflow.config.validate import cuda_present
+
 
 @dataclass(frozen=True)
 class Case:
     kind: str
     args: tuple[str, ...]
     says: tuple[str, ...]  # the key, the bad value and (part of) what is allowed
+    gpu_less: bool = False  # only bad on a machine with no visible NVIDIA GPU
 
 
 CASES = [
@@ -33,6 +36,13 @@ CASES = [
     Case("out of range: warmup", ("warmup=-1",), ("warmup=-1", ">= 0")),
     Case("out of range: timeout", ("timeout_s=-5",), ("timeout_s=-5", "> 0")),
     Case("out of range: cpus_per_job", ("cpus_per_job=0",), ("cpus_per_job=0", "allowed: 1..")),
+    Case("out of range: num_threads", ("num_threads=4096",), ("num_threads=4096", "allowed: 1..")),
+    Case(
+        "accelerator without a GPU",
+        ("accelerator=cuda",),
+        ("accelerator=cuda", "no CUDA GPU is visible", "accelerator=cpu"),
+        gpu_less=True,
+    ),
     Case("bad choice: dtype", ("dtype=fp8",), ("dtype=", "fp8", "bfloat16")),
     Case("bad choice: retry", ("-m", "retry=sometimes"), ("retry=", "sometimes", "failed")),
     Case("bad value in a sweep", ("-m", "repeat=3,0"), ("job 1", "repeat=0", ">= 1")),
@@ -81,6 +91,8 @@ def broken_conf(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.parametrize("case", CASES, ids=[c.kind for c in CASES])
 def test_bad_input_stops_before_any_work(case: Case, tmp_path: Path, broken_conf: Path) -> None:
+    if case.gpu_less and cuda_present():
+        pytest.skip("this machine has a GPU: accelerator=cuda is good input here")
     res = run_cli([*case.args, f"hydra.searchpath=[file://{broken_conf}]"], tmp_path)
     out = res.stdout + res.stderr
     assert res.returncode != 0, out[-2000:]

@@ -97,7 +97,7 @@ def test_invalid_combination_in_a_sweep_is_skipped_and_the_sweep_goes_on(workdir
     assert res.returncode == 0, res.stderr[-2000:]
     rows = {r["job"]["num"]: r for r in res.rows()}
     assert rows[0]["status"] == "failed"  # ran: lazy XLA + a model that raises
-    assert rows[1]["status"] == "skipped"
+    assert rows[1]["status"] == "invalid"
     assert "dynamo=inductor" in rows[1]["error"] and "xla=PJRT" in rows[1]["error"]
 
 

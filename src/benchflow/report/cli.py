@@ -10,7 +10,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchflow.backends.catalog import BASELINE_CHOICES
+from benchflow import backends
+from benchflow.config.schema import DEFAULT_BASELINE
 from benchflow.report.sources import SourceError, Sweep, load
 
 DESCRIPTION = """\
@@ -85,10 +86,11 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--baseline",
-        choices=BASELINE_CHOICES,
-        default="inductor",
+        choices=backends.baseline_choices(),
+        default=DEFAULT_BASELINE,
         metavar="BACKEND",
-        help="backend label speedups are over (default inductor): %(choices)s; none = eager",
+        help=f"backend label speedups are over (default {DEFAULT_BASELINE}): %(choices)s; "
+        "none = eager",
     )
     p.add_argument(
         "--compare",

@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchflow.core.layout import JobDir, SweepDir
 from benchflow.results.io import read_jsonl
-from benchflow.tracking.mlflow_runs import PARENT_RUN_FILE, TRACKING_URI_FILE, default_tracking_uri
+from benchflow.tracking.mlflow_runs import default_tracking_uri
 
 log = logging.getLogger(__name__)
 
@@ -63,10 +64,10 @@ def _from_path(path: Path, tracking_uri: str | None) -> Sweep:
     if path.is_file():
         rows = read_jsonl(path) if path.suffix == ".jsonl" else [json.loads(path.read_text())]
         folder = path.parent
-    elif (path / "results.jsonl").exists():
-        rows, folder = read_jsonl(path / "results.jsonl"), path
-    elif (path / "result.json").exists():
-        rows, folder = [json.loads((path / "result.json").read_text())], path
+    elif SweepDir(path).results.exists():
+        rows, folder = read_jsonl(SweepDir(path).results), path
+    elif JobDir(path).result.exists():
+        rows, folder = [json.loads(JobDir(path).result.read_text())], path
     else:
         inside = sorted(p.parent for p in path.glob("*/results.jsonl"))
         hint = (
@@ -77,14 +78,13 @@ def _from_path(path: Path, tracking_uri: str | None) -> Sweep:
         raise SourceError(f"{path}: has no results.jsonl or result.json{hint}")
     if not rows:
         raise SourceError(f"{path}: no result rows")
-    parent = folder / PARENT_RUN_FILE
-    uri_file = folder / TRACKING_URI_FILE
+    sweep = SweepDir(folder)
     return Sweep(
         label=str(path),
         rows=rows,
         directory=folder,
-        parent_run_id=parent.read_text().strip() if parent.exists() else None,
-        tracking_uri=tracking_uri or (uri_file.read_text().strip() if uri_file.exists() else None),
+        parent_run_id=sweep.parent_run_id(),
+        tracking_uri=tracking_uri or sweep.recorded_tracking_uri(),
     )
 
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchflow.report.model import headline_metrics
+from benchflow.results.headline import headline_metrics
 from benchflow.results.row import flat_metrics
 from benchflow.tracking.mlflow_runs import Tracker
 
@@ -78,8 +78,7 @@ def sync(sweep_dir: Path, tracking_uri: str | None = None) -> dict[str, int]:
     """Log every current row of the sweep that MLflow lacks. Returns counts."""
     import dataclasses
 
-    from benchflow.config.schema import MlflowConfig
-    from benchflow.harness.child import config_from_dict
+    from benchflow.config.schema import MlflowConfig, config_from_dict
     from benchflow.results.io import current, read_jsonl
     from benchflow.tracking.mlflow_runs import PARENT_RUN_FILE, TRACKING_URI_FILE, flatten
 
