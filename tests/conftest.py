@@ -18,8 +18,13 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 TEST_CONF = Path(__file__).resolve().parent / "conf"
-# Test-only models (faults, matmul_chain) live in tests/conf/model.
+# Test-only models (faults, matmul_chain) are configured in tests/conf/model and built
+# from tests/models/faults.py, which the sweeps' child processes import: the repository
+# root goes on every subprocess's PYTHONPATH (it is not shipped in the package).
 SEARCHPATH = f"hydra.searchpath=[file://{TEST_CONF}]"
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p
+)
 
 
 @dataclass

@@ -37,7 +37,7 @@ def left_behind(tmp_path: Path) -> list[int]:
 def test_leaky_model_detects_shared_state() -> None:
     """The control: two Leaky jobs in one process do see each other's state."""
     code = (
-        "from benchflow.models.faults import Leaky\n"
+        "from tests.models.faults import Leaky\n"
         "Leaky('eval', size='tiny').eval()\n"
         "Leaky('eval', size='tiny')\n"
     )

@@ -359,7 +359,7 @@ def _mixed_grid_rows() -> list[dict[str, Any]]:
                     rows.append(
                         build_row(
                             job, status=Status.OK, error=None, info={}, provenance={}, child=child
-                        )  # fmt: skip
+                        )
                     )
     return rows + invalid
 

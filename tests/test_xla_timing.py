@@ -21,7 +21,7 @@ REFERENCE = r"""
 import os, statistics, time
 os.environ["PJRT_DEVICE"] = "CPU"
 import torch, torch_xla
-from benchflow.models.faults import MatmulChain
+from tests.models.faults import MatmulChain
 torch.manual_seed(0)
 m = MatmulChain(test="eval", device=torch_xla.device(), size="small")
 times = []

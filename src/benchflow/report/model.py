@@ -326,9 +326,13 @@ def build_report(rows: Sequence[dict[str, Any]], baseline: str = DEFAULT_BASELIN
         for config in _configs(entries)
     ]
     return Report(
-        baseline=base, entries=entries, summaries=summaries, axes=axes, notes=notes,
+        baseline=base,
+        entries=entries,
+        summaries=summaries,
+        axes=axes,
+        notes=notes,
         invalid=invalid,
-    )  # fmt: skip
+    )
 
 
 def _outcome(e: Entry) -> str:

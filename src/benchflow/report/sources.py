@@ -17,6 +17,7 @@ import json
 import logging
 import re
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -153,3 +154,36 @@ def _from_experiment(name: str, uri: str) -> Sweep:
     if not rows:
         raise SourceError(f"MLflow experiment {name!r} at {uri} has no job runs with a result.json")
     return Sweep(label=f"experiment {exp.name}", rows=rows, tracking_uri=uri)
+
+
+def meta_of(sweep: Sweep, baseline: str) -> dict[str, Any]:
+    prov = sweep.rows[0].get("provenance", {}) if sweep.rows else {}
+    versions = prov.get("versions", {})
+    return {
+        "source": sweep.label,
+        "rows": len(sweep.rows),
+        "baseline": baseline,
+        "host": prov.get("host"),
+        "cpu": prov.get("cpu_model"),
+        "git": prov.get("git_sha"),
+        "torch": versions.get("torch"),
+        "torch_xla": versions.get("torch_xla"),
+        "generated": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
+
+
+def describe(sweep: Sweep) -> str:
+    """What a side of a comparison ran on: commit, versions, host (from its rows)."""
+    seen: dict[str, set[str]] = {}
+    for row in sweep.rows:
+        prov = row.get("provenance", {})
+        versions = prov.get("versions", {})
+        for key, value in (
+            ("git", (prov.get("git_sha") or "")[:10]),
+            ("torch", versions.get("torch")),
+            ("torch_xla", versions.get("torch_xla")),
+            ("host", prov.get("host")),
+        ):
+            if value:
+                seen.setdefault(key, set()).add(str(value))
+    return ", ".join(f"{k} {'/'.join(sorted(v))}" for k, v in seen.items()) or "no provenance"

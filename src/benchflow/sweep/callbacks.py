@@ -70,9 +70,8 @@ class SweepCallback(Callback):
 def _report(rows: list[dict[str, Any]], baseline: str, sweep: SweepDir) -> tuple[Any, list[Path]]:
     """Print the sweep's report (stdout: the sweep's answer) and write sweep_dir/report/."""
     from benchflow.report import output, render
-    from benchflow.report.cli import meta_of
     from benchflow.report.model import build_report
-    from benchflow.report.sources import Sweep
+    from benchflow.report.sources import Sweep, meta_of
 
     report = build_report(rows, baseline)
     title = f"benchflow sweep {sweep.path}"

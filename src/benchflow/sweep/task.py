@@ -69,8 +69,15 @@ class Where:
         sweep = SweepDir(Path(hc.sweep.dir) if multirun else job_dir)
         total = int((sweep.read_plan() or {}).get("total", 1))
         num = int(hc.job.num) if multirun else 0
-        return cls(multirun, sweep, JobDir(job_dir), Path(hc.runtime.cwd), num, total,
-                   list(hc.overrides.task))  # fmt: skip
+        return cls(
+            multirun,
+            sweep,
+            JobDir(job_dir),
+            Path(hc.runtime.cwd),
+            num,
+            total,
+            list(hc.overrides.task),
+        )
 
 
 @dataclass
@@ -176,9 +183,12 @@ def execute(job: Job, where: Where) -> Execution:
 
 
 def _extra_passes(
-    job: Job, backend: type[backends.Backend], job_dir: JobDir, env: dict[str, str],
+    job: Job,
+    backend: type[backends.Backend],
+    job_dir: JobDir,
+    env: dict[str, str],
     notes: list[str],
-) -> list[str]:  # fmt: skip
+) -> list[str]:
     """The IR passes a job asked for and its backend has: separate, untimed children."""
     cfg, files = job.config, []
     spec = {**_job_spec(job, job_dir)}
@@ -272,6 +282,9 @@ def _run_child(job: Job, where: Where, env: dict[str, str], zygote: str | None) 
     write_json_atomic(where.job_dir.job_file, _job_spec(job, where.job_dir))
     with progress.running(job.config.progress, where.num, where.total, job.name):
         return run_isolated(
-            where.job_dir.job_file, where.job_dir.path, job.config.timeout_s, env=env,
+            where.job_dir.job_file,
+            where.job_dir.path,
+            job.config.timeout_s,
+            env=env,
             prefork=zygote,
-        )  # fmt: skip
+        )
