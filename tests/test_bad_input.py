@@ -3,11 +3,12 @@ that names the key, the bad value and what is allowed. The README's table is thi
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from tests.conftest import run_cli
+from tests.conftest import CliResult, run_cli
 
 from benchflow.config.validate import cuda_present
 
@@ -89,18 +90,37 @@ def broken_conf(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return conf
 
 
+@pytest.fixture(scope="module")
+def outcomes(
+    tmp_path_factory: pytest.TempPathFactory, broken_conf: Path
+) -> dict[str, tuple[CliResult, Path]]:
+    """Every case through the real CLI, each in a scratch directory of its own; four at a
+    time (they are independent processes, mostly waiting on imports)."""
+
+    def one(case: Case) -> tuple[CliResult, Path]:
+        cwd = tmp_path_factory.mktemp("bad")
+        return run_cli([*case.args, f"hydra.searchpath=[file://{broken_conf}]"], cwd), cwd
+
+    # With a GPU, accelerator=cuda is good input: that case would run a real job.
+    cases = [c for c in CASES if not (c.gpu_less and cuda_present())]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        return dict(zip([c.kind for c in cases], pool.map(one, cases), strict=True))
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c.kind for c in CASES])
-def test_bad_input_stops_before_any_work(case: Case, tmp_path: Path, broken_conf: Path) -> None:
+def test_bad_input_stops_before_any_work(
+    case: Case, outcomes: dict[str, tuple[CliResult, Path]]
+) -> None:
     if case.gpu_less and cuda_present():
         pytest.skip("this machine has a GPU: accelerator=cuda is good input here")
-    res = run_cli([*case.args, f"hydra.searchpath=[file://{broken_conf}]"], tmp_path)
+    res, cwd = outcomes[case.kind]
     out = res.stdout + res.stderr
     assert res.returncode != 0, out[-2000:]
     for part in case.says:
         assert part in out, f"{case.kind}: {part!r} not in:\n{out[-2000:]}"
     # nothing ran: no results, no job process output, no tracking store
-    assert not list(tmp_path.glob("**/results.jsonl")) and not list(tmp_path.glob("**/result.json"))
-    assert not list(tmp_path.glob("**/stdout.log")) and not (tmp_path / "mlflow.db").exists()
+    assert not list(cwd.glob("**/results.jsonl")) and not list(cwd.glob("**/result.json"))
+    assert not list(cwd.glob("**/stdout.log")) and not (cwd / "mlflow.db").exists()
     assert "Traceback" not in out, out[-2000:]  # one message, not a stack
 
 
