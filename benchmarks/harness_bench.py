@@ -106,7 +106,7 @@ def fidelity() -> list[str]:
     import torch
     import torch.utils.benchmark as tb
 
-    from benchflow.backends.compile import apply_compiler
+    from benchflow import backends
     from benchflow.backends.device import Device
     from benchflow.config.schema import BenchConfig, DynamoConfig, ModelConfig
     from benchflow.harness.timing import measure
@@ -121,7 +121,8 @@ def fidelity() -> list[str]:
         torch._dynamo.reset()
         cfg = BenchConfig(model=ModelConfig(name=name, builtin=path, source="builtin"))
         model = load_model(cfg, torch.device("cpu"), None)
-        apply_compiler(model, DynamoConfig(name=backend))
+        module, _ = model.get_module()
+        model.set_module(backends.of_row(backend, None).prepare(module, DynamoConfig(name=backend)))
         step = model.eval
         # benchflow's loop as a job runs it (cold start, adaptive warm-up, repeats) and
         # Timer, interleaved over rounds so that drift of the host (frequency, other

@@ -18,8 +18,13 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 TEST_CONF = Path(__file__).resolve().parent / "conf"
-# Test-only models (faults, matmul_chain) live in tests/conf/model.
+# Test-only models (faults, matmul_chain) are configured in tests/conf/model and built
+# from tests/models/faults.py, which the sweeps' child processes import: the repository
+# root goes on every subprocess's PYTHONPATH (it is not shipped in the package).
 SEARCHPATH = f"hydra.searchpath=[file://{TEST_CONF}]"
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p
+)
 
 
 @dataclass
@@ -91,6 +96,85 @@ def workdir(tmp_path: Path) -> Path:
     return tmp_path
 
 
+# --- session sweeps: one real sweep feeds the many tests that only read its results ---
+
+# Heterogeneous jobs in one Hydra multirun: each `+case=NAME` is tests/conf/case/NAME.yaml,
+# a config that chooses its own model, backend and settings. Order matters: the faults
+# come before a good job, which must come out intact.
+CASES = [
+    *("fault_crash", "fault_segfault", "fault_raise", "fault_raise_on_load", "fault_oom"),
+    *("fault_hang", "good"),
+    *("leaky_1", "leaky_2", "leaky_3", "leaky_spawned"),
+    *("xla_lazy_cold", "xla_openxla_cold", "xla_openxla_warm"),
+    *("acc_wrong_when_compiled", "acc_raises_in_eager", "acc_nondeterministic", "verify_crash"),
+    "xla_timing",
+    *("recompiles_fixed", "recompiles_adaptive", "recompiles_lazy_xla"),
+    *("profile_graph_breaks", "profile_lazy_dlrm", "profile_off", "profile_on"),
+    "graph_breaks_openxla",
+    *("ff_raise", "ff_after"),  # last: fail_fast=true skips every job after it
+]
+
+
+@dataclass
+class SessionSweep:
+    """A sweep run once per test session; tests read its rows and its MLflow store."""
+
+    result: CliResult
+
+    @property
+    def cwd(self) -> Path:
+        return self.result.cwd
+
+    @property
+    def tracking_uri(self) -> str:
+        return f"sqlite:///{self.cwd / 'mlflow.db'}"
+
+    def rows(self) -> list[dict[str, Any]]:
+        return self.result.rows()
+
+    def case(self, name: str) -> dict[str, Any]:
+        """The row of `+case=NAME`."""
+        (row,) = [r for r in self.rows() if f"+case={name}" in r["job"]["overrides"]]
+        return row
+
+
+@pytest.fixture(scope="session")
+def cases_sweep(tmp_path_factory: pytest.TempPathFactory) -> SessionSweep:
+    """Every case in CASES, in one real sweep with MLflow on: faults, prefork
+    isolation, XLA zygotes, accuracy faults, lazy XLA timing, steady state, profiling."""
+    cwd = tmp_path_factory.mktemp("cases")
+    res = run_cli(
+        ["-m", SEARCHPATH, "+case=" + ",".join(CASES)],
+        cwd,
+        BENCHFLOW_CACHE_DIR=str(cwd / "cache"),  # the warm-cache cases' shared cache
+    )
+    assert res.returncode == 0, res.stderr[-4000:]
+    return SessionSweep(res)
+
+
+# The issue-12 grid, which is also the README's headline sweep widened to every CPU
+# backend: eager, lazy XLA, Inductor and openxla on llama and dlrm, with the two invalid
+# pairs (dynamo=inductor xla=PJRT) and one duplicate (openxla with xla=auto and PJRT).
+GRID = [
+    "-m",
+    "model=llama,dlrm",
+    "dynamo=none,inductor,openxla",
+    "xla=auto,PJRT",
+    "model.size=tiny",
+    "repeat=3",
+    "iterations_per_run=3",
+    "verify=true",
+]
+
+
+@pytest.fixture(scope="session")
+def grid_sweep(tmp_path_factory: pytest.TempPathFactory) -> SessionSweep:
+    cwd = tmp_path_factory.mktemp("grid")
+    res = run_cli(GRID, cwd)
+    assert res.returncode == 0, res.stderr[-4000:]
+    return SessionSweep(res)
+
+
 def sweep_runs(tracking_uri: str, experiment: str = "benchflow") -> tuple[list[Any], list[Any]]:
     """(parent runs, child runs) of an MLflow experiment, read through a real client."""
     from mlflow.tracking import MlflowClient
@@ -126,6 +210,8 @@ class ServerProcess:
             stdout=self.log.open("ab"),
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            # MLflow's job runner (GenAI scorers: ten more processes) serves no test here.
+            env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},
         )
         deadline = time.monotonic() + 120
         while True:

@@ -3,11 +3,14 @@ that names the key, the bad value and what is allowed. The README's table is thi
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from tests.conftest import run_cli
+from tests.conftest import CliResult, run_cli
+
+from benchflow.config.validate import cuda_present
 
 
 @dataclass(frozen=True)
@@ -15,6 +18,7 @@ class Case:
     kind: str
     args: tuple[str, ...]
     says: tuple[str, ...]  # the key, the bad value and (part of) what is allowed
+    gpu_less: bool = False  # only bad on a machine with no visible NVIDIA GPU
 
 
 CASES = [
@@ -33,6 +37,13 @@ CASES = [
     Case("out of range: warmup", ("warmup=-1",), ("warmup=-1", ">= 0")),
     Case("out of range: timeout", ("timeout_s=-5",), ("timeout_s=-5", "> 0")),
     Case("out of range: cpus_per_job", ("cpus_per_job=0",), ("cpus_per_job=0", "allowed: 1..")),
+    Case("out of range: num_threads", ("num_threads=4096",), ("num_threads=4096", "allowed: 1..")),
+    Case(
+        "accelerator without a GPU",
+        ("accelerator=cuda",),
+        ("accelerator=cuda", "no CUDA GPU is visible", "accelerator=cpu"),
+        gpu_less=True,
+    ),
     Case("bad choice: dtype", ("dtype=fp8",), ("dtype=", "fp8", "bfloat16")),
     Case("bad choice: retry", ("-m", "retry=sometimes"), ("retry=", "sometimes", "failed")),
     Case("bad value in a sweep", ("-m", "repeat=3,0"), ("job 1", "repeat=0", ">= 1")),
@@ -79,16 +90,37 @@ def broken_conf(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return conf
 
 
+@pytest.fixture(scope="module")
+def outcomes(
+    tmp_path_factory: pytest.TempPathFactory, broken_conf: Path
+) -> dict[str, tuple[CliResult, Path]]:
+    """Every case through the real CLI, each in a scratch directory of its own; four at a
+    time (they are independent processes, mostly waiting on imports)."""
+
+    def one(case: Case) -> tuple[CliResult, Path]:
+        cwd = tmp_path_factory.mktemp("bad")
+        return run_cli([*case.args, f"hydra.searchpath=[file://{broken_conf}]"], cwd), cwd
+
+    # With a GPU, accelerator=cuda is good input: that case would run a real job.
+    cases = [c for c in CASES if not (c.gpu_less and cuda_present())]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        return dict(zip([c.kind for c in cases], pool.map(one, cases), strict=True))
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c.kind for c in CASES])
-def test_bad_input_stops_before_any_work(case: Case, tmp_path: Path, broken_conf: Path) -> None:
-    res = run_cli([*case.args, f"hydra.searchpath=[file://{broken_conf}]"], tmp_path)
+def test_bad_input_stops_before_any_work(
+    case: Case, outcomes: dict[str, tuple[CliResult, Path]]
+) -> None:
+    if case.gpu_less and cuda_present():
+        pytest.skip("this machine has a GPU: accelerator=cuda is good input here")
+    res, cwd = outcomes[case.kind]
     out = res.stdout + res.stderr
     assert res.returncode != 0, out[-2000:]
     for part in case.says:
         assert part in out, f"{case.kind}: {part!r} not in:\n{out[-2000:]}"
     # nothing ran: no results, no job process output, no tracking store
-    assert not list(tmp_path.glob("**/results.jsonl")) and not list(tmp_path.glob("**/result.json"))
-    assert not list(tmp_path.glob("**/stdout.log")) and not (tmp_path / "mlflow.db").exists()
+    assert not list(cwd.glob("**/results.jsonl")) and not list(cwd.glob("**/result.json"))
+    assert not list(cwd.glob("**/stdout.log")) and not (cwd / "mlflow.db").exists()
     assert "Traceback" not in out, out[-2000:]  # one message, not a stack
 
 

@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.conftest import REPO, SEARCHPATH, interruptible, run_cli
+from tests.conftest import REPO, SEARCHPATH, SessionSweep, interruptible, run_cli
 
 HEAVY = ("torch", "torch_xla", "mlflow")
 
@@ -81,42 +81,14 @@ def test_wrong_type_names_key_and_value(workdir: Path) -> None:
     assert "repeat" in res.stderr and "abc" in res.stderr
 
 
-def test_invalid_combination_in_a_sweep_is_skipped_and_the_sweep_goes_on(workdir: Path) -> None:
-    res = run_cli(
-        [
-            "-m",
-            SEARCHPATH,
-            "model=fault_raise",
-            "dynamo=none,inductor",
-            "xla=PJRT",
-            "mlflow.enabled=false",
-            "timeout_s=60",
-        ],
-        workdir,
-    )
-    assert res.returncode == 0, res.stderr[-2000:]
-    rows = {r["job"]["num"]: r for r in res.rows()}
-    assert rows[0]["status"] == "failed"  # ran: lazy XLA + a model that raises
-    assert rows[1]["status"] == "skipped"
-    assert "dynamo=inductor" in rows[1]["error"] and "xla=PJRT" in rows[1]["error"]
-
-
-def test_fail_fast_records_the_rest_as_skipped(workdir: Path) -> None:
-    res = run_cli(
-        [
-            "-m",
-            SEARCHPATH,
-            "model=fault_raise,matmul_chain",
-            "fail_fast=true",
-            "mlflow.enabled=false",
-        ],
-        workdir,
-    )
-    assert res.returncode == 0
-    rows = {r["model"]["model_name"]: r for r in res.rows()}
-    assert rows["fault_raise"]["status"] == "failed"
-    assert rows["matmul_chain"]["status"] == "skipped"
-    assert "fail_fast" in rows["matmul_chain"]["error"]
+def test_fail_fast_records_the_rest_as_skipped(cases_sweep: SessionSweep) -> None:
+    """The session sweep's last cases: a failure with fail_fast=true, then a good job."""
+    assert cases_sweep.case("ff_raise")["status"] == "failed"
+    after = cases_sweep.case("ff_after")
+    assert after["status"] == "skipped" and after["metrics"] == {}
+    assert "fail_fast" in after["error"] and "fault_raise" in after["error"]
+    # earlier failures (without fail_fast) did not stop it
+    assert cases_sweep.case("good")["status"] == "ok"
 
 
 def test_readme_documents_the_two_commands() -> None:

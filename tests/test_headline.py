@@ -1,45 +1,34 @@
-"""The README's headline sweep with verify=true, end to end on tiny models: four ok
-rows with verification codes, one parent MLflow run with four child runs, and the
-model x backend table."""
+"""The README's headline sweep widened to every CPU backend, end to end on tiny models
+with verify=true (the session's grid sweep, tests/conftest.py: GRID):
+
+    -m model=llama,dlrm dynamo=none,inductor,openxla xla=auto,PJRT
+
+eight ok rows (eager, lazy XLA, Inductor, openxla per model) with verification codes,
+the two invalid pairs recorded as `invalid` and listed apart in the report, the
+duplicate configuration (openxla with xla=auto and xla=PJRT) run once, one parent
+MLflow run with a child run per job, and the model x backend table."""
 
 from __future__ import annotations
 
-import pytest
-from tests.conftest import CliResult, run_cli, sweep_runs
+from tests.conftest import SessionSweep, sweep_runs
+
+BACKENDS = ["eager", "lazy_xla", "inductor", "openxla"]
 
 
-@pytest.fixture(scope="module")
-def headline(tmp_path_factory: pytest.TempPathFactory) -> CliResult:
-    cwd = tmp_path_factory.mktemp("headline")
-    res = run_cli(
-        [
-            "-m",
-            "model=llama,dlrm",
-            "dynamo=openxla,inductor",
-            "model.size=tiny",
-            "repeat=3",
-            "iterations_per_run=3",
-            "verify=true",
-        ],
-        cwd,
+def test_ok_rows_per_backend_and_invalid_pairs_apart(grid_sweep: SessionSweep) -> None:
+    rows = grid_sweep.rows()
+    ok = [r for r in rows if r["status"] == "ok"]
+    invalid = [r for r in rows if r["status"] == "invalid"]
+    assert len(ok) == 8 and len(invalid) == 2 and len(rows) == 10, [r["status"] for r in rows]
+    assert sorted((r["model"]["model_name"], r["backend"]) for r in ok) == sorted(
+        (m, b) for m in ("llama", "dlrm") for b in BACKENDS
     )
-    assert res.returncode == 0, res.stderr[-4000:]
-    return res
-
-
-def test_four_ok_rows_with_the_right_axes(headline: CliResult) -> None:
-    rows = headline.rows()
-    assert [r["status"] for r in rows] == ["ok"] * 4
-    axes = {
-        (r["model"]["model_name"], r["experiment"]["dynamo"], r["experiment"]["xla"]) for r in rows
-    }
-    assert axes == {
-        ("llama", "openxla", "PJRT"),
-        ("llama", "inductor", None),
-        ("dlrm", "openxla", "PJRT"),
-        ("dlrm", "inductor", None),
-    }
-    for r in rows:
+    for r in invalid:
+        assert r["job"]["overrides"][1:3] == ["dynamo=inductor", "xla=PJRT"]
+        assert "does not compile for the XLA device" in r["error"]
+        assert r["metrics"] == {} and r["job"]["wall_time_s"] == 0.0
+    for r in ok:
+        assert r["schema_version"] == 2 and r["config"]["model.size"] == "tiny"
         assert r["model"]["model_source"] == "builtin"
         assert r["experiment"]["accelerator"] == "cpu"
         assert r["experiment"]["batch_size"] > 0
@@ -49,9 +38,12 @@ def test_four_ok_rows_with_the_right_axes(headline: CliResult) -> None:
         assert len(m["per_iter_time_s"]) == 3
         # cold start (with compilation) is reported apart from the steady state
         assert m["first_iter_time_s"] > r["summary"]["per_iter_time_s"]["median"]
-        assert m["cold_dynamo_compile_time_s"] > 0
-        assert m["dynamo_graph_breaks"] == [0.0, 0.0, 0.0]
-        if r["experiment"]["dynamo"] == "openxla":
+        if r["backend"] in ("inductor", "openxla"):
+            assert m["cold_dynamo_compile_time_s"] > 0
+            assert m["dynamo_graph_breaks"] == [0.0, 0.0, 0.0]
+        else:
+            assert "dynamo_graph_breaks" not in m  # no dynamo: no dynamo counters
+        if r["backend"] in ("lazy_xla", "openxla"):
             assert "trace_per_iter_time_s" in m and "xla_ExecuteTime_number" in m
         else:
             assert "trace_per_iter_time_s" not in m
@@ -62,37 +54,68 @@ def test_four_ok_rows_with_the_right_axes(headline: CliResult) -> None:
         assert 0.99 < m["accuracy_cosine_similarity"] <= 1.0 + 1e-9
 
 
-def test_report_printed_and_written(headline: CliResult) -> None:
-    (sweep,) = headline.sweep_dirs
+def test_the_duplicate_configuration_runs_once(grid_sweep: SessionSweep) -> None:
+    """openxla with xla=auto resolves to xla=PJRT: the same fingerprint, so the second
+    job keeps the first one's row instead of timing the same thing again."""
+    assert "kept ok" in grid_sweep.result.stderr + grid_sweep.result.stdout
+    openxla = [r for r in grid_sweep.rows() if r["backend"] == "openxla"]
+    assert len(openxla) == 2 and len({r["job"]["fingerprint"] for r in openxla}) == 2
+
+
+def test_report_has_every_backend_with_speedups_and_the_invalid_pairs_apart(
+    grid_sweep: SessionSweep,
+) -> None:
+    (sweep,) = grid_sweep.result.sweep_dirs
     md = (sweep / "report" / "report.md").read_text()
-    assert "| llama | eval | openxla | ok |" in md and "| llama | eval | inductor | ok |" in md
-    assert "(baseline)" in md  # inductor is the default baseline
-    assert "| openxla | 2/2 (100%) |" in md  # both passed verify=true
-    assert "llama" in headline.stdout and "geomean speedup" in headline.stdout
-
-
-def test_mlflow_parent_with_four_children(headline: CliResult) -> None:
-    parents, children = sweep_runs(f"sqlite:///{headline.cwd / 'mlflow.db'}")
-    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
-    assert sorted(c.info.run_name for c in children) == sorted(
-        ["llama·openxla·eval", "llama·inductor·eval", "dlrm·openxla·eval", "dlrm·inductor·eval"]
+    summary = md.split("## Summary")[1].split("## Per model")[0]
+    lines = {ln.split("|")[1].strip(): ln for ln in summary.splitlines() if ln.startswith("| ")}
+    for backend in BACKENDS:
+        assert backend in lines, summary
+        assert "2/2 (100%)" in lines[backend]
+        assert "x over 2" in lines[backend] or backend == "inductor", lines[backend]
+    assert "| inductor | 2/2 (100%) | 1.00x over 2 |" in summary  # the baseline
+    # eager compiles nothing: its compile time is "–", not a number
+    eager = [c.strip() for c in lines["eager"].split("|")[1:-1]]
+    assert eager[3] == "–"
+    per_model = md.split("## Per model")[1]
+    llama_eager = next(
+        ln for ln in per_model.splitlines() if ln.startswith("| llama | eval | eager |")
     )
-    for c in children:
-        assert c.info.status == "FINISHED" and c.data.tags["status"] == "ok"
-        assert c.data.params["dynamo.name"] in ("openxla", "inductor")
+    assert "| – |" in llama_eager
+    invalid = md.split("## Invalid combinations")[1]
+    assert invalid.count("dynamo=inductor xla=PJRT") == 2
+    assert "replaced by later ones" not in md
+    assert "llama" in grid_sweep.result.stdout and "geomean speedup" in grid_sweep.result.stdout
+
+
+def test_mlflow_parent_with_a_child_per_job(grid_sweep: SessionSweep) -> None:
+    parents, children = sweep_runs(grid_sweep.tracking_uri)
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    names = sorted(c.info.run_name for c in children)
+    expected = [f"{m}·{b}·eval" for m in ("llama", "dlrm") for b in BACKENDS]
+    assert names == sorted([*expected, "llama·inductor·eval", "dlrm·inductor·eval"])
+    ok = [c for c in children if c.data.tags["status"] == "ok"]
+    assert len(ok) == 8
+    for c in ok:
+        assert c.info.status == "FINISHED"
+        assert c.data.params["backend"] in BACKENDS
+        assert c.data.params["model.size"] == "tiny"
+        assert "timeout_s" not in c.data.params  # not measured: not a param
         assert c.data.tags["version.torch"] == "2.9.0"
         assert c.data.tags["verification_code"] == "PASS"
-        assert c.data.metrics["headline.throughput_samples_per_s"] > 0
-    assert parents[0].data.tags["jobs.ok"] == "4"
+        assert c.data.metrics["headline.per_iter_time_s"] > 0
+        if c.data.params["backend"] != "inductor":
+            assert c.data.metrics["headline.speedup_vs_inductor"] > 0
+        if c.data.params["backend"] == "eager":
+            assert "headline.compile_time_s" not in c.data.metrics
+    invalid = [c for c in children if c.data.tags["status"] == "invalid"]
+    assert len(invalid) == 2 and all(c.info.status == "FINISHED" for c in invalid)
+    assert parents[0].data.tags["jobs.ok"] == "8" and parents[0].data.tags["jobs.invalid"] == "2"
     # the report's files and plots are on the parent run
     from mlflow.tracking import MlflowClient
 
-    client = MlflowClient(f"sqlite:///{headline.cwd / 'mlflow.db'}")
+    client = MlflowClient(grid_sweep.tracking_uri)
     logged = {a.path for a in client.list_artifacts(parents[0].info.run_id, "report")}
     assert {"report/report.html", "report/speedup.png", "report/report.csv"} <= logged
-    assert parents[0].data.metrics["report.openxla.passrate"] == 1.0
-    for c in children:
-        assert c.data.params["backend"] == c.data.params["dynamo.name"]
-        assert c.data.metrics["headline.per_iter_time_s"] > 0
-        if c.data.params["backend"] == "openxla":
-            assert c.data.metrics["headline.speedup_vs_inductor"] > 0
+    for backend in BACKENDS:
+        assert parents[0].data.metrics[f"report.{backend}.passrate"] == 1.0

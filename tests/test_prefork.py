@@ -10,18 +10,7 @@ import time
 from pathlib import Path
 
 import psutil
-from tests.conftest import SEARCHPATH, read_rows, run_cli, start_cli, wait_for_text
-
-LEAKY = [
-    "-m",
-    SEARCHPATH,
-    "model=leaky",
-    "seed=1,2,3",
-    "repeat=1",
-    "iterations_per_run=1",
-    "warmup=0",
-    "mlflow.enabled=false",
-]
+from tests.conftest import SEARCHPATH, SessionSweep, read_rows, start_cli, wait_for_text
 
 
 def left_behind(tmp_path: Path) -> list[int]:
@@ -37,7 +26,7 @@ def left_behind(tmp_path: Path) -> list[int]:
 def test_leaky_model_detects_shared_state() -> None:
     """The control: two Leaky jobs in one process do see each other's state."""
     code = (
-        "from benchflow.models.faults import Leaky\n"
+        "from tests.models.faults import Leaky\n"
         "Leaky('eval', size='tiny').eval()\n"
         "Leaky('eval', size='tiny')\n"
     )
@@ -48,73 +37,37 @@ def test_leaky_model_detects_shared_state() -> None:
     assert "frame(s) in dynamo's cache" in proc.stderr
 
 
-def test_forked_jobs_share_no_state(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    res = run_cli(LEAKY, tmp_path)
-    assert res.returncode == 0, res.stderr[-3000:]
-    rows = res.rows()
+def test_forked_jobs_share_no_state(cases_sweep: SessionSweep) -> None:
+    rows = [cases_sweep.case(f"leaky_{n}") for n in (1, 2, 3)]
     assert [r["status"] for r in rows] == ["ok", "ok", "ok"], [r["error"] for r in rows]
     assert {r["timing"]["launch"] for r in rows} == {"fork"}
 
 
-def test_prefork_false_spawns(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    res = run_cli([*LEAKY, "seed=1", "prefork=false"], tmp_path)
-    assert res.returncode == 0, res.stderr[-3000:]
-    (row,) = res.rows()
+def test_prefork_false_spawns(cases_sweep: SessionSweep) -> None:
+    row = cases_sweep.case("leaky_spawned")
     assert row["status"] == "ok" and row["timing"]["launch"] == "spawn"
     # torch is imported in the spawned child, and not in a forked one
     assert row["job"]["child_import_s"] > 0.2
+    assert cases_sweep.case("leaky_1")["job"]["child_import_s"] < row["job"]["child_import_s"]
 
 
-def test_crash_and_timeout_end_only_their_own_job(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    res = run_cli(
-        [
-            "-m",
-            SEARCHPATH,
-            "model=fault_segfault,fault_hang,matmul_chain",
-            "model.size=tiny",
-            "dtype=float32",
-            "repeat=1",
-            "iterations_per_run=1",
-            "warmup=0",
-            "timeout_s=10",
-            "mlflow.enabled=false",
-        ],
-        tmp_path,
-    )
-    assert res.returncode == 0, res.stderr[-3000:]
-    rows = res.rows()
+def test_crash_and_timeout_end_only_their_own_job(cases_sweep: SessionSweep) -> None:
+    rows = [cases_sweep.case(name) for name in ("fault_segfault", "fault_hang", "good")]
     assert [r["status"] for r in rows] == ["crashed", "timeout", "ok"]
     assert "SIGSEGV" in rows[0]["error"]
     assert rows[2]["timing"]["launch"] == "fork"  # the zygote outlived both
-    left = left_behind(tmp_path)
+    left = left_behind(cases_sweep.cwd)
     assert not left, left  # no job process, no grandchild (the hang's sleeper) left
 
 
-def test_xla_jobs_fork_from_a_zygote_that_imported_torch_xla(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_xla_jobs_fork_from_a_zygote_that_imported_torch_xla(cases_sweep: SessionSweep) -> None:
     """Lazy XLA and openxla jobs fork from the `xla` zygote (torch_xla already
     imported): each child creates its own PJRT client and runs. A job whose own
     environment sets XLA variables (a warm XLA cache) imports torch_xla after the fork."""
-    res = run_cli(
-        [
-            "-m",
-            SEARCHPATH,
-            "model=matmul_chain",
-            "model.size=tiny",
-            "dtype=float32",
-            "dynamo=none,openxla",
-            "xla=PJRT",
-            "compile_cache=cold,warm",
-            "repeat=1",
-            "iterations_per_run=2",
-            "warmup=1",
-            "mlflow.enabled=false",
-        ],
-        tmp_path,
-        BENCHFLOW_CACHE_DIR=str(tmp_path / "cache"),
-    )
-    assert res.returncode == 0, res.stderr[-3000:]
-    rows = res.rows()
-    assert [r["status"] for r in rows] == ["ok"] * 4, [r["error"] for r in rows]
+    names = ("xla_lazy_cold", "xla_openxla_cold", "xla_openxla_warm")
+    rows = [cases_sweep.case(name) for name in names]
+    assert [r["status"] for r in rows] == ["ok"] * 3, [r["error"] for r in rows]
+    assert [r["backend"] for r in rows] == ["lazy_xla", "openxla", "openxla"]
     for row in rows:
         timing = row["timing"]
         assert timing["launch"] == "fork"

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from tests.conftest import SEARCHPATH, read_rows, run_cli, sweep_runs
+from tests.conftest import SessionSweep
 
 from benchflow.harness.profiling import TOP_OPS, analyze_trace
 
@@ -14,39 +14,14 @@ COMMON = ["repeat=2", "iterations_per_run=2", "warmup=1", "model.size=tiny", "pr
 
 
 @pytest.fixture(scope="module")
-def profiled(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, dict]]:
-    cwd = tmp_path_factory.mktemp("profile")
-    compile_and_counters = ["profile.compile=true", "profile.dump_dynamo_counters=true"]
-    breaks = run_cli(
-        [
-            "-m",
-            SEARCHPATH,
-            "model=graph_breaks",
-            "dynamo=aot_eager",
-            "test=train",
-            *compile_and_counters,
-            *COMMON,
-        ],
-        cwd,
-    )
-    lazy = run_cli(
-        [
-            "-m",
-            "model=dlrm",
-            "xla=PJRT",
-            "mlflow.enabled=false",
-            "profile.dump_xla_metrics=true",
-            *COMMON,
-        ],
-        cwd,
-    )
-    for res in (breaks, lazy):
-        assert res.returncode == 0, res.stderr[-3000:]
-    rows = {r["job"]["name"]: r for s in breaks.sweep_dirs for r in read_rows(s)}
-    return cwd, rows
+def profiled(cases_sweep: SessionSweep) -> tuple[SessionSweep, dict[str, dict]]:
+    """profile=torch cases of the session sweep: graph breaks on aot_eager (train, with
+    the compile profile and dynamo counters), dlrm on lazy XLA (with XLA's metrics)."""
+    rows = [cases_sweep.case("profile_graph_breaks"), cases_sweep.case("profile_lazy_dlrm")]
+    return cases_sweep, {r["job"]["name"]: r for r in rows}
 
 
-def test_graph_breaks_found_in_the_trace_match_dynamo(profiled: tuple[Path, dict]) -> None:
+def test_graph_breaks_found_in_the_trace_match_dynamo(profiled: tuple[SessionSweep, dict]) -> None:
     _, rows = profiled
     m = rows["graph_breaks·aot_eager·train"]["metrics"]
     assert m["profile.trace_graph_breaks_per_step"] == 3.0
@@ -55,7 +30,7 @@ def test_graph_breaks_found_in_the_trace_match_dynamo(profiled: tuple[Path, dict
     assert m["profile.trace_compiled_functions_per_step"] == 4.0  # autograd: split CompiledFunction
 
 
-def test_trace_and_op_table_are_written_and_valid(profiled: tuple[Path, dict]) -> None:
+def test_trace_and_op_table_are_written_and_valid(profiled: tuple[SessionSweep, dict]) -> None:
     _, rows = profiled
     row = rows["graph_breaks·aot_eager·train"]
     prof = Path(row["job"]["dir"]) / "profile"
@@ -75,40 +50,25 @@ def test_trace_and_op_table_are_written_and_valid(profiled: tuple[Path, dict]) -
     assert len(tops) == TOP_OPS and all(m[k] >= 1 for k in tops)
 
 
-def test_profile_artifacts_reach_mlflow(profiled: tuple[Path, dict]) -> None:
-    cwd, _ = profiled
+def test_profile_artifacts_reach_mlflow(profiled: tuple[SessionSweep, dict]) -> None:
+    sweep, rows = profiled
     from mlflow.tracking import MlflowClient
 
-    uri = f"sqlite:///{cwd / 'mlflow.db'}"
-    _, children = sweep_runs(uri)
-    files = {a.path for a in MlflowClient(uri).list_artifacts(children[0].info.run_id, "profile")}
+    run_id = rows["graph_breaks·aot_eager·train"]["job"]["mlflow_run_id"]
+    files = {a.path for a in MlflowClient(sweep.tracking_uri).list_artifacts(run_id, "profile")}
     assert {"profile/trace_0.json", "profile/ops_0.txt", "profile/summary.txt"} <= files
 
 
-def test_xla_fallback_ops_are_reported(profiled: tuple[Path, dict]) -> None:
-    cwd, _ = profiled
-    (results,) = [p for p in cwd.glob("multirun/*/*/results.jsonl") if "dlrm" in p.read_text()]
-    (row,) = read_rows(results.parent)
-    m = row["metrics"]
+def test_xla_fallback_ops_are_reported(profiled: tuple[SessionSweep, dict]) -> None:
+    _, rows = profiled
+    m = rows["dlrm·lazy_xla·eval"]["metrics"]
     assert m["profile.xla_fallback_ops"] >= 1
     assert m["profile.fallback.aten::_embedding_bag.num_of_calls"] > 0
     assert m["profile.fallback.aten::_embedding_bag.self_cpu_time_s"] > 0
 
 
-def test_profiling_does_not_leak_into_the_timed_numbers(workdir: Path) -> None:
-    args = [
-        SEARCHPATH,
-        "model=matmul_chain",
-        "model.size=tiny",
-        "dtype=float32",
-        "repeat=7",
-        "iterations_per_run=5",
-        "mlflow.enabled=false",
-    ]
-    off = run_cli(["-m", *args, "profile=off"], workdir)
-    on = run_cli(["-m", *args, "profile=torch"], workdir)
-    assert off.returncode == 0 and on.returncode == 0
-    (row_off,), (row_on,) = (read_rows(s) for s in sorted(workdir.glob("multirun/*/*")))
+def test_profiling_does_not_leak_into_the_timed_numbers(cases_sweep: SessionSweep) -> None:
+    row_off, row_on = cases_sweep.case("profile_off"), cases_sweep.case("profile_on")
     t_off = row_off["summary"]["per_iter_time_s"]["median"]
     t_on = row_on["summary"]["per_iter_time_s"]["median"]
     assert "profile.total_cpu_time_s" in row_on["metrics"]
@@ -135,7 +95,9 @@ def test_analysis_of_a_gpu_trace_finds_kernel_gaps(tmp_path: Path) -> None:
     assert out["device_idle_gap_share"] == pytest.approx(0.2)
 
 
-def test_compilation_is_profiled_after_a_warmup_compile(profiled: tuple[Path, dict]) -> None:
+def test_compilation_is_profiled_after_a_warmup_compile(
+    profiled: tuple[SessionSweep, dict],
+) -> None:
     _, rows = profiled
     row = rows["graph_breaks·aot_eager·train"]
     prof = Path(row["job"]["dir"]) / "profile"
@@ -147,10 +109,10 @@ def test_compilation_is_profiled_after_a_warmup_compile(profiled: tuple[Path, di
     assert row["metrics"]["profile.compile_first_call_s"] > 0
 
 
-def test_counter_and_metrics_dumps(profiled: tuple[Path, dict]) -> None:
-    cwd, rows = profiled
+def test_counter_and_metrics_dumps(profiled: tuple[SessionSweep, dict]) -> None:
+    _, rows = profiled
     job_dir = Path(rows["graph_breaks·aot_eager·train"]["job"]["dir"])
     counters = json.loads((job_dir / "dynamo_counters.json").read_text())
     assert sum(counters["graph_break"].values()) == 3
-    (xla_job,) = [p.parent for p in cwd.glob("multirun/*/*/*/xla_metrics_report.txt")]
+    xla_job = Path(rows["dlrm·lazy_xla·eval"]["job"]["dir"])
     assert "Metric: CompileTime" in (xla_job / "xla_metrics_report.txt").read_text()

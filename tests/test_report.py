@@ -15,8 +15,16 @@ import pytest
 from tests.conftest import SEARCHPATH, CliResult, run_cli
 
 from benchflow.report.compare import compare
-from benchflow.report.model import build_report, headline_metrics
-from benchflow.report.render import entries_csv, summary_csv, to_html, to_markdown
+from benchflow.report.model import build_report
+from benchflow.report.render import (
+    ENTRY_HEADER,
+    SUMMARY_HEADER,
+    entries_csv,
+    summary_csv,
+    to_html,
+    to_markdown,
+)
+from benchflow.results.headline import headline_metrics
 
 
 def row(
@@ -310,3 +318,84 @@ def test_report_from_mlflow_matches_the_folder(sweeps: tuple[CliResult, Path, Pa
     # the experiment holds both sweeps: a later row of the same configuration wins
     text = (res.cwd / "exp" / "report.md").read_text()
     assert "replaced by later ones" in text
+
+
+def _mixed_grid_rows() -> list[dict[str, Any]]:
+    """The issue-12 grid, planned for real (Hydra composition, the registry, the suite's
+    rules) and recorded with build_row; the child's part is made up: eager 4 ms, lazy
+    XLA 8 ms, inductor 2 ms, openxla 1 ms for every model. Invalid pairs come last, as
+    in the sweep that showed inductor replaced by them."""
+    from hydra import compose, initialize_config_dir
+
+    from benchflow.config.store import CONF_DIR, register
+    from benchflow.core.status import Status
+    from benchflow.results.row import build_row
+    from benchflow.sweep.plan import plan_job
+
+    register()
+    times = {"eager": 0.004, "lazy_xla": 0.008, "inductor": 0.002, "openxla": 0.001}
+    rows, invalid = [], []
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        num = 0
+        for model in ("llama", "dlrm"):
+            for dynamo in ("none", "inductor", "openxla"):
+                for xla in ("auto", "PJRT"):
+                    overrides = [f"model={model}", f"dynamo={dynamo}", f"xla={xla}"]
+                    job = plan_job(compose("config", overrides), num, overrides)
+                    num += 1
+                    if job.invalid:
+                        made = build_row(
+                            job, status=Status.INVALID, error=job.invalid, info={}, provenance={}
+                        )
+                        invalid.append(made)
+                        continue
+                    if any(r["job"]["fingerprint"] == job.fingerprint for r in rows):
+                        continue  # the sweep keeps the first row of a configuration
+                    t = times[job.backend]
+                    child = {
+                        "metrics": {"per_iter_time_s": [t] * 3, "first_iter_time_s": t + 0.5},
+                        "summary": {"per_iter_time_s": {"median": t, "iqr": 0.0}},
+                    }
+                    rows.append(
+                        build_row(
+                            job, status=Status.OK, error=None, info={}, provenance={}, child=child
+                        )
+                    )
+    return rows + invalid
+
+
+def test_mixed_grid_invalid_pairs_are_no_configuration() -> None:
+    rows = _mixed_grid_rows()
+    rep = build_report(rows, baseline="inductor")
+    assert [s.config.label for s in rep.summaries] == ["eager", "lazy_xla", "inductor", "openxla"]
+    assert not any("replaced" in n for n in rep.notes), rep.notes
+    speed = {s.config.label: s.geomean_speedup for s in rep.summaries}
+    assert speed == pytest.approx({"eager": 0.5, "lazy_xla": 0.25, "inductor": 1.0, "openxla": 2.0})
+    assert [(i.model, i.settings) for i in rep.invalid] == [
+        ("llama", "dynamo=inductor xla=PJRT"),
+        ("dlrm", "dynamo=inductor xla=PJRT"),
+    ]
+    assert all("does not compile for the XLA device" in i.reason for i in rep.invalid)
+    # compile time: a number for backends that compile, "–" (does not apply) for eager
+    eager = next(e for e in rep.entries if e.config.label == "eager")
+    assert eager.compile_s is None and not eager.compiles
+    lazy = next(e for e in rep.entries if e.config.label == "lazy_xla")
+    assert lazy.compile_s == pytest.approx(0.5)
+    md = to_markdown(rep, "mixed")
+    assert "| llama | eval | eager | ok | 4.00 ms |" in md
+    eager_line = next(ln for ln in md.splitlines() if ln.startswith("| llama | eval | eager |"))
+    compile_col = ENTRY_HEADER.index("compile")
+    assert [c.strip() for c in eager_line.split("|")[1:-1]][compile_col] == "–"
+    summary_line = next(ln for ln in md.splitlines() if ln.startswith("| eager |"))
+    mean_col = SUMMARY_HEADER.index("mean compile")
+    assert [c.strip() for c in summary_line.split("|")[1:-1]][mean_col] == "–"
+    assert "## Invalid combinations" in md and "dynamo=inductor xla=PJRT" in md
+    # the old shape of the same rows (status=skipped, no config) reads the same way
+    old = [
+        {k: v for k, v in r.items() if k not in ("config", "backend", "schema_version")}
+        | ({"status": "skipped"} if r["status"] == "invalid" else {})
+        for r in rows
+    ]
+    again = build_report(old, baseline="inductor")
+    assert [s.config.label for s in again.summaries] == [s.config.label for s in rep.summaries]
+    assert len(again.invalid) == 2

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from benchflow.config.schema import BenchConfig, DynamoConfig, MlflowConfig, ModelConfig
+from benchflow.core.job import fingerprint
 from benchflow.results.io import append_jsonl, read_jsonl, write_json_atomic
-from benchflow.results.provenance import fingerprint
 from benchflow.results.stats import geomean, quantile, summarize
 
 

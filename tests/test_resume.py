@@ -14,8 +14,8 @@ import pytest
 from tests.conftest import SEARCHPATH, read_rows, run_cli, start_cli, wait_for_text
 
 from benchflow.config.schema import BenchConfig, IrConfig, ModelConfig, ProfileConfig
+from benchflow.core.job import fingerprint
 from benchflow.results.io import current, read_jsonl, record_row
-from benchflow.results.provenance import fingerprint
 
 SWEEP = [
     "-m",

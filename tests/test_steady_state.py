@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.conftest import SEARCHPATH, CliResult, run_cli
+from tests.conftest import SEARCHPATH, SessionSweep, run_cli
 
 from benchflow.harness.timing import compiled, median_ci_rel, settled
 from benchflow.report.model import build_report, timing_flags
@@ -47,11 +47,9 @@ def test_settled_and_ci() -> None:
 
 
 @pytest.fixture(scope="module")
-def inductor_sweep(tmp_path_factory: pytest.TempPathFactory) -> CliResult:
-    cwd = tmp_path_factory.mktemp("steady")
-    res = run_cli(["-m", *RECOMPILES, "dynamo=inductor", "adaptive_warmup=false,true"], cwd)
-    assert res.returncode == 0, res.stderr[-3000:]
-    return res
+def inductor_rows(cases_sweep: SessionSweep) -> list[dict[str, Any]]:
+    """The recompiling model on Inductor, fixed and adaptive warm-up (session sweep)."""
+    return [cases_sweep.case("recompiles_fixed"), cases_sweep.case("recompiles_adaptive")]
 
 
 def _by_mode(rows: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -60,8 +58,8 @@ def _by_mode(rows: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]
     return fixed, adaptive
 
 
-def test_a_recompile_in_a_timed_repeat_is_flagged(inductor_sweep: CliResult) -> None:
-    fixed, _ = _by_mode(inductor_sweep.rows())
+def test_a_recompile_in_a_timed_repeat_is_flagged(inductor_rows: list[dict[str, Any]]) -> None:
+    fixed, _ = _by_mode(inductor_rows)
     timing = fixed["timing"]
     assert fixed["status"] == "ok" and timing["steady_state"] is False
     assert timing["warmup_steps"] == 0 and timing["warmup_settled"] is None
@@ -73,8 +71,8 @@ def test_a_recompile_in_a_timed_repeat_is_flagged(inductor_sweep: CliResult) -> 
     assert timing_flags(fixed)[0].startswith("not steady: repeat 0 dynamo made 1 new graph")
 
 
-def test_adaptive_warmup_reaches_the_steady_state(inductor_sweep: CliResult) -> None:
-    fixed, adaptive = _by_mode(inductor_sweep.rows())
+def test_adaptive_warmup_reaches_the_steady_state(inductor_rows: list[dict[str, Any]]) -> None:
+    fixed, adaptive = _by_mode(inductor_rows)
     timing = adaptive["timing"]
     assert timing["steady_state"] is True and timing["unsteady_repeats"] == []
     # call 1 is the cold start, call 2 recompiles, then 3 quiet, settled steps
@@ -87,31 +85,22 @@ def test_adaptive_warmup_reaches_the_steady_state(inductor_sweep: CliResult) -> 
 
 
 def test_the_report_flags_the_unsteady_row_and_keeps_it_out_of_the_geomean(
-    inductor_sweep: CliResult,
+    inductor_rows: list[dict[str, Any]],
 ) -> None:
-    report = build_report(inductor_sweep.rows(), baseline="inductor")
+    report = build_report(inductor_rows, baseline="inductor")
     flagged = [e for e in report.entries if e.flags]
     assert flagged and all(e.row["timing"]["steady_state"] is False for e in flagged)
     assert any("not steady" in e.note for e in flagged)
     assert any("timing not to be trusted" in n for n in report.notes)
 
 
-def test_lazy_xla_recompile_is_flagged_by_xla_compile_count(tmp_path: Path) -> None:
-    res = run_cli([*RECOMPILES, "xla=PJRT", "repeat=2"], tmp_path)
-    assert res.returncode == 0, res.stderr[-3000:]
-    (row,) = [r for p in (tmp_path / "runs").glob("*/*") for r in _rows(p)]
+def test_lazy_xla_recompile_is_flagged_by_xla_compile_count(cases_sweep: SessionSweep) -> None:
+    row = cases_sweep.case("recompiles_lazy_xla")
     assert row["timing"]["steady_state"] is False
     assert row["timing"]["unsteady_repeats"][0]["repeat"] == 0
     assert "XLA compiled" in row["timing"]["unsteady_repeats"][0]["reason"]
     assert row["metrics"]["xla_CompileTime_number"][0] >= 1
     assert row["metrics"]["xla_CompileTime_number"][1] == 0
-
-
-def _rows(run_dir: Path) -> list[dict[str, Any]]:
-    import json
-
-    path = run_dir / "result.json"
-    return [json.loads(path.read_text())] if path.exists() else []
 
 
 @pytest.mark.full

@@ -2,7 +2,8 @@
 step, while loading), run out of memory and hang (with a grandchild).
 
 Each job's child is a real Python process; the store is a real MLflow SQLite
-store. A bad job must get the right status and leave every other row intact.
+store. A bad job must get the right status and leave every other row intact. The jobs
+are cases of the session's shared sweep (tests/conftest.py: cases_sweep).
 """
 
 from __future__ import annotations
@@ -11,42 +12,24 @@ import time
 from pathlib import Path
 
 import psutil
-import pytest
 from mlflow.tracking import MlflowClient
-from tests.conftest import SEARCHPATH, CliResult, run_cli, sweep_runs
+from tests.conftest import SessionSweep, sweep_runs
 
 HANG_MARKER = "import time; time.sleep(3600)"  # the Hang model's grandchild
 
 
-@pytest.fixture(scope="module")
-def fault_sweep(tmp_path_factory: pytest.TempPathFactory) -> CliResult:
-    cwd = tmp_path_factory.mktemp("faults")
-    result = run_cli(
-        [
-            "-m",
-            SEARCHPATH,
-            "model=fault_crash,fault_segfault,fault_raise,fault_raise_on_load,fault_oom,"
-            "fault_hang,matmul_chain",
-            "model.size=tiny",
-            "dtype=float32",
-            "repeat=2",
-            "iterations_per_run=2",
-            "warmup=1",
-            "timeout_s=20",
-            "memory_limit_gb=3",  # each child caps itself: fault_oom hits it
-        ],
-        cwd,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    return result
+FAULTS = ("fault_crash", "fault_segfault", "fault_raise", "fault_raise_on_load", "fault_oom")
+ISOLATION = (*FAULTS, "fault_hang", "good")  # cases of the session sweep, in this order
 
 
-def by_model(result: CliResult) -> dict[str, dict]:
-    return {row["model"]["model_name"]: row for row in result.rows()}
+def by_model(sweep: SessionSweep) -> dict[str, dict]:
+    """The isolation cases' rows by model (`good` is matmul_chain)."""
+    rows = [sweep.case(name) for name in ISOLATION]
+    return {row["model"]["model_name"]: row for row in rows}
 
 
-def test_each_fault_gets_its_status(fault_sweep: CliResult) -> None:
-    rows = by_model(fault_sweep)
+def test_each_fault_gets_its_status(cases_sweep: SessionSweep) -> None:
+    rows = by_model(cases_sweep)
     assert set(rows) == {
         "fault_crash",
         "fault_segfault",
@@ -67,13 +50,13 @@ def test_each_fault_gets_its_status(fault_sweep: CliResult) -> None:
     assert rows["fault_raise"]["status"] == "failed"
     assert rows["fault_raise"]["error"] == "RuntimeError: injected failure in eval step"
     assert rows["fault_hang"]["status"] == "timeout"
-    assert "timeout_s=20" in rows["fault_hang"]["error"]
+    assert "timeout_s=10" in rows["fault_hang"]["error"]
     # The hang was cut at the timeout, not left to run.
-    assert 20 <= rows["fault_hang"]["job"]["wall_time_s"] < 40
+    assert 10 <= rows["fault_hang"]["job"]["wall_time_s"] < 30
 
 
-def test_the_good_job_after_the_bad_ones_is_intact(fault_sweep: CliResult) -> None:
-    row = by_model(fault_sweep)["matmul_chain"]
+def test_the_good_job_after_the_bad_ones_is_intact(cases_sweep: SessionSweep) -> None:
+    row = by_model(cases_sweep)["matmul_chain"]
     assert row["status"] == "ok" and row["error"] is None
     assert len(row["metrics"]["per_iter_time_s"]) == 2
     assert row["summary"]["per_iter_time_s"]["median"] > 0
@@ -82,9 +65,9 @@ def test_the_good_job_after_the_bad_ones_is_intact(fault_sweep: CliResult) -> No
     assert len(row["job"]["fingerprint"]) == 64
 
 
-def test_job_folders_hold_config_result_and_logs(fault_sweep: CliResult) -> None:
-    (sweep,) = fault_sweep.sweep_dirs
-    for row in fault_sweep.rows():
+def test_job_folders_hold_config_result_and_logs(cases_sweep: SessionSweep) -> None:
+    (sweep,) = cases_sweep.result.sweep_dirs
+    for row in by_model(cases_sweep).values():
         job_dir = Path(row["job"]["dir"])
         assert job_dir.parent == sweep.resolve() or job_dir.parent == sweep
         for name in (
@@ -95,26 +78,29 @@ def test_job_folders_hold_config_result_and_logs(fault_sweep: CliResult) -> None
             "stdout.log",
         ):
             assert (job_dir / name).exists(), f"{job_dir.name}/{name} missing"
-    raise_dir = Path(by_model(fault_sweep)["fault_raise"]["job"]["dir"])
+    raise_dir = Path(by_model(cases_sweep)["fault_raise"]["job"]["dir"])
     # The traceback is kept in the job's log.
     assert "Traceback" in (raise_dir / "stderr.log").read_text()
 
 
-def test_timeout_killed_the_grandchild_too(fault_sweep: CliResult) -> None:
+def test_timeout_killed_the_grandchild_too(cases_sweep: SessionSweep) -> None:
     time.sleep(0.5)
     leftovers = []
     for proc in psutil.process_iter(["cmdline"]):
         cmd = " ".join(proc.info["cmdline"] or [])
-        if HANG_MARKER in cmd or ("benchflow.harness" in cmd and str(fault_sweep.cwd) in cmd):
+        if HANG_MARKER in cmd or ("benchflow.harness" in cmd and str(cases_sweep.cwd) in cmd):
             leftovers.append((proc.pid, cmd))
     assert leftovers == []
 
 
-def test_mlflow_has_one_parent_and_a_child_run_per_job(fault_sweep: CliResult) -> None:
-    client = MlflowClient(f"sqlite:///{fault_sweep.cwd / 'mlflow.db'}")
-    parents, children = sweep_runs(f"sqlite:///{fault_sweep.cwd / 'mlflow.db'}")
-    assert len(parents) == 1 and len(children) == 7
+def test_mlflow_has_one_parent_and_a_child_run_per_job(cases_sweep: SessionSweep) -> None:
+    client = MlflowClient(cases_sweep.tracking_uri)
+    parents, children = sweep_runs(cases_sweep.tracking_uri)
+    assert len(parents) == 1 and len(children) == len(cases_sweep.rows())
     assert {c.data.tags["mlflow.parentRunId"] for c in children} == {parents[0].info.run_id}
+    ids = {r["job"]["mlflow_run_id"] for r in by_model(cases_sweep).values()}
+    children = [c for c in children if c.info.run_id in ids]
+    assert len(children) == 7
     status = {c.info.run_name: (c.info.status, c.data.tags["status"]) for c in children}
     assert status["fault_crash·eager·eval·float32"] == ("FAILED", "crashed")
     assert status["fault_hang·eager·eval·float32"] == ("FAILED", "timeout")

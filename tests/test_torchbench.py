@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from tests.conftest import CliResult, run_cli
 
+from benchflow.config.errors import ConfigError
 from benchflow.config.schema import BenchConfig, ModelConfig, SuiteConfig
-from benchflow.config.validate import ConfigError, resolve
 from benchflow.models.torchbench_index import (
     TorchBenchNotFound,
     find_root,
@@ -19,6 +19,7 @@ from benchflow.models.torchbench_index import (
     missing_packages,
     not_implemented,
 )
+from benchflow.sweep.plan import resolve
 
 FIXTURE = Path(__file__).parent / "fixtures" / "torchbench"
 ROOT_ARG = f"suite.torchbench_root={FIXTURE}"

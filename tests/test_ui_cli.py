@@ -15,7 +15,7 @@ import psutil
 import pytest
 from tests.conftest import ServerProcess, free_port
 
-from benchflow import ui
+from benchflow.cli import ui
 
 
 def test_help_is_fast_and_imports_neither_torch_nor_mlflow(tmp_path: Path) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tests.conftest import SEARCHPATH, read_rows, run_cli
+from tests.conftest import SessionSweep
 
 from benchflow.harness.accuracy import compare, leaves, tolerance
 
@@ -36,36 +36,13 @@ def test_leaves_and_tolerance_rules() -> None:
 
 
 @pytest.fixture(scope="module")
-def verified(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
-    cwd = tmp_path_factory.mktemp("verify")
-    common = [
-        "verify=true",
-        "model.size=tiny",
-        "repeat=2",
-        "iterations_per_run=2",
-        "warmup=1",
-        "mlflow.enabled=false",
-        "timeout_s=300",
-    ]
-    faults = run_cli(
-        [
-            "-m",
-            SEARCHPATH,
-            "model=acc_wrong_when_compiled,acc_raises_in_eager",
-            # compiled by dynamo without Inductor's codegen: the checks are the same,
-            # in seconds (llama below passes on Inductor itself)
-            "dynamo=aot_eager",
-            *common,
-        ],
-        cwd,
-    )
-    nondet = run_cli(["-m", SEARCHPATH, "model=acc_nondeterministic,fault_crash", *common], cwd)
-    good = run_cli(["-m", "model=llama", "dynamo=none,inductor,openxla", *common], cwd)
-    for res in (faults, nondet, good):
-        assert res.returncode == 0, res.stderr[-3000:]
-    sweeps = faults.sweep_dirs  # all three sweeps ran in cwd
-    assert len(sweeps) == 3
-    return {row["job"]["name"]: row for sweep in sweeps for row in read_rows(sweep)}
+def verified(cases_sweep: SessionSweep, grid_sweep: SessionSweep) -> dict[str, dict]:
+    """verify=true rows: the accuracy fault models (cases of the session sweep), and
+    llama on every CPU backend (the session's grid sweep, which runs verify=true)."""
+    names = ("acc_wrong_when_compiled", "acc_raises_in_eager", "acc_nondeterministic")
+    rows = [cases_sweep.case(n) for n in (*names, "verify_crash")]
+    rows += [r for r in grid_sweep.rows() if r["model"]["model_name"] == "llama"]
+    return {row["job"]["name"]: row for row in rows if row["status"] != "invalid"}
 
 
 def test_wrong_backend_result_fails_with_its_errors_as_metrics(verified: dict) -> None:
@@ -95,7 +72,7 @@ def test_a_crash_leaves_the_verifier_unrun(verified: dict) -> None:
     assert row["status"] == "crashed" and row["verification_code"] == "VERIFIER_DIDNT_RUN"
 
 
-@pytest.mark.parametrize("backend", ["eager", "inductor", "openxla"])
+@pytest.mark.parametrize("backend", ["eager", "lazy_xla", "inductor", "openxla"])
 def test_correct_model_passes_on_each_backend(verified: dict, backend: str) -> None:
     row = verified[f"llama·{backend}·eval"]
     assert row["status"] == "ok", row["error"]

@@ -9,19 +9,18 @@ tracing time. This was a real bug: on torch_xla 2.9's PJRT CPU client,
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from tests.conftest import SEARCHPATH, run_cli
+from tests.conftest import SessionSweep
 
 REFERENCE = r"""
 import os, statistics, time
 os.environ["PJRT_DEVICE"] = "CPU"
 import torch, torch_xla
-from benchflow.models.faults import MatmulChain
+from tests.models.faults import MatmulChain
 torch.manual_seed(0)
 m = MatmulChain(test="eval", device=torch_xla.device(), size="small")
 times = []
@@ -34,24 +33,9 @@ print(statistics.median(times[4:]))
 
 
 @pytest.fixture(scope="module")
-def lazy_row(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    cwd = tmp_path_factory.mktemp("xla")
-    res = run_cli(
-        [
-            SEARCHPATH,
-            "model=matmul_chain",
-            "xla=PJRT",
-            "repeat=4",
-            "iterations_per_run=4",
-            "warmup=2",
-            "dtype=float32",  # the reference below runs the float32 model
-            "mlflow.enabled=false",
-        ],
-        cwd,
-    )
-    assert res.returncode == 0, res.stderr[-3000:]
-    (result,) = cwd.glob("runs/*/*/result.json")
-    return json.loads(result.read_text())
+def lazy_row(cases_sweep: SessionSweep) -> dict:
+    """matmul_chain (small, float32: what the reference below runs) on lazy XLA."""
+    return cases_sweep.case("xla_timing")
 
 
 def test_lazy_xla_time_is_far_above_tracing_time(lazy_row: dict) -> None:

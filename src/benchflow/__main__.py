@@ -10,10 +10,10 @@ import sys
 
 # `python -m benchflow <name> ...`: commands beside the sweep, each a module with main(argv).
 SUBCOMMANDS = {
-    "models": "benchflow.models.listing",  # which models can run here
-    "report": "benchflow.report.cli",  # tables, plots and the regression gate
-    "ui": "benchflow.ui",  # the MLflow UI over the runs' store
-    "sync": "benchflow.tracking.sync",  # upload to MLflow what a sweep could not log
+    "models": "benchflow.cli.models",  # which models can run here
+    "report": "benchflow.cli.report",  # tables, plots and the regression gate
+    "ui": "benchflow.cli.ui",  # the MLflow UI over the runs' store
+    "sync": "benchflow.cli.sync",  # upload to MLflow what a sweep could not log
 }
 
 

@@ -113,9 +113,11 @@ class XlaDevice(Device):
         return f"XLA:{os.environ['PJRT_DEVICE']} ({cpu_model_name()})"
 
 
-def make_device(accelerator: str, xla: str) -> Device:
-    if xla == "PJRT":
-        return XlaDevice(accelerator)
-    if accelerator == "cuda":
-        return CudaDevice()
-    return Device()
+def native_device(accelerator: str) -> Device:
+    """The host CPU, or the CUDA GPU with accelerator=cuda."""
+    return CudaDevice() if accelerator == "cuda" else Device()
+
+
+def xla_device(accelerator: str) -> Device:
+    """The lazy XLA device on PJRT, over the accelerator's client."""
+    return XlaDevice(accelerator)

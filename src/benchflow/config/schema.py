@@ -7,10 +7,35 @@ rules live in :mod:`benchflow.config.validate`, applied once at the edge.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, fields, is_dataclass
+from typing import Any, get_type_hints
 
 from omegaconf import MISSING
+
+# Choices of the keys that have a fixed set of values. A choice list is defined here
+# once; validation, --help and the bad-input messages read it. (Backends are the
+# exception: `dynamo=` is whatever the backend registry holds, see benchflow.backends.)
+XLA_CHOICES = ("auto", "none", "PJRT")
+ACCELERATOR_CHOICES = ("auto", "cpu", "cuda")
+TEST_CHOICES = ("eval", "train")
+RETRY_CHOICES = ("failed", "none", "all")
+DTYPE_CHOICES = ("float32", "float64", "bfloat16", "float16", "amp", "amp_bf16", "amp_fp16")
+MATMUL_PRECISION_CHOICES = ("highest", "high", "medium")
+MODEL_SOURCE_CHOICES = ("auto", "builtin", "torchbench")
+SIZE_CHOICES = ("tiny", "small", "base", "large")
+COMPILE_CACHE_CHOICES = ("cold", "warm")
+PROFILE_CHOICES = ("off", "torch")
+IR_FORMATS = ("text", "hlo", "stablehlo")
+DEFAULT_BASELINE = "inductor"  # the backend label reports compute speedups over
+
+
+# Field metadata. A field marked UNMEASURED changes how a job is run or reported, not
+# what it measures: it is left out of the fingerprint, of a configuration's identity
+# in reports, of what defines a sweep for resume, and of the MLflow params. Every
+# other field is measured. BULKY: measured, but too large for params and the row's
+# flat `config` (the suite's rule lists): in the fingerprint and config.yaml only.
+UNMEASURED = {"measured": False}
+BULKY = {"bulky": True}
 
 
 @dataclass
@@ -56,7 +81,7 @@ class SuiteConfig:
     skip_lists: bool = True  # honour the suite's skip lists (false: the runner's --no-skip)
     fast: bool = False  # also skip the suite's `slow` and `very_slow` models
     torchbench_root: str | None = None  # pytorch/benchmark checkout; null: $TORCHBENCH_ROOT
-    rules: dict[str, Any] = field(default_factory=dict)  # the mirrored torchbench.yaml data
+    rules: dict[str, Any] = field(default_factory=dict, metadata=BULKY)  # torchbench.yaml data
 
 
 @dataclass
@@ -90,7 +115,7 @@ class BenchConfig:
     xla: XlaConfig = field(default_factory=XlaConfig)
     test: TestConfig = field(default_factory=TestConfig)
     accelerator: AcceleratorConfig = field(default_factory=AcceleratorConfig)
-    mlflow: MlflowConfig = field(default_factory=MlflowConfig)
+    mlflow: MlflowConfig = field(default_factory=MlflowConfig, metadata=UNMEASURED)
     profile: ProfileConfig = field(default_factory=ProfileConfig)
     ir: IrConfig = field(default_factory=IrConfig)
     suite: SuiteConfig = field(default_factory=SuiteConfig)
@@ -102,25 +127,79 @@ class BenchConfig:
     adaptive_repeat: bool = False  # after `repeat`, add repeats until the CI is within target_ci
     max_repeat: int = 50  # the cap on adaptive repeats
     target_ci: float = 0.02  # adaptive repeats: 95% CI half-width / median to reach
-    prefork: bool = True  # fork jobs from a process that imported torch (+torch_xla)
     compile_cache: str = "cold"  # cold: a fresh Inductor/XLA cache per job | warm: shared
     batch_size: int | None = None  # null: the suite's or the model's default for the test
     dtype: str | None = None  # null: suite default (float32 for built-ins); bfloat16, amp, ...
-    timeout_s: float = 900.0  # hard limit for one job's child process, compile included
-    memory_limit_gb: float | None = None  # the child caps its own data memory; over it: oom
     verify: bool = False  # also check accuracy against eager and float64 (same job, after timing)
     seed: int = 1337  # seeds torch, numpy and random before the model is built
     matmul_precision: str = "high"  # torch.set_float32_matmul_precision
     num_threads: int | None = None  # torch.set_num_threads in the child; null: its CPU count
     # Jobs running at once on a host never share cores: each waits for a free slot.
     cpus_per_job: int | None = None  # cores per job, pinned; null: all, one job at a time
-    baseline: str = "inductor"  # backend label the report computes speedups over (none = eager)
-    fail_fast: bool = False  # stop the sweep at the first job that is not ok or skipped
-    progress: bool = True  # live progress display in the terminal
-    # A sweep run again into its folder skips jobs whose fingerprint has a current ok row.
-    resume: bool = False  # find that folder: the newest under multirun/ with the same overrides
-    # Interrupted and skipped jobs always run again; ok ones only with retry=all.
-    retry: str = "failed"  # failed: rerun failed/crashed/timeout/oom | none | all
+    # --- not measured: how jobs run and are reported ---
+    # Fork jobs from a process that imported torch (+torch_xla).
+    prefork: bool = field(default=True, metadata=UNMEASURED)
+    # Hard limit for one job's child process, compile included.
+    timeout_s: float = field(default=900.0, metadata=UNMEASURED)
+    # The child caps its own data memory; over it: oom.
+    memory_limit_gb: float | None = field(default=None, metadata=UNMEASURED)
+    # Backend label the report computes speedups over (none = eager).
+    baseline: str = field(default=DEFAULT_BASELINE, metadata=UNMEASURED)
+    # Stop the sweep at the first job that is not ok or skipped.
+    fail_fast: bool = field(default=False, metadata=UNMEASURED)
+    progress: bool = field(default=True, metadata=UNMEASURED)  # live progress in the terminal
+    # A sweep run again into its folder skips jobs whose fingerprint has a current ok row;
+    # resume=true finds that folder: the newest under multirun/ with the same overrides.
+    resume: bool = field(default=False, metadata=UNMEASURED)
+    # Interrupted, skipped and invalid jobs always run again; ok ones only with retry=all.
+    # failed: rerun failed/crashed/timeout/oom | none | all
+    retry: str = field(default="failed", metadata=UNMEASURED)
+
+
+def _walk(obj: Any, prefix: str, flat: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for f in fields(obj):
+        if not f.metadata.get("measured", True) or (flat and f.metadata.get("bulky")):
+            continue
+        value = getattr(obj, f.name)
+        key = f"{prefix}{f.name}"
+        if is_dataclass(value):
+            inner = _walk(value, f"{key}." if flat else "", flat)
+            if flat:
+                out.update(inner)
+            else:
+                out[f.name] = inner
+        elif flat:
+            out[key] = list(value) if isinstance(value, (list, tuple)) else value
+        else:
+            out[f.name] = value
+    return out
+
+
+def measured(cfg: BenchConfig) -> dict[str, Any]:
+    """The measured part of a config, nested (what the fingerprint hashes)."""
+    return _walk(cfg, "", flat=False)
+
+
+def measured_flat(cfg: BenchConfig) -> dict[str, Any]:
+    """The measured settings as dotted keys, bulky fields left out: the MLflow params,
+    and the row's ``config`` from which reports tell configurations apart."""
+    return _walk(cfg, "", flat=True)
+
+
+def is_measured(key: str) -> bool:
+    """Is a dotted key (an override's key, e.g. ``mlflow.experiment`` or ``dtype``)
+    measured? A key outside the schema (``experiment``, ``hydra.*``) is not a setting
+    of the job: False. Inside a measured dict field (``suite.rules.x``): True."""
+    node: Any = BenchConfig
+    for part in key.split("."):
+        if not is_dataclass(node):
+            return True
+        found = next((f for f in fields(node) if f.name == part), None)
+        if found is None or not found.metadata.get("measured", True):
+            return False
+        node = get_type_hints(node).get(part)
+    return True
 
 
 def to_plain(obj: Any) -> Any:
@@ -128,3 +207,12 @@ def to_plain(obj: Any) -> Any:
     from dataclasses import asdict, is_dataclass
 
     return asdict(obj) if is_dataclass(obj) and not isinstance(obj, type) else obj
+
+
+def config_from_dict(data: dict[str, Any]) -> BenchConfig:
+    """A config written with dataclasses.asdict (job.json, plan.json, config.yaml), typed again."""
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(BenchConfig), data))
+    assert isinstance(cfg, BenchConfig)
+    return cfg

@@ -21,7 +21,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from benchflow.config.schema import BenchConfig
+from benchflow import backends
+from benchflow.backends.base import Backend
+from benchflow.config.schema import BenchConfig, config_from_dict
+from benchflow.core.layout import JobDir
 from benchflow.models.errors import ModelSkipped
 from benchflow.results.io import write_json_atomic
 from benchflow.runner.cpus import ENV_CPUS, pin_self
@@ -29,14 +32,6 @@ from benchflow.runner.cpus import ENV_CPUS, pin_self
 log = logging.getLogger("benchflow.child")
 
 AMP_DTYPES = {"amp": None, "amp_bf16": "bfloat16", "amp_fp16": "float16"}
-
-
-def config_from_dict(data: dict[str, Any]) -> BenchConfig:
-    from omegaconf import OmegaConf
-
-    cfg = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(BenchConfig), data))
-    assert isinstance(cfg, BenchConfig)
-    return cfg
 
 
 def versions() -> dict[str, str | None]:
@@ -65,19 +60,16 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def run(cfg: BenchConfig, out_dir: Path) -> dict[str, Any]:
+def run(cfg: BenchConfig, backend: type[Backend], out_dir: Path) -> dict[str, Any]:
     """Build, prepare and time one job. Returns the child's part of the result row."""
     t_import = time.perf_counter()
     import torch
 
-    from benchflow.backends.catalog import BACKENDS
-    from benchflow.backends.device import make_device
-    from benchflow.harness.probes import DynamoProbe, XlaMetricsProbe
     from benchflow.harness.profiling import profile_compile, profile_pass
     from benchflow.harness.timing import measure
     from benchflow.harness.verify import verify
 
-    device = make_device(cfg.accelerator.name, cfg.xla.name)
+    device = backend.make_device(cfg.accelerator.name)
     import_s = time.perf_counter() - t_import
 
     t_setup = time.perf_counter()
@@ -93,7 +85,7 @@ def run(cfg: BenchConfig, out_dir: Path) -> dict[str, Any]:
     def build(
         target: torch.device, dtype: torch.dtype | None, compiled: bool, batch_size: int | None
     ) -> Any:
-        return build_model(cfg, target, dtype, compiled, batch_size)
+        return build_model(cfg, backend, target, dtype, compiled, batch_size)
 
     def run_step(m: Any, autocast_type: str | None) -> Any:
         return prec.step(m, cfg.test.name, autocast_type)
@@ -103,11 +95,7 @@ def run(cfg: BenchConfig, out_dir: Path) -> dict[str, Any]:
     def step() -> Any:
         return run_step(model, device.autocast_type)
 
-    probes: list[Any] = []
-    if cfg.xla.name == "PJRT":
-        probes.append(XlaMetricsProbe())
-    if BACKENDS[cfg.dynamo.name].compiles:
-        probes.append(DynamoProbe())
+    probes = backend.probes()
     setup_s = time.perf_counter() - t_setup
 
     t_measure = time.perf_counter()
@@ -118,7 +106,7 @@ def run(cfg: BenchConfig, out_dir: Path) -> dict[str, Any]:
         iterations_per_run=cfg.iterations_per_run,
         warmup=cfg.warmup,
         probes=probes,
-        trace_time=cfg.xla.name == "PJRT",
+        trace_time=backend.on_xla,
         adaptive_warmup=cfg.adaptive_warmup,
         max_warmup=cfg.max_warmup,
         adaptive_repeat=cfg.adaptive_repeat,
@@ -127,11 +115,11 @@ def run(cfg: BenchConfig, out_dir: Path) -> dict[str, Any]:
     )
     measure_s = time.perf_counter() - t_measure
 
-    _dump_counters(cfg, out_dir)  # the timed run's counters, before profiling adds to them
+    _dump_counters(cfg, backend, out_dir)  # the timed run's counters, before profiling adds to them
     profiled: dict[str, float] = {}
     if cfg.profile.name == "torch":
         profiled = profile_pass(step, device, cfg.profile, out_dir / "profile")
-        if cfg.profile.compile and BACKENDS[cfg.dynamo.name].compiles:
+        if cfg.profile.compile and backend.compiles:
             profiled |= profile_compile(
                 lambda: build(device.torch_device, model_dtype, True, cfg.batch_size),
                 lambda built: run_step(built, device.autocast_type),
@@ -194,28 +182,27 @@ def run(cfg: BenchConfig, out_dir: Path) -> dict[str, Any]:
     }
 
 
-def _dump_counters(cfg: BenchConfig, out_dir: Path) -> None:
+def _dump_counters(cfg: BenchConfig, backend: type[Backend], out_dir: Path) -> None:
     """The runner's --dump-pytorch-xla-metrics and --dump-dynamo-counters, as files."""
-    if cfg.profile.dump_xla_metrics and cfg.xla.name == "PJRT":
+    files = JobDir(out_dir)
+    if cfg.profile.dump_xla_metrics and backend.on_xla:
         import torch_xla.debug.metrics as met
 
-        (out_dir / "xla_metrics_report.txt").write_text(met.metrics_report())
+        files.xla_metrics.write_text(met.metrics_report())
     if cfg.profile.dump_dynamo_counters:
         from torch._dynamo.utils import counters
 
         data = {group: dict(values) for group, values in counters.items()}
-        (out_dir / "dynamo_counters.json").write_text(json.dumps(data, indent=2, default=str))
+        files.dynamo_counters.write_text(json.dumps(data, indent=2, default=str))
 
 
-def ir_pass(cfg: BenchConfig) -> dict[str, Any]:
+def ir_pass(cfg: BenchConfig, backend: type[Backend]) -> dict[str, Any]:
     """Two steps of the job, for the IR dump: the parent set XLA_SAVE_TENSORS_FILE/_FMT
     (and XLA_FLAGS for --xla_dump_to) for this process, so every graph synced is
     written; the first step compiles, the second shows the steady-state graph."""
-    from benchflow.backends.device import make_device
-
-    device = make_device(cfg.accelerator.name, cfg.xla.name)
+    device = backend.make_device(cfg.accelerator.name)
     prec = Precision(cfg.dtype, device.kind)
-    model = build_model(cfg, device.torch_device, prec.model_dtype, True, cfg.batch_size)
+    model = build_model(cfg, backend, device.torch_device, prec.model_dtype, True, cfg.batch_size)
     for _ in range(2):
         out = prec.step(model, cfg.test.name, device.autocast_type)
         device.mark_step()
@@ -250,16 +237,22 @@ class Precision:
 
 
 def build_model(
-    cfg: BenchConfig, target: Any, dtype: Any, compiled: bool, batch_size: int | None
+    cfg: BenchConfig,
+    backend: type[Backend],
+    target: Any,
+    dtype: Any,
+    compiled: bool,
+    batch_size: int | None,
 ) -> Any:
-    """A fresh model: the same seed gives the same weights and inputs every time."""
-    from benchflow.backends.compile import apply_compiler
+    """A fresh model: the same seed gives the same weights and inputs every time;
+    `compiled`: its module prepared by the backend (torch.compile, or as it is)."""
     from benchflow.models.registry import load_model
 
     seed_everything(cfg.seed)
     model = load_model(dataclasses.replace(cfg, batch_size=batch_size), target, dtype)
     if compiled:
-        apply_compiler(model, cfg.dynamo)
+        module, _ = model.get_module()
+        model.set_module(backend.prepare(module, cfg.dynamo))
     return model
 
 
@@ -301,12 +294,17 @@ def main(argv: list[str]) -> int:
     result: dict[str, Any] = {"status": "ok", "error": None, "versions": versions()}
     try:
         cfg = config_from_dict(job["config"])
+        backend = (
+            backends.get(job["backend"])
+            if "backend" in job
+            else backends.of_row(cfg.dynamo.name, cfg.xla.name)
+        )
         if cfg.memory_limit_gb:
             _limit_memory(cfg.memory_limit_gb)
         if job.get("mode") == "ir":
-            result.update(ir_pass(cfg))
+            result.update(ir_pass(cfg, backend))
         else:
-            result.update(run(cfg, Path(job["result_path"]).parent))
+            result.update(run(cfg, backend, Path(job["result_path"]).parent))
     except ModelSkipped as exc:
         result.update(status="skipped", error=str(exc))
         log.info("skipped: %s", exc)

@@ -1,5 +1,5 @@
 import sys
 
-from benchflow.report.cli import main
+from benchflow.cli.report import main
 
 sys.exit(main())

@@ -22,14 +22,16 @@ Definitions (the PyTorch HUD's, restated in the README):
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from benchflow.backends.catalog import backend_label, baseline_label
-from benchflow.results.stats import geomean, quantile
+from benchflow import backends
+from benchflow.config.schema import DEFAULT_BASELINE, is_measured
+from benchflow.core.status import INVALID_PREFIX, Status, status_of
+from benchflow.results.headline import backend_of_row, headline_of
+from benchflow.results.stats import geomean
 
 FAILED_CODES = (
     "FAIL",
@@ -38,45 +40,47 @@ FAILED_CODES = (
     "NONDETERMINISTIC_EAGER_RUN",
     "VERIFIER_DIDNT_RUN",
 )
-# Overrides that never distinguish two configurations in a report: the model is a
-# line of its own, the backend is the label's first part, the rest do not change
-# what is measured (the same list the fingerprint leaves out, plus Hydra's own).
-_NOT_AXES = {
-    "model",
-    "dynamo",
-    "xla",
-    "experiment",
-    "timeout_s",
-    "fail_fast",
-    "progress",
-    "baseline",
-    "suite.torchbench_root",
-    "resume",
-    "retry",
-}
-_NOT_AXIS_PREFIXES = ("mlflow.", "hydra.", "hydra/")
+# Measured settings that are not axes of a configuration: the model and the test are
+# the lines of the report, and dynamo/xla are the backend, the label's first part.
+_IDENTITY = ("model.name", "model.builtin", "test.name", "dynamo.name", "xla.name")
 
 
-def row_backend(row: dict[str, Any]) -> str:
-    exp = row["experiment"]
-    return backend_label(exp.get("dynamo"), bool(exp.get("xla")))
+def row_status(row: dict[str, Any]) -> Status:
+    return status_of(row["status"], row.get("error"))
 
 
 def _axes(row: dict[str, Any]) -> dict[str, str]:
+    """A row's measured settings, as text (its recorded `config`; rows written before
+    schema 2 have only their overrides, of which the measured ones count)."""
+    if isinstance(row.get("config"), dict):
+        return {k: _text(v) for k, v in row["config"].items() if k not in _IDENTITY}
     out = {}
     for item in row.get("job", {}).get("overrides", []) or []:
         key, sep, value = str(item).lstrip("+~").partition("=")
-        if not sep or key in _NOT_AXES or key.startswith(_NOT_AXIS_PREFIXES):
-            continue
-        out[key] = value
+        if sep and key not in ("model", "dynamo", "xla", "test") and is_measured(key):
+            out[key] = value
     return out
 
 
+def _text(value: Any) -> str:
+    if isinstance(value, list):
+        return "[" + ",".join(map(str, value)) + "]"
+    return "null" if value is None else str(value)
+
+
 def varying_axes(rows: Sequence[dict[str, Any]]) -> list[str]:
-    """Override keys whose value is not the same in every row (absent counts as a value)."""
-    per_row = [_axes(r) for r in rows]
-    keys = sorted({k for axes in per_row for k in axes})
-    return [k for k in keys if len({axes.get(k) for axes in per_row}) > 1]
+    """Measured settings whose value differs between two rows of the same model and test
+    (absent counts as a value). The suite's rules may give each model its own dtype or
+    batch size; that alone makes no new configuration."""
+    groups: dict[tuple[str, str], list[dict[str, str]]] = {}
+    for row in rows:
+        key = (row["model"]["model_name"], row["experiment"]["test"])
+        groups.setdefault(key, []).append(_axes(row))
+    varying: set[str] = set()
+    for per_row in groups.values():
+        keys = {k for axes in per_row for k in axes}
+        varying |= {k for k in keys if len({axes.get(k) for axes in per_row}) > 1}
+    return sorted(varying)
 
 
 @dataclass(frozen=True)
@@ -102,7 +106,7 @@ class Entry:
     test: str
     config: Config
     row: dict[str, Any]
-    status: str
+    status: Status
     time_s: float | None  # median per-iteration time
     q1_s: float | None
     q3_s: float | None
@@ -117,6 +121,7 @@ class Entry:
     memory_ratio: float | None = None
     in_geomean: bool = True  # False: this row or its baseline is flagged
     note: str = ""
+    compiles: bool = True  # False: the backend compiles nothing, compile time is no number
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -124,7 +129,7 @@ class Entry:
 
     @property
     def passed(self) -> bool:
-        return self.status == "ok" and self.verification not in FAILED_CODES
+        return self.status == Status.OK and self.verification not in FAILED_CODES
 
     @property
     def iqr_s(self) -> float | None:
@@ -138,49 +143,26 @@ class Entry:
         return err.splitlines()[0][:160] if err else ""
 
 
-def _median_of(value: Any) -> float | None:
-    if isinstance(value, list):
-        nums = [float(v) for v in value if isinstance(v, (int, float))]
-        return statistics.median(nums) if nums else None
-    return float(value) if isinstance(value, (int, float)) else None
-
-
 def make_entry(row: dict[str, Any], config: Config) -> Entry:
-    summary = row.get("summary", {}).get("per_iter_time_s") or {}
-    metrics = row.get("metrics", {}) or {}
-    per_repeat = [float(v) for v in metrics.get("per_iter_time_s") or [] if v is not None]
-    median = summary.get("median")
-    q1: float | None
-    q3: float | None
-    if per_repeat:
-        q1, q3 = quantile(per_repeat, 0.25), quantile(per_repeat, 0.75)
-    elif median is not None:  # rows without the series: the summary's IQR around the median
-        half = float(summary.get("iqr", 0.0)) / 2
-        q1, q3 = median - half, median + half
-    else:
-        q1 = q3 = None
-    first = metrics.get("first_iter_time_s")
-    compile_s = max(0.0, float(first) - median) if first is not None and median else None
-    device_peak = _median_of(metrics.get("peak_device_memory_bytes"))
-    host_peak = _median_of(metrics.get("peak_host_rss_bytes"))
-    peak, kind = (device_peak, "device") if device_peak else (host_peak, "host RSS")
-    cv = summary.get("cv")
+    h = headline_of(row)
+    ok = h.status is Status.OK
     return Entry(
-        cv=float(cv) if cv is not None and row["status"] == "ok" else None,
-        flags=timing_flags(row) if row["status"] == "ok" else [],
+        cv=h.cv,
+        flags=timing_flags(row) if ok else [],
         model=row["model"]["model_name"],
         test=row["experiment"]["test"],
         config=config,
         row=row,
-        status=row["status"],
-        time_s=float(median) if median is not None and row["status"] == "ok" else None,
-        q1_s=q1,
-        q3_s=q3,
-        repeats=len(per_repeat),
-        compile_s=compile_s if row["status"] == "ok" else None,
-        peak_bytes=peak if row["status"] == "ok" else None,
-        memory_kind=kind if peak else None,
+        status=h.status,
+        time_s=h.time_s,
+        q1_s=h.q1_s,
+        q3_s=h.q3_s,
+        repeats=h.repeats,
+        compile_s=h.compile_s,
+        peak_bytes=h.peak_bytes,
+        memory_kind=h.memory_kind,
         verification=row.get("verification_code") or "VERIFIER_SKIPPED",
+        compiles=h.compiles,
     )
 
 
@@ -220,6 +202,7 @@ class Summary:
     mean_compile_s: float | None
     memory_ratio: float | None
     memory_models: int
+    compiles: bool = True  # False: no model of it compiles (eager): no compile time
 
     @property
     def passrate(self) -> float | None:
@@ -231,8 +214,9 @@ class Report:
     baseline: str  # backend label the speedups are over
     entries: list[Entry]
     summaries: list[Summary]
-    axes: list[str]  # the varying override keys in the configuration labels
+    axes: list[str]  # the measured settings that vary, in the configuration labels
     notes: list[str] = field(default_factory=list)
+    invalid: list[Invalid] = field(default_factory=list)  # jobs that never ran
 
     @property
     def configs(self) -> list[Config]:
@@ -242,9 +226,36 @@ class Report:
         return {e.key: e for e in self.entries}
 
 
-def build_report(rows: Sequence[dict[str, Any]], baseline: str = "inductor") -> Report:
-    """Entries (a later row for the same model/test/configuration wins), speedups, summaries."""
-    base = baseline_label(baseline)
+@dataclass(frozen=True)
+class Invalid:
+    """A job that never ran because its settings cannot go together: no configuration."""
+
+    model: str
+    test: str
+    settings: str  # the job's own overrides, less the model's
+    reason: str
+
+
+# The settings whose combination can be invalid (backends.select, sweep.plan.resolve).
+_COMBINED = ("dynamo", "xla", "accelerator", "dtype")
+
+
+def _invalid(row: dict[str, Any]) -> Invalid:
+    overrides = [o for o in row.get("job", {}).get("overrides", []) if o.split("=")[0] in _COMBINED]
+    return Invalid(
+        model=row["model"]["model_name"],
+        test=row["experiment"]["test"],
+        settings=" ".join(overrides) or row.get("job", {}).get("name", ""),
+        reason=(row.get("error") or "").removeprefix(INVALID_PREFIX),
+    )
+
+
+def build_report(rows: Sequence[dict[str, Any]], baseline: str = DEFAULT_BASELINE) -> Report:
+    """Entries (a later row for the same model/test/configuration wins), speedups, summaries.
+    Rows of invalid combinations stand for no configuration: listed apart."""
+    base = backends.baseline_label(baseline)
+    invalid = [_invalid(r) for r in rows if row_status(r) is Status.INVALID]
+    rows = [r for r in rows if row_status(r).counts_as_configuration]
     axes = varying_axes(rows)
     notes: list[str] = []
     latest: dict[tuple[str, str, str], Entry] = {}
@@ -254,7 +265,7 @@ def build_report(rows: Sequence[dict[str, Any]], baseline: str = "inductor") -> 
     rows = sorted(rows, key=lambda r: r.get("timestamp") or 0.0)
     for row in rows:
         row_axes = _axes(row)
-        config = Config(row_backend(row), tuple((k, row_axes.get(k, "-")) for k in axes))
+        config = Config(backend_of_row(row), tuple((k, row_axes.get(k, "-")) for k in axes))
         entry = make_entry(row, config)
         superseded += entry.key in latest
         latest.pop(entry.key, None)  # keep the order of first appearance stable below
@@ -269,17 +280,17 @@ def build_report(rows: Sequence[dict[str, Any]], baseline: str = "inductor") -> 
     order: dict[str, int] = {}
     for row in rows:
         row_axes = _axes(row)
-        label = Config(row_backend(row), tuple((k, row_axes.get(k, "-")) for k in axes)).label
+        label = Config(backend_of_row(row), tuple((k, row_axes.get(k, "-")) for k in axes)).label
         order.setdefault(label, len(order))
     entries.sort(key=lambda e: (e.model, e.test, order.get(e.config.label, 0)))
 
     index = {e.key: e for e in entries}
     has_base = any(e.config.backend == base for e in entries)
     if not has_base:
-        backends = ", ".join(sorted({e.config.backend for e in entries}))
+        present = ", ".join(sorted({e.config.backend for e in entries}))
         notes.append(
             f"baseline {base} is not in these results: no speedups "
-            f"(choose one of {backends} with --baseline, or baseline= in the sweep)"
+            f"(choose one of {present} with --baseline, or baseline= in the sweep)"
         )
     for e in entries:
         if e.config.backend == base or not has_base:
@@ -314,12 +325,19 @@ def build_report(rows: Sequence[dict[str, Any]], baseline: str = "inductor") -> 
         _summarize(config, [e for e in entries if e.config == config], base)
         for config in _configs(entries)
     ]
-    return Report(baseline=base, entries=entries, summaries=summaries, axes=axes, notes=notes)
+    return Report(
+        baseline=base,
+        entries=entries,
+        summaries=summaries,
+        axes=axes,
+        notes=notes,
+        invalid=invalid,
+    )
 
 
 def _outcome(e: Entry) -> str:
-    if e.status != "ok":
-        return e.status
+    if e.status is not Status.OK:
+        return e.status.value
     return f"accuracy {e.verification}"
 
 
@@ -331,7 +349,7 @@ def _configs(entries: Sequence[Entry]) -> list[Config]:
 
 
 def _summarize(config: Config, entries: list[Entry], base: str) -> Summary:
-    counted = [e for e in entries if e.status != "skipped"]
+    counted = [e for e in entries if e.status.counts_in_passrate]
     passed = [e for e in counted if e.passed]
     speedups = [e.speedup for e in passed if e.speedup and e.in_geomean]
     compiles = [e.compile_s for e in passed if e.compile_s is not None]
@@ -348,17 +366,5 @@ def _summarize(config: Config, entries: list[Entry], base: str) -> Summary:
         mean_compile_s=statistics.fmean(compiles) if compiles else None,
         memory_ratio=1.0 if is_base and passed else (statistics.fmean(ratios) if ratios else None),
         memory_models=len(ratios),
+        compiles=any(e.compiles for e in entries),
     )
-
-
-def headline_metrics(row: dict[str, Any]) -> dict[str, float]:
-    """The few numbers a run is compared on, named to sort together in MLflow."""
-    e = make_entry(row, Config(row_backend(row)))
-    out = {
-        "headline.per_iter_time_s": e.time_s,
-        "headline.per_iter_time_iqr_s": e.iqr_s if e.time_s is not None else None,
-        "headline.compile_time_s": e.compile_s,
-        "headline.peak_memory_bytes": e.peak_bytes,
-        "headline.throughput_samples_per_s": row.get("metrics", {}).get("throughput_samples_per_s"),
-    }
-    return {k: float(v) for k, v in out.items() if v is not None and math.isfinite(v)}

@@ -69,7 +69,10 @@ def log_to_mlflow(
     from mlflow.entities import Metric
     from mlflow.tracking import MlflowClient
 
-    client = MlflowClient(tracking_uri=tracking_uri)
+    from benchflow.tracking.mlflow_runs import RetryingClient
+
+    # The same "database is locked" retry as every other MLflow call of benchflow.
+    client = RetryingClient(MlflowClient(tracking_uri=tracking_uri))
     for path in files:
         client.log_artifact(parent_run_id, str(path), "report")
     now = int(time.time() * 1000)

@@ -8,9 +8,10 @@ import io
 from collections.abc import Sequence
 from typing import Any
 
+from benchflow.core.status import Status
+from benchflow.core.units import NOT_APPLICABLE, format_time
 from benchflow.report.compare import Change
 from benchflow.report.model import Entry, Report, Summary
-from benchflow.sweep.progress import format_time
 
 ENTRY_HEADER = [
     "model",
@@ -34,6 +35,8 @@ SUMMARY_HEADER = [
     "memory ratio",
     "skipped",
 ]
+INVALID_HEADER = ["model", "test", "settings", "why it never ran"]
+INVALID_TITLE = "Invalid combinations (never run; no configuration)"
 CHANGE_HEADER = ["model", "test", "config", "baseline", "candidate", "change", "verdict", "detail"]
 
 
@@ -60,12 +63,12 @@ def entry_cells(e: Entry, baseline: str) -> list[str]:
         e.model,
         e.test,
         e.config.label,
-        e.status,
+        e.status.value,
         format_time(e.time_s),
         format_time(e.iqr_s) if e.time_s is not None else "-",
         f"{e.cv:.1%}" if e.cv is not None and e.time_s is not None else "-",
         speed,
-        format_time(e.compile_s),
+        format_time(e.compile_s) if e.compiles else NOT_APPLICABLE,
         mem,
         e.verification,
         e.note or e.error,
@@ -88,10 +91,14 @@ def summary_cells(s: Summary) -> list[str]:
         s.config.label,
         rate,
         speed,
-        format_time(s.mean_compile_s),
+        format_time(s.mean_compile_s) if s.compiles else NOT_APPLICABLE,
         memory,
         str(s.skipped),
     ]
+
+
+def invalid_rows(report: Report) -> list[list[str]]:
+    return [[i.model, i.test, i.settings, i.reason] for i in report.invalid]
 
 
 def change_cells(c: Change) -> list[str]:
@@ -99,7 +106,7 @@ def change_cells(c: Change) -> list[str]:
         if e is None:
             return "-"
         if e.time_s is None or not e.passed:
-            return e.status if e.status != "ok" else e.verification
+            return e.status.value if e.status is not Status.OK else e.verification
         return f"{format_time(e.time_s)} (IQR {format_time(e.iqr_s or 0.0)})"
 
     ratio = c.ratio
@@ -158,6 +165,13 @@ def to_markdown(report: Report, title: str, changes: Sequence[Change] | None = N
         definitions(report),
         "",
     ]
+    if report.invalid:
+        parts += [
+            f"## {INVALID_TITLE}",
+            "",
+            markdown_table(INVALID_HEADER, invalid_rows(report)),
+            "",
+        ]
     parts += [f"- {n}" for n in report.notes]
     return "\n".join(parts).rstrip() + "\n"
 
@@ -184,7 +198,7 @@ def entries_csv(report: Report) -> str:
         ("config", lambda e: e.config.label),
         ("backend", lambda e: e.config.backend),
         *axes,
-        ("status", lambda e: e.status),
+        ("status", lambda e: e.status.value),
         ("per_iter_time_median_s", lambda e: _num(e.time_s)),
         ("per_iter_time_q1_s", lambda e: timed(e.q1_s, e)),
         ("per_iter_time_q3_s", lambda e: timed(e.q3_s, e)),
@@ -256,13 +270,18 @@ def print_terminal(report: Report, title: str, changes: Sequence[Change] | None 
         if previous is not None and (e.model, e.test) != previous:
             table.add_section()
         previous = (e.model, e.test)
-        style = None if e.passed else ("yellow" if e.status == "skipped" else "red")
+        style = None if e.passed else e.status.style
         table.add_row(*entry_cells(e, report.baseline), style=style)
     console.print(table)
     table = Table(*SUMMARY_HEADER, title="summary", caption=definitions(report))
     for s in report.summaries:
         table.add_row(*summary_cells(s))
     console.print(table)
+    if report.invalid:
+        table = Table(*INVALID_HEADER, title=INVALID_TITLE.lower())
+        for line in invalid_rows(report):
+            table.add_row(*line, style="yellow")
+        console.print(table)
     for note in report.notes:
         console.print(f"note: {note}")
 
@@ -319,7 +338,8 @@ def to_html(
     for name, svg in figures.items():
         parts.append(f"<figure id='{html.escape(name)}'>{svg}</figure>")
     classes = [
-        "" if e.passed else ("skip" if e.status == "skipped" else "bad") for e in report.entries
+        "" if e.passed else ("skip" if e.status is Status.SKIPPED else "bad")
+        for e in report.entries
     ]
     parts += [
         "<h2>Per model</h2>",
@@ -328,6 +348,11 @@ def to_html(
         ),
         f"<p class='note'>{html.escape(definitions(report))}</p>",
     ]
+    if report.invalid:
+        parts += [
+            f"<h2>{html.escape(INVALID_TITLE)}</h2>",
+            _html_table(INVALID_HEADER, invalid_rows(report)),
+        ]
     parts += [f"<p class='note'>note: {html.escape(n)}</p>" for n in report.notes]
     parts.append("</body></html>")
     return "\n".join(parts)

@@ -17,12 +17,14 @@ import json
 import logging
 import re
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchflow.core.layout import JobDir, SweepDir
 from benchflow.results.io import read_jsonl
-from benchflow.tracking.mlflow_runs import PARENT_RUN_FILE, TRACKING_URI_FILE, default_tracking_uri
+from benchflow.tracking.mlflow_runs import default_tracking_uri
 
 log = logging.getLogger(__name__)
 
@@ -63,10 +65,10 @@ def _from_path(path: Path, tracking_uri: str | None) -> Sweep:
     if path.is_file():
         rows = read_jsonl(path) if path.suffix == ".jsonl" else [json.loads(path.read_text())]
         folder = path.parent
-    elif (path / "results.jsonl").exists():
-        rows, folder = read_jsonl(path / "results.jsonl"), path
-    elif (path / "result.json").exists():
-        rows, folder = [json.loads((path / "result.json").read_text())], path
+    elif SweepDir(path).results.exists():
+        rows, folder = read_jsonl(SweepDir(path).results), path
+    elif JobDir(path).result.exists():
+        rows, folder = [json.loads(JobDir(path).result.read_text())], path
     else:
         inside = sorted(p.parent for p in path.glob("*/results.jsonl"))
         hint = (
@@ -77,14 +79,13 @@ def _from_path(path: Path, tracking_uri: str | None) -> Sweep:
         raise SourceError(f"{path}: has no results.jsonl or result.json{hint}")
     if not rows:
         raise SourceError(f"{path}: no result rows")
-    parent = folder / PARENT_RUN_FILE
-    uri_file = folder / TRACKING_URI_FILE
+    sweep = SweepDir(folder)
     return Sweep(
         label=str(path),
         rows=rows,
         directory=folder,
-        parent_run_id=parent.read_text().strip() if parent.exists() else None,
-        tracking_uri=tracking_uri or (uri_file.read_text().strip() if uri_file.exists() else None),
+        parent_run_id=sweep.parent_run_id(),
+        tracking_uri=tracking_uri or sweep.recorded_tracking_uri(),
     )
 
 
@@ -153,3 +154,36 @@ def _from_experiment(name: str, uri: str) -> Sweep:
     if not rows:
         raise SourceError(f"MLflow experiment {name!r} at {uri} has no job runs with a result.json")
     return Sweep(label=f"experiment {exp.name}", rows=rows, tracking_uri=uri)
+
+
+def meta_of(sweep: Sweep, baseline: str) -> dict[str, Any]:
+    prov = sweep.rows[0].get("provenance", {}) if sweep.rows else {}
+    versions = prov.get("versions", {})
+    return {
+        "source": sweep.label,
+        "rows": len(sweep.rows),
+        "baseline": baseline,
+        "host": prov.get("host"),
+        "cpu": prov.get("cpu_model"),
+        "git": prov.get("git_sha"),
+        "torch": versions.get("torch"),
+        "torch_xla": versions.get("torch_xla"),
+        "generated": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
+
+
+def describe(sweep: Sweep) -> str:
+    """What a side of a comparison ran on: commit, versions, host (from its rows)."""
+    seen: dict[str, set[str]] = {}
+    for row in sweep.rows:
+        prov = row.get("provenance", {})
+        versions = prov.get("versions", {})
+        for key, value in (
+            ("git", (prov.get("git_sha") or "")[:10]),
+            ("torch", versions.get("torch")),
+            ("torch_xla", versions.get("torch_xla")),
+            ("host", prov.get("host")),
+        ):
+            if value:
+                seen.setdefault(key, set()).add(str(value))
+    return ", ".join(f"{k} {'/'.join(sorted(v))}" for k, v in seen.items()) or "no provenance"

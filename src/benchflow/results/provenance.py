@@ -2,39 +2,12 @@
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
-import json
 import platform
 import subprocess
 import sys
 from functools import cache
 from pathlib import Path
 from typing import Any
-
-from benchflow.config.schema import BenchConfig
-
-# Keys that change how a job is run or reported, but not what it measures.
-NOT_MEASURED = (
-    "mlflow",
-    "timeout_s",
-    "memory_limit_gb",
-    "fail_fast",
-    "progress",
-    "baseline",
-    "resume",
-    "retry",
-    "prefork",
-)
-
-
-def fingerprint(cfg: BenchConfig) -> str:
-    """Stable SHA-256 of the measurement-relevant config (sorted-key JSON)."""
-    data = dataclasses.asdict(cfg)
-    for key in NOT_MEASURED:
-        data.pop(key, None)
-    blob = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()
 
 
 @cache

@@ -1,9 +1,13 @@
 """One job's result row: the experiment runner's schema, plus status and provenance.
 
-{model: {suite_name, model_name, model_source},
+{schema_version, row_id, model: {suite_name, model_name, model_source},
  experiment: {accelerator, accelerator_model, xla, dynamo, test, batch_size, dtype, ...},
- repeat, iterations_per_run, warmup, metrics: {...per repeat...}, summary: {...},
- timestamp, verification_code, status, error, job: {...}, provenance: {...}}
+ backend, config: {measured settings, flat}, repeat, iterations_per_run, warmup,
+ metrics: {...per repeat...}, summary: {...}, timing: {...}, timestamp,
+ verification_code, status, error, job: {...}, provenance: {...}}
+
+schema_version 2 added `backend`, `config` and the `invalid` status; rows without a
+version are 1, and readers take them as they are (see benchflow.core.status.status_of).
 """
 
 from __future__ import annotations
@@ -12,26 +16,27 @@ import time
 import uuid
 from typing import Any
 
-from benchflow.config.schema import BenchConfig
-from benchflow.results.provenance import fingerprint
+from benchflow.core.job import Job
+from benchflow.core.status import Status
 
-STATUSES = ("ok", "failed", "oom", "crashed", "timeout", "interrupted", "skipped")
+SCHEMA_VERSION = 2
 
 
 def build_row(
-    cfg: BenchConfig,
+    job: Job,
     *,
-    status: str,
+    status: Status,
     error: str | None,
-    job: dict[str, Any],
+    info: dict[str, Any],
     provenance: dict[str, Any],
     child: dict[str, Any] | None = None,
-    sources: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Assemble a row; `child` is the child's result.json when it wrote one."""
-    assert status in STATUSES, status
+    """Assemble a row; `child` is the child's result.json when it wrote one, `info`
+    what the parent knows of the run (times, CPUs, files)."""
+    cfg = job.config
     child = child or {}
     return {
+        "schema_version": SCHEMA_VERSION,
         "row_id": uuid.uuid4().hex,
         "model": {
             "suite_name": cfg.suite.name,
@@ -49,8 +54,10 @@ def build_row(
             "model_size": cfg.model.size,
             "matmul_precision": cfg.matmul_precision,
             "num_threads": child.get("num_threads", cfg.num_threads),
-            **(sources or {}),
+            **job.sources,
         },
+        "backend": job.backend,
+        "config": job.settings,
         "repeat": cfg.repeat,
         "iterations_per_run": cfg.iterations_per_run,
         "warmup": cfg.warmup,
@@ -60,20 +67,23 @@ def build_row(
         "timestamp": time.time(),
         "verification_code": child.get(
             "verification_code",
-            "VERIFIER_DIDNT_RUN" if cfg.verify and status != "skipped" else "VERIFIER_SKIPPED",
+            "VERIFIER_DIDNT_RUN"
+            if cfg.verify and status.counts_in_passrate
+            else "VERIFIER_SKIPPED",
         ),
         "verification_detail": child.get("verification_detail"),
-        "status": status,
+        "status": status.value,
         "error": error,
-        "job": {**job, "fingerprint": fingerprint(cfg)},
+        "job": {
+            "name": job.name,
+            "num": job.num,
+            "overrides": list(job.overrides),
+            **info,
+            "notes": [*job.notes, *info.get("notes", [])],
+            "fingerprint": job.fingerprint,
+        },
         "provenance": {**provenance, "versions": child.get("versions", {})},
     }
-
-
-def headline(row: dict[str, Any]) -> float | None:
-    """Median per-iteration seconds, the number a sweep is compared on."""
-    stats = row.get("summary", {}).get("per_iter_time_s")
-    return stats["median"] if stats else None
 
 
 def flat_metrics(row: dict[str, Any]) -> dict[str, float]:

@@ -23,6 +23,8 @@ from typing import Any
 
 import psutil
 
+from benchflow.core.status import Status
+
 log = logging.getLogger(__name__)
 
 STDERR_TAIL_CHARS = 2000
@@ -30,7 +32,7 @@ STDERR_TAIL_CHARS = 2000
 
 @dataclass
 class Outcome:
-    status: str  # ok | failed | crashed | timeout | interrupted | skipped
+    status: Status
     error: str | None
     returncode: int | None
     wall_time_s: float
@@ -117,11 +119,13 @@ def run_isolated(
 
 
 def _timed_out(timeout_s: float, wall: float) -> Outcome:
-    return Outcome("timeout", f"no result after timeout_s={timeout_s:g}", None, wall, None)
+    return Outcome(Status.TIMEOUT, f"no result after timeout_s={timeout_s:g}", None, wall, None)
 
 
 def _interrupted(wall: float) -> Outcome:
-    return Outcome("interrupted", "interrupted (Ctrl-C or SIGTERM to the sweep)", None, wall, None)
+    return Outcome(
+        Status.INTERRUPTED, "interrupted (Ctrl-C or SIGTERM to the sweep)", None, wall, None
+    )
 
 
 def _run_forked(
@@ -153,7 +157,7 @@ def _run_forked(
         psutil.wait_procs(_kill_group(pid), timeout=5)
         wall = time.perf_counter() - start
         error = f"crashed with its preforked interpreter ({exc}); rerun it with retry=failed"
-        return Outcome("crashed", error, None, wall, None)
+        return Outcome(Status.CRASHED, error, None, wall, None)
     except KeyboardInterrupt:
         _reap(zygote, pid)
         return _interrupted(time.perf_counter() - start)
@@ -217,10 +221,10 @@ def _classify(returncode: int | None, wall: float, result_path: Path, stderr_pat
         except json.JSONDecodeError:
             result = None
     if result is not None:
-        return Outcome(result["status"], result.get("error"), returncode, wall, result)
+        return Outcome(Status(result["status"]), result.get("error"), returncode, wall, result)
     if returncode is not None and returncode < 0:
         sig = signal.Signals(-returncode).name
         error = f"killed by {sig}; stderr tail:\n{_tail(stderr_path)}"
     else:
         error = f"exit code {returncode} without a result; stderr tail:\n{_tail(stderr_path)}"
-    return Outcome("crashed", error, returncode, wall, None)
+    return Outcome(Status.CRASHED, error, returncode, wall, None)

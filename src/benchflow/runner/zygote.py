@@ -15,7 +15,7 @@ does read some settings, so the zygote imports it with ``PJRT_SELECT_DEFAULT_DEV
 (each child picks its own ``PJRT_DEVICE``), and a job whose environment sets any
 ``XLA_*`` or ``PJRT_*`` variable (an XLA persistent cache, dump flags) is forked from
 the ``torch`` zygote and imports torch_xla itself, after its environment is set
-(``kind_for``). IR dump passes are spawned. CUDA is never initialized in a zygote
+(``Backend.zygote``). IR dump passes are spawned. CUDA is never initialized in a zygote
 (forking after CUDA init is unsafe); a child initializes it after the fork.
 
 Protocol (one job at a time; the task process that owns the zygote runs jobs one
@@ -46,14 +46,6 @@ log = logging.getLogger(__name__)
 # What each kind of zygote imports before it forks.
 KINDS = {"torch": ("torch",), "xla": ("torch", "torch_xla")}
 ENV_PRELOADED = "BENCHFLOW_PRELOADED"  # in a forked child: what was imported before it
-
-
-def kind_for(needs_xla: bool, env: dict[str, str]) -> str:
-    """The zygote a job forks from: torch_xla preloaded only for XLA jobs whose own
-    environment does not change what torch_xla reads (see the module's doc)."""
-    if needs_xla and not any(k.startswith(("XLA_", "PJRT_")) for k in env):
-        return "xla"
-    return "torch"
 
 
 class ZygoteError(RuntimeError):

@@ -11,23 +11,18 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from benchflow.config.schema import DEFAULT_BASELINE
 from benchflow.config.validate import ConfigError, parse
+from benchflow.core.layout import SweepDir
 from benchflow.results.io import current, read_jsonl
 from benchflow.results.provenance import provenance
-from benchflow.sweep.task import ABORT_FILE, RESULTS_FILE
-from benchflow.tracking.mlflow_runs import (
-    PARENT_RUN_FILE,
-    TRACKING_URI_FILE,
-    Tracker,
-    check_reachable,
-    safely,
-)
+from benchflow.tracking.mlflow_runs import Tracker, check_reachable, safely
 
 log = logging.getLogger(__name__)
 
 
-def _sweep_dir(config: DictConfig) -> Path:
-    return Path(config.hydra.sweep.dir)
+def _sweep(config: DictConfig) -> SweepDir:
+    return SweepDir(Path(config.hydra.sweep.dir))
 
 
 class SweepCallback(Callback):
@@ -45,26 +40,25 @@ class SweepCallback(Callback):
         # grid is known to be valid: a refused sweep leaves nothing behind.
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        sweep_dir = _sweep_dir(config)
-        rows = current(read_jsonl(sweep_dir / RESULTS_FILE))
-        baseline = str(OmegaConf.select(config, "baseline", default="inductor"))
-        made = safely("report", _report, rows, baseline, sweep_dir) if rows else None
+        sweep = _sweep(config)
+        rows = current(read_jsonl(sweep.results))
+        baseline = str(OmegaConf.select(config, "baseline", default=DEFAULT_BASELINE))
+        made = safely("report", _report, rows, baseline, sweep) if rows else None
         try:
             bench = parse(config)
         except ConfigError:
             return
-        run_file = sweep_dir / PARENT_RUN_FILE
-        if not bench.mlflow.enabled or not run_file.exists():
+        run_id = sweep.parent_run_id()
+        if not bench.mlflow.enabled or not run_id:
             return
         tracker = safely("connection", Tracker, bench.mlflow, Path(config.hydra.runtime.cwd))
         if tracker is None:
             return
-        run_id = run_file.read_text().strip()
         counts: dict[str, int] = {}
         for row in rows:
             counts[row["status"]] = counts.get(row["status"], 0) + 1
         safely("tags", tracker.set_tags, run_id, {f"jobs.{k}": v for k, v in counts.items()})
-        safely("artifacts", tracker.log_files, run_id, [sweep_dir / "results.jsonl"])
+        safely("artifacts", tracker.log_files, run_id, [sweep.results])
         if made:
             from benchflow.report.output import log_to_mlflow
 
@@ -73,19 +67,18 @@ class SweepCallback(Callback):
         safely("end_run", tracker.end_run, run_id, "ok")
 
 
-def _report(rows: list[dict[str, Any]], baseline: str, sweep_dir: Path) -> tuple[Any, list[Path]]:
+def _report(rows: list[dict[str, Any]], baseline: str, sweep: SweepDir) -> tuple[Any, list[Path]]:
     """Print the sweep's report (stdout: the sweep's answer) and write sweep_dir/report/."""
     from benchflow.report import output, render
-    from benchflow.report.cli import meta_of
     from benchflow.report.model import build_report
-    from benchflow.report.sources import Sweep
+    from benchflow.report.sources import Sweep, meta_of
 
     report = build_report(rows, baseline)
-    title = f"benchflow sweep {sweep_dir}"
+    title = f"benchflow sweep {sweep.path}"
     render.print_terminal(report, title)
-    meta = meta_of(Sweep(label=str(sweep_dir), rows=rows), report.baseline)
-    files = output.write(report, sweep_dir / "report", title, meta)
-    log.info("report written to %s", sweep_dir / "report")
+    meta = meta_of(Sweep(label=str(sweep.path), rows=rows), report.baseline)
+    files = output.write(report, sweep.report, title, meta)
+    log.info("report written to %s", sweep.report)
     return report, files
 
 
@@ -96,27 +89,27 @@ def start_sweep(config: DictConfig) -> None:
         bench = parse(config)
     except ConfigError:
         return  # every job was checked on its own; the shared config need not be valid
-    sweep_dir = _sweep_dir(config)
-    sweep_dir.mkdir(parents=True, exist_ok=True)
+    sweep = _sweep(config)
+    sweep.path.mkdir(parents=True, exist_ok=True)
     # A fail_fast stop belongs to the run that hit it, not to a resumed one.
-    (sweep_dir / ABORT_FILE).unlink(missing_ok=True)
+    sweep.aborted.unlink(missing_ok=True)
     if not bench.mlflow.enabled:
         return
     project_dir = Path(config.hydra.runtime.cwd)
     tracker = safely("connection", Tracker, bench.mlflow, project_dir)
     if tracker is None:
         return
-    earlier = sweep_dir / PARENT_RUN_FILE
-    if earlier.exists() and (sweep_dir / RESULTS_FILE).exists():
+    earlier = sweep.parent_run_id()
+    if earlier and sweep.results.exists():
         # Run again into this folder (a resume): go on in the same parent run.
-        run_id = earlier.read_text().strip()
+        run_id = earlier
         if safely("reopen", tracker.reopen, run_id):
             safely("tags", tracker.set_tags, run_id, {"benchflow.resumed": time.ctime()})
             log.info("MLflow parent run %s (resumed) at %s", run_id, tracker.uri)
             return
     overrides = list(config.hydra.overrides.task)
     experiment = config.hydra.runtime.choices.get("experiment")
-    name = f"sweep {sweep_dir.parent.name} {sweep_dir.name}" + (
+    name = f"sweep {sweep.path.parent.name} {sweep.path.name}" + (
         f" ({experiment})" if experiment and experiment != "null" else ""
     )
     prov = provenance(project_dir)
@@ -125,9 +118,9 @@ def start_sweep(config: DictConfig) -> None:
         tracker.start_run,
         name,
         params={"sweep.overrides": " ".join(overrides) or "(none)"},
-        tags={"benchflow.kind": "sweep", "sweep_dir": str(sweep_dir.resolve()), **prov},
+        tags={"benchflow.kind": "sweep", "sweep_dir": str(sweep.path.resolve()), **prov},
     )
     if run_id:
-        (sweep_dir / PARENT_RUN_FILE).write_text(run_id)
-        (sweep_dir / TRACKING_URI_FILE).write_text(tracker.uri)
+        sweep.parent_run.write_text(run_id)
+        sweep.tracking_uri.write_text(tracker.uri)
         log.info("MLflow parent run %s at %s", run_id, tracker.uri)

@@ -15,6 +15,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from benchflow.core.layout import JobDir
+from benchflow.core.status import Status
 from benchflow.results.io import write_json_atomic
 from benchflow.runner.isolated import run_isolated
 
@@ -31,7 +33,7 @@ def dump_ir(
 ) -> tuple[list[str], list[str]]:
     """Run the IR passes (children with `base_env` added, such as their CPU slot);
     returns (files written, relative to job_dir; notes)."""
-    ir_dir = job_dir / "ir"
+    ir_dir = JobDir(job_dir).ir
     ir_dir.mkdir(exist_ok=True)
     passes: list[tuple[str | None, bool]] = [
         (fmt, xla_dump and i == 0) for i, fmt in enumerate(formats)
@@ -46,14 +48,14 @@ def dump_ir(
         if fmt:
             env.update(XLA_SAVE_TENSORS_FILE=str(raw), XLA_SAVE_TENSORS_FMT=fmt)
         if with_xla_dump:
-            env["XLA_FLAGS"] = f"--xla_dump_to={ir_dir / 'xla_dump'}"
+            env["XLA_FLAGS"] = f"--xla_dump_to={JobDir(job_dir).xla_dump}"
         job_file = ir_dir / f"job_{label}.json"
         result = ir_dir / f"result_{label}.json"
         write_json_atomic(job_file, {**job, "mode": "ir", "result_path": str(result)})
         outcome = run_isolated(
             job_file, job_dir, timeout_s, result_path=result, log_prefix=f"ir_{label}.", env=env
         )
-        if outcome.status != "ok":
+        if outcome.status is not Status.OK:
             notes.append(f"ir pass {label}: {outcome.status}: {(outcome.error or '')[:300]}")
             continue
         # torch_xla appends the device ordinal to the file name: give it a stable one.
@@ -61,8 +63,8 @@ def dump_ir(
             target = ir_dir / f"graphs.{label}"
             part.replace(target)
             files.append(str(target.relative_to(job_dir)))
-        if with_xla_dump and (ir_dir / "xla_dump").is_dir():
-            files.append("ir/xla_dump/")
+        if with_xla_dump and JobDir(job_dir).xla_dump.is_dir():
+            files.append(str(JobDir(job_dir).xla_dump.relative_to(job_dir)) + "/")
     log.info("IR files: %s", json.dumps(files))
     return files, notes
 
@@ -73,7 +75,7 @@ def dump_inductor_code(
     """One more pass with TORCH_COMPILE_DEBUG into a fresh Inductor cache, so the
     generated code is written, not served from the cache; keeps each graph's
     output_code.py as ir/inductor/output_code_<n>.py."""
-    out = job_dir / "ir" / "inductor"
+    out = JobDir(job_dir).inductor_code
     out.mkdir(parents=True, exist_ok=True)
     debug_dir = out / ".debug"
     env = {
@@ -88,7 +90,7 @@ def dump_inductor_code(
     outcome = run_isolated(
         job_file, job_dir, timeout_s, result_path=result, log_prefix="ir_inductor.", env=env
     )
-    if outcome.status != "ok":
+    if outcome.status is not Status.OK:
         return [], [f"inductor code pass: {outcome.status}: {(outcome.error or '')[:300]}"]
     files = []
     for n, code in enumerate(sorted(debug_dir.rglob("output_code.py"))):

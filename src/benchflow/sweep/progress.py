@@ -17,29 +17,13 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from benchflow.results.row import headline
+from benchflow.core.status import status_of
+from benchflow.core.units import format_time
+from benchflow.results.headline import median_time
+
+__all__ = ["format_time", "kept", "note", "report", "running"]
 
 console = Console(stderr=True, highlight=False)
-
-STYLE = {
-    "ok": "green",
-    "skipped": "yellow",
-    "failed": "red",
-    "oom": "red",
-    "crashed": "red",
-    "timeout": "red",
-    "interrupted": "magenta",
-}
-
-
-def format_time(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    if seconds < 1e-3:
-        return f"{seconds * 1e6:.1f} µs"
-    if seconds < 1:
-        return f"{seconds * 1e3:.2f} ms"
-    return f"{seconds:.3f} s"
 
 
 @contextlib.contextmanager
@@ -68,10 +52,10 @@ def note(text: str) -> None:
 
 
 def report(row: dict[str, Any], num: int, total: int, tally: Counter[str]) -> None:
-    status = row["status"]
-    per_iter = headline(row)
+    status = status_of(row["status"], row.get("error"))
+    per_iter = median_time(row)
     metrics = row.get("metrics", {})
-    parts = [f"[{num + 1}/{total}]", f"[{STYLE.get(status, 'white')}]{status:<11}[/]"]
+    parts = [f"[{num + 1}/{total}]", f"[{status.style}]{status:<11}[/]"]
     parts.append(f"{row['job']['name']:<28}")
     if per_iter is not None:
         parts.append(f"{format_time(per_iter)}/iter")
@@ -86,10 +70,10 @@ def report(row: dict[str, Any], num: int, total: int, tally: Counter[str]) -> No
 
 def kept(row: dict[str, Any], num: int, total: int, retry: str) -> None:
     """A job a resumed sweep does not run again: its recorded result stands."""
-    status = row["status"]
-    parts = [f"[{num + 1}/{total}]", f"[{STYLE.get(status, 'white')}]{'kept ' + status:<11}[/]"]
+    status = status_of(row["status"], row.get("error"))
+    parts = [f"[{num + 1}/{total}]", f"[{status.style}]{'kept ' + status:<11}[/]"]
     parts.append(f"{row['job']['name']:<28}")
-    per_iter = headline(row)
+    per_iter = median_time(row)
     if per_iter is not None:
         parts.append(f"{format_time(per_iter)}/iter")
     parts.append(f"· recorded earlier in this sweep folder (retry={retry})")

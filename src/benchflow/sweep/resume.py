@@ -1,7 +1,8 @@
 """Resume and retry: which recorded jobs a sweep run into the same folder runs again.
 
 A job is identified by its fingerprint (the resolved config less the keys that do
-not change what is measured, see results/provenance.py). A sweep run again into
+not change what is measured, see core/job.py); whether a job with a row runs again
+is its status's answer (core/status.py). A sweep run again into
 a folder that holds rows keeps each job whose current row the retry policy keeps,
 and runs the rest; a rerun's row supersedes the earlier ones (they stay in
 results.jsonl, marked ``superseded_by``; their MLflow runs are tagged and moved to
@@ -17,19 +18,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-FAILURES = ("failed", "crashed", "timeout", "oom")
-ALWAYS_AGAIN = ("interrupted", "skipped")  # never finished, or cheap to decide again
-# Overrides that do not define which jobs a sweep has: resume finds a folder whatever they are.
-_NOT_DEFINING = ("resume", "retry", "progress", "fail_fast", "timeout_s", "baseline")
+from benchflow.config.schema import is_measured
 
-
-def runs_again(status: str, retry: str) -> bool:
-    """Does a job whose current row has `status` run again under policy `retry`?"""
-    if retry == "all" or status in ALWAYS_AGAIN:
-        return True
-    if status == "ok":
-        return False
-    return retry == "failed" and status in FAILURES
+# Config groups that are not settings of a job but choose its jobs (a named sweep).
+_GROUPS = ("experiment",)
 
 
 def current_row(rows: Sequence[dict[str, Any]], fingerprint: str) -> dict[str, Any] | None:
@@ -50,8 +42,8 @@ def defining(args: Sequence[str]) -> list[str]:
         key = arg.lstrip("+~").split("=", 1)[0]
         if arg.startswith("-") or key.startswith("hydra.") or key.startswith("hydra/"):
             continue
-        if key in _NOT_DEFINING or key.startswith("mlflow."):
-            continue
+        if key not in _GROUPS and not is_measured(key):
+            continue  # how the jobs run or report, not which jobs there are
         keep.append(arg)
     return sorted(keep)
 

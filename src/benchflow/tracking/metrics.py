@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchflow.report.model import headline_metrics
+from benchflow.results.headline import headline_metrics
 
 # Counters summed over the cold call and the timed repeats, from the probes' deltas
 # (harness/probes.py: `cold_<name>` for the first call, `<name>` per repeat). A counter
@@ -40,7 +40,7 @@ SERIES = ("per_iter_time_s",)
 
 def job_metrics(row: dict[str, Any]) -> tuple[dict[str, float], dict[str, list[float]]]:
     """(scalars, per-repeat series) for a job's run: `headline.*` (the numbers the report
-    compares, named by report.model), the counters above that apply, the wall time."""
+    compares, results/headline.py), the counters above that apply, the wall time."""
     metrics = row.get("metrics", {})
     out = dict(headline_metrics(row))
     for name, source in COUNTERS.items():

@@ -17,20 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from benchflow.config.schema import MlflowConfig
+from benchflow.core.status import status_of
 
 log = logging.getLogger(__name__)
-
-RUN_STATUS = {
-    "ok": "FINISHED",
-    "skipped": "FINISHED",
-    "failed": "FAILED",
-    "oom": "FAILED",
-    "crashed": "FAILED",
-    "timeout": "FAILED",
-    "interrupted": "KILLED",
-}
-PARENT_RUN_FILE = "mlflow_parent_run.txt"
-TRACKING_URI_FILE = "mlflow_tracking_uri.txt"  # where the parent run lives (for reports)
 
 
 def check_reachable(cfg: MlflowConfig, timeout_s: float = 5.0) -> str | None:
@@ -237,7 +226,7 @@ class Tracker:
         return True
 
     def end_run(self, run_id: str, status: str) -> None:
-        self.client.set_terminated(run_id, status=RUN_STATUS.get(status, status))
+        self.client.set_terminated(run_id, status=status_of(status).mlflow_run_status)
 
 
 def safely(what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:

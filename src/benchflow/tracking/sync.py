@@ -8,12 +8,10 @@ current row whose run is missing or incomplete, so running it twice adds nothing
 
 from __future__ import annotations
 
-import argparse
-import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from benchflow.core.layout import JobDir, SweepDir
 from benchflow.tracking.metrics import job_metrics
 from benchflow.tracking.mlflow_runs import Tracker
 
@@ -38,17 +36,17 @@ def log_job(tracker: Tracker, run_id: str, row: dict[str, Any], job_dir: Path) -
             **{f"version.{k}": v for k, v in versions.items()},
         },
     )
-    hydra_logs = list(job_dir.glob("*.log"))
-    tracker.log_files(run_id, [job_dir / "config.yaml", job_dir / "result.json"])
-    tracker.log_files(run_id, hydra_logs, "logs")
-    dumps = [job_dir / "xla_metrics_report.txt", job_dir / "dynamo_counters.json"]
+    job = JobDir(job_dir)
+    tracker.log_files(run_id, [job.config, job.result])
+    tracker.log_files(run_id, list(job_dir.glob("*.log")), "logs")
+    dumps = [job.xla_metrics, job.dynamo_counters]
     tracker.log_files(run_id, [p for p in dumps if p.exists()], "dumps")
-    tracker.log_files(run_id, (job_dir / ".hydra").glob("*.yaml"), "hydra")
-    tracker.log_files(run_id, sorted((job_dir / "profile").glob("*")), "profile")
-    tracker.log_files(run_id, sorted((job_dir / "ir").glob("graphs.*")), "ir")
-    tracker.log_files(run_id, sorted((job_dir / "ir" / "inductor").glob("*.py")), "ir/inductor")
-    if (job_dir / "ir" / "xla_dump").is_dir():
-        tracker.client.log_artifacts(run_id, str(job_dir / "ir" / "xla_dump"), "ir/xla_dump")
+    tracker.log_files(run_id, job.hydra.glob("*.yaml"), "hydra")
+    tracker.log_files(run_id, sorted(job.profile.glob("*")), "profile")
+    tracker.log_files(run_id, sorted(job.ir.glob("graphs.*")), "ir")
+    tracker.log_files(run_id, sorted(job.inductor_code.glob("*.py")), "ir/inductor")
+    if job.xla_dump.is_dir():
+        tracker.client.log_artifacts(run_id, str(job.xla_dump), "ir/xla_dump")
     tracker.set_tags(run_id, {LOGGED_TAG: row.get("row_id", "")})
     tracker.end_run(run_id, row["status"])
     return True
@@ -72,52 +70,60 @@ def _job_run(tracker: Tracker, row: dict[str, Any]) -> tuple[str | None, bool]:
     return None, False
 
 
+def job_params(settings: dict[str, Any], backend: str) -> dict[str, Any]:
+    """A job run's params: its measured settings (config/schema.py's mark) and its backend."""
+    return {**settings, "backend": backend}
+
+
+def _params_of(row: dict[str, Any], job: JobDir) -> dict[str, Any]:
+    from benchflow.config.schema import config_from_dict, measured_flat
+    from benchflow.results.headline import backend_of_row
+
+    settings = row.get("config")  # schema 2; older rows: from the job's config.yaml
+    if not isinstance(settings, dict):
+        settings = measured_flat(config_from_dict(_load_yaml(job.config)))
+    return job_params(settings, backend_of_row(row))
+
+
 def sync(sweep_dir: Path, tracking_uri: str | None = None) -> dict[str, int]:
     """Log every current row of the sweep that MLflow lacks. Returns counts."""
     import dataclasses
 
-    from benchflow.config.schema import MlflowConfig
-    from benchflow.harness.child import config_from_dict
+    from benchflow.config.schema import MlflowConfig, config_from_dict
     from benchflow.results.io import current, read_jsonl
-    from benchflow.tracking.mlflow_runs import PARENT_RUN_FILE, TRACKING_URI_FILE, flatten
 
-    rows = current(read_jsonl(sweep_dir / "results.jsonl"))
+    sweep = SweepDir(sweep_dir)
+    rows = current(read_jsonl(sweep.results))
     if not rows:
         raise SystemExit(f"benchflow sync: error: {sweep_dir} has no results.jsonl rows")
-    job_dir = Path(rows[0]["job"]["dir"])
-    cfg = config_from_dict(_load_yaml(job_dir / "config.yaml"))
-    uri_file = sweep_dir / TRACKING_URI_FILE
-    uri = tracking_uri or (uri_file.read_text().strip() if uri_file.exists() else None)
+    cfg = config_from_dict(_load_yaml(JobDir(Path(rows[0]["job"]["dir"])).config))
+    uri = tracking_uri or sweep.recorded_tracking_uri()
     mlflow_cfg = dataclasses.replace(cfg.mlflow, tracking_uri=uri or cfg.mlflow.tracking_uri)
     assert isinstance(mlflow_cfg, MlflowConfig)
     tracker = Tracker(mlflow_cfg, Path.cwd())
-    parent_file = sweep_dir / PARENT_RUN_FILE
-    parent = parent_file.read_text().strip() if parent_file.exists() else None
+    parent = sweep.parent_run_id()
     if parent is None:
         parent = tracker.start_run(
             f"sweep {sweep_dir.parent.name} {sweep_dir.name}",
             tags={"benchflow.kind": "sweep", "sweep_dir": str(sweep_dir.resolve())},
         )
-        parent_file.write_text(parent)
-        uri_file.write_text(tracker.uri)
+        sweep.parent_run.write_text(parent)
+        sweep.tracking_uri.write_text(tracker.uri)
     counts = {"complete": 0, "logged": 0}
     for row in rows:
         run_id, complete = _job_run(tracker, row)
         if complete:
             counts["complete"] += 1
             continue
-        job_dir = Path(row["job"]["dir"])
+        job = JobDir(Path(row["job"]["dir"]))
         if run_id is None:
-            job_cfg = config_from_dict(_load_yaml(job_dir / "config.yaml"))
-            params = flatten(dataclasses.asdict(job_cfg))
-            params = {k: v for k, v in params.items() if not k.startswith("suite.rules.")}
+            params = _params_of(row, job)
             run_id = tracker.start_run(row["job"]["name"], parent_id=parent, params=params)
-        log_job(tracker, run_id, row, job_dir)
+        log_job(tracker, run_id, row, job.path)
         counts["logged"] += 1
-    tracker.log_files(parent, [sweep_dir / "results.jsonl"])
-    report = sweep_dir / "report"
-    if report.is_dir():
-        tracker.log_files(parent, sorted(report.iterdir()), "report")
+    tracker.log_files(parent, [sweep.results])
+    if sweep.report.is_dir():
+        tracker.log_files(parent, sorted(sweep.report.iterdir()), "report")
     jobs: dict[str, int] = {}
     for row in rows:
         jobs[row["status"]] = jobs.get(row["status"], 0) + 1
@@ -130,27 +136,3 @@ def _load_yaml(path: Path) -> Any:
     import yaml
 
     return yaml.safe_load(path.read_text())
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(
-        prog="python -m benchflow sync",
-        description="Upload to MLflow what a sweep could not log (its results are on disk). "
-        "Idempotent: jobs whose run is complete are left alone.",
-    )
-    p.add_argument("sweep_dir", type=Path, help="the sweep folder (multirun/<date>/<time>)")
-    p.add_argument("--tracking-uri", help="the store (default: the one the sweep used)")
-    args = p.parse_args(argv)
-    if not (args.sweep_dir / "results.jsonl").exists():
-        print(f"benchflow sync: error: {args.sweep_dir} has no results.jsonl", file=sys.stderr)
-        return 2
-    try:
-        counts = sync(args.sweep_dir, args.tracking_uri)
-    except Exception as exc:  # the server is still down, or the store is wrong
-        print(f"benchflow sync: error: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
-    print(
-        f"benchflow sync: {counts['logged']} job run(s) logged, "
-        f"{counts['complete']} already complete"
-    )
-    return 0

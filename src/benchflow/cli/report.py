@@ -5,13 +5,12 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
-from benchflow.backends.catalog import BASELINE_CHOICES
-from benchflow.report.sources import SourceError, Sweep, load
+from benchflow import backends
+from benchflow.config.schema import DEFAULT_BASELINE
+from benchflow.report.sources import SourceError, Sweep, describe, load, meta_of
 
 DESCRIPTION = """\
 Compare backends, sweeps and commits from benchflow results.
@@ -85,10 +84,11 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--baseline",
-        choices=BASELINE_CHOICES,
-        default="inductor",
+        choices=backends.baseline_choices(),
+        default=DEFAULT_BASELINE,
         metavar="BACKEND",
-        help="backend label speedups are over (default inductor): %(choices)s; none = eager",
+        help=f"backend label speedups are over (default {DEFAULT_BASELINE}): %(choices)s; "
+        "none = eager",
     )
     p.add_argument(
         "--compare",
@@ -140,39 +140,6 @@ def _default_out(sweep: Sweep, compare: bool) -> Path:
         return sweep.directory / name
     slug = re.sub(r"[^A-Za-z0-9._-]+", "_", sweep.label).strip("_")[:80]
     return Path("reports") / f"{slug}-{name}"
-
-
-def meta_of(sweep: Sweep, baseline: str) -> dict[str, Any]:
-    prov = sweep.rows[0].get("provenance", {}) if sweep.rows else {}
-    versions = prov.get("versions", {})
-    return {
-        "source": sweep.label,
-        "rows": len(sweep.rows),
-        "baseline": baseline,
-        "host": prov.get("host"),
-        "cpu": prov.get("cpu_model"),
-        "git": prov.get("git_sha"),
-        "torch": versions.get("torch"),
-        "torch_xla": versions.get("torch_xla"),
-        "generated": time.strftime("%Y-%m-%d %H:%M:%S"),
-    }
-
-
-def describe(sweep: Sweep) -> str:
-    """What a side of a comparison ran on: commit, versions, host (from its rows)."""
-    seen: dict[str, set[str]] = {}
-    for row in sweep.rows:
-        prov = row.get("provenance", {})
-        versions = prov.get("versions", {})
-        for key, value in (
-            ("git", (prov.get("git_sha") or "")[:10]),
-            ("torch", versions.get("torch")),
-            ("torch_xla", versions.get("torch_xla")),
-            ("host", prov.get("host")),
-        ):
-            if value:
-                seen.setdefault(key, set()).add(str(value))
-    return ", ".join(f"{k} {'/'.join(sorted(v))}" for k, v in seen.items()) or "no provenance"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,123 @@
+"""What a backend is: one class per option, stating everything the stages ask of it.
+
+A backend is what a report's column names: eager PyTorch, lazy XLA, or a
+``torch.compile`` backend. Each module of this package defines one subclass of
+:class:`Backend` and registers it with :func:`register`. The class attributes are
+known without importing torch (the parent validates and plans from them); the
+methods that need torch import it themselves and run only in the job's child.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from benchflow.backends.device import Device
+    from benchflow.config.schema import DynamoConfig
+
+REGISTRY: dict[str, type[Backend]] = {}  # label -> class, in registration order
+
+# The lazy-tensor XLA device: the `xla=` value that selects it, and "no XLA device".
+XLA_DEVICE = "PJRT"
+NO_XLA = "none"
+
+
+class Backend:
+    """One backend. Subclasses set the class attributes and override what differs."""
+
+    label: ClassVar[str]  # the column's name in reports, run names, the MLflow param
+    dynamo: ClassVar[str]  # the `dynamo=` option that selects it (`none`: no torch.compile)
+    summary: ClassVar[str]  # one line for --help and messages
+    on_xla: ClassVar[bool] = False  # runs on the lazy XLA device (the `xla=PJRT` value)
+    auto: ClassVar[bool] = True  # the one `xla=auto` picks among the same `dynamo=` option
+    compiles: ClassVar[bool] = False  # goes through torch.compile (dynamo counters apply)
+    has_compile_step: ClassVar[bool] = True  # its first call compiles (the report's compile)
+    accelerators: ClassVar[tuple[str, ...]] = ("cpu", "cuda")  # resolved accelerator values
+    generates_code: ClassVar[bool] = False  # ir.inductor_code: its generated source kept
+
+    # --- facts derived from the above (parent side, no torch) -----------------------
+
+    @classmethod
+    def xla_value(cls) -> str:
+        """The `xla=` value this backend runs with."""
+        return XLA_DEVICE if cls.on_xla else NO_XLA
+
+    @classmethod
+    def has_xla_ir(cls) -> bool:
+        """Its graphs are XLA graphs: ir=text|hlo|stablehlo and XLA's dump apply."""
+        return cls.on_xla
+
+    @classmethod
+    def zygote(cls, env: dict[str, str]) -> str:
+        """The preforked interpreter its jobs fork from: torch_xla preloaded only for XLA
+        backends whose environment does not change what torch_xla reads at import."""
+        if cls.on_xla and not any(k.startswith(("XLA_", "PJRT_")) for k in env):
+            return "xla"
+        return "torch"
+
+    @classmethod
+    def cache_env(cls, root: str, persistent: bool) -> dict[str, str]:
+        """Compile-cache variables for a job whose caches live under `root`; persistent
+        (compile_cache=warm) also keeps XLA's compiled executables across jobs."""
+        env = {"TORCHINDUCTOR_CACHE_DIR": f"{root}/inductor"}
+        if persistent:
+            env |= {
+                "XLA_PERSISTENT_CACHE_PATH": f"{root}/xla",
+                "XLA_PERSISTENT_CACHE_READ_ONLY": "0",
+            }
+        return env
+
+    # --- the job's child (torch imported) -----------------------------------------
+
+    @classmethod
+    def make_device(cls, accelerator: str) -> Device:
+        """Where the model runs and how the timer waits for it."""
+        from benchflow.backends.device import native_device, xla_device
+
+        return xla_device(accelerator) if cls.on_xla else native_device(accelerator)
+
+    @classmethod
+    def prepare(cls, module: Any, dynamo: DynamoConfig) -> Any:
+        """The module as this backend runs it (the same module: no compiler)."""
+        return module
+
+    @classmethod
+    def probes(cls) -> list[Any]:
+        """Counters read around each timed repeat (see backends/probes.py)."""
+        from benchflow.backends.probes import DynamoProbe, XlaMetricsProbe
+
+        out: list[Any] = []
+        if cls.on_xla:
+            out.append(XlaMetricsProbe())
+        if cls.compiles:
+            out.append(DynamoProbe())
+        return out
+
+
+class DynamoBackend(Backend):
+    """A `torch.compile` backend: dynamo captures graphs, the named backend compiles them."""
+
+    compiles = True
+
+    @classmethod
+    def torch_compile_backend(cls) -> str:
+        return cls.dynamo
+
+    @classmethod
+    def prepare(cls, module: Any, dynamo: DynamoConfig) -> Any:
+        import torch
+
+        return torch.compile(
+            module,
+            backend=cls.torch_compile_backend(),
+            mode=dynamo.mode,
+            fullgraph=dynamo.fullgraph,
+        )
+
+
+def register(cls: type[Backend]) -> type[Backend]:
+    """Class decorator: add a backend to the registry (its label must be new)."""
+    if cls.label in REGISTRY:
+        raise ValueError(f"backend label {cls.label!r} registered twice")
+    REGISTRY[cls.label] = cls
+    return cls

@@ -1,0 +1,11 @@
+"""TorchInductor: C++/OpenMP kernels on the CPU, Triton on CUDA."""
+
+from benchflow.backends.base import DynamoBackend, register
+
+
+@register
+class Inductor(DynamoBackend):
+    label = "inductor"
+    dynamo = "inductor"
+    summary = "TorchInductor (C++ on CPU, Triton on CUDA)"
+    generates_code = True

@@ -1,0 +1,125 @@
+"""Where everything of a sweep lives on disk: the one owner of every file name.
+
+A sweep folder (``multirun/<date>/<time>``) holds the plan, the rows, the MLflow
+pointers and the report; each job has a folder of its own (Hydra's job dir, named
+by the job number) with its config, the child's files and its row.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+def _read_text(path: Path) -> str | None:
+    try:
+        return path.read_text().strip() or None
+    except OSError:
+        return None
+
+
+@dataclass(frozen=True)
+class JobDir:
+    path: Path
+
+    @property
+    def config(self) -> Path:  # the resolved config, as YAML
+        return self.path / "config.yaml"
+
+    @property
+    def job_file(self) -> Path:  # what the child is told to run
+        return self.path / "job.json"
+
+    @property
+    def child_result(self) -> Path:  # what the child wrote back
+        return self.path / "child_result.json"
+
+    @property
+    def result(self) -> Path:  # the job's row
+        return self.path / "result.json"
+
+    @property
+    def compile_cache(self) -> Path:  # compile_cache=cold: removed after the job
+        return self.path / ".compile_cache"
+
+    @property
+    def profile(self) -> Path:
+        return self.path / "profile"
+
+    @property
+    def ir(self) -> Path:
+        return self.path / "ir"
+
+    @property
+    def inductor_code(self) -> Path:  # ir.inductor_code: generated source kept
+        return self.path / "ir/inductor"
+
+    @property
+    def xla_dump(self) -> Path:  # XLA's own --xla_dump_to
+        return self.path / "ir/xla_dump"
+
+    @property
+    def xla_metrics(self) -> Path:
+        return self.path / "xla_metrics_report.txt"
+
+    @property
+    def dynamo_counters(self) -> Path:
+        return self.path / "dynamo_counters.json"
+
+    @property
+    def hydra(self) -> Path:  # Hydra's record of the job's config and overrides
+        return self.path / ".hydra"
+
+
+@dataclass(frozen=True)
+class SweepDir:
+    path: Path
+
+    @property
+    def plan(self) -> Path:  # every job, planned, before any runs
+        return self.path / "plan.json"
+
+    @property
+    def results(self) -> Path:  # one row per job attempt (JSON lines)
+        return self.path / "results.jsonl"
+
+    @property
+    def aborted(self) -> Path:  # fail_fast: why the sweep stopped running jobs
+        return self.path / "ABORTED"
+
+    @property
+    def parent_run(self) -> Path:  # the MLflow parent run's id
+        return self.path / "mlflow_parent_run.txt"
+
+    @property
+    def tracking_uri(self) -> Path:  # the store that parent run lives in
+        return self.path / "mlflow_tracking_uri.txt"
+
+    @property
+    def report(self) -> Path:
+        return self.path / "report"
+
+    @property
+    def compare(self) -> Path:
+        return self.path / "compare"
+
+    def job(self, path: Path) -> JobDir:
+        return JobDir(path)
+
+    def read_plan(self) -> dict[str, Any] | None:
+        try:
+            data = json.loads(self.plan.read_text())
+        except (OSError, json.JSONDecodeError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    def parent_run_id(self) -> str | None:
+        return _read_text(self.parent_run)
+
+    def recorded_tracking_uri(self) -> str | None:
+        return _read_text(self.tracking_uri)
+
+    def abort_reason(self) -> str | None:
+        return _read_text(self.aborted)

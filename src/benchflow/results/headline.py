@@ -1,0 +1,119 @@
+"""The few numbers a row is compared on, read once from a row for the report, the
+progress line and MLflow alike (no torch, no I/O).
+
+- time: median per-iteration seconds over the timed repeats, with their quartiles;
+- compile: the cold-start step's excess over a steady step (``first_iter_time_s -
+  median``, at least 0), only for backends whose first call compiles;
+- peak memory: the device allocator's peak where the device has one, else the
+  process's peak host RSS (labelled, so the two are never compared).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+from benchflow import backends
+from benchflow.core.status import Status, status_of
+from benchflow.results.stats import quantile
+
+
+@dataclass(frozen=True)
+class Headline:
+    status: Status
+    backend: str  # the backend's label
+    time_s: float | None  # median per-iteration time (None unless ok)
+    q1_s: float | None
+    q3_s: float | None
+    repeats: int
+    cv: float | None  # coefficient of variation of the per-iteration times
+    compiles: bool  # the backend's first call compiles (else compile time does not apply)
+    compile_s: float | None
+    peak_bytes: float | None
+    memory_kind: str | None  # "device" or "host RSS"
+
+    @property
+    def iqr_s(self) -> float | None:
+        if self.q1_s is None or self.q3_s is None:
+            return None
+        return self.q3_s - self.q1_s
+
+    def metrics(self, throughput: float | None = None) -> dict[str, float]:
+        """As MLflow metrics, named to sort together; what does not apply is left out."""
+        out = {
+            "headline.per_iter_time_s": self.time_s,
+            "headline.per_iter_time_iqr_s": self.iqr_s if self.time_s is not None else None,
+            "headline.compile_time_s": self.compile_s,
+            "headline.peak_memory_bytes": self.peak_bytes,
+            "headline.throughput_samples_per_s": throughput,
+        }
+        return {k: float(v) for k, v in out.items() if v is not None and math.isfinite(v)}
+
+
+def backend_of_row(row: dict[str, Any]) -> str:
+    """A row's backend label (rows before schema 2 only have experiment.dynamo/xla)."""
+    if row.get("backend"):
+        return str(row["backend"])
+    exp = row["experiment"]
+    return backends.label_of(exp.get("dynamo"), exp.get("xla"))
+
+
+def median_time(row: dict[str, Any]) -> float | None:
+    """Median per-iteration seconds, the number a sweep is compared on."""
+    stats = row.get("summary", {}).get("per_iter_time_s")
+    return stats["median"] if stats else None
+
+
+def _median_of(value: Any) -> float | None:
+    if isinstance(value, list):
+        nums = [float(v) for v in value if isinstance(v, (int, float))]
+        return statistics.median(nums) if nums else None
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def headline_of(row: dict[str, Any]) -> Headline:
+    summary = row.get("summary", {}).get("per_iter_time_s") or {}
+    metrics = row.get("metrics", {}) or {}
+    per_repeat = [float(v) for v in metrics.get("per_iter_time_s") or [] if v is not None]
+    median = summary.get("median")
+    q1: float | None
+    q3: float | None
+    if per_repeat:
+        q1, q3 = quantile(per_repeat, 0.25), quantile(per_repeat, 0.75)
+    elif median is not None:  # rows without the series: the summary's IQR around the median
+        half = float(summary.get("iqr", 0.0)) / 2
+        q1, q3 = median - half, median + half
+    else:
+        q1 = q3 = None
+    status = status_of(row["status"], row.get("error"))
+    ok = status is Status.OK
+    label = backend_of_row(row)
+    backend = backends.REGISTRY.get(label)
+    compiles = backend.has_compile_step if backend else True
+    first = metrics.get("first_iter_time_s")
+    compile_s = max(0.0, float(first) - median) if first is not None and median else None
+    device_peak = _median_of(metrics.get("peak_device_memory_bytes"))
+    host_peak = _median_of(metrics.get("peak_host_rss_bytes"))
+    peak, kind = (device_peak, "device") if device_peak else (host_peak, "host RSS")
+    cv = summary.get("cv")
+    return Headline(
+        status=status,
+        backend=label,
+        time_s=float(median) if median is not None and ok else None,
+        q1_s=q1,
+        q3_s=q3,
+        repeats=len(per_repeat),
+        cv=float(cv) if cv is not None and ok else None,
+        compiles=compiles,
+        compile_s=compile_s if ok and compiles else None,
+        peak_bytes=peak if ok else None,
+        memory_kind=kind if ok and peak else None,
+    )
+
+
+def headline_metrics(row: dict[str, Any]) -> dict[str, float]:
+    """The headline numbers of a row as MLflow metrics."""
+    throughput = row.get("metrics", {}).get("throughput_samples_per_s")
+    return headline_of(row).metrics(throughput)

@@ -1,0 +1,188 @@
+"""Plan: a composed config becomes a resolved, checked :class:`Job`, once per job.
+
+Resolution makes the `auto` choices (accelerator, xla, model source), looks the
+backend up in the registry (which refuses combinations that cannot exist), and
+applies the suite's rules (dtype, batch size, skip lists). Nothing here imports
+torch: the sweeper plans the whole grid before any job starts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from benchflow import backends
+from benchflow.config.errors import ConfigError, InvalidCombination
+from benchflow.config.schema import BenchConfig, ModelConfig, SuiteConfig
+from benchflow.config.validate import cuda_present, parse
+from benchflow.core.job import Job
+from benchflow.core.status import INVALID_PREFIX
+
+__all__ = ["ConfigError", "InvalidCombination", "backend_of", "job_name", "plan_job", "resolve"]
+
+
+def backend_of(cfg: BenchConfig) -> type[backends.Backend]:
+    """The backend of a resolved config."""
+    return backends.of_row(cfg.dynamo.name, cfg.xla.name)
+
+
+def resolve(cfg: BenchConfig) -> BenchConfig:
+    """Resolve the `auto` choices and check that the choices fit together.
+
+    Raises InvalidCombination naming both keys when they do not, and ConfigError for
+    what this machine cannot run at all (accelerator=cuda with no GPU).
+    """
+    if cfg.baseline not in backends.baseline_choices():
+        raise ConfigError(
+            f"baseline={cfg.baseline!r} is not allowed; allowed values: "
+            + ", ".join(backends.baseline_choices())
+        )
+    accelerator = cfg.accelerator.name
+    if accelerator == "auto":
+        accelerator = "cuda" if cuda_present() else "cpu"
+    elif accelerator == "cuda" and not cuda_present():
+        raise ConfigError(
+            "accelerator=cuda but no CUDA GPU is visible here (no NVIDIA driver, or "
+            "CUDA_VISIBLE_DEVICES hides them); allowed: accelerator=cpu or accelerator=auto"
+        )
+    backend = backends.select(
+        cfg.dynamo.name,
+        cfg.xla.name,
+        accelerator,
+        auto_accelerator=cfg.accelerator.name == "auto",
+    )
+    if cfg.dtype in ("float16", "amp_fp16") and accelerator == "cpu" and not backend.on_xla:
+        # Half-precision CPU kernels exist for few ops; runs would fail deep inside a model.
+        raise InvalidCombination(
+            f"dtype={cfg.dtype} is not supported with accelerator=cpu; "
+            "allowed on cpu: float32, float64, bfloat16, amp, amp_bf16"
+        )
+    model, suite = _resolve_model_source(cfg)
+    return dataclasses.replace(
+        cfg,
+        model=model,
+        suite=suite,
+        xla=dataclasses.replace(cfg.xla, name=backend.xla_value()),
+        accelerator=dataclasses.replace(cfg.accelerator, name=accelerator),
+    )
+
+
+def validate(composed: Any) -> BenchConfig:
+    """Composed config -> checked and resolved BenchConfig. Raises ConfigError."""
+    return resolve(parse(composed))
+
+
+def _resolve_model_source(cfg: BenchConfig) -> tuple[ModelConfig, SuiteConfig]:
+    """model.source auto -> torchbench (when TorchBench has the model) or builtin.
+
+    The TorchBench root is written into the config as an absolute path, so the
+    child, the fingerprint and the row all name the checkout that ran.
+    """
+    from benchflow.models.torchbench_index import (
+        CLONE_HINT,
+        TorchBenchNotFound,
+        find_root,
+        list_models,
+    )
+
+    try:
+        root = find_root(cfg.suite.torchbench_root)
+    except TorchBenchNotFound as exc:
+        raise ConfigError(str(exc)) from None
+    name, source = cfg.model.name, cfg.model.source
+    in_torchbench = root is not None and (root / "torchbenchmark" / "models" / name).is_dir()
+    if source == "auto":
+        source = "torchbench" if in_torchbench else "builtin"
+    if source == "torchbench" and root is None:
+        raise ConfigError(f"model.source=torchbench but no TorchBench was found; {CLONE_HINT}")
+    if source == "torchbench" and not in_torchbench:
+        assert root is not None
+        raise ConfigError(
+            f"model={name!r} is not a TorchBench model in {root}; allowed: "
+            + ", ".join(list_models(root))
+        )
+    if source == "builtin" and not cfg.model.builtin:
+        raise ConfigError(
+            f"model={name!r} has no built-in implementation and TorchBench is not installed; "
+            "allowed: a built-in model (llama, dlrm, resnet, bert) or set suite.torchbench_root"
+        )
+    suite = dataclasses.replace(cfg.suite, torchbench_root=str(root) if root else None)
+    return dataclasses.replace(cfg.model, source=source), suite
+
+
+def job_name(cfg: BenchConfig) -> str:
+    """Readable run name: model·backend·test, plus the non-default axes that distinguish it."""
+    parts = [cfg.model.name, backend_of(cfg).label, cfg.test.name]
+    if cfg.accelerator.name not in ("cpu", "auto"):
+        parts.append(cfg.accelerator.name)
+    if cfg.dtype:
+        parts.append(cfg.dtype)
+    return "·".join(parts)
+
+
+def plan_job(composed: Any, num: int, overrides: Sequence[str], *, single: bool = False) -> Job:
+    """One composed config -> its Job. Raises ConfigError for a bad value (the sweep
+    must not start); an invalid combination is a Job that never runs (`invalid`),
+    except for a single run (`single`), where it is an error too."""
+    cfg = parse(composed)
+    try:
+        resolved = resolve(cfg)
+    except InvalidCombination as exc:
+        if single:
+            raise
+        return Job(
+            num=num,
+            name=job_name(cfg),
+            overrides=tuple(overrides),
+            config=cfg,
+            backend=backends.of_row(cfg.dynamo.name, cfg.xla.name).label,
+            invalid=f"{INVALID_PREFIX}{exc}",
+        )
+    return _with_rules(resolved, num, tuple(overrides), single)
+
+
+def _with_rules(cfg: BenchConfig, num: int, overrides: tuple[str, ...], single: bool) -> Job:
+    from benchflow.models.torchbench_index import not_implemented
+    from benchflow.suite.rules import decide
+
+    name = job_name(cfg)  # from the user's choices, before suite rules fill in dtype
+    backend = backend_of(cfg)
+    decision = decide(
+        cfg.suite, cfg.model.name, cfg.test.name, cfg.accelerator.name, cfg.dtype, cfg.batch_size
+    )
+    cfg = dataclasses.replace(cfg, dtype=decision.dtype, batch_size=decision.batch_size)
+    skip = decision.skip
+    if not skip and cfg.model.source == "torchbench" and cfg.suite.torchbench_root:
+        skip = not_implemented(
+            Path(cfg.suite.torchbench_root), cfg.model.name, cfg.accelerator.name, cfg.test.name
+        )
+    notes = []
+    if cfg.ir.inductor_code and not backend.generates_code:
+        notes.append(
+            "ir.inductor_code=true needs dynamo="
+            + "|".join(b.dynamo for b in backends.REGISTRY.values() if b.generates_code)
+            + f", but this job runs dynamo={cfg.dynamo.name}: it generates no code"
+        )
+    if (cfg.ir.formats or cfg.ir.xla_dump) and not backend.has_xla_ir():
+        notes.append(
+            f"ir.formats={list(cfg.ir.formats)} needs the XLA device, but this job runs "
+            f"dynamo={cfg.dynamo.name} with xla={cfg.xla.name}: it has no XLA IR; "
+            "allowed: xla=PJRT or dynamo=openxla (or ir=none)"
+        )
+    if notes and single and not skip:
+        raise ConfigError(notes[0])  # a single run asked for something it cannot have
+    return Job(
+        num=num,
+        name=name,
+        overrides=overrides,
+        config=cfg,
+        backend=backend.label,
+        skip=skip,
+        notes=tuple(notes),
+        sources={
+            "dtype_source": decision.dtype_source,
+            "batch_size_source": decision.batch_size_source,
+        },
+    )

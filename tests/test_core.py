@@ -1,0 +1,239 @@
+"""Units on the typed core: statuses, the measured mark, the backend registry, the plan.
+
+No sweep runs here: each stage is called on typed records directly."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from benchflow import backends
+from benchflow.config.errors import ConfigError, InvalidCombination
+from benchflow.config.schema import (
+    BenchConfig,
+    MlflowConfig,
+    ModelConfig,
+    SuiteConfig,
+    is_measured,
+    measured_flat,
+)
+from benchflow.config.store import CONF_DIR, register
+from benchflow.core.job import Job, fingerprint
+from benchflow.core.status import INVALID_PREFIX, Status, status_of
+from benchflow.sweep.plan import plan_job, resolve
+from benchflow.sweep.resume import defining
+
+register()
+
+
+def _cfg(**kw: object) -> BenchConfig:
+    return BenchConfig(model=ModelConfig(name="llama", builtin="x:Y"), **kw)  # type: ignore[arg-type]
+
+
+def composed(*overrides: str):  # type: ignore[no-untyped-def]
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return compose(config_name="config", overrides=list(overrides))
+
+
+# --- Status ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("status", "failed", "none", "all_"),
+    [
+        (Status.OK, False, False, True),
+        (Status.FAILED, True, False, True),
+        (Status.OOM, True, False, True),
+        (Status.CRASHED, True, False, True),
+        (Status.TIMEOUT, True, False, True),
+        (Status.INTERRUPTED, True, True, True),
+        (Status.SKIPPED, True, True, True),
+        (Status.INVALID, True, True, True),
+    ],
+)
+def test_each_status_says_whether_it_runs_again(
+    status: Status, failed: bool, none: bool, all_: bool
+) -> None:
+    assert (status.runs_again("failed"), status.runs_again("none"), status.runs_again("all")) == (
+        failed,
+        none,
+        all_,
+    )
+
+
+def test_statuses_close_mlflow_runs_and_count_as_configurations() -> None:
+    closing = {s: s.mlflow_run_status for s in Status}
+    assert closing[Status.OK] == closing[Status.SKIPPED] == "FINISHED"
+    assert closing[Status.INTERRUPTED] == "KILLED"
+    assert {s for s, c in closing.items() if c == "FAILED"} == {
+        Status.FAILED,
+        Status.OOM,
+        Status.CRASHED,
+        Status.TIMEOUT,
+    }
+    assert [s for s in Status if not s.counts_as_configuration] == [Status.INVALID]
+    assert [s for s in Status if not s.counts_in_passrate] == [Status.SKIPPED, Status.INVALID]
+    assert all(s.meaning for s in Status)
+
+
+def test_rows_written_before_invalid_existed_read_as_invalid() -> None:
+    assert status_of("skipped", INVALID_PREFIX + "dynamo=inductor ... xla=PJRT") is Status.INVALID
+    assert status_of("skipped", "listed in skip.all") is Status.SKIPPED
+    assert status_of("ok") is Status.OK
+    with pytest.raises(ValueError):
+        status_of("exploded")
+
+
+# --- the measured mark ---------------------------------------------------------------
+
+
+def test_the_measured_mark_is_read_by_fingerprint_params_and_resume() -> None:
+    base = _cfg()
+    # not measured: the fingerprint does not move, the flat settings do not hold it
+    for change in (
+        {"timeout_s": 5.0},
+        {"mlflow": MlflowConfig(experiment="x")},
+        {"prefork": False},
+        {"retry": "all"},
+        {"baseline": "eager"},
+        {"memory_limit_gb": 2.0},
+    ):
+        assert fingerprint(dataclasses.replace(base, **change)) == fingerprint(base), change
+        for key in change:
+            assert not is_measured(key)
+            assert not any(k.split(".")[0] == key for k in measured_flat(base))
+    # measured: it moves, and it is a flat setting
+    for key, value in (("repeat", 9), ("dtype", "bfloat16"), ("seed", 1), ("warmup", 0)):
+        assert fingerprint(dataclasses.replace(base, **{key: value})) != fingerprint(base)
+        assert is_measured(key) and key in measured_flat(base)
+    assert is_measured("model.size") and is_measured("dynamo") and is_measured("suite.rules.x")
+    assert not is_measured("mlflow.experiment") and not is_measured("experiment")
+    # bulky: in the fingerprint, not in the flat view
+    ruled = dataclasses.replace(base, suite=SuiteConfig(rules={"skip": {"all": ["llama"]}}))
+    assert fingerprint(ruled) != fingerprint(base)
+    assert not any(k.startswith("suite.rules") for k in measured_flat(ruled))
+    # resume: a sweep is defined by its measured overrides and its named experiment
+    args = ["model=llama,dlrm", "timeout_s=5", "mlflow.experiment=x", "retry=all", "repeat=3"]
+    assert defining([*args, "experiment=headline"]) == sorted(
+        ["model=llama,dlrm", "repeat=3", "experiment=headline"]
+    )
+
+
+# --- the backend registry -----------------------------------------------------------
+
+
+def test_every_dynamo_option_has_a_backend_and_every_backend_an_option() -> None:
+    yaml_options = {p.stem for p in (CONF_DIR / "dynamo").glob("*.yaml")}
+    assert yaml_options == set(backends.dynamo_choices())
+    labels = backends.labels()
+    assert len(labels) == len(set(labels))
+    assert {"eager", "lazy_xla", "dynamo_eager", "inductor", "openxla"} <= set(labels)
+    # each dynamo option has exactly one backend that xla=auto picks
+    for option in backends.dynamo_choices():
+        assert sum(b.auto for b in backends.REGISTRY.values() if b.dynamo == option) == 1
+
+
+@pytest.mark.parametrize(
+    ("dynamo", "xla", "label"),
+    [
+        ("none", "auto", "eager"),
+        ("none", "none", "eager"),
+        ("none", "PJRT", "lazy_xla"),
+        ("eager", "auto", "dynamo_eager"),
+        ("inductor", "auto", "inductor"),
+        ("openxla", "auto", "openxla"),
+        ("openxla", "PJRT", "openxla"),
+    ],
+)
+def test_select_resolves_xla_auto(dynamo: str, xla: str, label: str) -> None:
+    backend = backends.select(dynamo, xla, "cpu")
+    assert backend.label == label
+    assert backends.of_row(dynamo, backend.xla_value()).label == label
+
+
+@pytest.mark.parametrize(
+    ("dynamo", "xla", "accelerator", "says"),
+    [
+        ("inductor", "PJRT", "cpu", "does not compile for the XLA device"),
+        ("openxla", "none", "cpu", "runs on the XLA device"),
+        ("cudagraphs", "auto", "cpu", "needs a CUDA GPU"),
+    ],
+)
+def test_select_refuses_what_cannot_exist(
+    dynamo: str, xla: str, accelerator: str, says: str
+) -> None:
+    with pytest.raises(InvalidCombination, match=says):
+        backends.select(dynamo, xla, accelerator)
+
+
+def test_backends_answer_what_the_stages_ask() -> None:
+    eager, lazy, ind, oxla = (backends.get(n) for n in ("eager", "lazy_xla", "inductor", "openxla"))
+    assert not eager.has_compile_step and ind.has_compile_step and lazy.has_compile_step
+    assert lazy.has_xla_ir() and oxla.has_xla_ir() and not ind.has_xla_ir()
+    assert ind.generates_code and not oxla.generates_code
+    assert oxla.zygote({}) == "xla" and ind.zygote({}) == "torch"
+    assert oxla.zygote({"XLA_FLAGS": "--x"}) == "torch"  # torch_xla must read it at import
+    assert backends.baseline_label("none") == "eager"
+
+
+def test_the_registry_and_planning_import_no_torch() -> None:
+    code = (
+        "import sys; import benchflow.backends, benchflow.sweep.plan;"
+        "print(sorted(m for m in ('torch', 'torch_xla', 'mlflow') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+# --- the plan stage -----------------------------------------------------------------
+
+
+def test_plan_makes_a_job_once_with_its_identity() -> None:
+    job = plan_job(composed("model=llama", "dynamo=openxla", "model.size=tiny"), 3, ["x=y"])
+    assert job.backend == "openxla" and job.num == 3 and job.overrides == ("x=y",)
+    assert job.config.xla.name == "PJRT" and job.config.dtype == "bfloat16"  # the suite's
+    assert job.invalid is None and job.skip is None
+    assert job.sources["dtype_source"] == "suite"
+    again = Job.from_dict(job.to_dict())
+    assert again == job and again.fingerprint == job.fingerprint
+    # xla=auto and xla=PJRT with openxla are the same configuration
+    same = plan_job(composed("model=llama", "dynamo=openxla", "xla=PJRT", "model.size=tiny"), 4, [])
+    assert same.fingerprint == job.fingerprint
+
+
+def test_an_invalid_pair_is_a_job_that_never_runs_and_an_error_alone() -> None:
+    overrides = ("model=llama", "dynamo=inductor", "xla=PJRT")
+    job = plan_job(composed(*overrides), 0, overrides)
+    assert job.invalid and job.invalid.startswith(INVALID_PREFIX) and "xla=PJRT" in job.invalid
+    assert job.backend == "inductor"
+    with pytest.raises(InvalidCombination):
+        plan_job(composed(*overrides), 0, overrides, single=True)
+
+
+def test_settings_that_do_not_apply_are_notes_in_a_sweep_and_errors_alone() -> None:
+    overrides = ("model=llama", "dynamo=inductor", "ir=text")
+    job = plan_job(composed(*overrides), 0, overrides)
+    assert any("has no XLA IR" in n for n in job.notes)
+    with pytest.raises(ConfigError, match="has no XLA IR"):
+        plan_job(composed(*overrides), 0, overrides, single=True)
+
+
+def test_cuda_without_a_gpu_and_too_many_threads_are_refused() -> None:
+    from benchflow.config.validate import cuda_present, parse
+
+    if not cuda_present():
+        with pytest.raises(ConfigError, match="no CUDA GPU is visible"):
+            resolve(parse(composed("model=llama", "accelerator=cuda")))
+    import os
+
+    cores = len(os.sched_getaffinity(0))
+    with pytest.raises(ConfigError, match=rf"num_threads={cores + 1} .*allowed: 1\.\.{cores}"):
+        parse(composed("model=llama", f"num_threads={cores + 1}"))
+    assert parse(composed("model=llama", f"num_threads={cores}")).num_threads == cores
+    if cores > 1:
+        with pytest.raises(ConfigError, match="cpus_per_job=1"):
+            parse(composed("model=llama", "cpus_per_job=1", "num_threads=2"))
