@@ -22,6 +22,7 @@ TEST_CONF = Path(__file__).resolve().parent / "conf"
 # from tests/models/faults.py, which the sweeps' child processes import: the repository
 # root goes on every subprocess's PYTHONPATH (it is not shipped in the package).
 SEARCHPATH = f"hydra.searchpath=[file://{TEST_CONF}]"
+TORCHBENCH_FIXTURE = Path(__file__).resolve().parent / "fixtures" / "torchbench"
 os.environ["PYTHONPATH"] = os.pathsep.join(
     p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p
 )
@@ -111,6 +112,11 @@ CASES = [
     *("recompiles_fixed", "recompiles_adaptive", "recompiles_lazy_xla"),
     *("profile_graph_breaks", "profile_lazy_dlrm", "profile_off", "profile_on"),
     "graph_breaks_openxla",
+    *("ir_openxla", "ir_eager"),
+    # TorchBench quirks (tests/fixtures/torchbench, through $TORCHBENCH_ROOT)
+    *("tb_mlp_eval", "tb_mlp_train", "tb_bare_eval", "tb_train_returns_error", "tb_no_cpu"),
+    *("tb_needs_pkg", "tb_needs_download", "tb_global_state", "tb_after_global_state"),
+    *("tb_lazy_xla_train", "tb_openxla_train"),
     *("ff_raise", "ff_after"),  # last: fail_fast=true skips every job after it
 ]
 
@@ -141,12 +147,16 @@ class SessionSweep:
 @pytest.fixture(scope="session")
 def cases_sweep(tmp_path_factory: pytest.TempPathFactory) -> SessionSweep:
     """Every case in CASES, in one real sweep with MLflow on: faults, prefork
-    isolation, XLA zygotes, accuracy faults, lazy XLA timing, steady state, profiling."""
+    isolation, XLA zygotes, accuracy faults, lazy XLA timing, steady state, profiling,
+    IR, TorchBench quirks, fail_fast."""
     cwd = tmp_path_factory.mktemp("cases")
+    # A `utils` module in the working directory must not shadow TorchBench's own.
+    (cwd / "utils.py").write_text("OTHER = 1  # shadows the checkout's utils from the cwd\n")
     res = run_cli(
         ["-m", SEARCHPATH, "+case=" + ",".join(CASES)],
         cwd,
         BENCHFLOW_CACHE_DIR=str(cwd / "cache"),  # the warm-cache cases' shared cache
+        TORCHBENCH_ROOT=str(TORCHBENCH_FIXTURE),  # its models become `model` options
     )
     assert res.returncode == 0, res.stderr[-4000:]
     return SessionSweep(res)

@@ -175,8 +175,9 @@ def test_backends_answer_what_the_stages_ask() -> None:
     assert not eager.has_compile_step and ind.has_compile_step and lazy.has_compile_step
     assert lazy.has_xla_ir() and oxla.has_xla_ir() and not ind.has_xla_ir()
     assert ind.generates_code and not oxla.generates_code
-    assert oxla.zygote({}) == "xla" and ind.zygote({}) == "torch"
-    assert oxla.zygote({"XLA_FLAGS": "--x"}) == "torch"  # torch_xla must read it at import
+    assert oxla.zygote({}) == "xla" and lazy.zygote({}) == "xla"
+    assert ind.zygote({}) == "dynamo" and eager.zygote({}) == "torch"
+    assert oxla.zygote({"XLA_FLAGS": "--x"}) == "dynamo"  # torch_xla must read it at import
     assert backends.baseline_label("none") == "eager"
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tests.conftest import CliResult, run_cli, sweep_runs
+from tests.conftest import SessionSweep, run_cli
 
 COMMON = [
     "model=llama",
@@ -17,21 +17,13 @@ COMMON = [
 ]
 
 
-@pytest.fixture(scope="module")
-def ir_sweep(tmp_path_factory: pytest.TempPathFactory) -> CliResult:
-    cwd = tmp_path_factory.mktemp("ir")
-    res = run_cli(["-m", *COMMON, "dynamo=openxla,inductor", "ir=all"], cwd)
-    assert res.returncode == 0, res.stderr[-3000:]
-    return res
-
-
 def _graphs(text: str) -> int:
     # torch_xla starts every saved graph with a bracketed header line
     return sum(1 for line in text.splitlines() if line.startswith("[") and line.endswith("]"))
 
 
-def test_each_format_holds_real_ir_for_every_step(ir_sweep: CliResult) -> None:
-    row = next(r for r in ir_sweep.rows() if r["experiment"]["dynamo"] == "openxla")
+def test_each_format_holds_real_ir_for_every_step(cases_sweep: SessionSweep) -> None:
+    row = cases_sweep.case("ir_openxla")
     ir = Path(row["job"]["dir"]) / "ir"
     expected = {"text": "IR {", "hlo": "HloModule", "stablehlo": "stablehlo."}
     for fmt, marker in expected.items():
@@ -42,8 +34,8 @@ def test_each_format_holds_real_ir_for_every_step(ir_sweep: CliResult) -> None:
     assert {"ir/graphs.text", "ir/graphs.hlo", "ir/graphs.stablehlo"} <= set(row["job"]["ir_files"])
 
 
-def test_a_backend_without_xla_ir_gets_a_note_and_no_files(ir_sweep: CliResult) -> None:
-    row = next(r for r in ir_sweep.rows() if r["experiment"]["dynamo"] == "inductor")
+def test_a_backend_without_xla_ir_gets_a_note_and_no_files(cases_sweep: SessionSweep) -> None:
+    row = cases_sweep.case("ir_eager")
     assert row["status"] == "ok"
     assert any("has no XLA IR" in n for n in row["job"]["notes"])
     assert not list((Path(row["job"]["dir"]) / "ir").glob("graphs.*"))
@@ -66,13 +58,11 @@ def test_inductor_generated_code_is_kept(tmp_path: Path) -> None:
     assert "def call(" in code and "cpp_fused" in code  # Inductor's wrapper and C++ kernels
 
 
-def test_ir_reaches_mlflow(ir_sweep: CliResult) -> None:
+def test_ir_reaches_mlflow(cases_sweep: SessionSweep) -> None:
     from mlflow.tracking import MlflowClient
 
-    uri = f"sqlite:///{ir_sweep.cwd / 'mlflow.db'}"
-    _, children = sweep_runs(uri)
-    xla = next(c for c in children if c.data.params["dynamo.name"] == "openxla")
-    files = {a.path for a in MlflowClient(uri).list_artifacts(xla.info.run_id, "ir")}
+    run_id = cases_sweep.case("ir_openxla")["job"]["mlflow_run_id"]
+    files = {a.path for a in MlflowClient(cases_sweep.tracking_uri).list_artifacts(run_id, "ir")}
     assert {"ir/graphs.text", "ir/graphs.hlo", "ir/graphs.stablehlo", "ir/xla_dump"} <= files
 
 

@@ -71,13 +71,43 @@ def test_xla_jobs_fork_from_a_zygote_that_imported_torch_xla(cases_sweep: Sessio
     for row in rows:
         timing = row["timing"]
         assert timing["launch"] == "fork"
-        expected = ["torch", "torch_xla"] if timing["compile_cache"] == "cold" else ["torch"]
+        if timing["compile_cache"] == "cold":  # the xla zygote: torch_xla (and dynamo)
+            expected = ["torch", "torch_xla", "torch._dynamo"]
+        else:  # XLA settings in the job's environment: torch_xla imported after the fork
+            expected = ["torch", "torch._dynamo", "torch._inductor.compile_fx"]
         assert timing["preloaded"] == expected, row["job"]["name"]
         assert row["experiment"]["xla"] == "PJRT"
         assert row["metrics"]["xla_ExecuteTime_number"][0] >= 2  # it really ran on XLA
         # torch_xla's import (6-9 s) is not paid by a job forked after it
-        if expected == ["torch", "torch_xla"]:
+        if "torch_xla" in expected:
             assert row["job"]["child_import_s"] < 1.0, row["job"]["child_import_s"]
+
+
+def test_compiled_jobs_fork_from_a_zygote_that_imported_the_compile_stack(
+    cases_sweep: SessionSweep,
+) -> None:
+    stack = ["torch", "torch._dynamo", "torch._inductor.compile_fx"]
+    for name in ("recompiles_fixed", "acc_wrong_when_compiled", "profile_graph_breaks"):
+        row = cases_sweep.case(name)
+        assert row["timing"]["preloaded"] == stack, name
+    assert cases_sweep.case("good")["timing"]["preloaded"] == ["torch"]  # eager: torch alone
+
+
+def test_the_compile_stack_zygote_starts_nothing() -> None:
+    """Imported, never used: no compile-worker pool, no other process in the zygote
+    (Inductor starts its workers at its first compile, in a job's child)."""
+    from benchflow.runner.zygote import KINDS, Zygote
+
+    zygote = Zygote("dynamo")
+    try:
+        zygote.wait_ready()
+        proc = psutil.Process(zygote.proc.pid)
+        time.sleep(1)  # anything it started would be there by now
+        assert proc.children(recursive=True) == []
+        assert "torch._inductor.compile_fx" in KINDS["dynamo"]
+    finally:
+        zygote.proc.kill()
+        zygote.proc.wait()
 
 
 def test_a_dead_zygote_ends_only_the_running_job(tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.conftest import CliResult, run_cli
+from tests.conftest import SessionSweep
 
 from benchflow.config.errors import ConfigError
 from benchflow.config.schema import BenchConfig, ModelConfig, SuiteConfig
@@ -80,36 +80,33 @@ def test_foreign_utils_module_is_dropped_before_import(tmp_path: Path) -> None:
     assert out.stdout.strip() == "torchbench-fixture-utils"
 
 
+TB_CASES = {
+    ("tb_mlp", "eval"): "tb_mlp_eval",
+    ("tb_mlp", "train"): "tb_mlp_train",
+    ("tb_bare", "eval"): "tb_bare_eval",
+    ("tb_train_returns_error", "train"): "tb_train_returns_error",
+    ("tb_no_cpu", "eval"): "tb_no_cpu",
+    ("tb_needs_pkg", "eval"): "tb_needs_pkg",
+    ("tb_needs_download", "eval"): "tb_needs_download",
+    ("tb_global_state", "eval"): "tb_global_state",
+    ("llama", "eval"): "tb_after_global_state",
+}
+
+
+QuirkRows = dict[tuple[str, str], dict]
+
+
 @pytest.fixture(scope="module")
-def quirk_sweep(tmp_path_factory: pytest.TempPathFactory) -> CliResult:
-    cwd = tmp_path_factory.mktemp("tb")
-    (cwd / "utils.py").write_text("OTHER = 1  # shadows the checkout's utils from the cwd\n")
-    models = "tb_mlp,tb_bare,tb_train_returns_error,tb_no_cpu,tb_needs_pkg,tb_needs_download,"
-    models += "tb_global_state,llama"
-    res = run_cli(
-        [
-            "-m",
-            ROOT_ARG,
-            f"model={models}",
-            "test=eval,train",
-            "model.size=tiny",
-            "repeat=2",
-            "iterations_per_run=2",
-            "warmup=1",
-            "mlflow.enabled=false",
-        ],
-        cwd,
-    )
-    assert res.returncode == 0, res.stderr[-3000:]
-    return res
+def quirk_rows(cases_sweep: SessionSweep) -> dict[tuple[str, str], dict]:
+    """The fixture's models, run as cases of the session sweep with $TORCHBENCH_ROOT set and
+    a `utils.py` in the sweep's working directory; by (model, test)."""
+    return {key: cases_sweep.case(name) for key, name in TB_CASES.items()}
 
 
-def rows_by(res: CliResult) -> dict[tuple[str, str], dict]:
-    return {(r["model"]["model_name"], r["experiment"]["test"]): r for r in res.rows()}
-
-
-def test_models_run_from_torchbench_with_their_own_steps(quirk_sweep: CliResult) -> None:
-    rows = rows_by(quirk_sweep)
+def test_models_run_from_torchbench_with_their_own_steps(
+    quirk_rows: QuirkRows,
+) -> None:
+    rows = quirk_rows
     for key in (("tb_mlp", "eval"), ("tb_mlp", "train"), ("tb_bare", "eval")):
         row = rows[key]
         assert row["status"] == "ok", row["error"]
@@ -120,21 +117,27 @@ def test_models_run_from_torchbench_with_their_own_steps(quirk_sweep: CliResult)
     assert rows[("llama", "eval")]["model"]["model_source"] == "builtin"
 
 
-def test_train_returning_an_error_is_skipped_not_a_fast_success(quirk_sweep: CliResult) -> None:
-    row = rows_by(quirk_sweep)[("tb_train_returns_error", "train")]
+def test_train_returning_an_error_is_skipped_not_a_fast_success(
+    quirk_rows: QuirkRows,
+) -> None:
+    row = quirk_rows[("tb_train_returns_error", "train")]
     assert row["status"] == "skipped"
     assert "returned NotImplementedError" in row["error"]
     assert row["summary"] == {}
 
 
-def test_metadata_not_implemented_skips_before_loading(quirk_sweep: CliResult) -> None:
-    row = rows_by(quirk_sweep)[("tb_no_cpu", "eval")]
+def test_metadata_not_implemented_skips_before_loading(
+    quirk_rows: QuirkRows,
+) -> None:
+    row = quirk_rows[("tb_no_cpu", "eval")]
     assert row["status"] == "skipped" and "not_implemented" in row["error"]
     assert row["job"]["wall_time_s"] == 0.0  # no child was started
 
 
-def test_missing_package_and_download_fail_with_a_clear_message(quirk_sweep: CliResult) -> None:
-    rows = rows_by(quirk_sweep)
+def test_missing_package_and_download_fail_with_a_clear_message(
+    quirk_rows: QuirkRows,
+) -> None:
+    rows = quirk_rows
     pkg = rows[("tb_needs_pkg", "eval")]
     assert pkg["status"] == "failed"
     assert "needs the package 'benchflow_fixture_missing_pkg'" in pkg["error"]
@@ -142,32 +145,18 @@ def test_missing_package_and_download_fail_with_a_clear_message(quirk_sweep: Cli
     assert dl["status"] == "failed" and "tried to download" in dl["error"]
 
 
-def test_global_state_from_loading_stays_in_its_job(quirk_sweep: CliResult) -> None:
-    rows = rows_by(quirk_sweep)
+def test_global_state_from_loading_stays_in_its_job(
+    quirk_rows: QuirkRows,
+) -> None:
+    rows = quirk_rows
     # Its own job survives the default device it set (benchflow resets it) ...
     assert rows[("tb_global_state", "eval")]["status"] == "ok"
     # ... and the next job, which seeds torch, is untouched by its patched manual_seed.
     assert rows[("llama", "eval")]["status"] == "ok"
 
 
-def test_torchbench_model_runs_on_lazy_xla_and_openxla(workdir: Path) -> None:
-    res = run_cli(
-        [
-            "-m",
-            ROOT_ARG,
-            "model=tb_mlp",
-            "dynamo=none,openxla",
-            "xla=PJRT",
-            "test=train",
-            "repeat=2",
-            "iterations_per_run=2",
-            "warmup=1",
-            "mlflow.enabled=false",
-        ],
-        workdir,
-    )
-    assert res.returncode == 0, res.stderr[-3000:]
-    rows = res.rows()
+def test_torchbench_model_runs_on_lazy_xla_and_openxla(cases_sweep: SessionSweep) -> None:
+    rows = [cases_sweep.case("tb_lazy_xla_train"), cases_sweep.case("tb_openxla_train")]
     assert [r["status"] for r in rows] == ["ok", "ok"], [r["error"] for r in rows]
     for r in rows:
         # Every step ran on the device (Adam's step counter adds host syncs, so a

@@ -49,11 +49,12 @@ class Backend:
 
     @classmethod
     def zygote(cls, env: dict[str, str]) -> str:
-        """The preforked interpreter its jobs fork from: torch_xla preloaded only for XLA
-        backends whose environment does not change what torch_xla reads at import."""
+        """The preforked interpreter its jobs fork from (runner/zygote.py): torch_xla
+        preloaded only for XLA backends whose environment does not change what torch_xla
+        reads at import; the compile stack for backends that compile."""
         if cls.on_xla and not any(k.startswith(("XLA_", "PJRT_")) for k in env):
             return "xla"
-        return "torch"
+        return "dynamo" if cls.compiles else "torch"
 
     @classmethod
     def cache_env(cls, root: str, persistent: bool) -> dict[str, str]:

@@ -7,16 +7,18 @@ parent's timeout kills its whole group), starts from the zygote's pristine state
 (nothing was seeded, compiled, or placed on a device there), and runs the same
 ``benchflow.harness.child.main`` a spawned child runs.
 
-Two kinds, each started on first use: ``torch`` (torch imported) and ``xla``
-(torch and torch_xla: importing torch_xla costs 6-9 s here, more than most jobs).
+Three kinds, each started on first use: ``torch`` (torch imported), ``dynamo`` (and
+the compile stack: dynamo and Inductor, 10 s here) and ``xla`` (torch_xla and dynamo:
+importing torch_xla costs 6-9 s here, more than most jobs); the backend says which
+(``Backend.zygote``).
 torch_xla's import sets up no device: PJRT's client is created at a child's first
 device use, so children forked after the import get their own client. The import
 does read some settings, so the zygote imports it with ``PJRT_SELECT_DEFAULT_DEVICE=0``
 (each child picks its own ``PJRT_DEVICE``), and a job whose environment sets any
-``XLA_*`` or ``PJRT_*`` variable (an XLA persistent cache, dump flags) is forked from
-the ``torch`` zygote and imports torch_xla itself, after its environment is set
-(``Backend.zygote``). IR dump passes are spawned. CUDA is never initialized in a zygote
-(forking after CUDA init is unsafe); a child initializes it after the fork.
+``XLA_*`` or ``PJRT_*`` variable (an XLA persistent cache, dump flags) is forked from a
+zygote without torch_xla and imports it itself, after its environment is set. IR dump
+passes are spawned. CUDA is never initialized in a zygote (forking after CUDA init is
+unsafe); a child initializes it after the fork.
 
 Protocol (one job at a time; the task process that owns the zygote runs jobs one
 after another): the parent writes one JSON line ``{"job", "cwd", "env", "stdout",
@@ -44,7 +46,14 @@ from benchflow.runner.cpus import ENV_CPUS, pin_self
 log = logging.getLogger(__name__)
 
 # What each kind of zygote imports before it forks.
-KINDS = {"torch": ("torch",), "xla": ("torch", "torch_xla")}
+# The compile stack (dynamo 5-6 s, Inductor's compile_fx 4-5 s on 2 cores) is imported,
+# never used: no graph is compiled, no cache written, no compile-worker pool started
+# (Inductor starts its pool at its first compile, in the child).
+KINDS = {
+    "torch": ("torch",),
+    "dynamo": ("torch", "torch._dynamo", "torch._inductor.compile_fx"),
+    "xla": ("torch", "torch_xla", "torch._dynamo"),
+}
 ENV_PRELOADED = "BENCHFLOW_PRELOADED"  # in a forked child: what was imported before it
 
 
