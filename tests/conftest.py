@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -144,24 +145,6 @@ class SessionSweep:
         return row
 
 
-@pytest.fixture(scope="session")
-def cases_sweep(tmp_path_factory: pytest.TempPathFactory) -> SessionSweep:
-    """Every case in CASES, in one real sweep with MLflow on: faults, prefork
-    isolation, XLA zygotes, accuracy faults, lazy XLA timing, steady state, profiling,
-    IR, TorchBench quirks, fail_fast."""
-    cwd = tmp_path_factory.mktemp("cases")
-    # A `utils` module in the working directory must not shadow TorchBench's own.
-    (cwd / "utils.py").write_text("OTHER = 1  # shadows the checkout's utils from the cwd\n")
-    res = run_cli(
-        ["-m", SEARCHPATH, "+case=" + ",".join(CASES)],
-        cwd,
-        BENCHFLOW_CACHE_DIR=str(cwd / "cache"),  # the warm-cache cases' shared cache
-        TORCHBENCH_ROOT=str(TORCHBENCH_FIXTURE),  # its models become `model` options
-    )
-    assert res.returncode == 0, res.stderr[-4000:]
-    return SessionSweep(res)
-
-
 # The issue-12 grid, which is also the README's headline sweep widened to every CPU
 # backend: eager, lazy XLA, Inductor and openxla on llama and dlrm, with the two invalid
 # pairs (dynamo=inductor xla=PJRT) and one duplicate (openxla with xla=auto and PJRT).
@@ -177,10 +160,66 @@ GRID = [
 ]
 
 
+class _Background:
+    """A CLI run started now and collected later."""
+
+    def __init__(self, args: list[str], cwd: Path, **env: str) -> None:
+        self.cwd = cwd
+        self.out, self.err = cwd / "cli.stdout", cwd / "cli.stderr"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "benchflow", *args],
+            cwd=cwd,
+            stdout=self.out.open("w"),
+            stderr=self.err.open("w"),
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **env},
+        )
+
+    def result(self, timeout: float = 1200) -> CliResult:
+        try:
+            code = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            raise
+        return CliResult(code, self.out.read_text(), self.err.read_text(), self.cwd)
+
+
 @pytest.fixture(scope="session")
-def grid_sweep(tmp_path_factory: pytest.TempPathFactory) -> SessionSweep:
-    cwd = tmp_path_factory.mktemp("grid")
-    res = run_cli(GRID, cwd)
+def _session_sweeps(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, _Background]]:
+    """Both session sweeps, started together at the first test that needs either: their
+    jobs take turns on the CPUs (one CPU slot each, as any two sweeps on a host), and
+    each one's own start, logging and report overlap the other's jobs."""
+    cases = tmp_path_factory.mktemp("cases")
+    # A `utils` module in the working directory must not shadow TorchBench's own.
+    (cases / "utils.py").write_text("OTHER = 1  # shadows the checkout's utils from the cwd\n")
+    started = {
+        "cases": _Background(
+            ["-m", SEARCHPATH, "+case=" + ",".join(CASES)],
+            cases,
+            BENCHFLOW_CACHE_DIR=str(cases / "cache"),  # the warm-cache cases' shared cache
+            TORCHBENCH_ROOT=str(TORCHBENCH_FIXTURE),  # its models become `model` options
+        ),
+        "grid": _Background(GRID, tmp_path_factory.mktemp("grid")),
+    }
+    yield started
+    for run in started.values():  # a session that needed only one of them: stop the other
+        if run.proc.poll() is None:
+            run.proc.terminate()
+            run.proc.wait(timeout=60)
+
+
+@pytest.fixture(scope="session")
+def cases_sweep(_session_sweeps: dict[str, _Background]) -> SessionSweep:
+    """Every case in CASES, in one real sweep with MLflow on: faults, prefork
+    isolation, XLA zygotes, accuracy faults, lazy XLA timing, steady state, profiling,
+    IR, TorchBench quirks, fail_fast."""
+    res = _session_sweeps["cases"].result()
+    assert res.returncode == 0, res.stderr[-4000:]
+    return SessionSweep(res)
+
+
+@pytest.fixture(scope="session")
+def grid_sweep(_session_sweeps: dict[str, _Background]) -> SessionSweep:
+    res = _session_sweeps["grid"].result()
     assert res.returncode == 0, res.stderr[-4000:]
     return SessionSweep(res)
 

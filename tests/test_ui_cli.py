@@ -106,13 +106,7 @@ def _gone(procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:
     """Those of `procs` still running after `timeout` s (a zombie has ended)."""
     deadline = time.monotonic() + timeout
     while True:
-        left = []
-        for p in procs:
-            try:
-                if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
-                    left.append(p)
-            except psutil.NoSuchProcess:
-                pass
+        left = ui._alive(procs)
         if not left or time.monotonic() > deadline:
             return left
         time.sleep(0.2)
