@@ -112,7 +112,7 @@ CASES = [
     "xla_timing",
     *("recompiles_fixed", "recompiles_adaptive", "recompiles_lazy_xla"),
     *("profile_graph_breaks", "profile_lazy_dlrm", "profile_off", "profile_on"),
-    "graph_breaks_openxla",
+    *("graph_breaks_openxla", "graph_breaks_lazy"),
     *("ir_openxla", "ir_eager"),
     # TorchBench quirks (tests/fixtures/torchbench, through $TORCHBENCH_ROOT)
     *("tb_mlp_eval", "tb_mlp_train", "tb_bare_eval", "tb_train_returns_error", "tb_no_cpu"),

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from tests.conftest import CliResult, run_cli
 
-from benchflow.config.validate import cuda_present
+from benchflow.core.machine import cuda_present
 
 
 @dataclass(frozen=True)

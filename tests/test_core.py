@@ -224,7 +224,8 @@ def test_settings_that_do_not_apply_are_notes_in_a_sweep_and_errors_alone() -> N
 
 
 def test_cuda_without_a_gpu_and_too_many_threads_are_refused() -> None:
-    from benchflow.config.validate import cuda_present, parse
+    from benchflow.config.validate import parse
+    from benchflow.core.machine import cuda_present
 
     if not cuda_present():
         with pytest.raises(ConfigError, match="no CUDA GPU is visible"):
@@ -238,3 +239,44 @@ def test_cuda_without_a_gpu_and_too_many_threads_are_refused() -> None:
     if cores > 1:
         with pytest.raises(ConfigError, match="cpus_per_job=1"):
             parse(composed("model=llama", "cpus_per_job=1", "num_threads=2"))
+
+
+# --- layers ---------------------------------------------------------------------------
+
+# The README's Architecture: lowest first; a package imports only its own layer or below.
+LAYERS = [
+    {"config"},
+    {"core"},
+    {"backends"},
+    {"models", "suite"},
+    {"results"},
+    {"runner", "harness"},
+    {"tracking"},
+    {"report"},
+    {"sweep"},
+    {"cli"},
+]
+
+
+def test_no_package_imports_one_above_it() -> None:
+    import re
+    from pathlib import Path
+
+    import benchflow
+
+    level = {pkg: n for n, layer in enumerate(LAYERS) for pkg in layer}
+    src = Path(benchflow.__file__).parent
+    packages = {p.name for p in src.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert packages == set(level), "a new package needs its place in LAYERS and the README"
+    upward = []
+    for path in src.rglob("*.py"):
+        pkg = path.relative_to(src).parts[0]
+        if pkg not in level:
+            continue  # __main__.py: the entry point, above everything
+        text = path.read_text()
+        deps = re.findall(r"^\s*from benchflow\.(\w+)", text, re.M)
+        deps += re.findall(r"^\s*from benchflow import (\w+)", text, re.M)
+        for dep in deps:
+            if level.get(dep, -1) > level[pkg]:
+                upward.append(f"{path.relative_to(src)} imports benchflow.{dep}")
+    assert upward == []

@@ -311,7 +311,8 @@ def test_report_from_mlflow_matches_the_folder(sweeps: tuple[CliResult, Path, Pa
     res, base, _ = sweeps
     parent = (base / "mlflow_parent_run.txt").read_text().strip()
     out = res.cwd / "from_mlflow"
-    got = run_cli(["report", parent, "--out", str(out), "--no-mlflow"], res.cwd)
+    args = ["--baseline", "aot_eager", "--no-mlflow"]  # the sweeps' baseline
+    got = run_cli(["report", parent, "--out", str(out), *args], res.cwd)
     assert got.returncode == 0, got.stderr
     folder = (base / "report" / "report.csv").read_text()
     assert (out / "report.csv").read_text() == folder

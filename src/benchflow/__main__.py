@@ -35,12 +35,12 @@ def main() -> None:
 
     import hydra
 
-    from benchflow.config.store import register
+    from benchflow.models.torchbench_index import register_torchbench
 
     root = next(
         (a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("suite.torchbench_root=")), None
     )
-    register(torchbench_root=root)
+    register_torchbench(root)
 
     @hydra.main(version_base="1.3", config_path="../../conf", config_name="config")
     def _app(cfg):  # type: ignore[no-untyped-def]

@@ -11,7 +11,7 @@ from typing import ClassVar
 
 import torch
 
-from benchflow.results.provenance import cpu_model_name
+from benchflow.core.machine import cpu_model_name
 
 
 class Device:

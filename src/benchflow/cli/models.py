@@ -15,7 +15,7 @@ import yaml
 
 from benchflow.config.schema import SuiteConfig
 from benchflow.config.store import CONF_DIR
-from benchflow.config.validate import cuda_present
+from benchflow.core.machine import cuda_present
 from benchflow.models.torchbench_index import (
     CLONE_HINT,
     TorchBenchNotFound,

@@ -1,4 +1,4 @@
-"""`python -m benchflow.report` (or `python -m benchflow report`): tables, files, plots, gate."""
+"""`python -m benchflow report`: tables, files, plots, gate."""
 
 from __future__ import annotations
 

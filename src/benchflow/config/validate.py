@@ -1,4 +1,6 @@
-"""Validation at the edge: a composed config becomes a typed, resolved BenchConfig.
+"""Validation at the edge: a composed config becomes a typed, checked BenchConfig (each
+key alone: its type, choices and range; resolving the `auto` choices and checking how
+keys go together is the plan stage's, benchflow.sweep.plan).
 
 Every error names the key, the bad value and what is allowed, so the user can fix
 the command line without reading code. Nothing here imports torch.
@@ -26,7 +28,7 @@ from benchflow.config.schema import (
     BenchConfig,
 )
 
-__all__ = ["ConfigError", "InvalidCombination", "check_values", "cuda_present", "parse"]
+__all__ = ["ConfigError", "InvalidCombination", "check_values", "parse"]
 
 
 def _choice(key: str, value: Any, allowed: tuple[str, ...] | list[str]) -> None:
@@ -98,13 +100,6 @@ def check_values(cfg: BenchConfig) -> None:
             f"model.source='builtin' but model {cfg.model.name!r} has no built-in implementation; "
             "allowed: model.source=auto or torchbench"
         )
-
-
-def cuda_present() -> bool:
-    """Cheap probe without importing torch: an NVIDIA driver node exists and is visible."""
-    if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
-        return False
-    return os.path.exists("/dev/nvidiactl") or os.path.exists("/proc/driver/nvidia/version")
 
 
 def parse(composed: Any) -> BenchConfig:

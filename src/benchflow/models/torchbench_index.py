@@ -99,3 +99,15 @@ def missing_packages(root: Path, model: str) -> list[str]:
         if not found:
             missing.append(name)
     return missing
+
+
+def register_torchbench(configured: str | None = None) -> None:
+    """The config schema, and every model of the TorchBench checkout found (if any) as a
+    `model` option; a bad root is left for validation to report, naming the key."""
+    from benchflow.config.store import register
+
+    try:
+        root = find_root(configured)
+    except TorchBenchNotFound:
+        root = None
+    register(list_models(root) if root else ())

@@ -9,6 +9,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from benchflow.core.machine import cpu_model_name
+
 
 @cache
 def git_sha(where: str = ".") -> str | None:
@@ -28,18 +30,6 @@ def git_sha(where: str = ".") -> str | None:
         timeout=5,
     ).stdout.strip()
     return out.stdout.strip() + ("-dirty" if dirty else "")
-
-
-@cache
-def cpu_model_name() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def provenance(project_dir: Path) -> dict[str, Any]:

@@ -193,9 +193,16 @@ def prestart_zygotes(kinds: list[str], cpus_per_job: int | None) -> None:
 
     def start_all() -> None:
         from benchflow.runner.cpus import cpu_slot
+        from benchflow.runner.zygote import shared
 
-        for kind in kinds:
-            with cpu_slot(cpus_per_job, f"benchflow: starting the {kind} zygote") as cores:
+        what = f"benchflow: starting the {', '.join(kinds)} zygote(s)"
+        with cpu_slot(cpus_per_job, what) as cores:
+            # All at once on the slot's cores: each import runs on one core, so side by
+            # side they take the time of the longest on a 2-core slot, not the sum.
+            for kind in kinds:
+                with contextlib.suppress(OSError):  # start_zygote below says why
+                    shared(kind, cores)
+            for kind in kinds:
                 start_zygote(kind, cores)
 
     _prestart = threading.Thread(target=start_all, name="zygote-prestart", daemon=True)

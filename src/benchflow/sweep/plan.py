@@ -16,8 +16,9 @@ from typing import Any
 from benchflow import backends
 from benchflow.config.errors import ConfigError, InvalidCombination
 from benchflow.config.schema import BenchConfig, ModelConfig, SuiteConfig
-from benchflow.config.validate import cuda_present, parse
+from benchflow.config.validate import parse
 from benchflow.core.job import Job
+from benchflow.core.machine import cuda_present
 from benchflow.core.status import INVALID_PREFIX
 
 __all__ = ["ConfigError", "InvalidCombination", "backend_of", "job_name", "plan_job", "resolve"]

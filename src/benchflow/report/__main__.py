@@ -1,5 +1,0 @@
-import sys
-
-from benchflow.cli.report import main
-
-sys.exit(main())
