@@ -36,8 +36,9 @@ def test_ok_rows_per_backend_and_invalid_pairs_apart(grid_sweep: SessionSweep) -
         assert (r["experiment"]["dtype"], r["experiment"]["dtype_source"]) == ("bfloat16", "suite")
         m = r["metrics"]
         assert len(m["per_iter_time_s"]) == 3
-        # cold start (with compilation) is reported apart from the steady state
-        assert m["first_iter_time_s"] > r["summary"]["per_iter_time_s"]["median"]
+        if r["backend"] != "eager":  # eager compiles nothing: its first call is a call
+            # cold start (with compilation) is reported apart from the steady state
+            assert m["first_iter_time_s"] > r["summary"]["per_iter_time_s"]["median"]
         if r["backend"] in ("inductor", "openxla"):
             assert m["cold_dynamo_compile_time_s"] > 0
             assert m["dynamo_graph_breaks"] == [0.0, 0.0, 0.0]

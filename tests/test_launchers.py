@@ -29,11 +29,12 @@ SWEEP = [
     SEARCHPATH,
     "model=matmul_chain,fault_raise",
     "model.size=tiny",
-    "dtype=float32",
+    "dtype=bfloat16",
     "repeat=2,3",
-    # ~0.5 s of timed work per ok job on one core: long enough that jobs given to two
-    # workers at once overlap in time (the check that they never share a core).
-    "iterations_per_run=10",
+    # ~1 s of timed work per ok job on one core (bfloat16 matmuls have no fast path on
+    # most CPUs): long enough that jobs given to two workers at once overlap in time
+    # (the check that they never share a core).
+    "iterations_per_run=20",
     "warmup=3",
     "cpus_per_job=1",
 ]

@@ -96,7 +96,7 @@ def test_counters_are_the_jobs_totals(
         if row["status"] != "ok":
             continue
         got = counters(run_id)
-        if row["model"]["model_name"] == "graph_breaks":
+        if row["model"]["model_name"] == "graph_breaks" and row["backend"] != "lazy_xla":
             assert got["counters.graph_breaks"] == 3.0, row["job"]["name"]
         elif row["backend"] in ("inductor", "openxla"):
             assert got["counters.graph_breaks"] == 0.0 and got["counters.dynamo_graphs"] == 1.0
