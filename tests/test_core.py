@@ -76,6 +76,14 @@ def test_statuses_close_mlflow_runs_and_count_as_configurations() -> None:
         Status.TIMEOUT,
     }
     assert [s for s in Status if not s.counts_as_configuration] == [Status.INVALID]
+    # exit 1 alone, fail_fast in a sweep: a failure or an interruption, not a skip
+    assert {s for s in Status if s.went_wrong} == {
+        Status.FAILED,
+        Status.OOM,
+        Status.CRASHED,
+        Status.TIMEOUT,
+        Status.INTERRUPTED,
+    }
     assert [s for s in Status if not s.counts_in_passrate] == [Status.SKIPPED, Status.INVALID]
     assert all(s.meaning for s in Status)
 

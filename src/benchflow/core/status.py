@@ -44,8 +44,9 @@ class Status(str, Enum):
         return self not in (Status.SKIPPED, Status.INVALID)
 
     @property
-    def stops_single_run(self) -> bool:
-        """A single run (no -m) exits non-zero with this status."""
+    def went_wrong(self) -> bool:
+        """A failure or an interruption: a single run (no -m) exits non-zero, and
+        fail_fast stops the sweep."""
         return self.is_failure or self is Status.INTERRUPTED
 
     def runs_again(self, retry: str) -> bool:

@@ -21,8 +21,6 @@ from benchflow.core.status import status_of
 from benchflow.core.units import format_time
 from benchflow.results.headline import median_time
 
-__all__ = ["format_time", "kept", "note", "report", "running"]
-
 console = Console(stderr=True, highlight=False)
 
 

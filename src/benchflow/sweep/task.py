@@ -51,15 +51,19 @@ def die(exc: ConfigError) -> None:
 
 @dataclass
 class Where:
-    """Where a job runs: Hydra's runtime facts, read once."""
+    """Where a job runs: Hydra's runtime facts and the sweep's plan, read once."""
 
     multirun: bool
     sweep: SweepDir
     job_dir: JobDir
     project_dir: Path
     num: int
-    total: int
     overrides: list[str]
+    plan: dict[str, Any]  # plan.json (empty for a single run)
+
+    @property
+    def total(self) -> int:
+        return int(self.plan.get("total", 1))
 
     @classmethod
     def from_hydra(cls) -> Where:
@@ -67,16 +71,14 @@ class Where:
         multirun = hc.mode == RunMode.MULTIRUN
         job_dir = Path(hc.runtime.output_dir)
         sweep = SweepDir(Path(hc.sweep.dir) if multirun else job_dir)
-        total = int((sweep.read_plan() or {}).get("total", 1))
-        num = int(hc.job.num) if multirun else 0
         return cls(
-            multirun,
-            sweep,
-            JobDir(job_dir),
-            Path(hc.runtime.cwd),
-            num,
-            total,
-            list(hc.overrides.task),
+            multirun=multirun,
+            sweep=sweep,
+            job_dir=JobDir(job_dir),
+            project_dir=Path(hc.runtime.cwd),
+            num=int(hc.job.num) if multirun else 0,
+            overrides=list(hc.overrides.task),
+            plan=(sweep.read_plan() or {}) if multirun else {},
         )
 
 
@@ -118,7 +120,7 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
 def planned(where: Where, cfg: DictConfig) -> Job:
     """This job's plan: from plan.json (the sweeper planned every job), else made now."""
     if where.multirun:
-        jobs = (where.sweep.read_plan() or {}).get("jobs", [])
+        jobs = where.plan.get("jobs", [])
         found = next((j for j in jobs if j.get("num") == where.num), None)
         if found and "config" in found and found.get("overrides") == where.overrides:
             return _unless_aborted(Job.from_dict(found), where)
@@ -191,7 +193,7 @@ def _extra_passes(
 ) -> list[str]:
     """The IR passes a job asked for and its backend has: separate, untimed children."""
     cfg, files = job.config, []
-    spec = {**_job_spec(job, job_dir)}
+    spec = _job_spec(job, job_dir)
     if (cfg.ir.formats or cfg.ir.xla_dump) and backend.has_xla_ir():
         ir_files, ir_notes = dump_ir(
             spec, job_dir.path, list(cfg.ir.formats), cfg.ir.xla_dump, cfg.timeout_s, env
@@ -239,9 +241,9 @@ def finish(job: Job, where: Where, status: Status, tracker: Tracker | None) -> N
         if tracker and where.multirun and (parent := where.sweep.parent_run_id()):
             safely("end_run", tracker.end_run, parent, Status.INTERRUPTED)
         raise KeyboardInterrupt
-    if not where.multirun and status.stops_single_run:
+    if not where.multirun and status.went_wrong:
         raise SystemExit(1)
-    if where.multirun and job.config.fail_fast and (status.stops_single_run):
+    if where.multirun and job.config.fail_fast and status.went_wrong:
         # The launcher goes on calling us; every later job is recorded as skipped,
         # so the sweep still ends with one row per job and its summary.
         where.sweep.aborted.write_text(f"job {where.num} ({job.name}) ended {status}")
