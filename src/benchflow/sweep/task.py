@@ -95,9 +95,7 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
     job = planned(where, cfg)
     history = read_jsonl(where.sweep.results) if where.multirun else []
     previous = current_row(history, job.fingerprint)
-    if previous and not status_of(previous["status"], previous["error"]).runs_again(
-        job.config.retry
-    ):
+    if previous is not None and not _runs_again(previous, job.config.retry):
         progress.kept(previous, where.num, where.total, job.config.retry)
         return previous  # resume: the recorded result stands
     OmegaConf.save(OmegaConf.structured(job.config), where.job_dir.config)
@@ -115,6 +113,11 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
     progress.report(row, where.num, where.total, tally)
     finish(job, where, Status(row["status"]), tracker)
     return row
+
+
+def _runs_again(row: dict[str, Any], retry: str) -> bool:
+    """Resume: does the job whose current row this is run again under `retry`?"""
+    return status_of(row["status"], row.get("error")).runs_again(retry)
 
 
 def planned(where: Where, cfg: DictConfig) -> Job:
