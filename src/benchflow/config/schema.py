@@ -202,13 +202,6 @@ def is_measured(key: str) -> bool:
     return True
 
 
-def to_plain(obj: Any) -> Any:
-    """A dataclass tree as plain dicts (JSON-ready)."""
-    from dataclasses import asdict, is_dataclass
-
-    return asdict(obj) if is_dataclass(obj) and not isinstance(obj, type) else obj
-
-
 def config_from_dict(data: dict[str, Any]) -> BenchConfig:
     """A config written with dataclasses.asdict (job.json, plan.json, config.yaml), typed again."""
     from omegaconf import OmegaConf

@@ -84,18 +84,3 @@ def build_row(
         },
         "provenance": {**provenance, "versions": child.get("versions", {})},
     }
-
-
-def flat_metrics(row: dict[str, Any]) -> dict[str, float]:
-    """Every numeric result as one flat name -> value map (for MLflow and tables)."""
-    out: dict[str, float] = {}
-    for name, stats in row.get("summary", {}).items():
-        for stat, value in stats.items():
-            out[f"{name}.{stat}"] = float(value)
-    for name, value in row.get("metrics", {}).items():
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            out[name] = float(value)
-    for name, value in row.get("job", {}).items():
-        if name.endswith("_s") and isinstance(value, (int, float)):
-            out[f"job.{name}"] = float(value)
-    return out
