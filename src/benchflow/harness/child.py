@@ -294,11 +294,7 @@ def main(argv: list[str]) -> int:
     result: dict[str, Any] = {"status": "ok", "error": None, "versions": versions()}
     try:
         cfg = config_from_dict(job["config"])
-        backend = (
-            backends.get(job["backend"])
-            if "backend" in job
-            else backends.of_row(cfg.dynamo.name, cfg.xla.name)
-        )
+        backend = backends.of_row(cfg.dynamo.name, cfg.xla.name)  # the config is resolved
         if cfg.memory_limit_gb:
             _limit_memory(cfg.memory_limit_gb)
         if job.get("mode") == "ir":

@@ -263,9 +263,8 @@ def build_report(rows: Sequence[dict[str, Any]], baseline: str = DEFAULT_BASELIN
     # Oldest first: a rerun replaces an earlier row, and column order follows the
     # sweep's own order whatever order the rows were read in (MLflow: newest first).
     rows = sorted(rows, key=lambda r: r.get("timestamp") or 0.0)
-    for row in rows:
-        row_axes = _axes(row)
-        config = Config(backend_of_row(row), tuple((k, row_axes.get(k, "-")) for k in axes))
+    configs = [_config_of(row, axes) for row in rows]
+    for row, config in zip(rows, configs, strict=True):
         entry = make_entry(row, config)
         superseded += entry.key in latest
         latest.pop(entry.key, None)  # keep the order of first appearance stable below
@@ -278,10 +277,8 @@ def build_report(rows: Sequence[dict[str, Any]], baseline: str = DEFAULT_BASELIN
     entries = sorted(latest.values(), key=lambda e: (e.model, e.test))
     # Order within a model: configurations in the order they first appear.
     order: dict[str, int] = {}
-    for row in rows:
-        row_axes = _axes(row)
-        label = Config(backend_of_row(row), tuple((k, row_axes.get(k, "-")) for k in axes)).label
-        order.setdefault(label, len(order))
+    for config in configs:
+        order.setdefault(config.label, len(order))
     entries.sort(key=lambda e: (e.model, e.test, order.get(e.config.label, 0)))
 
     index = {e.key: e for e in entries}
@@ -333,6 +330,11 @@ def build_report(rows: Sequence[dict[str, Any]], baseline: str = DEFAULT_BASELIN
         notes=notes,
         invalid=invalid,
     )
+
+
+def _config_of(row: dict[str, Any], axes: Sequence[str]) -> Config:
+    row_axes = _axes(row)
+    return Config(backend_of_row(row), tuple((k, row_axes.get(k, "-")) for k in axes))
 
 
 def _outcome(e: Entry) -> str:

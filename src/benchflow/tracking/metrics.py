@@ -13,7 +13,7 @@ from typing import Any
 from benchflow.results.headline import headline_metrics
 
 # Counters summed over the cold call and the timed repeats, from the probes' deltas
-# (harness/probes.py: `cold_<name>` for the first call, `<name>` per repeat). A counter
+# (backends/probes.py: `cold_<name>` for the first call, `<name>` per repeat). A counter
 # is logged only when its probe ran: eager has no dynamo counters, only XLA backends
 # have XLA counters, so a missing metric never reads as a zero.
 COUNTERS = {

@@ -45,7 +45,8 @@ class BenchflowSweeper(BasicSweeper):
             except ConfigError as exc:
                 errors.append(f"job {num} ({' '.join(overrides)}): {exc}")
                 continue
-            if not job.invalid and (kind := zygote_kind(job)) and kind not in kinds:
+            runs = not (job.invalid or job.skip)  # others start no child, need no zygote
+            if runs and (kind := zygote_kind(job)) and kind not in kinds:
                 kinds.append(kind)
                 cpus_per_job = job.config.cpus_per_job
             jobs.append(job.to_dict())
