@@ -50,11 +50,26 @@ def read_rows(sweep_dir: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in lines if line.strip()]
 
 
+# Test runs and sweeps take one core per job (cpus_per_job=1): the session sweeps run in
+# the background while the other tests run, and two one-core jobs can then run at once
+# on a 2-core host (a job wanting every core would wait for both to be free at once).
+# A test that sets cpus_per_job itself keeps its own value.
+SUBCOMMANDS = ("report", "ui", "models", "sync")
+
+
+def benchflow_args(args: list[str]) -> list[str]:
+    """The command line a test's `python -m benchflow ARGS` runs (see above)."""
+    runs_jobs = bool(args) and args[0] not in SUBCOMMANDS and not args[0].startswith("--")
+    if runs_jobs and not any(a.startswith("cpus_per_job=") for a in args):
+        return [*args, "cpus_per_job=1"]
+    return args
+
+
 def run_cli(args: list[str], cwd: Path, timeout: float = 900, **env: str) -> CliResult:
     """`python -m benchflow ARGS` in `cwd` (so multirun/ and mlflow.db land there)."""
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **env}
     proc = subprocess.run(
-        [sys.executable, "-m", "benchflow", *args],
+        [sys.executable, "-m", "benchflow", *benchflow_args(args)],
         cwd=cwd,
         capture_output=True,
         text=True,
@@ -74,7 +89,7 @@ def interruptible() -> None:
 def start_cli(args: list[str], cwd: Path, stderr_log: Path) -> subprocess.Popen[bytes]:
     """`python -m benchflow ARGS` in the background, stderr to a file to watch."""
     return subprocess.Popen(
-        [sys.executable, "-m", "benchflow", *args],
+        [sys.executable, "-m", "benchflow", *benchflow_args(args)],
         cwd=cwd,
         stdout=subprocess.DEVNULL,
         stderr=stderr_log.open("w"),
@@ -167,7 +182,7 @@ class _Background:
         self.cwd = cwd
         self.out, self.err = cwd / "cli.stdout", cwd / "cli.stderr"
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "benchflow", *args],
+            [sys.executable, "-m", "benchflow", *benchflow_args(args)],
             cwd=cwd,
             stdout=self.out.open("w"),
             stderr=self.err.open("w"),
@@ -183,11 +198,30 @@ class _Background:
         return CliResult(code, self.out.read_text(), self.err.read_text(), self.cwd)
 
 
+SESSION_FIXTURES = ("cases_sweep", "grid_sweep")
+_WANTED = pytest.StashKey[bool]()  # a collected test reads a session sweep
+
+
+def pytest_collection_modifyitems(session: pytest.Session, items: list[pytest.Item]) -> None:
+    """Tests that read the session sweeps run last: the sweeps start with the first test
+    (see `_session_sweeps`) and run in the background while the others run."""
+    reads = [i for i in items if set(getattr(i, "fixturenames", ())) & set(SESSION_FIXTURES)]
+    if reads:
+        items[:] = [i for i in items if i not in reads] + reads
+        session.config.stash[_WANTED] = True
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _start_session_sweeps(request: pytest.FixtureRequest) -> None:
+    """Start both session sweeps with the first test, if any collected test reads them."""
+    if request.config.stash.get(_WANTED, False):
+        request.getfixturevalue("_session_sweeps")
+
+
 @pytest.fixture(scope="session")
 def _session_sweeps(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, _Background]]:
-    """Both session sweeps, started together at the first test that needs either: their
-    jobs take turns on the CPUs (one CPU slot each, as any two sweeps on a host), and
-    each one's own start, logging and report overlap the other's jobs."""
+    """Both session sweeps, started together with the first test: each job takes one core
+    (cpus_per_job=1), so their jobs, and the other tests' jobs, run two at a time."""
     cases = tmp_path_factory.mktemp("cases")
     # A `utils` module in the working directory must not shadow TorchBench's own.
     (cases / "utils.py").write_text("OTHER = 1  # shadows the checkout's utils from the cwd\n")

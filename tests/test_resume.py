@@ -161,6 +161,10 @@ def test_sigterm_then_resume_equals_an_uninterrupted_sweep(tmp_path: Path) -> No
     assert gone.data.tags["benchflow.superseded_by"] == rerun["job"]["mlflow_run_id"]
 
 
+# Four sweeps into one folder (~80 s). The default suite keeps the policy's decision
+# (test_core: each status under each retry value) and its wiring end to end (the
+# SIGTERM test above: a kept job, a rerun one, its superseded MLflow run).
+@pytest.mark.full
 def test_retry_policy(tmp_path: Path) -> None:
     sweep = ["-m", SEARCHPATH, "model=matmul_chain,fault_raise", "model.size=tiny", "dtype=float32",
              "repeat=2", "iterations_per_run=2", "warmup=1", "hydra.sweep.dir=s"]  # fmt: skip

@@ -22,6 +22,13 @@ XLA_DEVICE = "PJRT"
 NO_XLA = "none"
 
 
+# torch_xla variables a child forked after torch_xla's import may still set: the IR
+# dump's are read at the first sync, XLA_FLAGS when the PJRT client is created (the
+# forked child adds its flags to those the import set, as a spawned child's import
+# adds them to its own).
+XLA_ENV_READ_LATER = frozenset({"XLA_SAVE_TENSORS_FILE", "XLA_SAVE_TENSORS_FMT", "XLA_FLAGS"})
+
+
 class Backend:
     """One backend. Subclasses set the class attributes and override what differs."""
 
@@ -52,7 +59,10 @@ class Backend:
         """The preforked interpreter its jobs fork from (runner/zygote.py): torch_xla
         preloaded only for XLA backends whose environment does not change what torch_xla
         reads at import; the compile stack for backends that compile."""
-        if cls.on_xla and not any(k.startswith(("XLA_", "PJRT_")) for k in env):
+        read_at_import = [
+            k for k in env if k.startswith(("XLA_", "PJRT_")) and k not in XLA_ENV_READ_LATER
+        ]
+        if cls.on_xla and not read_at_import:
             return "xla"
         return "dynamo" if cls.compiles else "torch"
 

@@ -15,10 +15,11 @@ torch_xla's import sets up no device: PJRT's client is created at a child's firs
 device use, so children forked after the import get their own client. The import
 does read some settings, so the zygote imports it with ``PJRT_SELECT_DEFAULT_DEVICE=0``
 (each child picks its own ``PJRT_DEVICE``), and a job whose environment sets any
-``XLA_*`` or ``PJRT_*`` variable (an XLA persistent cache, dump flags) is forked from a
-zygote without torch_xla and imports it itself, after its environment is set. IR dump
-passes are spawned. CUDA is never initialized in a zygote (forking after CUDA init is
-unsafe); a child initializes it after the fork.
+``XLA_*`` or ``PJRT_*`` variable that torch_xla reads at import (an XLA persistent
+cache) is forked from a zygote without torch_xla and imports it itself, after its
+environment is set; the IR dump's variables are read later, so IR passes fork from
+it. CUDA is never initialized in a zygote (forking after CUDA init is unsafe); a
+child initializes it after the fork.
 
 Protocol (one job at a time; the task process that owns the zygote runs jobs one
 after another): the parent writes one JSON line ``{"job", "cwd", "env", "stdout",
@@ -170,7 +171,10 @@ def _run_child(request: dict[str, Any], preloaded: tuple[str, ...]) -> int:
     sys.stdin = open(0, closefd=False)  # noqa: SIM115
     sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115
     sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
-    os.environ.update(request["env"])
+    env = dict(request["env"])
+    if "XLA_FLAGS" in env and os.environ.get("XLA_FLAGS"):  # torch_xla's import set some
+        env["XLA_FLAGS"] = f"{os.environ['XLA_FLAGS']} {env['XLA_FLAGS']}".strip()
+    os.environ.update(env)
     os.environ["BENCHFLOW_LAUNCH"] = "fork"  # the row says how the child started
     os.environ[ENV_PRELOADED] = ",".join(preloaded)
     os.chdir(request["cwd"])

@@ -3,8 +3,10 @@
 torch_xla writes the graph of every sync to XLA_SAVE_TENSORS_FILE in the format
 XLA_SAVE_TENSORS_FMT, read once per process, so each format gets its own child
 (two steps: compile, then steady state), apart from the timed child so dumping
-never slows the timed steps. Files get stable names: ir/graphs.<format>, and
-ir/xla_dump/ for XLA's --xla_dump_to.
+never slows the timed steps. Each child forks from the job's zygote where it may
+(``zygote_for``: torch_xla reads these variables at the first sync, not at import),
+so a pass costs its two steps, not an interpreter's start. Files get stable names:
+ir/graphs.<format>, and ir/xla_dump/ for XLA's --xla_dump_to.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +33,10 @@ def dump_ir(
     xla_dump: bool,
     timeout_s: float,
     base_env: dict[str, str] | None = None,
+    zygote_for: Callable[[dict[str, str]], str | None] = lambda env: None,
 ) -> tuple[list[str], list[str]]:
-    """Run the IR passes (children with `base_env` added, such as their CPU slot);
+    """Run the IR passes (children with `base_env` added, such as their CPU slot, each
+    forked from the zygote `zygote_for` names for its environment, or spawned);
     returns (files written, relative to job_dir; notes)."""
     ir_dir = JobDir(job_dir).ir
     ir_dir.mkdir(exist_ok=True)
@@ -53,7 +58,13 @@ def dump_ir(
         result = ir_dir / f"result_{label}.json"
         write_json_atomic(job_file, {**job, "mode": "ir", "result_path": str(result)})
         outcome = run_isolated(
-            job_file, job_dir, timeout_s, result_path=result, log_prefix=f"ir_{label}.", env=env
+            job_file,
+            job_dir,
+            timeout_s,
+            result_path=result,
+            log_prefix=f"ir_{label}.",
+            env=env,
+            prefork=zygote_for(env),
         )
         if outcome.status is not Status.OK:
             notes.append(f"ir pass {label}: {outcome.status}: {(outcome.error or '')[:300]}")

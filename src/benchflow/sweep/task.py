@@ -199,7 +199,13 @@ def _extra_passes(
     spec = _job_spec(job, job_dir)
     if (cfg.ir.formats or cfg.ir.xla_dump) and backend.has_xla_ir():
         ir_files, ir_notes = dump_ir(
-            spec, job_dir.path, list(cfg.ir.formats), cfg.ir.xla_dump, cfg.timeout_s, env
+            spec,
+            job_dir.path,
+            list(cfg.ir.formats),
+            cfg.ir.xla_dump,
+            cfg.timeout_s,
+            env,
+            zygote_for=lambda ir_env: zygote_kind(job, ir_env),
         )
         files += ir_files
         notes += ir_notes

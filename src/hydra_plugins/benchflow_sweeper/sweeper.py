@@ -24,7 +24,8 @@ class BenchflowSweeper(BasicSweeper):
     _checked = False
 
     def validate_batch_is_legal(self, batch: Sequence[Sequence[str]]) -> None:
-        super().validate_batch_is_legal(batch)  # Hydra's own composition check
+        # Hydra's own check composes each job of the batch; the plan below composes every
+        # job of the sweep once (the same call, the same errors), so it stands for both.
         if self._checked:
             return
         self._checked = True
