@@ -64,7 +64,10 @@ def sweep(name: str, root: Path) -> CliResult:
     if name not in _sweeps:
         cwd = root / name
         cwd.mkdir(exist_ok=True)
-        result = run_cli([*SWEEP, *LAUNCHERS[name]], cwd, timeout=600)
+        # Its own CPU locks: the check that two jobs ran at once, each on its own core,
+        # must not depend on which cores the session sweeps hold meanwhile.
+        locks = str(cwd / "cpu-locks")
+        result = run_cli([*SWEEP, *LAUNCHERS[name]], cwd, timeout=600, BENCHFLOW_CPU_LOCK_DIR=locks)
         assert result.returncode == 0, result.stderr[-4000:]
         _sweeps[name] = result
     return _sweeps[name]
