@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from benchflow.config.schema import BenchConfig, DynamoConfig, MlflowConfig, ModelConfig
-from benchflow.core.job import fingerprint
+from benchflow.core.job import JobSpec, fingerprint
 from benchflow.results.io import append_jsonl, read_jsonl, write_json_atomic
 from benchflow.results.stats import geomean, quantile, summarize
 
@@ -97,7 +97,7 @@ def test_reader_skips_corrupt_lines_and_appender_repairs_a_torn_tail(
 
 
 def test_dataclass_round_trip_through_job_file() -> None:
-    from benchflow.harness.child import config_from_dict
-
-    cfg = _cfg(repeat=3, dtype="amp")
-    assert config_from_dict(json.loads(json.dumps(dataclasses.asdict(cfg)))) == cfg
+    spec = JobSpec("llama·eager·eval", _cfg(repeat=3, dtype="amp"), "/tmp/r.json")
+    assert JobSpec.from_dict(json.loads(json.dumps(spec.to_dict()))) == spec
+    ir = dataclasses.replace(spec, ir=True)
+    assert ir.to_dict()["mode"] == "ir" and JobSpec.from_dict(ir.to_dict()) == ir

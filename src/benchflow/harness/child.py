@@ -23,7 +23,8 @@ from typing import Any
 
 from benchflow import backends
 from benchflow.backends.base import Backend
-from benchflow.config.schema import BenchConfig, config_from_dict
+from benchflow.config.schema import BenchConfig
+from benchflow.core.job import JobSpec
 from benchflow.core.layout import JobDir
 from benchflow.models.errors import ModelSkipped
 from benchflow.results.io import write_json_atomic
@@ -284,23 +285,23 @@ def main(argv: list[str]) -> int:
         return 2
     t0 = time.perf_counter()
     cores = pin_self()  # the job's CPU slot, before torch starts its thread pools
-    job = json.loads(Path(argv[0]).read_text())
+    job = JobSpec.from_dict(json.loads(Path(argv[0]).read_text()))
     logging.basicConfig(
         level=logging.INFO,
         stream=sys.stderr,
-        format=f"%(asctime)s [{job['name']}] %(levelname)s %(name)s: %(message)s",
+        format=f"%(asctime)s [{job.name}] %(levelname)s %(name)s: %(message)s",
     )
     log.info("pid %d, job %s, CPUs %s", os.getpid(), argv[0], cores or "all")
     result: dict[str, Any] = {"status": "ok", "error": None, "versions": versions()}
     try:
-        cfg = config_from_dict(job["config"])
+        cfg = job.config
         backend = backends.of_row(cfg.dynamo.name, cfg.xla.name)  # the config is resolved
         if cfg.memory_limit_gb:
             _limit_memory(cfg.memory_limit_gb)
-        if job.get("mode") == "ir":
+        if job.ir:
             result.update(ir_pass(cfg, backend))
         else:
-            result.update(run(cfg, backend, Path(job["result_path"]).parent))
+            result.update(run(cfg, backend, Path(job.result_path).parent))
     except ModelSkipped as exc:
         result.update(status="skipped", error=str(exc))
         log.info("skipped: %s", exc)
@@ -309,5 +310,5 @@ def main(argv: list[str]) -> int:
         result.update(status=status, error=f"{type(exc).__name__}: {exc}")
         log.error("job %s:\n%s", status, traceback.format_exc())
     result["child_wall_s"] = time.perf_counter() - t0
-    write_json_atomic(Path(job["result_path"]), result)
+    write_json_atomic(Path(job.result_path), result)
     return 0 if result["status"] != "failed" else 1

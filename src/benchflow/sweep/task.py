@@ -25,7 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from benchflow import backends
 from benchflow.config.errors import ConfigError
-from benchflow.core.job import Job
+from benchflow.core.job import Job, JobSpec, Plan
 from benchflow.core.layout import JobDir, SweepDir
 from benchflow.core.status import Status, status_of
 from benchflow.results.io import current, read_jsonl, record_row, write_json_atomic
@@ -59,11 +59,11 @@ class Where:
     project_dir: Path
     num: int
     overrides: list[str]
-    plan: dict[str, Any]  # plan.json (empty for a single run)
+    plan: Plan | None  # plan.json (None for a single run)
 
     @property
     def total(self) -> int:
-        return int(self.plan.get("total", 1))
+        return self.plan.total if self.plan else 1
 
     @classmethod
     def from_hydra(cls) -> Where:
@@ -78,7 +78,7 @@ class Where:
             project_dir=Path(hc.runtime.cwd),
             num=int(hc.job.num) if multirun else 0,
             overrides=list(hc.overrides.task),
-            plan=(sweep.read_plan() or {}) if multirun else {},
+            plan=sweep.read_plan() if multirun else None,
         )
 
 
@@ -122,11 +122,9 @@ def _runs_again(row: dict[str, Any], retry: str) -> bool:
 
 def planned(where: Where, cfg: DictConfig) -> Job:
     """This job's plan: from plan.json (the sweeper planned every job), else made now."""
-    if where.multirun:
-        jobs = where.plan.get("jobs", [])
-        found = next((j for j in jobs if j.get("num") == where.num), None)
-        if found and "config" in found and found.get("overrides") == where.overrides:
-            return _unless_aborted(Job.from_dict(found), where)
+    found = where.plan.job(where.num) if where.multirun and where.plan else None
+    if found and list(found.overrides) == where.overrides:
+        return _unless_aborted(found, where)
     try:
         job = plan_job(cfg, where.num, where.overrides, single=not where.multirun)
     except ConfigError as exc:
@@ -274,17 +272,13 @@ def compile_cache_env(job: Job, job_dir: JobDir) -> dict[str, str]:
     return backend.cache_env(str(root), persistent=True)
 
 
-def _job_spec(job: Job, job_dir: JobDir) -> dict[str, Any]:
+def _job_spec(job: Job, job_dir: JobDir) -> JobSpec:
     """What the child is told: the job's name, its resolved config, where to answer."""
-    return {
-        "name": job.name,
-        "config": dataclasses.asdict(job.config),
-        "result_path": str(job_dir.child_result),
-    }
+    return JobSpec(job.name, job.config, str(job_dir.child_result))
 
 
 def _run_child(job: Job, where: Where, env: dict[str, str], zygote: str | None) -> Outcome:
-    write_json_atomic(where.job_dir.job_file, _job_spec(job, where.job_dir))
+    write_json_atomic(where.job_dir.job_file, _job_spec(job, where.job_dir).to_dict())
     with progress.running(job.config.progress, where.num, where.total, job.name):
         return run_isolated(
             where.job_dir.job_file,
