@@ -15,7 +15,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from benchflow.config.schema import BenchConfig, config_from_dict, measured, measured_flat
+from benchflow.config.schema import (
+    BenchConfig,
+    Settings,
+    config_from_dict,
+    measured,
+    measured_flat,
+)
 
 
 def fingerprint(cfg: BenchConfig) -> str:
@@ -44,7 +50,7 @@ class Job:
         return fingerprint(self.config)
 
     @property
-    def settings(self) -> dict[str, Any]:
+    def settings(self) -> Settings:
         """The measured settings, flat (the row's `config`, the MLflow params)."""
         return measured_flat(self.config)
 

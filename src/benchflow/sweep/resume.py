@@ -15,24 +15,24 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from benchflow.config.schema import is_measured
 from benchflow.core.layout import SweepDir
+from benchflow.results.row import ResultRow
 
 # Config groups that are not settings of a job but choose its jobs (a named sweep).
 _GROUPS = ("experiment",)
 
 
-def current_row(rows: Sequence[dict[str, Any]], fingerprint: str) -> dict[str, Any] | None:
+def current_row(rows: Sequence[ResultRow], fingerprint: str) -> ResultRow | None:
     for row in reversed(rows):
-        if row.get("job", {}).get("fingerprint") == fingerprint and not row.get("superseded_by"):
+        if row.job.fingerprint == fingerprint and not row.superseded_by:
             return row
     return None
 
 
-def attempts(rows: Sequence[dict[str, Any]], fingerprint: str) -> int:
-    return sum(row.get("job", {}).get("fingerprint") == fingerprint for row in rows)
+def attempts(rows: Sequence[ResultRow], fingerprint: str) -> int:
+    return sum(row.job.fingerprint == fingerprint for row in rows)
 
 
 def defining(args: Sequence[str]) -> list[str]:
