@@ -2,18 +2,18 @@
 status and provenance. What result.json holds, and each line of results.jsonl:
 
 {schema_version, row_id,
- model: {suite_name, model_name, model_source},                          ModelId
+ model: {suite_name, model_name, model_source},                         ModelId
  experiment: {accelerator, accelerator_model, xla, dynamo, test, batch_size, dtype,
               model_size, matmul_precision, num_threads,
-              dtype_source, batch_size_source},                           Experiment
- backend, config: {measured setting: value, flat},                       Settings
+              dtype_source, batch_size_source},                         Experiment
+ backend, config: {measured setting: value, flat},                      Settings
  repeat, iterations_per_run, warmup,
- metrics: {name: value, or per repeat [values]},                          Metrics
- summary: {name: {median, min, max, mean, std, iqr, cv}},                 Summary
- timing: {steady_state, unsteady_repeats, warmup_steps, ...} or {},      Timing
+ metrics: {name: value, or per repeat [values]},                        Metrics
+ summary: {name: {median, min, max, mean, std, iqr, cv}},               Summary
+ timing: {steady_state, unsteady_repeats, warmup_steps, ...} or {},     Timing
  timestamp, verification_code, verification_detail, status, error,
- job: {name, num, overrides, dir, notes, cpus, ..., fingerprint},         JobInfo
- provenance: {host, cpu_model, platform, git_sha, command, versions},     Provenance
+ job: {name, num, overrides, dir, notes, cpus, ..., fingerprint},       JobInfo
+ provenance: {host, cpu_model, platform, git_sha, command, versions},   Provenance
  superseded_by (only once a later attempt of the same job replaced it)}
 
 The child writes its part (results/child.py, ChildResult) and the parent adds the
@@ -21,7 +21,7 @@ rest (`build_row`); a field the run never reached is left out of ``job`` and of
 ``experiment``'s sources, as the rows before these records were typed did.
 
 schema_version 2 added `backend`, `config` and the `invalid` status; rows without a
-version are 1, and `ResultRow.from_dict` reads them as 2 rows: the backend from
+version are 1, and `ResultRow.from_dict` gives them the same fields: the backend from
 experiment.dynamo/xla, an invalid combination from `skipped` + its error's prefix
 (see benchflow.core.status.status_of), and `config` None (not recorded).
 """
