@@ -19,6 +19,7 @@ import pytest
 from tests.conftest import SEARCHPATH, CliResult, run_cli, sweep_runs
 
 from benchflow.results.headline import median_time
+from benchflow.results.row import ResultRow
 from benchflow.runner import cpus
 from benchflow.tracking.sync import LOGGED_TAG
 
@@ -97,7 +98,7 @@ def test_same_rows_under_every_launcher(launcher: str, root: Path) -> None:
             # Pinned to one core, the child ran one thread, whatever the launcher's
             # worker environment said (Ray sets OMP_NUM_THREADS=1, joblib its own).
             assert row["experiment"]["num_threads"] == 1
-            assert (median_time(row) or 0) > 0
+            assert (median_time(ResultRow.from_dict(row)) or 0) > 0
         assert row["job"]["cpus"] in ("0", "1") or not TWO_CORES
 
 

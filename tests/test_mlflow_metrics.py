@@ -16,6 +16,7 @@ from tests.conftest import SessionSweep
 
 from benchflow.config.schema import MlflowConfig
 from benchflow.results.headline import headline_metrics
+from benchflow.results.row import ResultRow
 from benchflow.tracking.mlflow_runs import Tracker
 from benchflow.tracking.sync import log_job
 
@@ -57,7 +58,7 @@ def logged(
     runs = []
     for row in rows:
         run_id = tracker.start_run(row["job"]["name"])
-        assert log_job(tracker, run_id, row, Path(row["job"]["dir"]))
+        assert log_job(tracker, run_id, ResultRow.from_dict(row), Path(row["job"]["dir"]))
         runs.append((row, run_id))
     return MlflowClient(tracker.uri), runs
 
@@ -73,7 +74,7 @@ def test_each_backend_shows_only_its_curated_metrics(
         metrics = client.get_run(run_id).data.metrics
         assert set(metrics) == EXPECTED[row["backend"]], name
         assert len(metrics) < 15
-        for key, value in headline_metrics(row).items():
+        for key, value in headline_metrics(ResultRow.from_dict(row)).items():
             assert metrics[key] == value, (name, key)
         assert metrics["job.wall_time_s"] == row["job"]["wall_time_s"]
     invalid = [run_id for row, run_id in runs if row["status"] == "invalid"]

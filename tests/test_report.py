@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from tests.conftest import SEARCHPATH, CliResult, run_cli
 
+from benchflow.core.status import Status
 from benchflow.report.compare import compare
 from benchflow.report.model import build_report
 from benchflow.report.render import (
@@ -25,6 +26,7 @@ from benchflow.report.render import (
     to_markdown,
 )
 from benchflow.results.headline import headline_metrics
+from benchflow.results.row import ResultRow
 
 
 def row(
@@ -38,7 +40,7 @@ def row(
     rss: float = 1000.0,
     overrides: tuple[str, ...] = (),
     ts: float = 0.0,
-) -> dict[str, Any]:
+) -> ResultRow:
     dynamo = {"eager": None, "lazy_xla": None, "dynamo_eager": "eager"}.get(backend, backend)
     metrics: dict[str, Any] = {"peak_host_rss_bytes": rss}
     summary = {}
@@ -46,21 +48,23 @@ def row(
         metrics["per_iter_time_s"] = times
         metrics["first_iter_time_s"] = first if first is not None else 10 * max(times)
         summary = {"per_iter_time_s": {"median": sorted(times)[len(times) // 2], "iqr": 0.0}}
-    return {
-        "model": {"model_name": model},
-        "experiment": {
-            "dynamo": dynamo,
-            "xla": "PJRT" if backend in ("openxla", "lazy_xla") else None,
-            "test": "eval",
-        },
-        "status": status,
-        "error": None if status == "ok" else "RuntimeError: boom\ntraceback",
-        "metrics": metrics,
-        "summary": summary,
-        "verification_code": code,
-        "timestamp": ts,
-        "job": {"overrides": [f"model={model}", f"dynamo={backend}", *overrides]},
-    }
+    return ResultRow.from_dict(
+        {
+            "model": {"model_name": model},
+            "experiment": {
+                "dynamo": dynamo,
+                "xla": "PJRT" if backend in ("openxla", "lazy_xla") else None,
+                "test": "eval",
+            },
+            "status": status,
+            "error": None if status == "ok" else "RuntimeError: boom\ntraceback",
+            "metrics": metrics,
+            "summary": summary,
+            "verification_code": code,
+            "timestamp": ts,
+            "job": {"overrides": [f"model={model}", f"dynamo={backend}", *overrides]},
+        }
+    )
 
 
 ROWS = [
@@ -264,8 +268,9 @@ def test_sweep_end_writes_the_report_and_logs_it(sweeps: tuple[CliResult, Path, 
     assert metrics["report.aot_eager.passrate"] == 1.0
     rows = [json.loads(x) for x in (slowed / "results.jsonl").read_text().splitlines()]
     # A noisy row (CV > 10% on a busy host) is kept out of the geomean: then there is none.
+    typed = [ResultRow.from_dict(r) for r in rows]
     (eager_summary,) = [
-        s for s in build_report(rows, baseline="aot_eager").summaries if s.config.label == "eager"
+        s for s in build_report(typed, baseline="aot_eager").summaries if s.config.label == "eager"
     ]
     if eager_summary.geomean_speedup is None:
         assert "report.eager.geomean_speedup" not in metrics
@@ -324,7 +329,7 @@ def test_report_from_mlflow_matches_the_folder(sweeps: tuple[CliResult, Path, Pa
     assert "replaced by later ones" in text
 
 
-def _mixed_grid_rows() -> list[dict[str, Any]]:
+def _mixed_grid_rows() -> list[ResultRow]:
     """The issue-12 grid, planned for real (Hydra composition, the registry, the suite's
     rules) and recorded with build_row; the child's part is made up: eager 4 ms, lazy
     XLA 8 ms, inductor 2 ms, openxla 1 ms for every model. Invalid pairs come last, as
@@ -332,7 +337,7 @@ def _mixed_grid_rows() -> list[dict[str, Any]]:
     from hydra import compose, initialize_config_dir
 
     from benchflow.config.store import CONF_DIR, register
-    from benchflow.core.status import Status
+    from benchflow.results.child import ChildResult
     from benchflow.results.row import build_row
     from benchflow.sweep.plan import plan_job
 
@@ -348,23 +353,17 @@ def _mixed_grid_rows() -> list[dict[str, Any]]:
                     job = plan_job(compose("config", overrides), num, overrides)
                     num += 1
                     if job.invalid:
-                        made = build_row(
-                            job, status=Status.INVALID, error=job.invalid, info={}, provenance={}
-                        )
+                        made = build_row(job, status=Status.INVALID, error=job.invalid)
                         invalid.append(made)
                         continue
-                    if any(r["job"]["fingerprint"] == job.fingerprint for r in rows):
+                    if any(r.job.fingerprint == job.fingerprint for r in rows):
                         continue  # the sweep keeps the first row of a configuration
                     t = times[job.backend]
-                    child = {
-                        "metrics": {"per_iter_time_s": [t] * 3, "first_iter_time_s": t + 0.5},
-                        "summary": {"per_iter_time_s": {"median": t, "iqr": 0.0}},
-                    }
-                    rows.append(
-                        build_row(
-                            job, status=Status.OK, error=None, info={}, provenance={}, child=child
-                        )
+                    child = ChildResult(
+                        metrics={"per_iter_time_s": [t] * 3, "first_iter_time_s": t + 0.5},
+                        summary={"per_iter_time_s": {"median": t, "iqr": 0.0}},
                     )
+                    rows.append(build_row(job, status=Status.OK, error=None, child=child))
     return rows + invalid
 
 
@@ -396,10 +395,10 @@ def test_mixed_grid_invalid_pairs_are_no_configuration() -> None:
     assert "## Invalid combinations" in md and "dynamo=inductor xla=PJRT" in md
     # the old shape of the same rows (status=skipped, no config) reads the same way
     old = [
-        {k: v for k, v in r.items() if k not in ("config", "backend", "schema_version")}
-        | ({"status": "skipped"} if r["status"] == "invalid" else {})
+        {k: v for k, v in r.to_dict().items() if k not in ("config", "backend", "schema_version")}
+        | ({"status": "skipped"} if r.status is Status.INVALID else {})
         for r in rows
     ]
-    again = build_report(old, baseline="inductor")
+    again = build_report([ResultRow.from_dict(r) for r in old], baseline="inductor")
     assert [s.config.label for s in again.summaries] == [s.config.label for s in rep.summaries]
     assert len(again.invalid) == 2

@@ -1,4 +1,4 @@
-"""Units: statistics, fingerprints, the results files and the summary table."""
+"""Units: statistics, fingerprints, the results files, the typed records they hold."""
 
 from __future__ import annotations
 
@@ -7,12 +7,30 @@ import json
 import multiprocessing
 import statistics
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from benchflow.config.schema import BenchConfig, DynamoConfig, MlflowConfig, ModelConfig
-from benchflow.core.job import fingerprint
-from benchflow.results.io import append_jsonl, read_jsonl, write_json_atomic
+from benchflow.core.job import Job, JobSpec, Plan, fingerprint
+from benchflow.core.status import Status
+from benchflow.results.child import ChildResult, ChildTimings, Timing, Unsteady
+from benchflow.results.io import (
+    append_jsonl,
+    current,
+    read_jsonl,
+    read_rows,
+    record_row,
+    write_json_atomic,
+)
+from benchflow.results.row import (
+    SCHEMA_VERSION,
+    JobInfo,
+    Provenance,
+    ResultRow,
+    RowError,
+    build_row,
+)
 from benchflow.results.stats import geomean, quantile, summarize
 
 
@@ -97,7 +115,115 @@ def test_reader_skips_corrupt_lines_and_appender_repairs_a_torn_tail(
 
 
 def test_dataclass_round_trip_through_job_file() -> None:
-    from benchflow.harness.child import config_from_dict
+    spec = JobSpec("llama·eager·eval", _cfg(repeat=3, dtype="amp"), "/tmp/r.json")
+    assert JobSpec.from_dict(json.loads(json.dumps(spec.to_dict()))) == spec
+    ir = dataclasses.replace(spec, ir=True)
+    assert ir.to_dict()["mode"] == "ir" and JobSpec.from_dict(ir.to_dict()) == ir
 
-    cfg = _cfg(repeat=3, dtype="amp")
-    assert config_from_dict(json.loads(json.dumps(dataclasses.asdict(cfg)))) == cfg
+
+# --- typed records: what the files hold, read back -------------------------------------
+
+
+def _job(**kw: Any) -> Job:
+    cfg = _cfg(dynamo=DynamoConfig(name="inductor"), verify=True, **kw)
+    return Job(num=3, name="llama·inductor·eval", overrides=("model=llama",), config=cfg,
+               backend="inductor", notes=("a note",),
+               sources={"dtype_source": "user", "batch_size_source": "model"})  # fmt: skip
+
+
+def _child() -> ChildResult:
+    return ChildResult(
+        versions={"torch": "2.9.0", "torch_xla": None},
+        batch_size=4,
+        dtype="bfloat16",
+        metrics={"per_iter_time_s": [0.1, 0.2, 0.3], "first_iter_time_s": 1.0},
+        summary={"per_iter_time_s": {"median": 0.2, "iqr": 0.1}},
+        timing=Timing(steady_state=False, unsteady_repeats=[Unsteady(0, "dynamo made 1 graph")]),
+        child_timings=ChildTimings(import_s=1.0, setup_s=2.0, measure_s=3.0, verify_s=0.5),
+        verification_code="PASS",
+        child_wall_s=7.0,
+    )
+
+
+def test_a_row_reads_back_as_it_was_written() -> None:
+    info = JobInfo.of(_job(), "/sweep/3")
+    info.cpus, info.wall_time_s, info.returncode, info.child_setup_s = "0-1", 9.0, 0, 2.0
+    row = build_row(_job(), status=Status.OK, error=None, info=info, child=_child(),
+                    provenance=Provenance(host="h", git_sha="abc"))  # fmt: skip
+    data = json.loads(json.dumps(row.to_dict()))  # as results.jsonl holds it
+    assert ResultRow.from_dict(data) == row
+    assert data["status"] == "ok" and data["schema_version"] == SCHEMA_VERSION == 2
+    assert data["backend"] == "inductor" and data["config"]["model.name"] == "llama"
+    assert data["experiment"]["dtype"] == "bfloat16" and data["experiment"]["batch_size"] == 4
+    assert data["timing"]["unsteady_repeats"] == [{"repeat": 0, "reason": "dynamo made 1 graph"}]
+    assert data["provenance"]["versions"]["torch"] == "2.9.0"
+    job = data["job"]
+    assert job["notes"] == ["a note"] and job["fingerprint"] == _job().fingerprint
+    assert job["mlflow_run_id"] is None and "ir_files" not in job  # never got there
+    assert list(job)[:4] == ["name", "num", "overrides", "dir"] and list(job)[-1] == "fingerprint"
+    never_resolved = dataclasses.replace(_job(), sources={}, invalid="invalid combination: x")
+    invalid = build_row(never_resolved, status=Status.INVALID, error=never_resolved.invalid)
+    assert "dtype_source" not in invalid.to_dict()["experiment"]
+    assert ResultRow.from_dict(invalid.to_dict()) == invalid
+
+
+def test_a_schema_1_row_reads_as_schema_2() -> None:
+    """Before `backend`, `config` and `invalid`: an invalid combination was `skipped`."""
+    old = {
+        "row_id": "r1",
+        "model": {"suite_name": "builtin", "model_name": "llama", "model_source": None},
+        "experiment": {"accelerator": "cpu", "xla": "PJRT", "dynamo": "inductor", "test": "eval"},
+        "metrics": {},
+        "summary": {},
+        "status": "skipped",
+        "error": "invalid combination: dynamo=inductor does not compile for the XLA device",
+        "job": {"name": "llama·inductor·eval", "overrides": ["dynamo=inductor", "xla=PJRT"]},
+    }
+    row = ResultRow.from_dict(old)
+    assert row.schema_version == 1 and row.config is None and row.timing is None
+    assert row.status is Status.INVALID
+    assert row.backend == "inductor"  # an invalid pair's: the dynamo option's own label
+    lazy = ResultRow.from_dict({**old, "experiment": {"xla": "PJRT", "test": "eval"}})
+    assert lazy.backend == "lazy_xla"
+    skipped = ResultRow.from_dict({**old, "error": "listed in skip"})
+    assert skipped.status is Status.SKIPPED
+    with pytest.raises(RowError):
+        ResultRow.from_dict({"n": 1})
+    with pytest.raises(RowError):
+        ResultRow.from_dict({**old, "status": "exploded"})
+
+
+def test_a_crashed_childs_result_reads_as_a_child_result() -> None:
+    """A child that raised writes status, error, versions and its wall time only."""
+    minimal = {"status": "failed", "error": "RuntimeError: boom", "versions": {"torch": "2.9.0"},
+               "child_wall_s": 1.5}  # fmt: skip
+    child = ChildResult.from_dict(minimal)
+    assert (child.status, child.error, child.child_wall_s) == (Status.FAILED, minimal["error"], 1.5)
+    assert child.metrics == {} and child.timing is None and child.child_timings is None
+    assert child.to_dict() == {"schema_version": 1, **minimal}  # nothing it never got to
+    full = _child()
+    assert ChildResult.from_dict(json.loads(json.dumps(full.to_dict()))) == full
+    row = build_row(_job(), status=child.status, error=child.error, child=child)
+    assert row.verification_code == "VERIFIER_DIDNT_RUN" and row.timing is None
+    assert row.to_dict()["timing"] == {} and row.experiment.dtype is None  # the config's
+
+
+def test_read_rows_skips_what_is_no_row(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "results.jsonl"
+    row = build_row(_job(), status=Status.OK, error=None, child=_child())
+    append_jsonl(path, {"n": 1})  # a JSON object, but no row
+    assert record_row(path, row) == []
+    with caplog.at_level("WARNING"):
+        assert read_rows(path) == [row]
+    assert ":1: skipped a line that is no result row" in caplog.text
+    again = dataclasses.replace(row, row_id="second")
+    (replaced,) = record_row(path, again)
+    assert replaced.row_id == row.row_id and replaced.superseded_by == "second"
+    assert current(read_rows(path)) == [again]
+
+
+def test_a_plan_types_only_the_job_asked_for() -> None:
+    jobs = [dataclasses.replace(_job(), num=n) for n in range(3)]
+    plan = Plan.from_dict(json.loads(json.dumps(Plan.of(jobs, 3, ["-m", "x=1,2"]).to_dict())))
+    assert (plan.total, plan.sweep_args) == (3, ("-m", "x=1,2"))
+    assert plan.job(1) == jobs[1] and plan.job(7) is None

@@ -16,7 +16,10 @@ from tests.conftest import SEARCHPATH, read_rows, run_cli, start_cli, wait_for_t
 
 from benchflow.config.schema import BenchConfig, IrConfig, ModelConfig, ProfileConfig
 from benchflow.core.job import Job, fingerprint
-from benchflow.results.io import current, read_jsonl, record_row
+from benchflow.core.layout import SweepDir
+from benchflow.results.io import current, record_row
+from benchflow.results.io import read_rows as read_typed_rows
+from benchflow.results.row import ResultRow
 
 SWEEP = [
     "-m",
@@ -77,30 +80,39 @@ def test_fingerprint_ignores_how_a_job_is_run(change: dict[str, Any]) -> None:
 def test_record_row_supersedes_and_keeps_history(tmp_path: Path) -> None:
     path = tmp_path / "results.jsonl"
 
-    def row(fp: str, status: str) -> dict[str, Any]:
-        return {"row_id": f"{fp}-{status}", "status": status, "job": {"fingerprint": fp}}
+    def row(fp: str, status: str) -> ResultRow:
+        return ResultRow.from_dict(
+            {
+                "row_id": f"{fp}-{status}",
+                "model": {"model_name": "m"},
+                "experiment": {"test": "eval"},
+                "status": status,
+                "job": {"fingerprint": fp},
+            }
+        )
 
     assert record_row(path, row("a", "crashed")) == []
     record_row(path, row("b", "ok"))
     with path.open("a") as f:
         f.write('{"torn": \n')  # a half-written line from a killed writer
     replaced = record_row(path, row("a", "ok"))
-    assert [r["row_id"] for r in replaced] == ["a-crashed"]
-    rows = read_jsonl(path)  # the torn line is reported and skipped, not lost
+    assert [r.row_id for r in replaced] == ["a-crashed"]
+    assert replaced[0].superseded_by == "a-ok"
+    rows = read_typed_rows(path)  # the torn line is reported and skipped, not lost
     assert '{"torn": ' in path.read_text()
-    assert [(r["row_id"], r.get("superseded_by")) for r in rows] == [
+    assert [(r.row_id, r.superseded_by) for r in rows] == [
         ("a-crashed", "a-ok"),
         ("b-ok", None),
         ("a-ok", None),
     ]
-    assert [r["row_id"] for r in current(rows)] == ["b-ok", "a-ok"]
+    assert [r.row_id for r in current(rows)] == ["b-ok", "a-ok"]
 
 
 def _current_outcomes(sweep_dir: Path) -> dict[str, str]:
-    rows = current(read_rows(sweep_dir))
-    fps = [r["job"]["fingerprint"] for r in rows]
+    rows = current(read_typed_rows(SweepDir(sweep_dir).results))
+    fps = [r.job.fingerprint for r in rows]
     assert len(fps) == len(set(fps)), "more than one current row for a job"
-    return {r["job"]["fingerprint"]: r["status"] for r in rows}
+    return {r.job.fingerprint: r.status.value for r in rows}
 
 
 def _mlflow_runs(cwd: Path) -> tuple[list[Any], list[Any]]:
@@ -192,7 +204,8 @@ def test_retry_policy(tmp_path: Path) -> None:
 
     everything = run_cli([*sweep, "retry=all"], tmp_path)
     assert everything.returncode == 0 and "kept " not in everything.stderr
-    assert len(current(read_rows(tmp_path / "s"))) == 2 and len(read_rows(tmp_path / "s")) == 5
+    assert len(read_rows(tmp_path / "s")) == 5
+    assert len(current(read_typed_rows(SweepDir(tmp_path / "s").results))) == 2
 
 
 def test_resume_needs_a_matching_sweep(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from tests.conftest import SEARCHPATH, SessionSweep, run_cli
 
 from benchflow.harness.timing import compiled, median_ci_rel, settled
 from benchflow.report.model import build_report, timing_flags
+from benchflow.results.row import ResultRow
 
 RECOMPILES = [
     SEARCHPATH,
@@ -68,7 +69,8 @@ def test_a_recompile_in_a_timed_repeat_is_flagged(inductor_rows: list[dict[str, 
     series = fixed["metrics"]["per_iter_time_s"]
     assert series[0] > 5 * max(series[1:])  # the recompile landed in repeat 0
     assert fixed["metrics"]["dynamo_unique_graphs"] == [1.0, 0.0, 0.0]
-    assert timing_flags(fixed)[0].startswith("not steady: repeat 0 dynamo made 1 new graph")
+    flags = timing_flags(ResultRow.from_dict(fixed))
+    assert flags[0].startswith("not steady: repeat 0 dynamo made 1 new graph")
 
 
 def test_adaptive_warmup_reaches_the_steady_state(inductor_rows: list[dict[str, Any]]) -> None:
@@ -81,15 +83,16 @@ def test_adaptive_warmup_reaches_the_steady_state(inductor_rows: list[dict[str, 
     steady = statistics.median(fixed["metrics"]["per_iter_time_s"][1:])
     got = adaptive["summary"]["per_iter_time_s"]["median"]
     assert 0.5 * steady < got < 2 * steady, (got, steady)
-    assert not timing_flags(adaptive) or timing_flags(adaptive)[0].startswith("noisy")
+    flags = timing_flags(ResultRow.from_dict(adaptive))
+    assert not flags or flags[0].startswith("noisy")
 
 
 def test_the_report_flags_the_unsteady_row_and_keeps_it_out_of_the_geomean(
     inductor_rows: list[dict[str, Any]],
 ) -> None:
-    report = build_report(inductor_rows, baseline="inductor")
+    report = build_report([ResultRow.from_dict(r) for r in inductor_rows], baseline="inductor")
     flagged = [e for e in report.entries if e.flags]
-    assert flagged and all(e.row["timing"]["steady_state"] is False for e in flagged)
+    assert flagged and all(e.row.timing and e.row.timing.steady_state is False for e in flagged)
     assert any("not steady" in e.note for e in flagged)
     assert any("timing not to be trusted" in n for n in report.notes)
 

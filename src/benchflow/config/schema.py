@@ -37,6 +37,10 @@ DEFAULT_BASELINE = "inductor"  # the backend label reports compute speedups over
 UNMEASURED = {"measured": False}
 BULKY = {"bulky": True}
 
+# One measured setting's value, as the row's `config` and the MLflow params hold it.
+Setting = str | int | float | bool | list[str] | None
+Settings = dict[str, Setting]  # dotted key (`model.size`) -> value
+
 
 @dataclass
 class ModelConfig:
@@ -181,7 +185,7 @@ def measured(cfg: BenchConfig) -> dict[str, Any]:
     return _walk(cfg, "", flat=False)
 
 
-def measured_flat(cfg: BenchConfig) -> dict[str, Any]:
+def measured_flat(cfg: BenchConfig) -> Settings:
     """The measured settings as dotted keys, bulky fields left out: the MLflow params,
     and the row's ``config`` from which reports tell configurations apart."""
     return _walk(cfg, "", flat=True)

@@ -1,8 +1,9 @@
 """A planned job: its resolved config, the overrides that made it, and its identity.
 
 The sweeper plans every job once (benchflow.sweep.plan) and writes them to
-``plan.json``; the task that runs a job reads its :class:`Job` back instead of
-composing and resolving the config again.
+``plan.json`` (:class:`Plan`); the task that runs a job reads its :class:`Job` back
+instead of composing and resolving the config again, and tells the child what to run
+in ``job.json`` (:class:`JobSpec`).
 """
 
 from __future__ import annotations
@@ -10,10 +11,17 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from benchflow.config.schema import BenchConfig, config_from_dict, measured, measured_flat
+from benchflow.config.schema import (
+    BenchConfig,
+    Settings,
+    config_from_dict,
+    measured,
+    measured_flat,
+)
 
 
 def fingerprint(cfg: BenchConfig) -> str:
@@ -42,7 +50,7 @@ class Job:
         return fingerprint(self.config)
 
     @property
-    def settings(self) -> dict[str, Any]:
+    def settings(self) -> Settings:
         """The measured settings, flat (the row's `config`, the MLflow params)."""
         return measured_flat(self.config)
 
@@ -65,3 +73,63 @@ class Job:
             notes=tuple(data.get("notes", ())),
             sources=dict(data.get("sources", {})),
         )
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """The child's job.json: the job's name, its resolved config, where to answer."""
+
+    name: str
+    config: BenchConfig
+    result_path: str
+    ir: bool = False  # an IR pass: two steps for the dump, nothing timed (sweep/ir.py)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {
+            "name": self.name,
+            "config": dataclasses.asdict(self.config),
+            "result_path": self.result_path,
+        }
+        return out | ({"mode": "ir"} if self.ir else {})
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> JobSpec:
+        return cls(
+            name=str(data["name"]),
+            config=config_from_dict(data["config"]),
+            result_path=str(data["result_path"]),
+            ir=data.get("mode") == "ir",
+        )
+
+
+@dataclass(frozen=True)
+class Plan:
+    """plan.json: every job of a sweep, planned before any runs, and the command line's
+    overrides (how resume=true finds the folder). A job's config is typed again only
+    when asked for (`job`): that takes ~30 ms, and each task needs its own job only."""
+
+    total: int
+    sweep_args: tuple[str, ...] = ()
+    entries: tuple[dict[str, Any], ...] = ()  # each a Job.to_dict(), as plan.json holds it
+
+    @classmethod
+    def of(cls, jobs: Sequence[Job], total: int, sweep_args: Sequence[str]) -> Plan:
+        return cls(total, tuple(sweep_args), tuple(job.to_dict() for job in jobs))
+
+    def job(self, num: int) -> Job | None:
+        """Job `num` as planned (None: not in the plan, or planned without a config)."""
+        found = next((e for e in self.entries if e.get("num") == num), None)
+        return Job.from_dict(found) if found and "config" in found else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "total": self.total,
+            "sweep_args": list(self.sweep_args),
+            "jobs": list(self.entries),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Plan:
+        jobs = tuple(j for j in data.get("jobs") or [] if isinstance(j, dict))
+        args = tuple(map(str, data.get("sweep_args") or []))
+        return cls(int(data.get("total", 1)), args, jobs)

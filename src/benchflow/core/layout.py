@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+
+from benchflow.core.job import Plan
 
 
 def _read_text(path: Path) -> str | None:
@@ -108,12 +109,12 @@ class SweepDir:
     def job(self, path: Path) -> JobDir:
         return JobDir(path)
 
-    def read_plan(self) -> dict[str, Any] | None:
+    def read_plan(self) -> Plan | None:
         try:
             data = json.loads(self.plan.read_text())
         except (OSError, json.JSONDecodeError):
             return None
-        return data if isinstance(data, dict) else None
+        return Plan.from_dict(data) if isinstance(data, dict) else None
 
     def parent_run_id(self) -> str | None:
         return _read_text(self.parent_run)

@@ -1,7 +1,7 @@
 """Entry point of the isolated child process.
 
-The parent writes ``job.json`` (the resolved config and where to put things);
-the child builds the model, times it, and writes ``result.json`` atomically.
+The parent writes ``job.json`` (a JobSpec: the resolved config and where to put
+things); the child builds the model, times it, and writes its ChildResult atomically.
 An exception becomes ``status=failed`` with its traceback in the job's stderr
 log; a crash leaves no result.json, and the parent reports it from the exit code.
 """
@@ -23,9 +23,12 @@ from typing import Any
 
 from benchflow import backends
 from benchflow.backends.base import Backend
-from benchflow.config.schema import BenchConfig, config_from_dict
+from benchflow.config.schema import BenchConfig
+from benchflow.core.job import JobSpec
 from benchflow.core.layout import JobDir
+from benchflow.core.status import Status
 from benchflow.models.errors import ModelSkipped
+from benchflow.results.child import ChildResult, ChildTimings, Timing, Versions
 from benchflow.results.io import write_json_atomic
 from benchflow.runner.cpus import ENV_CPUS, pin_self
 
@@ -34,7 +37,7 @@ log = logging.getLogger("benchflow.child")
 AMP_DTYPES = {"amp": None, "amp_bf16": "bfloat16", "amp_fp16": "float16"}
 
 
-def versions() -> dict[str, str | None]:
+def versions() -> Versions:
     def ver(dist: str) -> str | None:
         try:
             return metadata.version(dist)
@@ -60,7 +63,7 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def run(cfg: BenchConfig, backend: type[Backend], out_dir: Path) -> dict[str, Any]:
+def run(cfg: BenchConfig, backend: type[Backend], out_dir: Path) -> ChildResult:
     """Build, prepare and time one job. Returns the child's part of the result row."""
     t_import = time.perf_counter()
     import torch
@@ -129,7 +132,7 @@ def run(cfg: BenchConfig, backend: type[Backend], out_dir: Path) -> dict[str, An
                 out_dir / "profile",
             )
 
-    verification: dict[str, Any] = {"verification_code": "VERIFIER_SKIPPED"}
+    code, detail = "VERIFIER_SKIPPED", None
     verify_s = 0.0
     accuracy: dict[str, float] = {}
     if cfg.verify:
@@ -138,17 +141,16 @@ def run(cfg: BenchConfig, backend: type[Backend], out_dir: Path) -> dict[str, An
         code, accuracy, detail = verify(
             cfg, build, run_step, native, device.torch_device, device.autocast_type, model_dtype
         )
-        verification = {"verification_code": code, "verification_detail": detail}
         verify_s = time.perf_counter() - t_verify
 
     per_iter = m.summary()["per_iter_time_s"]["median"]
-    return {
-        "model_source": cfg.model.source,
-        "batch_size": model.batch_size,
-        "dtype": dtype_name,
-        "accelerator_model": device.model_name(),
-        "num_threads": torch.get_num_threads(),
-        "metrics": {
+    return ChildResult(
+        model_source=cfg.model.source,
+        batch_size=model.batch_size,
+        dtype=dtype_name,
+        accelerator_model=device.model_name(),
+        num_threads=torch.get_num_threads(),
+        metrics={
             **m.per_repeat,
             "first_iter_time_s": m.first_iter_time_s,
             "warmup_time_s": m.warmup_time_s,
@@ -158,28 +160,26 @@ def run(cfg: BenchConfig, backend: type[Backend], out_dir: Path) -> dict[str, An
             **accuracy,
             **profiled,
         },
-        "summary": m.summary(),
-        "timing": {
-            "steady_state": m.steady_state,
-            "unsteady_repeats": m.unsteady,
-            "warmup_steps": m.warmup_steps,
-            "warmup_settled": m.warmup_settled,
-            "repeats": len(m.per_repeat.get("per_iter_time_s", [])),
-            "ci_rel": m.ci_rel,
-            "compile_cache": cfg.compile_cache,
-            "launch": os.environ.get("BENCHFLOW_LAUNCH", "spawn"),
+        summary=m.summary(),
+        timing=Timing(
+            steady_state=m.steady_state,
+            unsteady_repeats=m.unsteady,
+            warmup_steps=m.warmup_steps,
+            warmup_settled=m.warmup_settled,
+            repeats=len(m.per_repeat.get("per_iter_time_s", [])),
+            ci_rel=m.ci_rel,
+            compile_cache=cfg.compile_cache,
+            launch=os.environ.get("BENCHFLOW_LAUNCH", "spawn"),
             # forked: what the zygote had imported (the rest was imported in the job)
-            "preloaded": [m for m in os.environ.get("BENCHFLOW_PRELOADED", "").split(",") if m],
-            "timer_resolution_s": time.get_clock_info("perf_counter").resolution,
-        },
-        "child_timings": {
-            "import_s": import_s,
-            "setup_s": setup_s,
-            "measure_s": measure_s,
-            "verify_s": verify_s,
-        },
-        **verification,
-    }
+            preloaded=[m for m in os.environ.get("BENCHFLOW_PRELOADED", "").split(",") if m],
+            timer_resolution_s=time.get_clock_info("perf_counter").resolution,
+        ),
+        child_timings=ChildTimings(
+            import_s=import_s, setup_s=setup_s, measure_s=measure_s, verify_s=verify_s
+        ),
+        verification_code=code,
+        verification_detail=detail,
+    )
 
 
 def _dump_counters(cfg: BenchConfig, backend: type[Backend], out_dir: Path) -> None:
@@ -196,7 +196,7 @@ def _dump_counters(cfg: BenchConfig, backend: type[Backend], out_dir: Path) -> N
         files.dynamo_counters.write_text(json.dumps(data, indent=2, default=str))
 
 
-def ir_pass(cfg: BenchConfig, backend: type[Backend]) -> dict[str, Any]:
+def ir_pass(cfg: BenchConfig, backend: type[Backend]) -> None:
     """Two steps of the job, for the IR dump: the parent set XLA_SAVE_TENSORS_FILE/_FMT
     (and XLA_FLAGS for --xla_dump_to) for this process, so every graph synced is
     written; the first step compiles, the second shows the steady-state graph."""
@@ -208,7 +208,6 @@ def ir_pass(cfg: BenchConfig, backend: type[Backend]) -> dict[str, Any]:
         device.mark_step()
         device.synchronize()
         del out
-    return {}
 
 
 class Precision:
@@ -284,30 +283,32 @@ def main(argv: list[str]) -> int:
         return 2
     t0 = time.perf_counter()
     cores = pin_self()  # the job's CPU slot, before torch starts its thread pools
-    job = json.loads(Path(argv[0]).read_text())
+    job = JobSpec.from_dict(json.loads(Path(argv[0]).read_text()))
     logging.basicConfig(
         level=logging.INFO,
         stream=sys.stderr,
-        format=f"%(asctime)s [{job['name']}] %(levelname)s %(name)s: %(message)s",
+        format=f"%(asctime)s [{job.name}] %(levelname)s %(name)s: %(message)s",
     )
     log.info("pid %d, job %s, CPUs %s", os.getpid(), argv[0], cores or "all")
-    result: dict[str, Any] = {"status": "ok", "error": None, "versions": versions()}
+    result = ChildResult(versions=versions())
     try:
-        cfg = config_from_dict(job["config"])
+        cfg = job.config
         backend = backends.of_row(cfg.dynamo.name, cfg.xla.name)  # the config is resolved
         if cfg.memory_limit_gb:
             _limit_memory(cfg.memory_limit_gb)
-        if job.get("mode") == "ir":
-            result.update(ir_pass(cfg, backend))
+        if job.ir:
+            ir_pass(cfg, backend)
         else:
-            result.update(run(cfg, backend, Path(job["result_path"]).parent))
+            result = dataclasses.replace(
+                run(cfg, backend, Path(job.result_path).parent), versions=result.versions
+            )
     except ModelSkipped as exc:
-        result.update(status="skipped", error=str(exc))
+        result.status, result.error = Status.SKIPPED, str(exc)
         log.info("skipped: %s", exc)
     except Exception as exc:
-        status = "oom" if _out_of_memory(exc) else "failed"
-        result.update(status=status, error=f"{type(exc).__name__}: {exc}")
-        log.error("job %s:\n%s", status, traceback.format_exc())
-    result["child_wall_s"] = time.perf_counter() - t0
-    write_json_atomic(Path(job["result_path"]), result)
-    return 0 if result["status"] != "failed" else 1
+        result.status = Status.OOM if _out_of_memory(exc) else Status.FAILED
+        result.error = f"{type(exc).__name__}: {exc}"
+        log.error("job %s:\n%s", result.status, traceback.format_exc())
+    result.child_wall_s = time.perf_counter() - t0
+    write_json_atomic(Path(job.result_path), result.to_dict())
+    return 0 if result.status is not Status.FAILED else 1

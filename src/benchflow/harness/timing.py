@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from benchflow.backends.device import Device
+from benchflow.results.child import Summary, Unsteady
 from benchflow.results.stats import summarize
 
 log = logging.getLogger(__name__)
@@ -46,7 +47,7 @@ class Measurement:
     cold: dict[str, float] = field(default_factory=dict)  # probe deltas over the first step
     warmup_steps: int = 0
     warmup_settled: bool | None = None  # adaptive warm-up: settled before its cap
-    unsteady: list[dict[str, Any]] = field(default_factory=list)  # repeats that compiled
+    unsteady: list[Unsteady] = field(default_factory=list)  # repeats that compiled
     ci_rel: float | None = None  # the median's 95% CI half-width over the median
 
     @property
@@ -57,7 +58,7 @@ class Measurement:
         for key, value in metrics.items():
             self.per_repeat.setdefault(key, []).append(float(value))
 
-    def summary(self) -> dict[str, dict[str, float]]:
+    def summary(self) -> Summary:
         return {key: summarize(vals) for key, vals in self.per_repeat.items()}
 
 
@@ -191,7 +192,7 @@ def measure(
         metrics.update(delta)
         m.add(metrics)
         if reason := compiled(delta):
-            m.unsteady.append({"repeat": r, "reason": reason})
+            m.unsteady.append(Unsteady(r, reason))
             log.warning("repeat %d is not steady state: %s", r, reason)
         m.ci_rel = median_ci_rel(m.per_repeat["per_iter_time_s"])
         log.info("repeat %d: %.6f s/iter", r, metrics["per_iter_time_s"])

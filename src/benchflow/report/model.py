@@ -25,12 +25,12 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from benchflow import backends
-from benchflow.config.schema import DEFAULT_BASELINE, is_measured
-from benchflow.core.status import INVALID_PREFIX, Status, status_of
-from benchflow.results.headline import backend_of_row, headline_of
+from benchflow.config.schema import DEFAULT_BASELINE, Setting, is_measured
+from benchflow.core.status import INVALID_PREFIX, Status
+from benchflow.results.headline import headline_of
+from benchflow.results.row import ResultRow
 from benchflow.results.stats import geomean
 
 FAILED_CODES = (
@@ -44,37 +44,36 @@ FAILED_CODES = (
 # the lines of the report, and dynamo/xla are the backend, the label's first part.
 _IDENTITY = ("model.name", "model.builtin", "test.name", "dynamo.name", "xla.name")
 
+# What a report's header says: where the rows came from, what they ran on, when.
+Meta = dict[str, str | int | None]
 
-def row_status(row: dict[str, Any]) -> Status:
-    return status_of(row["status"], row.get("error"))
 
-
-def _axes(row: dict[str, Any]) -> dict[str, str]:
+def _axes(row: ResultRow) -> dict[str, str]:
     """A row's measured settings, as text (its recorded `config`; rows written before
     schema 2 have only their overrides, of which the measured ones count)."""
-    if isinstance(row.get("config"), dict):
-        return {k: _text(v) for k, v in row["config"].items() if k not in _IDENTITY}
+    if row.config is not None:
+        return {k: _text(v) for k, v in row.config.items() if k not in _IDENTITY}
     out = {}
-    for item in row.get("job", {}).get("overrides", []) or []:
+    for item in row.job.overrides:
         key, sep, value = str(item).lstrip("+~").partition("=")
         if sep and key not in ("model", "dynamo", "xla", "test") and is_measured(key):
             out[key] = value
     return out
 
 
-def _text(value: Any) -> str:
+def _text(value: Setting) -> str:
     if isinstance(value, list):
         return "[" + ",".join(map(str, value)) + "]"
     return "null" if value is None else str(value)
 
 
-def varying_axes(rows: Sequence[dict[str, Any]]) -> list[str]:
+def varying_axes(rows: Sequence[ResultRow]) -> list[str]:
     """Measured settings whose value differs between two rows of the same model and test
     (absent counts as a value). The suite's rules may give each model its own dtype or
     batch size; that alone makes no new configuration."""
     groups: dict[tuple[str, str], list[dict[str, str]]] = {}
     for row in rows:
-        key = (row["model"]["model_name"], row["experiment"]["test"])
+        key = (row.model_name, row.test)
         groups.setdefault(key, []).append(_axes(row))
     varying: set[str] = set()
     for per_row in groups.values():
@@ -105,7 +104,7 @@ class Entry:
     model: str
     test: str
     config: Config
-    row: dict[str, Any]
+    row: ResultRow
     status: Status
     time_s: float | None  # median per-iteration time
     q1_s: float | None
@@ -139,18 +138,18 @@ class Entry:
 
     @property
     def error(self) -> str:
-        err = self.row.get("error") or ""
+        err = self.row.error or ""
         return err.splitlines()[0][:160] if err else ""
 
 
-def make_entry(row: dict[str, Any], config: Config) -> Entry:
+def make_entry(row: ResultRow, config: Config) -> Entry:
     h = headline_of(row)
     ok = h.status is Status.OK
     return Entry(
         cv=h.cv,
         flags=timing_flags(row) if ok else [],
-        model=row["model"]["model_name"],
-        test=row["experiment"]["test"],
+        model=row.model_name,
+        test=row.test,
         config=config,
         row=row,
         status=h.status,
@@ -161,7 +160,7 @@ def make_entry(row: dict[str, Any], config: Config) -> Entry:
         compile_s=h.compile_s,
         peak_bytes=h.peak_bytes,
         memory_kind=h.memory_kind,
-        verification=row.get("verification_code") or "VERIFIER_SKIPPED",
+        verification=row.verification_code or "VERIFIER_SKIPPED",
         compiles=h.compiles,
     )
 
@@ -172,17 +171,18 @@ CV_LIMIT = 0.10
 RESOLUTION_FACTOR = 1000
 
 
-def timing_flags(row: dict[str, Any]) -> list[str]:
+def timing_flags(row: ResultRow) -> list[str]:
     flags = []
-    timing = row.get("timing") or {}
-    if timing.get("steady_state") is False:
-        first = (timing.get("unsteady_repeats") or [{}])[0]
-        flags.append(f"not steady: repeat {first.get('repeat')} {first.get('reason')}")
-    summary = row.get("summary", {}).get("per_iter_time_s") or {}
+    timing = row.timing
+    if timing and timing.steady_state is False:
+        first = timing.unsteady_repeats[0] if timing.unsteady_repeats else None
+        where = f"{first.repeat} {first.reason}" if first else "None None"
+        flags.append(f"not steady: repeat {where}")
+    summary = row.summary.get("per_iter_time_s") or {}
     if (cv := summary.get("cv")) is not None and cv > CV_LIMIT:
         flags.append(f"noisy: CV {cv:.0%} > {CV_LIMIT:.0%}")
-    totals = row.get("metrics", {}).get("total_time_s") or []
-    resolution = timing.get("timer_resolution_s")
+    totals = row.series("total_time_s")
+    resolution = timing.timer_resolution_s if timing else None
     if resolution and totals and min(totals) < RESOLUTION_FACTOR * resolution:
         flags.append(f"a repeat lasts under {RESOLUTION_FACTOR} timer ticks ({resolution:g} s)")
     return flags
@@ -240,29 +240,29 @@ class Invalid:
 _COMBINED = ("dynamo", "xla", "accelerator", "dtype")
 
 
-def _invalid(row: dict[str, Any]) -> Invalid:
-    overrides = [o for o in row.get("job", {}).get("overrides", []) if o.split("=")[0] in _COMBINED]
+def _invalid(row: ResultRow) -> Invalid:
+    overrides = [o for o in row.job.overrides if o.split("=")[0] in _COMBINED]
     return Invalid(
-        model=row["model"]["model_name"],
-        test=row["experiment"]["test"],
-        settings=" ".join(overrides) or row.get("job", {}).get("name", ""),
-        reason=(row.get("error") or "").removeprefix(INVALID_PREFIX),
+        model=row.model_name,
+        test=row.test,
+        settings=" ".join(overrides) or row.job.name,
+        reason=(row.error or "").removeprefix(INVALID_PREFIX),
     )
 
 
-def build_report(rows: Sequence[dict[str, Any]], baseline: str = DEFAULT_BASELINE) -> Report:
+def build_report(rows: Sequence[ResultRow], baseline: str = DEFAULT_BASELINE) -> Report:
     """Entries (a later row for the same model/test/configuration wins), speedups, summaries.
     Rows of invalid combinations stand for no configuration: listed apart."""
     base = backends.baseline_label(baseline)
-    invalid = [_invalid(r) for r in rows if row_status(r) is Status.INVALID]
-    rows = [r for r in rows if row_status(r).counts_as_configuration]
+    invalid = [_invalid(r) for r in rows if r.status is Status.INVALID]
+    rows = [r for r in rows if r.status.counts_as_configuration]
     axes = varying_axes(rows)
     notes: list[str] = []
     latest: dict[tuple[str, str, str], Entry] = {}
     superseded = 0
     # Oldest first: a rerun replaces an earlier row, and column order follows the
     # sweep's own order whatever order the rows were read in (MLflow: newest first).
-    rows = sorted(rows, key=lambda r: r.get("timestamp") or 0.0)
+    rows = sorted(rows, key=lambda r: r.timestamp)
     configs = [_config_of(row, axes) for row in rows]
     for row, config in zip(rows, configs, strict=True):
         entry = make_entry(row, config)
@@ -332,9 +332,9 @@ def build_report(rows: Sequence[dict[str, Any]], baseline: str = DEFAULT_BASELIN
     )
 
 
-def _config_of(row: dict[str, Any], axes: Sequence[str]) -> Config:
+def _config_of(row: ResultRow, axes: Sequence[str]) -> Config:
     row_axes = _axes(row)
-    return Config(backend_of_row(row), tuple((k, row_axes.get(k, "-")) for k in axes))
+    return Config(row.backend, tuple((k, row_axes.get(k, "-")) for k in axes))
 
 
 def _outcome(e: Entry) -> str:

@@ -6,11 +6,10 @@ import logging
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from benchflow.report import render
 from benchflow.report.compare import Change
-from benchflow.report.model import Report
+from benchflow.report.model import Meta, Report
 
 log = logging.getLogger(__name__)
 
@@ -19,7 +18,7 @@ def write(
     report: Report,
     out_dir: Path,
     title: str,
-    meta: dict[str, Any],
+    meta: Meta,
     changes: Sequence[Change] | None = None,
     formats: Sequence[str] = ("md", "csv", "html"),
 ) -> list[Path]:
@@ -90,7 +89,7 @@ def log_to_mlflow(
     if metrics:
         client.log_batch(parent_run_id, metrics=metrics, synchronous=True)
     for e in report.entries:
-        run_id = e.row.get("job", {}).get("mlflow_run_id")
+        run_id = e.row.job.mlflow_run_id
         if run_id and e.speedup is not None:
             client.log_batch(
                 run_id,

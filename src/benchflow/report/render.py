@@ -11,7 +11,7 @@ from typing import Any
 from benchflow.core.status import Status
 from benchflow.core.units import NOT_APPLICABLE, format_time
 from benchflow.report.compare import Change
-from benchflow.report.model import Entry, Report, Summary
+from benchflow.report.model import Entry, Meta, Report, Summary
 
 ENTRY_HEADER = [
     "model",
@@ -310,7 +310,7 @@ def to_html(
     report: Report,
     title: str,
     figures: dict[str, str],
-    meta: dict[str, Any],
+    meta: Meta,
     changes: Sequence[Change] | None = None,
 ) -> str:
     """One file, no external resources: the plots are inline SVG."""

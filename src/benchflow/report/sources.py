@@ -23,7 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from benchflow.core.layout import JobDir, SweepDir
-from benchflow.results.io import read_jsonl
+from benchflow.report.model import Meta
+from benchflow.results.io import read_rows
+from benchflow.results.row import Provenance, ResultRow, RowError
 from benchflow.tracking.mlflow_runs import default_tracking_uri
 
 log = logging.getLogger(__name__)
@@ -38,7 +40,7 @@ class SourceError(Exception):
 @dataclass
 class Sweep:
     label: str
-    rows: list[dict[str, Any]]
+    rows: list[ResultRow]
     directory: Path | None = None
     parent_run_id: str | None = None
     tracking_uri: str | None = None
@@ -63,12 +65,12 @@ def load(spec: str, tracking_uri: str | None = None) -> Sweep:
 
 def _from_path(path: Path, tracking_uri: str | None) -> Sweep:
     if path.is_file():
-        rows = read_jsonl(path) if path.suffix == ".jsonl" else [json.loads(path.read_text())]
+        rows = read_rows(path) if path.suffix == ".jsonl" else [_read_row(path)]
         folder = path.parent
     elif SweepDir(path).results.exists():
-        rows, folder = read_jsonl(SweepDir(path).results), path
+        rows, folder = read_rows(SweepDir(path).results), path
     elif JobDir(path).result.exists():
-        rows, folder = [json.loads(JobDir(path).result.read_text())], path
+        rows, folder = [_read_row(JobDir(path).result)], path
     else:
         inside = sorted(p.parent for p in path.glob("*/results.jsonl"))
         hint = (
@@ -89,19 +91,27 @@ def _from_path(path: Path, tracking_uri: str | None) -> Sweep:
     )
 
 
+def _read_row(path: Path) -> ResultRow:
+    """A result.json."""
+    try:
+        return ResultRow.from_dict(json.loads(path.read_text()))
+    except RowError as exc:
+        raise SourceError(f"{path}: {exc}") from None
+
+
 def _client(uri: str) -> Any:
     from mlflow.tracking import MlflowClient
 
     return MlflowClient(tracking_uri=uri)
 
 
-def _rows_of(client: Any, runs: list[Any]) -> list[dict[str, Any]]:
+def _rows_of(client: Any, runs: list[Any]) -> list[ResultRow]:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for run in runs:
             try:
                 local = client.download_artifacts(run.info.run_id, "result.json", tmp)
-                rows.append(json.loads(Path(local).read_text()))
+                rows.append(ResultRow.from_dict(json.loads(Path(local).read_text())))
             except Exception as exc:  # a run killed before its artifacts were logged
                 log.warning(
                     "run %s (%s) has no result.json: %s", run.info.run_id, run.info.run_name, exc
@@ -156,18 +166,17 @@ def _from_experiment(name: str, uri: str) -> Sweep:
     return Sweep(label=f"experiment {exp.name}", rows=rows, tracking_uri=uri)
 
 
-def meta_of(sweep: Sweep, baseline: str) -> dict[str, Any]:
-    prov = sweep.rows[0].get("provenance", {}) if sweep.rows else {}
-    versions = prov.get("versions", {})
+def meta_of(sweep: Sweep, baseline: str) -> Meta:
+    prov = sweep.rows[0].provenance if sweep.rows else Provenance()
     return {
         "source": sweep.label,
         "rows": len(sweep.rows),
         "baseline": baseline,
-        "host": prov.get("host"),
-        "cpu": prov.get("cpu_model"),
-        "git": prov.get("git_sha"),
-        "torch": versions.get("torch"),
-        "torch_xla": versions.get("torch_xla"),
+        "host": prov.host,
+        "cpu": prov.cpu_model,
+        "git": prov.git_sha,
+        "torch": prov.versions.get("torch"),
+        "torch_xla": prov.versions.get("torch_xla"),
         "generated": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
 
@@ -176,13 +185,12 @@ def describe(sweep: Sweep) -> str:
     """What a side of a comparison ran on: commit, versions, host (from its rows)."""
     seen: dict[str, set[str]] = {}
     for row in sweep.rows:
-        prov = row.get("provenance", {})
-        versions = prov.get("versions", {})
+        prov = row.provenance
         for key, value in (
-            ("git", (prov.get("git_sha") or "")[:10]),
-            ("torch", versions.get("torch")),
-            ("torch_xla", versions.get("torch_xla")),
-            ("host", prov.get("host")),
+            ("git", (prov.git_sha or "")[:10]),
+            ("torch", prov.versions.get("torch")),
+            ("torch_xla", prov.versions.get("torch_xla")),
+            ("host", prov.host),
         ):
             if value:
                 seen.setdefault(key, set()).add(str(value))

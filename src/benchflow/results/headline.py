@@ -13,10 +13,10 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass
-from typing import Any
 
 from benchflow import backends
-from benchflow.core.status import Status, status_of
+from benchflow.core.status import Status
+from benchflow.results.row import ResultRow
 from benchflow.results.stats import quantile
 
 
@@ -52,31 +52,22 @@ class Headline:
         return {k: float(v) for k, v in out.items() if v is not None and math.isfinite(v)}
 
 
-def backend_of_row(row: dict[str, Any]) -> str:
-    """A row's backend label (rows before schema 2 only have experiment.dynamo/xla)."""
-    if row.get("backend"):
-        return str(row["backend"])
-    exp = row["experiment"]
-    return backends.label_of(exp.get("dynamo"), exp.get("xla"))
-
-
-def median_time(row: dict[str, Any]) -> float | None:
+def median_time(row: ResultRow) -> float | None:
     """Median per-iteration seconds, the number a sweep is compared on."""
-    stats = row.get("summary", {}).get("per_iter_time_s")
+    stats = row.summary.get("per_iter_time_s")
     return stats["median"] if stats else None
 
 
-def _median_of(value: Any) -> float | None:
+def _median_of(value: float | list[float] | None) -> float | None:
     if isinstance(value, list):
         nums = [float(v) for v in value if isinstance(v, (int, float))]
         return statistics.median(nums) if nums else None
     return float(value) if isinstance(value, (int, float)) else None
 
 
-def headline_of(row: dict[str, Any]) -> Headline:
-    summary = row.get("summary", {}).get("per_iter_time_s") or {}
-    metrics = row.get("metrics", {}) or {}
-    per_repeat = [float(v) for v in metrics.get("per_iter_time_s") or [] if v is not None]
+def headline_of(row: ResultRow) -> Headline:
+    summary = row.summary.get("per_iter_time_s") or {}
+    per_repeat = row.series("per_iter_time_s")
     median = summary.get("median")
     q1: float | None
     q3: float | None
@@ -87,20 +78,18 @@ def headline_of(row: dict[str, Any]) -> Headline:
         q1, q3 = median - half, median + half
     else:
         q1 = q3 = None
-    status = status_of(row["status"], row.get("error"))
-    ok = status is Status.OK
-    label = backend_of_row(row)
-    backend = backends.REGISTRY.get(label)
+    ok = row.status is Status.OK
+    backend = backends.REGISTRY.get(row.backend)
     compiles = backend.has_compile_step if backend else True
-    first = metrics.get("first_iter_time_s")
-    compile_s = max(0.0, float(first) - median) if first is not None and median else None
-    device_peak = _median_of(metrics.get("peak_device_memory_bytes"))
-    host_peak = _median_of(metrics.get("peak_host_rss_bytes"))
+    first = row.scalar("first_iter_time_s")
+    compile_s = max(0.0, first - median) if first is not None and median else None
+    device_peak = _median_of(row.metrics.get("peak_device_memory_bytes"))
+    host_peak = _median_of(row.metrics.get("peak_host_rss_bytes"))
     peak, kind = (device_peak, "device") if device_peak else (host_peak, "host RSS")
     cv = summary.get("cv")
     return Headline(
-        status=status,
-        backend=label,
+        status=row.status,
+        backend=row.backend,
         time_s=float(median) if median is not None and ok else None,
         q1_s=q1,
         q3_s=q3,
@@ -113,7 +102,6 @@ def headline_of(row: dict[str, Any]) -> Headline:
     )
 
 
-def headline_metrics(row: dict[str, Any]) -> dict[str, float]:
+def headline_metrics(row: ResultRow) -> dict[str, float]:
     """The headline numbers of a row as MLflow metrics."""
-    throughput = row.get("metrics", {}).get("throughput_samples_per_s")
-    return headline_of(row).metrics(throughput)
+    return headline_of(row).metrics(row.scalar("throughput_samples_per_s"))

@@ -4,10 +4,12 @@
 - ``append_jsonl``: one ``os.write`` of a whole line under an exclusive lock
   (``results.jsonl.lock``), fsynced, so concurrent writers (parallel launchers)
   and crashes never leave a partial line in ``results.jsonl``.
-- ``record_row``: the same, and a rerun job's earlier rows are marked
-  ``superseded_by`` (whole-file atomic rewrite under the same lock): the history
-  stays, and exactly one row per job is current.
-- ``read_jsonl``: a reader that reports and skips lines it cannot parse.
+- ``record_row``: a :class:`ResultRow`, the same way, and a rerun job's earlier rows
+  are marked ``superseded_by`` (whole-file atomic rewrite under the same lock): the
+  history stays, as written (an older schema's rows too), and exactly one row per job
+  is current.
+- ``read_jsonl``: a reader that reports and skips lines it cannot parse;
+  ``read_rows``: the same, typed, also skipping objects that are no row.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from benchflow.results.row import ResultRow, RowError
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +62,12 @@ def _locked(path: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def _append_line(path: Path, row: dict[str, Any]) -> None:
-    line = (json.dumps(row, default=str, separators=(",", ":")) + "\n").encode("utf-8")
+def _line(data: dict[str, Any]) -> str:
+    return json.dumps(data, default=str, separators=(",", ":"))
+
+
+def _append_line(path: Path, data: dict[str, Any]) -> None:
+    line = (_line(data) + "\n").encode("utf-8")
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
     try:
         # A previous writer killed mid-line would glue our row to its fragment:
@@ -73,22 +81,21 @@ def _append_line(path: Path, row: dict[str, Any]) -> None:
         os.close(fd)
 
 
-def append_jsonl(path: Path, row: dict[str, Any]) -> None:
+def append_jsonl(path: Path, data: dict[str, Any]) -> None:
     with _locked(path):
-        _append_line(path, row)
+        _append_line(path, data)
 
 
-def record_row(path: Path, row: dict[str, Any], key: str = "fingerprint") -> list[dict[str, Any]]:
-    """Append `row`; earlier current rows of the same job (same `job[key]`) are marked
+def record_row(path: Path, row: ResultRow) -> list[ResultRow]:
+    """Append `row`; earlier current rows of the same job (same fingerprint) are marked
     ``superseded_by`` = the new row's id, in place (the file is rewritten atomically).
     Returns the rows it superseded. Unparseable lines are kept as they are."""
     with _locked(path):
-        job_key = row["job"][key]
         lines = (
             path.read_text(encoding="utf-8", errors="replace").splitlines() if path.exists() else []
         )
         out, superseded = [], []
-        for line in lines:
+        for lineno, line in enumerate(lines, 1):
             try:
                 old = json.loads(line)
             except json.JSONDecodeError:
@@ -96,42 +103,61 @@ def record_row(path: Path, row: dict[str, Any], key: str = "fingerprint") -> lis
                 continue
             if (
                 isinstance(old, dict)
-                and old.get("job", {}).get(key) == job_key
+                and (old.get("job") or {}).get("fingerprint") == row.job.fingerprint
                 and not old.get("superseded_by")
             ):
-                old["superseded_by"] = row["row_id"]
-                superseded.append(old)
-                line = json.dumps(old, default=str, separators=(",", ":"))
+                old["superseded_by"] = row.row_id
+                superseded.append((lineno, old))
+                line = _line(old)
             out.append(line)
         if not superseded:
-            _append_line(path, row)
+            _append_line(path, row.to_dict())
             return []
-        out.append(json.dumps(row, default=str, separators=(",", ":")))
+        out.append(_line(row.to_dict()))
         write_text_atomic(path, "\n".join(out) + "\n")
-        return superseded
+    replaced = (_row_of(old, path, lineno) for lineno, old in superseded)
+    return [r for r in replaced if r is not None]
 
 
-def current(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def current(rows: list[ResultRow]) -> list[ResultRow]:
     """The rows no later attempt of the same job has replaced."""
-    return [r for r in rows if not r.get("superseded_by")]
+    return [r for r in rows if not r.superseded_by]
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """All parseable rows; each bad line is logged with its number and skipped."""
-    rows: list[dict[str, Any]] = []
+    """All parseable JSON objects; each bad line is logged with its number and skipped."""
+    return [data for _, data in _objects(path)]
+
+
+def read_rows(path: Path) -> list[ResultRow]:
+    """All readable rows of a results.jsonl; each bad line is logged and skipped."""
+    rows = (_row_of(data, path, lineno) for lineno, data in _objects(path))
+    return [r for r in rows if r is not None]
+
+
+def _row_of(data: dict[str, Any], path: Path, lineno: int) -> ResultRow | None:
+    try:
+        return ResultRow.from_dict(data)
+    except RowError as exc:
+        log.warning("%s:%d: skipped a line that is no result row (%s)", path, lineno, exc)
+        return None
+
+
+def _objects(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    found: list[tuple[int, dict[str, Any]]] = []
     if not path.exists():
-        return rows
+        return found
     with path.open(encoding="utf-8", errors="replace") as f:
         for lineno, line in enumerate(f, 1):
             if not line.strip():
                 continue
             try:
-                row = json.loads(line)
+                data = json.loads(line)
             except json.JSONDecodeError as exc:
                 log.warning("%s:%d: skipped a corrupt line (%s)", path, lineno, exc.msg)
                 continue
-            if isinstance(row, dict):
-                rows.append(row)
+            if isinstance(data, dict):
+                found.append((lineno, data))
             else:
                 log.warning("%s:%d: skipped a line that is not a JSON object", path, lineno)
-    return rows
+    return found

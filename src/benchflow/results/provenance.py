@@ -7,9 +7,9 @@ import subprocess
 import sys
 from functools import cache
 from pathlib import Path
-from typing import Any
 
 from benchflow.core.machine import cpu_model_name
+from benchflow.results.row import Provenance
 
 
 @cache
@@ -32,14 +32,15 @@ def git_sha(where: str = ".") -> str | None:
     return out.stdout.strip() + ("-dirty" if dirty else "")
 
 
-def provenance(project_dir: Path) -> dict[str, Any]:
-    return {
-        "host": platform.node(),
-        "cpu_model": cpu_model_name(),
-        "platform": platform.platform(),
-        "git_sha": git_sha(str(project_dir)),
-        "command": _command_line(),
-    }
+def provenance(project_dir: Path) -> Provenance:
+    """The parent's part; the row adds the child's versions (build_row)."""
+    return Provenance(
+        host=platform.node(),
+        cpu_model=cpu_model_name(),
+        platform=platform.platform(),
+        git_sha=git_sha(str(project_dir)),
+        command=_command_line(),
+    )
 
 
 def _command_line() -> str:

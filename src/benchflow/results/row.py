@@ -1,25 +1,267 @@
-"""One job's result row: the experiment runner's schema, plus status and provenance.
+"""One job's result row (:class:`ResultRow`): the experiment runner's schema, plus
+status and provenance. What result.json holds, and each line of results.jsonl:
 
-{schema_version, row_id, model: {suite_name, model_name, model_source},
- experiment: {accelerator, accelerator_model, xla, dynamo, test, batch_size, dtype, ...},
- backend, config: {measured settings, flat}, repeat, iterations_per_run, warmup,
- metrics: {...per repeat...}, summary: {...}, timing: {...}, timestamp,
- verification_code, status, error, job: {...}, provenance: {...}}
+{schema_version, row_id,
+ model: {suite_name, model_name, model_source},                         ModelId
+ experiment: {accelerator, accelerator_model, xla, dynamo, test, batch_size, dtype,
+              model_size, matmul_precision, num_threads,
+              dtype_source, batch_size_source},                         Experiment
+ backend, config: {measured setting: value, flat},                      Settings
+ repeat, iterations_per_run, warmup,
+ metrics: {name: value, or per repeat [values]},                        Metrics
+ summary: {name: {median, min, max, mean, std, iqr, cv}},               Summary
+ timing: {steady_state, unsteady_repeats, warmup_steps, ...} or {},     Timing
+ timestamp, verification_code, verification_detail, status, error,
+ job: {name, num, overrides, dir, notes, cpus, ..., fingerprint},       JobInfo
+ provenance: {host, cpu_model, platform, git_sha, command, versions},   Provenance
+ superseded_by (only once a later attempt of the same job replaced it)}
+
+The child writes its part (results/child.py, ChildResult) and the parent adds the
+rest (`build_row`); a field the run never reached is left out of ``job`` and of
+``experiment``'s sources, as the rows before these records were typed did.
 
 schema_version 2 added `backend`, `config` and the `invalid` status; rows without a
-version are 1, and readers take them as they are (see benchflow.core.status.status_of).
+version are 1, and `ResultRow.from_dict` gives them the same fields: the backend from
+experiment.dynamo/xla, an invalid combination from `skipped` + its error's prefix
+(see benchflow.core.status.status_of), and `config` None (not recorded).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import uuid
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
+from benchflow import backends
+from benchflow.config.schema import Settings
 from benchflow.core.job import Job
-from benchflow.core.status import Status
+from benchflow.core.status import Status, status_of
+from benchflow.results.child import (
+    SCHEMA_VERSION,
+    ChildResult,
+    Metrics,
+    Summary,
+    Timing,
+    Versions,
+    pick,
+)
 
-SCHEMA_VERSION = 2
+__all__ = [
+    "SCHEMA_VERSION",
+    "Experiment",
+    "JobInfo",
+    "ModelId",
+    "Provenance",
+    "ResultRow",
+    "RowError",
+    "build_row",
+]
+
+
+class RowError(ValueError):
+    """A JSON object that is not a readable result row."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelId:
+    suite_name: str = ""
+    model_name: str
+    model_source: str | None = None  # builtin | torchbench (None: the child never said)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Experiment:
+    """The runner's experiment keys; the child's own values where it reported them."""
+
+    accelerator: str = ""
+    accelerator_model: str | None = None
+    xla: str | None = None  # None: no XLA device
+    dynamo: str | None = None  # None: no dynamo
+    test: str
+    batch_size: int | None = None
+    dtype: str | None = None
+    model_size: str = ""
+    matmul_precision: str = ""
+    num_threads: int | None = None
+    dtype_source: str | None = None  # who chose the dtype: the suite's rules, the user...
+    batch_size_source: str | None = None  # (neither: an invalid job, never resolved)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        for key in ("dtype_source", "batch_size_source"):
+            if out[key] is None:
+                del out[key]
+        return out
+
+
+# Job keys written even when null; every other one is left out until the run gets there.
+_NULLABLE = ("mlflow_run_id", "overhead_s", "returncode")
+
+
+@dataclass(kw_only=True)
+class JobInfo:
+    """The row's `job`: which job, and what the parent saw of its run. Filled in as the
+    job goes (task.py: execute, then record), so not frozen."""
+
+    name: str = ""
+    num: int = 0
+    overrides: list[str] = field(default_factory=list)
+    dir: str | None = None  # the job's folder
+    notes: list[str] = field(default_factory=list)  # settings that do not apply, IR passes
+    cpus: str | None = None  # the CPU slot it ran on, e.g. "0-1"
+    cpu_wait_s: float | None = None  # waiting for that slot
+    started_at: float | None = None  # epoch seconds when the child started
+    ir_files: list[str] | None = None  # an ok job's IR dumps, relative to dir
+    attempt: int | None = None  # 1 + earlier rows of the same job in the sweep folder
+    mlflow_run_id: str | None = None
+    wall_time_s: float | None = None  # the child's, as the parent saw it
+    model_work_s: float | None = None  # the child's setup, measure and verify
+    overhead_s: float | None = None  # wall_time_s - model_work_s (None: no child result)
+    returncode: int | None = None
+    child_import_s: float | None = None  # the child's ChildTimings, when it reported them
+    child_setup_s: float | None = None
+    child_measure_s: float | None = None
+    child_verify_s: float | None = None
+    fingerprint: str = ""  # the job's identity (core/job.py)
+
+    @classmethod
+    def of(cls, job: Job, dir: str | None = None) -> JobInfo:
+        return cls(
+            name=job.name,
+            num=job.num,
+            overrides=list(job.overrides),
+            dir=dir,
+            notes=list(job.notes),
+            fingerprint=job.fingerprint,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        return {k: v for k, v in out.items() if v is not None or k in _NULLABLE}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> JobInfo:
+        return cls(**pick(cls, data))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Provenance:
+    """Where and how the row was made (results/provenance.py); the child's versions."""
+
+    host: str | None = None
+    cpu_model: str | None = None
+    platform: str | None = None
+    git_sha: str | None = None
+    command: str | None = None
+    versions: Versions = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResultRow:
+    """One attempt of one job, as written to result.json and results.jsonl."""
+
+    schema_version: int = SCHEMA_VERSION
+    row_id: str = ""
+    model: ModelId
+    experiment: Experiment
+    backend: str  # the backend's label (benchflow.backends)
+    config: Settings | None = None  # the measured settings, flat (None: a schema 1 row)
+    repeat: int = 0
+    iterations_per_run: int = 0
+    warmup: int = 0
+    metrics: Metrics = field(default_factory=dict)
+    summary: Summary = field(default_factory=dict)
+    timing: Timing | None = None  # None: nothing was timed (`{}` in the file)
+    timestamp: float = 0.0
+    verification_code: str = "VERIFIER_SKIPPED"
+    verification_detail: str | None = None
+    status: Status
+    error: str | None = None
+    job: JobInfo = field(default_factory=JobInfo)
+    provenance: Provenance = field(default_factory=Provenance)
+    superseded_by: str | None = None  # the row_id of the attempt that replaced this one
+
+    @property
+    def model_name(self) -> str:
+        return self.model.model_name
+
+    @property
+    def test(self) -> str:
+        return self.experiment.test
+
+    def series(self, name: str) -> list[float]:
+        """A per-repeat metric's values ([] when absent or a single value)."""
+        value = self.metrics.get(name)
+        return [float(v) for v in value if v is not None] if isinstance(value, list) else []
+
+    def scalar(self, name: str) -> float | None:
+        """A single-valued metric (None when absent or per repeat)."""
+        value = self.metrics.get(name)
+        return float(value) if isinstance(value, (int, float)) else None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "schema_version": self.schema_version,
+            "row_id": self.row_id,
+            "model": dataclasses.asdict(self.model),
+            "experiment": self.experiment.to_dict(),
+            "backend": self.backend,
+            "config": self.config,
+            "repeat": self.repeat,
+            "iterations_per_run": self.iterations_per_run,
+            "warmup": self.warmup,
+            "metrics": self.metrics,
+            "summary": self.summary,
+            "timing": self.timing.to_dict() if self.timing else {},
+            "timestamp": self.timestamp,
+            "verification_code": self.verification_code,
+            "verification_detail": self.verification_detail,
+            "status": self.status.value,
+            "error": self.error,
+            "job": self.job.to_dict(),
+            "provenance": dataclasses.asdict(self.provenance),
+        }
+        if self.config is None:
+            del out["config"]
+        if self.superseded_by:
+            out["superseded_by"] = self.superseded_by
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ResultRow:
+        """A row of schema 1 or 2; keys a row lacks take their defaults. Raises RowError
+        for a JSON object that is not a row (no model name, test or known status)."""
+        try:
+            exp = data["experiment"]
+            config = data.get("config")
+            return cls(
+                schema_version=int(data.get("schema_version", 1)),
+                row_id=str(data.get("row_id", "")),
+                model=ModelId(**pick(ModelId, data["model"])),
+                experiment=Experiment(**pick(Experiment, exp)),
+                backend=str(
+                    data.get("backend") or backends.label_of(exp.get("dynamo"), exp.get("xla"))
+                ),
+                config=dict(config) if isinstance(config, dict) else None,
+                repeat=int(data.get("repeat") or 0),
+                iterations_per_run=int(data.get("iterations_per_run") or 0),
+                warmup=int(data.get("warmup") or 0),
+                metrics=dict(data.get("metrics") or {}),
+                summary=dict(data.get("summary") or {}),
+                timing=Timing.from_dict(data.get("timing") or {}),
+                timestamp=float(data.get("timestamp") or 0.0),
+                verification_code=str(data.get("verification_code") or "VERIFIER_SKIPPED"),
+                verification_detail=data.get("verification_detail"),
+                status=status_of(data["status"], data.get("error")),
+                error=data.get("error"),
+                job=JobInfo.from_dict(data.get("job") or {}),
+                provenance=Provenance(**pick(Provenance, data.get("provenance") or {})),
+                superseded_by=data.get("superseded_by"),
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise RowError(f"not a result row ({type(exc).__name__}: {exc})") from None
 
 
 def build_row(
@@ -27,60 +269,57 @@ def build_row(
     *,
     status: Status,
     error: str | None,
-    info: dict[str, Any],
-    provenance: dict[str, Any],
-    child: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+    info: JobInfo | None = None,
+    provenance: Provenance | None = None,
+    child: ChildResult | None = None,
+) -> ResultRow:
     """Assemble a row; `child` is the child's result.json when it wrote one, `info`
-    what the parent knows of the run (times, CPUs, files)."""
+    what the parent knows of the run (times, CPUs, files; default: the job alone)."""
     cfg = job.config
-    child = child or {}
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "row_id": uuid.uuid4().hex,
-        "model": {
-            "suite_name": cfg.suite.name,
-            "model_name": cfg.model.name,
-            "model_source": child.get("model_source"),
-        },
-        "experiment": {
-            "accelerator": cfg.accelerator.name,
-            "accelerator_model": child.get("accelerator_model"),
-            "xla": None if cfg.xla.name in ("none", "auto") else cfg.xla.name,
-            "dynamo": None if cfg.dynamo.name == "none" else cfg.dynamo.name,
-            "test": cfg.test.name,
-            "batch_size": child.get("batch_size", cfg.batch_size),
-            "dtype": child.get("dtype", cfg.dtype),
-            "model_size": cfg.model.size,
-            "matmul_precision": cfg.matmul_precision,
-            "num_threads": child.get("num_threads", cfg.num_threads),
-            **job.sources,
-        },
-        "backend": job.backend,
-        "config": job.settings,
-        "repeat": cfg.repeat,
-        "iterations_per_run": cfg.iterations_per_run,
-        "warmup": cfg.warmup,
-        "metrics": child.get("metrics", {}),
-        "summary": child.get("summary", {}),
-        "timing": child.get("timing", {}),
-        "timestamp": time.time(),
-        "verification_code": child.get(
-            "verification_code",
-            "VERIFIER_DIDNT_RUN"
-            if cfg.verify and status.counts_in_passrate
-            else "VERIFIER_SKIPPED",
+    child = child or ChildResult()
+    return ResultRow(
+        row_id=uuid.uuid4().hex,
+        model=ModelId(
+            suite_name=cfg.suite.name, model_name=cfg.model.name, model_source=child.model_source
         ),
-        "verification_detail": child.get("verification_detail"),
-        "status": status.value,
-        "error": error,
-        "job": {
-            "name": job.name,
-            "num": job.num,
-            "overrides": list(job.overrides),
-            **info,
-            "notes": [*job.notes, *info.get("notes", [])],
-            "fingerprint": job.fingerprint,
-        },
-        "provenance": {**provenance, "versions": child.get("versions", {})},
-    }
+        experiment=Experiment(
+            accelerator=cfg.accelerator.name,
+            accelerator_model=child.accelerator_model,
+            xla=None if cfg.xla.name in ("none", "auto") else cfg.xla.name,
+            dynamo=None if cfg.dynamo.name == "none" else cfg.dynamo.name,
+            test=cfg.test.name,
+            batch_size=_either(child.batch_size, cfg.batch_size),
+            dtype=_either(child.dtype, cfg.dtype),
+            model_size=cfg.model.size,
+            matmul_precision=cfg.matmul_precision,
+            num_threads=_either(child.num_threads, cfg.num_threads),
+            dtype_source=job.sources.get("dtype_source"),
+            batch_size_source=job.sources.get("batch_size_source"),
+        ),
+        backend=job.backend,
+        config=job.settings,
+        repeat=cfg.repeat,
+        iterations_per_run=cfg.iterations_per_run,
+        warmup=cfg.warmup,
+        metrics=child.metrics,
+        summary=child.summary,
+        timing=child.timing,
+        timestamp=time.time(),
+        verification_code=child.verification_code
+        or (
+            "VERIFIER_DIDNT_RUN" if cfg.verify and status.counts_in_passrate else "VERIFIER_SKIPPED"
+        ),
+        verification_detail=child.verification_detail,
+        status=status,
+        error=error,
+        job=info or JobInfo.of(job),
+        provenance=dataclasses.replace(provenance or Provenance(), versions=child.versions),
+    )
+
+
+T = TypeVar("T")
+
+
+def _either(reported: T | None, configured: T | None) -> T | None:
+    """The child's value where it reported one, else the config's."""
+    return configured if reported is None else reported

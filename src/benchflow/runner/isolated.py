@@ -24,6 +24,7 @@ from typing import Any
 import psutil
 
 from benchflow.core.status import Status
+from benchflow.results.child import ChildResult
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +37,7 @@ class Outcome:
     error: str | None
     returncode: int | None
     wall_time_s: float
-    result: dict[str, Any] | None  # the child's result.json, when it wrote one
+    result: ChildResult | None  # the child's result.json, when it wrote one
 
 
 def _kill_group(pid: int) -> list[psutil.Process]:
@@ -224,11 +225,11 @@ def _classify(returncode: int | None, wall: float, result_path: Path, stderr_pat
     result = None
     if result_path.exists():
         try:
-            result = json.loads(result_path.read_text())
-        except json.JSONDecodeError:
-            result = None
+            result = ChildResult.from_dict(json.loads(result_path.read_text()))
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
+            result = None  # half a file, or no child's: told from the exit, as a crash
     if result is not None:
-        return Outcome(Status(result["status"]), result.get("error"), returncode, wall, result)
+        return Outcome(result.status, result.error, returncode, wall, result)
     if returncode is not None and returncode < 0:
         sig = signal.Signals(-returncode).name
         error = f"killed by {sig}; stderr tail:\n{_tail(stderr_path)}"

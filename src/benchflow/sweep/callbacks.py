@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
@@ -14,9 +15,13 @@ from omegaconf import DictConfig, OmegaConf
 from benchflow.config.schema import DEFAULT_BASELINE
 from benchflow.config.validate import ConfigError, parse
 from benchflow.core.layout import SweepDir
-from benchflow.results.io import current, read_jsonl
+from benchflow.results.io import current, read_rows
 from benchflow.results.provenance import provenance
+from benchflow.results.row import ResultRow
 from benchflow.tracking.mlflow_runs import Tracker, check_reachable, safely
+
+if TYPE_CHECKING:
+    from benchflow.report.model import Report
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +46,7 @@ class SweepCallback(Callback):
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         sweep = _sweep(config)
-        rows = current(read_jsonl(sweep.results))
+        rows = current(read_rows(sweep.results))
         baseline = str(OmegaConf.select(config, "baseline", default=DEFAULT_BASELINE))
         made = safely("report", _report, rows, baseline, sweep) if rows else None
         try:
@@ -56,7 +61,7 @@ class SweepCallback(Callback):
             return
         counts: dict[str, int] = {}
         for row in rows:
-            counts[row["status"]] = counts.get(row["status"], 0) + 1
+            counts[row.status.value] = counts.get(row.status.value, 0) + 1
         safely("tags", tracker.set_tags, run_id, {f"jobs.{k}": v for k, v in counts.items()})
         safely("artifacts", tracker.log_files, run_id, [sweep.results])
         if made:
@@ -67,7 +72,7 @@ class SweepCallback(Callback):
         safely("end_run", tracker.end_run, run_id, "ok")
 
 
-def _report(rows: list[dict[str, Any]], baseline: str, sweep: SweepDir) -> tuple[Any, list[Path]]:
+def _report(rows: list[ResultRow], baseline: str, sweep: SweepDir) -> tuple[Report, list[Path]]:
     """Print the sweep's report (stdout: the sweep's answer) and write sweep_dir/report/."""
     from benchflow.report import output, render
     from benchflow.report.model import build_report
@@ -112,13 +117,15 @@ def start_sweep(config: DictConfig) -> None:
     name = f"sweep {sweep.path.parent.name} {sweep.path.name}" + (
         f" ({experiment})" if experiment and experiment != "null" else ""
     )
-    prov = provenance(project_dir)
+    # Where the sweep ran, as tags (the versions are the jobs': each run has its own).
+    where = dataclasses.asdict(provenance(project_dir))
+    del where["versions"]
     run_id = safely(
         "start_run",
         tracker.start_run,
         name,
         params={"sweep.overrides": " ".join(overrides) or "(none)"},
-        tags={"benchflow.kind": "sweep", "sweep_dir": str(sweep.path.resolve()), **prov},
+        tags={"benchflow.kind": "sweep", "sweep_dir": str(sweep.path.resolve()), **where},
     )
     if run_id:
         sweep.parent_run.write_text(run_id)

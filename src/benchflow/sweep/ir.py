@@ -11,13 +11,14 @@ ir/graphs.<format>, and ir/xla_dump/ for XLA's --xla_dump_to.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import shutil
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
+from benchflow.core.job import JobSpec
 from benchflow.core.layout import JobDir
 from benchflow.core.status import Status
 from benchflow.results.io import write_json_atomic
@@ -27,7 +28,7 @@ log = logging.getLogger(__name__)
 
 
 def dump_ir(
-    job: dict[str, Any],
+    job: JobSpec,
     job_dir: Path,
     formats: list[str],
     xla_dump: bool,
@@ -56,7 +57,7 @@ def dump_ir(
             env["XLA_FLAGS"] = f"--xla_dump_to={JobDir(job_dir).xla_dump}"
         job_file = ir_dir / f"job_{label}.json"
         result = ir_dir / f"result_{label}.json"
-        write_json_atomic(job_file, {**job, "mode": "ir", "result_path": str(result)})
+        write_json_atomic(job_file, _ir_spec(job, result))
         outcome = run_isolated(
             job_file,
             job_dir,
@@ -80,8 +81,12 @@ def dump_ir(
     return files, notes
 
 
+def _ir_spec(job: JobSpec, result: Path) -> dict[str, object]:
+    return dataclasses.replace(job, ir=True, result_path=str(result)).to_dict()
+
+
 def dump_inductor_code(
-    job: dict[str, Any], job_dir: Path, timeout_s: float, base_env: dict[str, str] | None = None
+    job: JobSpec, job_dir: Path, timeout_s: float, base_env: dict[str, str] | None = None
 ) -> tuple[list[str], list[str]]:
     """One more pass with TORCH_COMPILE_DEBUG into a fresh Inductor cache, so the
     generated code is written, not served from the cache; keeps each graph's
@@ -97,7 +102,7 @@ def dump_inductor_code(
     }
     job_file = out / "job.json"
     result = out / "result.json"
-    write_json_atomic(job_file, {**job, "mode": "ir", "result_path": str(result)})
+    write_json_atomic(job_file, _ir_spec(job, result))
     outcome = run_isolated(
         job_file, job_dir, timeout_s, result_path=result, log_prefix="ir_inductor.", env=env
     )

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 from collections import Counter
 from collections.abc import Iterator
-from typing import Any
 
 from rich.console import Console
 from rich.progress import (
@@ -17,9 +16,9 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from benchflow.core.status import status_of
 from benchflow.core.units import format_time
 from benchflow.results.headline import median_time
+from benchflow.results.row import ResultRow
 
 console = Console(stderr=True, highlight=False)
 
@@ -49,28 +48,27 @@ def note(text: str) -> None:
     console.print(f"[dim]{text}[/]", soft_wrap=True)
 
 
-def report(row: dict[str, Any], num: int, total: int, tally: Counter[str]) -> None:
-    status = status_of(row["status"], row.get("error"))
+def report(row: ResultRow, num: int, total: int, tally: Counter[str]) -> None:
+    status = row.status
     per_iter = median_time(row)
-    metrics = row.get("metrics", {})
     parts = [f"[{num + 1}/{total}]", f"[{status.style}]{status:<11}[/]"]
-    parts.append(f"{row['job']['name']:<28}")
+    parts.append(f"{row.job.name:<28}")
     if per_iter is not None:
         parts.append(f"{format_time(per_iter)}/iter")
-        parts.append(f"(cold start {format_time(metrics.get('first_iter_time_s'))})")
-    elif row.get("error"):
-        parts.append(row["error"].splitlines()[0][:100])
-    parts.append(f"· wall {row['job'].get('wall_time_s', 0.0):.1f} s")
+        parts.append(f"(cold start {format_time(row.scalar('first_iter_time_s'))})")
+    elif row.error:
+        parts.append(row.error.splitlines()[0][:100])
+    parts.append(f"· wall {row.job.wall_time_s or 0.0:.1f} s")
     done = ", ".join(f"{n} {s}" for s, n in sorted(tally.items()))
     parts.append(f"· done: {done}")
     console.print(" ".join(parts), soft_wrap=True)
 
 
-def kept(row: dict[str, Any], num: int, total: int, retry: str) -> None:
+def kept(row: ResultRow, num: int, total: int, retry: str) -> None:
     """A job a resumed sweep does not run again: its recorded result stands."""
-    status = status_of(row["status"], row.get("error"))
+    status = row.status
     parts = [f"[{num + 1}/{total}]", f"[{status.style}]{'kept ' + status:<11}[/]"]
-    parts.append(f"{row['job']['name']:<28}")
+    parts.append(f"{row.job.name:<28}")
     per_iter = median_time(row)
     if per_iter is not None:
         parts.append(f"{format_time(per_iter)}/iter")

@@ -13,26 +13,26 @@ Torch-free and Hydra-free: the CLI uses `find_sweep` before Hydra starts.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from benchflow.config.schema import is_measured
+from benchflow.core.layout import SweepDir
+from benchflow.results.row import ResultRow
 
 # Config groups that are not settings of a job but choose its jobs (a named sweep).
 _GROUPS = ("experiment",)
 
 
-def current_row(rows: Sequence[dict[str, Any]], fingerprint: str) -> dict[str, Any] | None:
+def current_row(rows: Sequence[ResultRow], fingerprint: str) -> ResultRow | None:
     for row in reversed(rows):
-        if row.get("job", {}).get("fingerprint") == fingerprint and not row.get("superseded_by"):
+        if row.job.fingerprint == fingerprint and not row.superseded_by:
             return row
     return None
 
 
-def attempts(rows: Sequence[dict[str, Any]], fingerprint: str) -> int:
-    return sum(row.get("job", {}).get("fingerprint") == fingerprint for row in rows)
+def attempts(rows: Sequence[ResultRow], fingerprint: str) -> int:
+    return sum(row.job.fingerprint == fingerprint for row in rows)
 
 
 def defining(args: Sequence[str]) -> list[str]:
@@ -54,10 +54,7 @@ def find_sweep(root: Path, args: Sequence[str]) -> tuple[Path | None, list[Path]
     want = defining(args)
     seen = sorted(root.glob("*/*/plan.json"), key=lambda p: p.stat().st_mtime, reverse=True)
     for plan_file in seen:
-        try:
-            plan = json.loads(plan_file.read_text())
-        except (OSError, json.JSONDecodeError):
-            continue
-        if defining(plan.get("sweep_args", [])) == want:
+        plan = SweepDir(plan_file.parent).read_plan()
+        if plan is not None and defining(plan.sweep_args) == want:
             return plan_file.parent, [p.parent for p in seen]
     return None, [p.parent for p in seen]

@@ -15,9 +15,8 @@ import shutil
 import sys
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
@@ -25,12 +24,12 @@ from omegaconf import DictConfig, OmegaConf
 
 from benchflow import backends
 from benchflow.config.errors import ConfigError
-from benchflow.core.job import Job
+from benchflow.core.job import Job, JobSpec, Plan
 from benchflow.core.layout import JobDir, SweepDir
-from benchflow.core.status import Status, status_of
-from benchflow.results.io import current, read_jsonl, record_row, write_json_atomic
+from benchflow.core.status import Status
+from benchflow.results.io import current, read_rows, record_row, write_json_atomic
 from benchflow.results.provenance import provenance
-from benchflow.results.row import build_row
+from benchflow.results.row import JobInfo, ResultRow, build_row
 from benchflow.runner.cpus import child_env, cpu_slot, span
 from benchflow.runner.isolated import Outcome, join_prestart, run_isolated, start_zygote
 from benchflow.sweep import progress
@@ -59,11 +58,11 @@ class Where:
     project_dir: Path
     num: int
     overrides: list[str]
-    plan: dict[str, Any]  # plan.json (empty for a single run)
+    plan: Plan | None  # plan.json (None for a single run)
 
     @property
     def total(self) -> int:
-        return int(self.plan.get("total", 1))
+        return self.plan.total if self.plan else 1
 
     @classmethod
     def from_hydra(cls) -> Where:
@@ -78,7 +77,7 @@ class Where:
             project_dir=Path(hc.runtime.cwd),
             num=int(hc.job.num) if multirun else 0,
             overrides=list(hc.overrides.task),
-            plan=(sweep.read_plan() or {}) if multirun else {},
+            plan=sweep.read_plan() if multirun else None,
         )
 
 
@@ -87,46 +86,40 @@ class Execution:
     """What the execute stage hands to record: the outcome and what the parent saw."""
 
     outcome: Outcome
-    info: dict[str, Any] = field(default_factory=dict)
+    info: JobInfo  # the row's `job`, as far as the run got
 
 
-def run_job(cfg: DictConfig) -> dict[str, Any]:
+def run_job(cfg: DictConfig) -> ResultRow:
     where = Where.from_hydra()
     job = planned(where, cfg)
-    history = read_jsonl(where.sweep.results) if where.multirun else []
+    history = read_rows(where.sweep.results) if where.multirun else []
     previous = current_row(history, job.fingerprint)
-    if previous is not None and not _runs_again(previous, job.config.retry):
+    if previous is not None and not previous.status.runs_again(job.config.retry):
         progress.kept(previous, where.num, where.total, job.config.retry)
         return previous  # resume: the recorded result stands
     OmegaConf.save(OmegaConf.structured(job.config), where.job_dir.config)
     tracker = _open_tracker(job, where)
     run_id = _start_run(tracker, job, where)
     done = execute(job, where)
-    done.info |= {"attempt": attempts(history, job.fingerprint) + 1, "mlflow_run_id": run_id}
+    done.info.attempt = attempts(history, job.fingerprint) + 1
+    done.info.mlflow_run_id = run_id
     row, replaced = record(job, where, done)
     if tracker and run_id:
         safely("logging", log_job, tracker, run_id, row, where.job_dir.path)
         for old in replaced:
-            if old_run := old.get("job", {}).get("mlflow_run_id"):
+            if old_run := old.job.mlflow_run_id:
                 safely("supersede", tracker.supersede, old_run, run_id)
-    tally = Counter(r["status"] for r in current(read_jsonl(where.sweep.results)))
+    tally = Counter(r.status.value for r in current(read_rows(where.sweep.results)))
     progress.report(row, where.num, where.total, tally)
-    finish(job, where, Status(row["status"]), tracker)
+    finish(job, where, row.status, tracker)
     return row
-
-
-def _runs_again(row: dict[str, Any], retry: str) -> bool:
-    """Resume: does the job whose current row this is run again under `retry`?"""
-    return status_of(row["status"], row.get("error")).runs_again(retry)
 
 
 def planned(where: Where, cfg: DictConfig) -> Job:
     """This job's plan: from plan.json (the sweeper planned every job), else made now."""
-    if where.multirun:
-        jobs = where.plan.get("jobs", [])
-        found = next((j for j in jobs if j.get("num") == where.num), None)
-        if found and "config" in found and found.get("overrides") == where.overrides:
-            return _unless_aborted(Job.from_dict(found), where)
+    found = where.plan.job(where.num) if where.multirun and where.plan else None
+    if found and list(found.overrides) == where.overrides:
+        return _unless_aborted(found, where)
     try:
         job = plan_job(cfg, where.num, where.overrides, single=not where.multirun)
     except ConfigError as exc:
@@ -164,7 +157,7 @@ def _start_run(tracker: Tracker | None, job: Job, where: Where) -> str | None:
 def execute(job: Job, where: Where) -> Execution:
     """Run the job's child (and its IR passes) on a CPU slot; never raises for the job's
     own failures. An invalid or skipped job runs nothing."""
-    info: dict[str, Any] = {"dir": str(where.job_dir.path), "notes": []}
+    info = JobInfo.of(job, str(where.job_dir.path))
     if job.invalid or job.skip:
         status = Status.INVALID if job.invalid else Status.SKIPPED
         log.info("job %d %s: %s", where.num, status, job.invalid or job.skip)
@@ -174,15 +167,15 @@ def execute(job: Job, where: Where) -> Execution:
     join_prestart()  # the sweep's zygotes, started while it set up (basic launcher)
     asked = time.perf_counter()
     with cpu_slot(cfg.cpus_per_job, f"{job.name} in {where.sweep.path}", progress.note) as cores:
-        info |= {"cpus": span(cores), "cpu_wait_s": time.perf_counter() - asked}
+        info.cpus, info.cpu_wait_s = span(cores), time.perf_counter() - asked
         env = child_env(cores, cfg.num_threads) | compile_cache_env(job, where.job_dir)
         zygote = zygote_kind(job, env)
         if zygote:
             start_zygote(zygote, cores)  # once per worker and kind, on this slot's cores
-        info["started_at"] = time.time()  # with wall_time_s: when the child ran
+        info.started_at = time.time()  # with wall_time_s: when the child ran
         outcome = _run_child(job, where, env, zygote)
         if outcome.status == Status.OK:
-            info["ir_files"] = _extra_passes(job, backend, where.job_dir, env, info["notes"])
+            info.ir_files = _extra_passes(job, backend, where.job_dir, env, info.notes)
     shutil.rmtree(where.job_dir.compile_cache, ignore_errors=True)  # MBs of generated code
     return Execution(outcome, info)
 
@@ -216,21 +209,19 @@ def _extra_passes(
     return files
 
 
-def record(job: Job, where: Where, done: Execution) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def record(job: Job, where: Where, done: Execution) -> tuple[ResultRow, list[ResultRow]]:
     """The row, written to the job's result.json and appended to results.jsonl, and the
     earlier rows of the same job it superseded there."""
-    outcome, info = done.outcome, done.info
-    child = outcome.result or {}
-    timings = child.get("child_timings", {})
+    outcome, info, child = done.outcome, done.info, done.outcome.result
+    timings = child.child_timings if child else None
     # In-child model work: building, timing and checking the model (not imports).
-    model_work = sum(timings.get(k, 0.0) for k in ("setup_s", "measure_s", "verify_s"))
-    info |= {
-        "wall_time_s": outcome.wall_time_s,
-        "model_work_s": model_work,
-        "overhead_s": outcome.wall_time_s - model_work if outcome.result else None,
-        "returncode": outcome.returncode,
-        **{f"child_{k}": v for k, v in timings.items()},
-    }
+    model_work = timings.model_work_s if timings else 0.0
+    info.wall_time_s, info.model_work_s = outcome.wall_time_s, model_work
+    info.overhead_s = outcome.wall_time_s - model_work if child else None
+    info.returncode = outcome.returncode
+    if timings:
+        info.child_import_s, info.child_setup_s = timings.import_s, timings.setup_s
+        info.child_measure_s, info.child_verify_s = timings.measure_s, timings.verify_s
     row = build_row(
         job,
         status=outcome.status,
@@ -239,7 +230,7 @@ def record(job: Job, where: Where, done: Execution) -> tuple[dict[str, Any], lis
         provenance=provenance(where.project_dir),
         child=child,
     )
-    write_json_atomic(where.job_dir.result, row)
+    write_json_atomic(where.job_dir.result, row.to_dict())
     return row, record_row(where.sweep.results, row)
 
 
@@ -280,17 +271,13 @@ def compile_cache_env(job: Job, job_dir: JobDir) -> dict[str, str]:
     return backend.cache_env(str(root), persistent=True)
 
 
-def _job_spec(job: Job, job_dir: JobDir) -> dict[str, Any]:
+def _job_spec(job: Job, job_dir: JobDir) -> JobSpec:
     """What the child is told: the job's name, its resolved config, where to answer."""
-    return {
-        "name": job.name,
-        "config": dataclasses.asdict(job.config),
-        "result_path": str(job_dir.child_result),
-    }
+    return JobSpec(job.name, job.config, str(job_dir.child_result))
 
 
 def _run_child(job: Job, where: Where, env: dict[str, str], zygote: str | None) -> Outcome:
-    write_json_atomic(where.job_dir.job_file, _job_spec(job, where.job_dir))
+    write_json_atomic(where.job_dir.job_file, _job_spec(job, where.job_dir).to_dict())
     with progress.running(job.config.progress, where.num, where.total, job.name):
         return run_isolated(
             where.job_dir.job_file,

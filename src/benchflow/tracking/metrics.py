@@ -8,9 +8,8 @@ row stays in the run's `result.json` artifact (and in the sweep's results.jsonl)
 
 from __future__ import annotations
 
-from typing import Any
-
 from benchflow.results.headline import headline_metrics
+from benchflow.results.row import ResultRow
 
 # Counters summed over the cold call and the timed repeats, from the probes' deltas
 # (backends/probes.py: `cold_<name>` for the first call, `<name>` per repeat). A counter
@@ -38,24 +37,18 @@ WALL_TIME = "job.wall_time_s"
 SERIES = ("per_iter_time_s",)
 
 
-def job_metrics(row: dict[str, Any]) -> tuple[dict[str, float], dict[str, list[float]]]:
+def job_metrics(row: ResultRow) -> tuple[dict[str, float], dict[str, list[float]]]:
     """(scalars, per-repeat series) for a job's run: `headline.*` (the numbers the report
     compares, results/headline.py), the counters above that apply, the wall time."""
-    metrics = row.get("metrics", {})
     out = dict(headline_metrics(row))
     for name, source in COUNTERS.items():
-        if source in metrics or f"cold_{source}" in metrics:
-            out[name] = float(metrics.get(f"cold_{source}", 0) + sum(metrics.get(source, [])))
-    executions = metrics.get(XLA_EXECUTIONS_SOURCE)
-    steps = len(executions or []) * row.get("iterations_per_run", 0)
-    if executions is not None and steps > 0:
+        if source in row.metrics or f"cold_{source}" in row.metrics:
+            out[name] = (row.scalar(f"cold_{source}") or 0.0) + sum(row.series(source))
+    executions = row.series(XLA_EXECUTIONS_SOURCE)
+    steps = len(executions) * row.iterations_per_run
+    if steps > 0:
         out[XLA_EXECUTIONS] = sum(executions) / steps
-    wall = row.get("job", {}).get("wall_time_s")
-    if isinstance(wall, (int, float)) and not isinstance(wall, bool):
-        out[WALL_TIME] = float(wall)
-    series = {
-        name: [float(v) for v in metrics[name]]
-        for name in SERIES
-        if isinstance(metrics.get(name), list) and metrics[name]
-    }
+    if row.job.wall_time_s is not None:
+        out[WALL_TIME] = float(row.job.wall_time_s)
+    series = {name: values for name in SERIES if (values := row.series(name))}
     return out, series

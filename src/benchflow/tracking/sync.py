@@ -11,29 +11,30 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from benchflow.config.schema import Settings
 from benchflow.core.layout import JobDir, SweepDir
+from benchflow.results.row import ResultRow
 from benchflow.tracking.metrics import job_metrics
 from benchflow.tracking.mlflow_runs import Tracker
 
 LOGGED_TAG = "benchflow.logged"
 
 
-def log_job(tracker: Tracker, run_id: str, row: dict[str, Any], job_dir: Path) -> bool:
+def log_job(tracker: Tracker, run_id: str, row: ResultRow, job_dir: Path) -> bool:
     """Everything a job's run holds; the `benchflow.logged` tag, set last, says it is complete."""
     tracker.log_metrics(run_id, *job_metrics(row))  # the curated few; the rest: result.json
-    versions = row["provenance"].get("versions", {})
     tracker.set_tags(
         run_id,
         {
-            "status": row["status"],
-            "verification_code": row["verification_code"],
-            "error": (row["error"] or "")[:5000] or None,
-            "model_source": row["model"]["model_source"],
-            "config_fingerprint": row["job"]["fingerprint"],
-            "git_sha": row["provenance"].get("git_sha"),
-            "host": row["provenance"].get("host"),
-            "accelerator_model": row["experiment"]["accelerator_model"],
-            **{f"version.{k}": v for k, v in versions.items()},
+            "status": row.status.value,
+            "verification_code": row.verification_code,
+            "error": (row.error or "")[:5000] or None,
+            "model_source": row.model.model_source,
+            "config_fingerprint": row.job.fingerprint,
+            "git_sha": row.provenance.git_sha,
+            "host": row.provenance.host,
+            "accelerator_model": row.experiment.accelerator_model,
+            **{f"version.{k}": v for k, v in row.provenance.versions.items()},
         },
     )
     job = JobDir(job_dir)
@@ -47,20 +48,19 @@ def log_job(tracker: Tracker, run_id: str, row: dict[str, Any], job_dir: Path) -
     tracker.log_files(run_id, sorted(job.inductor_code.glob("*.py")), "ir/inductor")
     if job.xla_dump.is_dir():
         tracker.client.log_artifacts(run_id, str(job.xla_dump), "ir/xla_dump")
-    tracker.set_tags(run_id, {LOGGED_TAG: row.get("row_id", "")})
-    tracker.end_run(run_id, row["status"])
+    tracker.set_tags(run_id, {LOGGED_TAG: row.row_id})
+    tracker.end_run(run_id, row.status)
     return True
 
 
-def _job_run(tracker: Tracker, row: dict[str, Any]) -> tuple[str | None, bool]:
+def _job_run(tracker: Tracker, row: ResultRow) -> tuple[str | None, bool]:
     """(run id to log into, already complete?) for a row."""
-    row_id = row.get("row_id", "")
     found = tracker.client.search_runs(
-        [tracker.experiment_id], filter_string=f"tags.`{LOGGED_TAG}` = '{row_id}'"
+        [tracker.experiment_id], filter_string=f"tags.`{LOGGED_TAG}` = '{row.row_id}'"
     )
     if found:
         return found[0].info.run_id, True
-    run_id = row.get("job", {}).get("mlflow_run_id")
+    run_id = row.job.mlflow_run_id
     if run_id:
         try:
             tracker.client.get_run(run_id)
@@ -70,19 +70,18 @@ def _job_run(tracker: Tracker, row: dict[str, Any]) -> tuple[str | None, bool]:
     return None, False
 
 
-def job_params(settings: dict[str, Any], backend: str) -> dict[str, Any]:
+def job_params(settings: Settings, backend: str) -> Settings:
     """A job run's params: its measured settings (config/schema.py's mark) and its backend."""
     return {**settings, "backend": backend}
 
 
-def _params_of(row: dict[str, Any], job: JobDir) -> dict[str, Any]:
+def _params_of(row: ResultRow, job: JobDir) -> Settings:
     from benchflow.config.schema import config_from_dict, measured_flat
-    from benchflow.results.headline import backend_of_row
 
-    settings = row.get("config")  # schema 2; older rows: from the job's config.yaml
-    if not isinstance(settings, dict):
+    settings = row.config  # schema 2; older rows: from the job's config.yaml
+    if settings is None:
         settings = measured_flat(config_from_dict(_load_yaml(job.config)))
-    return job_params(settings, backend_of_row(row))
+    return job_params(settings, row.backend)
 
 
 def sync(sweep_dir: Path, tracking_uri: str | None = None) -> dict[str, int]:
@@ -90,13 +89,13 @@ def sync(sweep_dir: Path, tracking_uri: str | None = None) -> dict[str, int]:
     import dataclasses
 
     from benchflow.config.schema import MlflowConfig, config_from_dict
-    from benchflow.results.io import current, read_jsonl
+    from benchflow.results.io import current, read_rows
 
     sweep = SweepDir(sweep_dir)
-    rows = current(read_jsonl(sweep.results))
+    rows = current(read_rows(sweep.results))
     if not rows:
         raise SystemExit(f"benchflow sync: error: {sweep_dir} has no results.jsonl rows")
-    cfg = config_from_dict(_load_yaml(JobDir(Path(rows[0]["job"]["dir"])).config))
+    cfg = config_from_dict(_load_yaml(JobDir(Path(rows[0].job.dir or "")).config))
     uri = tracking_uri or sweep.recorded_tracking_uri()
     mlflow_cfg = dataclasses.replace(cfg.mlflow, tracking_uri=uri or cfg.mlflow.tracking_uri)
     assert isinstance(mlflow_cfg, MlflowConfig)
@@ -115,10 +114,10 @@ def sync(sweep_dir: Path, tracking_uri: str | None = None) -> dict[str, int]:
         if complete:
             counts["complete"] += 1
             continue
-        job = JobDir(Path(row["job"]["dir"]))
+        job = JobDir(Path(row.job.dir or ""))
         if run_id is None:
             params = _params_of(row, job)
-            run_id = tracker.start_run(row["job"]["name"], parent_id=parent, params=params)
+            run_id = tracker.start_run(row.job.name, parent_id=parent, params=params)
         log_job(tracker, run_id, row, job.path)
         counts["logged"] += 1
     tracker.log_files(parent, [sweep.results])
@@ -126,7 +125,7 @@ def sync(sweep_dir: Path, tracking_uri: str | None = None) -> dict[str, int]:
         tracker.log_files(parent, sorted(sweep.report.iterdir()), "report")
     jobs: dict[str, int] = {}
     for row in rows:
-        jobs[row["status"]] = jobs.get(row["status"], 0) + 1
+        jobs[row.status.value] = jobs.get(row.status.value, 0) + 1
     tracker.set_tags(parent, {f"jobs.{k}": v for k, v in jobs.items()})
     tracker.end_run(parent, "ok")
     return counts

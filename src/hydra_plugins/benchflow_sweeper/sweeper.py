@@ -30,6 +30,7 @@ class BenchflowSweeper(BasicSweeper):
             return
         self._checked = True
         from benchflow.config.errors import ConfigError
+        from benchflow.core.job import Plan
         from benchflow.sweep.plan import plan_job
         from benchflow.sweep.task import zygote_kind
 
@@ -50,7 +51,7 @@ class BenchflowSweeper(BasicSweeper):
             if runs and (kind := zygote_kind(job)) and kind not in kinds:
                 kinds.append(kind)
                 cpus_per_job = job.config.cpus_per_job
-            jobs.append(job.to_dict())
+            jobs.append(job)
         if errors:
             print("benchflow: error: the sweep has bad values; nothing was run.", file=sys.stderr)
             for line in errors:
@@ -60,8 +61,7 @@ class BenchflowSweeper(BasicSweeper):
         sweep.path.mkdir(parents=True, exist_ok=True)
         # sweep_args: the command line's overrides, so `resume=true` can find this folder.
         sweep_args = [str(a) for a in self.config.hydra.overrides.task]
-        plan = {"total": len(all_jobs), "sweep_args": sweep_args, "jobs": jobs}
-        write_json_atomic(sweep.plan, plan)
+        write_json_atomic(sweep.plan, Plan.of(jobs, len(all_jobs), sweep_args).to_dict())
         if kinds and type(self.launcher).__name__ == "BasicLauncher":
             # Jobs run in this process: their zygotes import torch (and torch_xla)
             # while the MLflow store and parent run are set up, not after.

@@ -1,0 +1,144 @@
+"""What the child writes to its result.json (``child_result.json``) and the parent reads
+back: :class:`ChildResult`, the child's part of the row (results/row.py).
+
+A child that timed its model writes every field; one that raised, was skipped or ran
+an IR pass writes only status, error, versions and child_wall_s (``from_dict`` reads
+either). A child that died writes nothing, and the parent says why from its exit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from benchflow.core.status import Status
+
+# Of the row (results/row.py) and of the child's part of it: the child and the parent
+# are the same checkout, the version says which rows a reader is given.
+SCHEMA_VERSION = 2
+
+# Per-repeat series (`per_iter_time_s`: one value per repeat) and scalars (the cold
+# call's counters, accuracy, profile numbers): what `metrics` holds.
+Metrics = dict[str, float | list[float]]
+# One metric's statistics over the repeats: {"per_iter_time_s": {"median": ..., "iqr": ...}}.
+Summary = dict[str, dict[str, float]]
+Versions = dict[str, str | None]  # python, torch, torch_xla, benchflow
+
+
+def pick(cls: type, data: dict[str, Any]) -> dict[str, Any]:
+    """The keys of `data` that are fields of `cls` (readers skip keys they do not know)."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    return {k: v for k, v in data.items() if k in names}
+
+
+@dataclass(frozen=True)
+class Unsteady:
+    """A timed repeat in which something compiled: it is not steady-state timing."""
+
+    repeat: int
+    reason: str
+
+
+@dataclass(kw_only=True)
+class Timing:
+    """How the timing went (harness/timing.py): the row's `timing`."""
+
+    steady_state: bool | None = None
+    unsteady_repeats: list[Unsteady] = field(default_factory=list)
+    warmup_steps: int | None = None
+    warmup_settled: bool | None = None  # adaptive warm-up: settled before its cap
+    repeats: int | None = None
+    ci_rel: float | None = None  # the median's 95% CI half-width over the median
+    compile_cache: str | None = None
+    launch: str | None = None  # spawn | fork
+    preloaded: list[str] = field(default_factory=list)  # forked: what the zygote imported
+    timer_resolution_s: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Timing | None:
+        """None for `{}`: the job timed nothing."""
+        if not data:
+            return None
+        repeats = data.get("unsteady_repeats") or []
+        unsteady = [Unsteady(int(u["repeat"]), str(u["reason"])) for u in repeats]
+        return cls(**{**pick(cls, data), "unsteady_repeats": unsteady})
+
+
+@dataclass(frozen=True)
+class ChildTimings:
+    """Where the child's time went, in seconds (imports are not model work)."""
+
+    import_s: float = 0.0
+    setup_s: float = 0.0
+    measure_s: float = 0.0
+    verify_s: float = 0.0
+
+    @property
+    def model_work_s(self) -> float:
+        """Building, timing and checking the model."""
+        return self.setup_s + self.measure_s + self.verify_s
+
+
+# Written even when null: a reader tells "no error" from an old file without the key.
+_ALWAYS = ("schema_version", "status", "error", "versions")
+
+
+@dataclass(kw_only=True)
+class ChildResult:
+    """The child's result.json: how it ended, and what it measured when it timed."""
+
+    schema_version: int = SCHEMA_VERSION
+    status: Status = Status.OK
+    error: str | None = None
+    versions: Versions = field(default_factory=dict)
+    model_source: str | None = None
+    batch_size: int | None = None
+    dtype: str | None = None
+    accelerator_model: str | None = None
+    num_threads: int | None = None
+    metrics: Metrics = field(default_factory=dict)
+    summary: Summary = field(default_factory=dict)
+    timing: Timing | None = None
+    child_timings: ChildTimings | None = None
+    verification_code: str | None = None
+    verification_detail: str | None = None
+    child_wall_s: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The file's JSON; what the child did not get to is left out."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name not in _ALWAYS and value in (None, {}):
+                continue
+            if isinstance(value, (Timing, ChildTimings)):
+                value = dataclasses.asdict(value)
+            out[f.name] = value.value if isinstance(value, Status) else value
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ChildResult:
+        """Raises KeyError, TypeError or ValueError for what is no child result."""
+        timings = data.get("child_timings")
+        return cls(
+            schema_version=int(data.get("schema_version", 1)),
+            status=Status(data["status"]),
+            error=data.get("error"),
+            versions=dict(data.get("versions") or {}),
+            model_source=data.get("model_source"),
+            batch_size=data.get("batch_size"),
+            dtype=data.get("dtype"),
+            accelerator_model=data.get("accelerator_model"),
+            num_threads=data.get("num_threads"),
+            metrics=dict(data.get("metrics") or {}),
+            summary=dict(data.get("summary") or {}),
+            timing=Timing.from_dict(data.get("timing") or {}),
+            child_timings=ChildTimings(**timings) if timings else None,
+            verification_code=data.get("verification_code"),
+            verification_detail=data.get("verification_detail"),
+            child_wall_s=data.get("child_wall_s"),
+        )
