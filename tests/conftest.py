@@ -16,6 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.early import EarlySweeps, early
+
+__all__ = ["EarlySweeps", "early"]  # for the test modules that have early sweeps
 
 REPO = Path(__file__).resolve().parents[1]
 TEST_CONF = Path(__file__).resolve().parent / "conf"
@@ -199,23 +202,43 @@ class _Background:
 
 
 SESSION_FIXTURES = ("cases_sweep", "grid_sweep")
-_WANTED = pytest.StashKey[bool]()  # a collected test reads a session sweep
+_WANTED = pytest.StashKey[bool]()  # a selected test reads a session sweep
+_EARLY_MODULES = pytest.StashKey[set[str]]()  # selected modules that read their early sweeps
 
 
+@pytest.hookimpl(trylast=True)  # after -m/-k deselection: only what will run counts
 def pytest_collection_modifyitems(session: pytest.Session, items: list[pytest.Item]) -> None:
-    """Tests that read the session sweeps run last: the sweeps start with the first test
-    (see `_session_sweeps`) and run in the background while the others run."""
-    reads = [i for i in items if set(getattr(i, "fixturenames", ())) & set(SESSION_FIXTURES)]
-    if reads:
-        items[:] = [i for i in items if i not in reads] + reads
-        session.config.stash[_WANTED] = True
+    """Tests that read the session sweeps or a module's early sweeps run last: those
+    sweeps start with the first test and run in the background while the others run."""
+
+    def reads(item: pytest.Item) -> bool:
+        return bool(set(getattr(item, "fixturenames", ())) & {*SESSION_FIXTURES, "early_sweeps"})
+
+    late = [i for i in items if reads(i)]
+    items[:] = [i for i in items if not reads(i)] + late
+    session.config.stash[_WANTED] = any(
+        set(getattr(i, "fixturenames", ())) & set(SESSION_FIXTURES) for i in late
+    )
+    session.config.stash[_EARLY_MODULES] = {
+        i.module.__name__
+        for i in late
+        if isinstance(i, pytest.Function) and "early_sweeps" in i.fixturenames
+    }
+
+
+@pytest.fixture(scope="session")
+def early_sweeps(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Any:
+    return EarlySweeps(request.config.stash.get(_EARLY_MODULES, set()), tmp_path_factory.mktemp)
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _start_session_sweeps(request: pytest.FixtureRequest) -> None:
-    """Start both session sweeps with the first test, if any collected test reads them."""
+    """Start the session sweeps and the early sweeps with the first test, if a selected
+    test reads them."""
     if request.config.stash.get(_WANTED, False):
         request.getfixturevalue("_session_sweeps")
+    if request.config.stash.get(_EARLY_MODULES, set()):
+        request.getfixturevalue("early_sweeps")
 
 
 @pytest.fixture(scope="session")

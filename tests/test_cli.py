@@ -113,6 +113,7 @@ def test_ctrl_c_marks_the_running_job_interrupted_and_keeps_earlier_rows(workdir
             "model=fault_raise,fault_hang,matmul_chain",
             "mlflow.enabled=false",
             "timeout_s=300",
+            "cpus_per_job=1",  # as every test sweep (conftest.benchflow_args)
         ],
         cwd=workdir,
         stdout=subprocess.PIPE,

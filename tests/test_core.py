@@ -185,7 +185,12 @@ def test_backends_answer_what_the_stages_ask() -> None:
     assert ind.generates_code and not oxla.generates_code
     assert oxla.zygote({}) == "xla" and lazy.zygote({}) == "xla"
     assert ind.zygote({}) == "dynamo" and eager.zygote({}) == "torch"
-    assert oxla.zygote({"XLA_FLAGS": "--x"}) == "dynamo"  # torch_xla must read it at import
+    # any other XLA variable (a persistent cache's) counts as read at torch_xla's import,
+    # which then happens after the fork
+    assert oxla.zygote({"XLA_PERSISTENT_CACHE_PATH": "/c"}) == "dynamo"
+    # the IR dump's variables are read at the first sync, XLA_FLAGS at the first device use
+    ir_env = {"XLA_SAVE_TENSORS_FILE": "/g", "XLA_SAVE_TENSORS_FMT": "hlo", "XLA_FLAGS": "--x"}
+    assert oxla.zygote(ir_env) == "xla" and ind.zygote(ir_env) == "dynamo"
     assert backends.baseline_label("none") == "eager"
 
 

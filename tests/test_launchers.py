@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.conftest import SEARCHPATH, CliResult, run_cli, sweep_runs
+from tests.conftest import SEARCHPATH, CliResult, EarlySweeps, early, run_cli, sweep_runs
 
 from benchflow.results.headline import median_time
 from benchflow.results.row import ResultRow
@@ -57,26 +57,42 @@ def each(names: list[str]) -> list[Any]:
 
 TWO_CORES = len(os.sched_getaffinity(0)) >= 2
 
-_sweeps: dict[str, CliResult] = {}
+
+def _run(name: str, root: Path) -> CliResult:
+    cwd = root / name
+    cwd.mkdir(exist_ok=True)
+    # Its own CPU locks: the check that two jobs ran at once, each on its own core,
+    # must not depend on which cores the session sweeps hold meanwhile.
+    locks = str(cwd / "cpu-locks")
+    result = run_cli([*SWEEP, *LAUNCHERS[name]], cwd, timeout=600, BENCHFLOW_CPU_LOCK_DIR=locks)
+    assert result.returncode == 0, result.stderr[-4000:]
+    return result
 
 
-def sweep(name: str, root: Path) -> CliResult:
-    """Each launcher's sweep runs once per test session, in its own folder and store."""
-    if name not in _sweeps:
-        cwd = root / name
-        cwd.mkdir(exist_ok=True)
-        # Its own CPU locks: the check that two jobs ran at once, each on its own core,
-        # must not depend on which cores the session sweeps hold meanwhile.
-        locks = str(cwd / "cpu-locks")
-        result = run_cli([*SWEEP, *LAUNCHERS[name]], cwd, timeout=600, BENCHFLOW_CPU_LOCK_DIR=locks)
-        assert result.returncode == 0, result.stderr[-4000:]
-        _sweeps[name] = result
-    return _sweeps[name]
+@early("launchers")
+def _default_launchers(root: Path) -> dict[str, CliResult]:
+    """The default suite's launchers, one after another, from the first test on."""
+    return {name: _run(name, root) for name in LAUNCHERS if name not in SLOW}
+
+
+class Sweeps:
+    """Each launcher's sweep, once per session, in its own folder and store."""
+
+    def __init__(self, early_sweeps: EarlySweeps, root: Path) -> None:
+        self.early, self.root, self.slow = early_sweeps, root, dict[str, CliResult]()
+
+    def __call__(self, name: str) -> CliResult:
+        if name not in SLOW:
+            done: dict[str, CliResult] = self.early.result("launchers")
+            return done[name]
+        if name not in self.slow:
+            self.slow[name] = _run(name, self.root)
+        return self.slow[name]
 
 
 @pytest.fixture(scope="module")
-def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("launchers")
+def sweep(early_sweeps: EarlySweeps, tmp_path_factory: pytest.TempPathFactory) -> Sweeps:
+    return Sweeps(early_sweeps, tmp_path_factory.mktemp("launchers"))
 
 
 def identity(row: dict[str, Any]) -> tuple[str, str, str, str | None]:
@@ -85,13 +101,13 @@ def identity(row: dict[str, Any]) -> tuple[str, str, str, str | None]:
 
 
 @pytest.mark.parametrize("launcher", each(list(LAUNCHERS)))
-def test_same_rows_under_every_launcher(launcher: str, root: Path) -> None:
-    rows = sweep(launcher, root).rows()
+def test_same_rows_under_every_launcher(launcher: str, sweep: Sweeps) -> None:
+    rows = sweep(launcher).rows()
     assert len(rows) == 4 and not any(r.get("superseded_by") for r in rows)
     assert Counter(r["status"] for r in rows) == {"ok": 2, "failed": 2}
     assert len({r["job"]["fingerprint"] for r in rows}) == 4
     if launcher != "basic":
-        basic = sweep("basic", root).rows()
+        basic = sweep("basic").rows()
         assert sorted(map(identity, rows)) == sorted(map(identity, basic))
     for row in rows:
         if row["status"] == "ok":
@@ -103,8 +119,8 @@ def test_same_rows_under_every_launcher(launcher: str, root: Path) -> None:
 
 
 @pytest.mark.parametrize("launcher", each(list(LAUNCHERS)))
-def test_every_job_has_one_mlflow_run(launcher: str, root: Path) -> None:
-    result = sweep(launcher, root)
+def test_every_job_has_one_mlflow_run(launcher: str, sweep: Sweeps) -> None:
+    result = sweep(launcher)
     rows = result.rows()
     parents, children = sweep_runs(f"sqlite:///{result.cwd / 'mlflow.db'}")
     (parent,) = parents
@@ -122,8 +138,8 @@ def test_every_job_has_one_mlflow_run(launcher: str, root: Path) -> None:
 
 @pytest.mark.skipif(not TWO_CORES, reason="needs 2 CPUs to run two pinned jobs at once")
 @pytest.mark.parametrize("launcher", each(PARALLEL))
-def test_jobs_ran_at_once_but_never_on_the_same_core(launcher: str, root: Path) -> None:
-    rows = sweep(launcher, root).rows()
+def test_jobs_ran_at_once_but_never_on_the_same_core(launcher: str, sweep: Sweeps) -> None:
+    rows = sweep(launcher).rows()
     spans = [
         (r["job"]["started_at"], r["job"]["started_at"] + r["job"]["wall_time_s"], r["job"]["cpus"])
         for r in rows
@@ -135,8 +151,8 @@ def test_jobs_ran_at_once_but_never_on_the_same_core(launcher: str, root: Path) 
     assert all(a[2] != b[2] for a, b in overlapping), overlapping
 
 
-def test_basic_launcher_runs_one_job_at_a_time(root: Path) -> None:
-    rows = sweep("basic", root).rows()
+def test_basic_launcher_runs_one_job_at_a_time(sweep: Sweeps) -> None:
+    rows = sweep("basic").rows()
     spans = sorted(
         (r["job"]["started_at"], r["job"]["started_at"] + r["job"]["wall_time_s"]) for r in rows
     )

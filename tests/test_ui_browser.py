@@ -22,7 +22,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.conftest import REPO, SEARCHPATH, CliResult, ServerProcess, free_port, run_cli
+from tests.conftest import (
+    REPO,
+    SEARCHPATH,
+    CliResult,
+    EarlySweeps,
+    ServerProcess,
+    early,
+    free_port,
+    run_cli,
+)
 
 # Debian's browser and its matching driver (`apt-get install chromium chromium-driver`).
 CHROMIUM = Path("/usr/bin/chromium")
@@ -64,11 +73,10 @@ from selenium.webdriver.support import expected_conditions as ec  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def sweep(tmp_path_factory: pytest.TempPathFactory) -> CliResult:
+@early("ui_browser")
+def _two_jobs(cwd: Path) -> CliResult:
     """Two jobs (eager, lazy XLA) into the default store of a scratch directory."""
-    cwd = tmp_path_factory.mktemp("ui")
-    res = run_cli(
+    return run_cli(
         [
             "-m",
             SEARCHPATH,
@@ -82,6 +90,11 @@ def sweep(tmp_path_factory: pytest.TempPathFactory) -> CliResult:
         ],
         cwd,
     )
+
+
+@pytest.fixture(scope="module")
+def sweep(early_sweeps: EarlySweeps) -> CliResult:
+    res: CliResult = early_sweeps.result("ui_browser")
     assert res.returncode == 0, res.stderr[-3000:]
     return res
 

@@ -1,0 +1,41 @@
+"""A test module's own sweeps, started with the first test of the session.
+
+A module registers a function with ``@early(name)``: ``fn(cwd)`` runs its sweeps (real
+CLI runs) and returns what its tests read. Each starts in a thread with the first test
+when a selected test of that module uses the ``early_sweeps`` fixture (conftest.py),
+runs in the background meanwhile, and ``early_sweeps.result(name)`` waits for it.
+
+Its own module, so that the registry is one object: pytest loads conftest.py as
+``conftest``, while test modules import it as ``tests.conftest``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+_EARLY: dict[str, Callable[[Path], Any]] = {}
+
+
+def early(name: str) -> Callable[[Callable[[Path], Any]], Callable[[Path], Any]]:
+    def register(fn: Callable[[Path], Any]) -> Callable[[Path], Any]:
+        _EARLY[name] = fn
+        return fn
+
+    return register
+
+
+class EarlySweeps:
+    """The early sweeps of the selected modules, each running in its own thread."""
+
+    def __init__(self, modules: set[str], mktemp: Callable[[str], Path]) -> None:
+        wanted = {n: fn for n, fn in _EARLY.items() if fn.__module__ in modules}
+        self._pool = ThreadPoolExecutor(max_workers=max(1, len(wanted)))
+        self._futures: dict[str, Future[Any]] = {
+            n: self._pool.submit(fn, mktemp(n)) for n, fn in wanted.items()
+        }
+
+    def result(self, name: str, timeout: float = 1200) -> Any:
+        return self._futures[name].result(timeout=timeout)
