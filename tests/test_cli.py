@@ -36,10 +36,10 @@ def test_help_and_cfg_job_do_not_import_heavy_modules(workdir: Path) -> None:
         assert not (set(HEAVY) & mods), f"{args} imported {set(HEAVY) & mods}"
 
 
-def test_help_is_fast_and_explains(workdir: Path) -> None:
-    start = time.perf_counter()
+def test_help_explains(workdir: Path) -> None:
+    # Fast because light: the test above checks that --help imports no heavy module (a
+    # wall-clock bound would measure the other tests' load, not the CLI).
     res = run_cli(["--help"], workdir)
-    elapsed = time.perf_counter() - start
     assert res.returncode == 0
     for text in (
         "dynamo: ",
@@ -49,7 +49,6 @@ def test_help_is_fast_and_explains(workdir: Path) -> None:
         "Examples",
     ):
         assert text in res.stdout
-    assert elapsed < 10  # generous bound for a loaded CI box; typically ~1 s
 
 
 def test_unknown_model_lists_choices_and_runs_nothing(workdir: Path) -> None:

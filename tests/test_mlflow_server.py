@@ -7,30 +7,55 @@ from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
-from tests.conftest import SEARCHPATH, MlflowServer, run_cli, sweep_runs
+from tests.conftest import (
+    SEARCHPATH,
+    CliResult,
+    EarlySweeps,
+    MlflowServer,
+    early,
+    run_cli,
+    sweep_runs,
+)
+
+
+@early("mlflow_server")
+def _server_and_sweep(root: Path) -> tuple[MlflowServer, CliResult]:
+    """A real server, then a sweep logging to it (from the first test on)."""
+    server = MlflowServer(root / "server")
+    (root / "server").mkdir()
+    url = server.start()
+    workdir = root / "work"
+    workdir.mkdir()
+    try:
+        res = run_cli(
+            [
+                "-m",
+                SEARCHPATH,
+                "model=matmul_chain,fault_raise",
+                "model.size=tiny",
+                "repeat=2",
+                "iterations_per_run=2",
+                f"mlflow.tracking_uri={url}",
+                "mlflow.experiment=server_check",
+            ],
+            workdir,
+        )
+    except BaseException:
+        server.stop()
+        raise
+    return server, res
 
 
 @pytest.fixture(scope="module")
-def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    server = MlflowServer(tmp_path_factory.mktemp("server"))
-    yield server.start()
+def served(early_sweeps: EarlySweeps) -> Iterator[tuple[str, CliResult]]:
+    server, res = early_sweeps.result("mlflow_server")
+    yield server.url, res
     server.stop()
 
 
-def test_sweep_logs_to_a_real_server(mlflow_server: str, workdir: Path) -> None:
-    res = run_cli(
-        [
-            "-m",
-            SEARCHPATH,
-            "model=matmul_chain,fault_raise",
-            "model.size=tiny",
-            "repeat=2",
-            "iterations_per_run=2",
-            f"mlflow.tracking_uri={mlflow_server}",
-            "mlflow.experiment=server_check",
-        ],
-        workdir,
-    )
+def test_sweep_logs_to_a_real_server(served: tuple[str, CliResult]) -> None:
+    mlflow_server, res = served
+    workdir = res.cwd
     assert res.returncode == 0, res.stderr[-3000:]
     assert not (workdir / "mlflow.db").exists(), "fell back to the local store"
     client = MlflowClient(mlflow_server)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.conftest import SEARCHPATH, CliResult, run_cli
+from tests.conftest import SEARCHPATH, CliResult, EarlySweeps, early, run_cli
 
 from benchflow.core.status import Status
 from benchflow.report.compare import compare
@@ -234,15 +234,21 @@ SWEEP = [
 ]
 
 
-@pytest.fixture(scope="module")
-def sweeps(tmp_path_factory: pytest.TempPathFactory) -> tuple[CliResult, Path, Path]:
+@early("report")
+def _base_then_slowed(cwd: Path) -> tuple[CliResult, CliResult]:
     """A base sweep of `work`, then the same sweep with `work` 3x slower, in one store."""
-    cwd = tmp_path_factory.mktemp("report")
     base = run_cli([*SWEEP, "model=work", "hydra.sweep.dir=multirun/base"], cwd)
+    if base.returncode != 0:
+        return base, base
+    return base, run_cli([*SWEEP, "model=work_slowed", "hydra.sweep.dir=multirun/slowed"], cwd)
+
+
+@pytest.fixture(scope="module")
+def sweeps(early_sweeps: EarlySweeps) -> tuple[CliResult, Path, Path]:
+    base, slow = early_sweeps.result("report")
     assert base.returncode == 0, base.stderr[-3000:]
-    slow = run_cli([*SWEEP, "model=work_slowed", "hydra.sweep.dir=multirun/slowed"], cwd)
     assert slow.returncode == 0, slow.stderr[-3000:]
-    return slow, cwd / "multirun" / "base", cwd / "multirun" / "slowed"
+    return slow, slow.cwd / "multirun" / "base", slow.cwd / "multirun" / "slowed"
 
 
 def test_sweep_end_writes_the_report_and_logs_it(sweeps: tuple[CliResult, Path, Path]) -> None:
