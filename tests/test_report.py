@@ -25,6 +25,7 @@ from benchflow.report.render import (
     to_html,
     to_markdown,
 )
+from benchflow.report.sources import load
 from benchflow.results.headline import headline_metrics
 from benchflow.results.row import ResultRow
 
@@ -323,8 +324,10 @@ def test_report_from_mlflow_matches_the_folder(sweeps: tuple[CliResult, Path, Pa
     res, base, _ = sweeps
     parent = (base / "mlflow_parent_run.txt").read_text().strip()
     out = res.cwd / "from_mlflow"
-    args = ["--baseline", "aot_eager", "--no-mlflow"]  # the sweeps' baseline
-    got = run_cli(["report", parent, "--out", str(out), *args], res.cwd)
+    # No --baseline: the sweep's own (baseline=aot_eager), from its parent run's tag, so
+    # the report is the one the sweep wrote; a folder names it in its plan.json.
+    assert load(str(base)).baseline == "aot_eager"
+    got = run_cli(["report", parent, "--out", str(out), "--no-mlflow"], res.cwd)
     assert got.returncode == 0, got.stderr
     folder = (base / "report" / "report.csv").read_text()
     assert (out / "report.csv").read_text() == folder

@@ -227,3 +227,13 @@ def test_a_plan_types_only_the_job_asked_for() -> None:
     plan = Plan.from_dict(json.loads(json.dumps(Plan.of(jobs, 3, ["-m", "x=1,2"]).to_dict())))
     assert (plan.total, plan.sweep_args) == (3, ("-m", "x=1,2"))
     assert plan.job(1) == jobs[1] and plan.job(7) is None
+
+
+def test_a_plan_names_the_baseline_its_jobs_share() -> None:
+    """What `benchflow report` falls back to when no --baseline is given."""
+    job = _job()
+    on = [dataclasses.replace(job, num=n) for n in range(2)]
+    eager = dataclasses.replace(job, num=2, config=dataclasses.replace(job.config, baseline="none"))
+    assert Plan.of(on, 2, []).baseline == job.config.baseline
+    assert Plan.of([*on, eager], 3, []).baseline is None  # they differ: none is the sweep's
+    assert Plan.of([], 0, []).baseline is None

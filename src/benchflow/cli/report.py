@@ -85,10 +85,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--baseline",
         choices=backends.baseline_choices(),
-        default=DEFAULT_BASELINE,
+        default=None,
         metavar="BACKEND",
-        help=f"backend label speedups are over (default {DEFAULT_BASELINE}): %(choices)s; "
-        "none = eager",
+        help="backend label speedups are over (default: the sweep's own baseline=, else "
+        f"{DEFAULT_BASELINE}): %(choices)s; none = eager",
     )
     p.add_argument(
         "--compare",
@@ -129,8 +129,11 @@ def parser() -> argparse.ArgumentParser:
 def _merge(sweeps: Sequence[Sweep]) -> Sweep:
     if len(sweeps) == 1:
         return sweeps[0]
+    baselines = {s.baseline for s in sweeps}
     return Sweep(
-        label=" + ".join(s.label for s in sweeps), rows=[r for s in sweeps for r in s.rows]
+        label=" + ".join(s.label for s in sweeps),
+        rows=[r for s in sweeps for r in s.rows],
+        baseline=baselines.pop() if len(baselines) == 1 else None,  # theirs, if they agree
     )
 
 
@@ -154,11 +157,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SourceError as exc:
         print(f"benchflow report: error: {exc}", file=sys.stderr)
         return 2
-    report = build_report(cand.rows, args.baseline)
+    # One baseline for both sides of a comparison: the user's, else the candidate's own.
+    baseline = args.baseline or cand.baseline or DEFAULT_BASELINE
+    report = build_report(cand.rows, baseline)
     changes = None
     title = f"benchflow report: {cand.label}"
     if base is not None:
-        changes = compare(build_report(base.rows, args.baseline), report, args.threshold)
+        changes = compare(build_report(base.rows, baseline), report, args.threshold)
         title = f"benchflow compare: {base.label} -> {cand.label}"
     if base is not None:
         print(f"baseline:  {base.label} ({describe(base)})")

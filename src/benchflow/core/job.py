@@ -121,6 +121,12 @@ class Plan:
         found = next((e for e in self.entries if e.get("num") == num), None)
         return Job.from_dict(found) if found and "config" in found else None
 
+    @property
+    def baseline(self) -> str | None:
+        """The `baseline=` its jobs share (None: none planned, or they differ)."""
+        found = {e["config"].get("baseline") for e in self.entries if "config" in e}
+        return str(found.pop()) if len(found) == 1 and None not in found else None
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "total": self.total,

@@ -26,7 +26,7 @@ from benchflow.core.layout import JobDir, SweepDir
 from benchflow.report.model import Meta
 from benchflow.results.io import read_rows
 from benchflow.results.row import Provenance, ResultRow, RowError
-from benchflow.tracking.mlflow_runs import default_tracking_uri
+from benchflow.tracking.mlflow_runs import BASELINE_TAG, default_tracking_uri
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +44,7 @@ class Sweep:
     directory: Path | None = None
     parent_run_id: str | None = None
     tracking_uri: str | None = None
+    baseline: str | None = None  # the sweep's own `baseline=`, where it is known
 
 
 def load(spec: str, tracking_uri: str | None = None) -> Sweep:
@@ -82,12 +83,14 @@ def _from_path(path: Path, tracking_uri: str | None) -> Sweep:
     if not rows:
         raise SourceError(f"{path}: no result rows")
     sweep = SweepDir(folder)
+    plan = sweep.read_plan()
     return Sweep(
         label=str(path),
         rows=rows,
         directory=folder,
         parent_run_id=sweep.parent_run_id(),
         tracking_uri=tracking_uri or sweep.recorded_tracking_uri(),
+        baseline=plan.baseline if plan else None,
     )
 
 
@@ -138,6 +141,7 @@ def _from_run(run_id: str, uri: str) -> Sweep:
         rows=rows,
         parent_run_id=run_id if children else None,
         tracking_uri=uri,
+        baseline=run.data.tags.get(BASELINE_TAG) if children else None,
     )
 
 

@@ -18,7 +18,7 @@ from benchflow.core.layout import SweepDir
 from benchflow.results.io import current, read_rows
 from benchflow.results.provenance import provenance
 from benchflow.results.row import ResultRow
-from benchflow.tracking.mlflow_runs import Tracker, check_reachable, safely
+from benchflow.tracking.mlflow_runs import BASELINE_TAG, Tracker, check_reachable, safely
 
 if TYPE_CHECKING:
     from benchflow.report.model import Report
@@ -125,7 +125,12 @@ def start_sweep(config: DictConfig) -> None:
         tracker.start_run,
         name,
         params={"sweep.overrides": " ".join(overrides) or "(none)"},
-        tags={"benchflow.kind": "sweep", "sweep_dir": str(sweep.path.resolve()), **where},
+        tags={
+            "benchflow.kind": "sweep",
+            "sweep_dir": str(sweep.path.resolve()),
+            BASELINE_TAG: bench.baseline,
+            **where,
+        },
     )
     if run_id:
         sweep.parent_run.write_text(run_id)

@@ -21,6 +21,9 @@ from benchflow.core.status import status_of
 
 log = logging.getLogger(__name__)
 
+# The sweep's parent run's tag naming its `baseline=` (what its report's speedups are over).
+BASELINE_TAG = "benchflow.baseline"
+
 
 def check_reachable(cfg: MlflowConfig, timeout_s: float = 5.0) -> str | None:
     """For a server URI, the reason no MLflow server answers there (None: it answers,
