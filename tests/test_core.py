@@ -185,6 +185,8 @@ def test_backends_answer_what_the_stages_ask() -> None:
     assert ind.generates_code and not oxla.generates_code
     assert oxla.zygote({}) == "xla" and lazy.zygote({}) == "xla"
     assert ind.zygote({}) == "dynamo" and eager.zygote({}) == "torch"
+    # an optimizer's construction imports dynamo: training forks from the compile stack
+    assert eager.zygote({}, trains=True) == "dynamo" and lazy.zygote({}, trains=True) == "xla"
     # any other XLA variable (a persistent cache's) counts as read at torch_xla's import,
     # which then happens after the fork
     assert oxla.zygote({"XLA_PERSISTENT_CACHE_PATH": "/c"}) == "dynamo"

@@ -91,6 +91,8 @@ def test_compiled_jobs_fork_from_a_zygote_that_imported_the_compile_stack(
         row = cases_sweep.case(name)
         assert row["timing"]["preloaded"] == stack, name
     assert cases_sweep.case("good")["timing"]["preloaded"] == ["torch"]  # eager: torch alone
+    # eager training too: building its optimizer imports dynamo, which it finds imported
+    assert cases_sweep.case("tb_mlp_train")["timing"]["preloaded"] == stack
 
 
 def test_the_compile_stack_zygote_starts_nothing() -> None:

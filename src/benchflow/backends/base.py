@@ -55,16 +55,17 @@ class Backend:
         return cls.on_xla
 
     @classmethod
-    def zygote(cls, env: dict[str, str]) -> str:
+    def zygote(cls, env: dict[str, str], trains: bool = False) -> str:
         """The preforked interpreter its jobs fork from (runner/zygote.py): torch_xla
         preloaded only for XLA backends whose environment does not change what torch_xla
-        reads at import; the compile stack for backends that compile."""
+        reads at import; the compile stack for backends that compile, and for training
+        (building a torch.optim optimizer imports torch._dynamo: 5 s here, per job)."""
         read_at_import = [
             k for k in env if k.startswith(("XLA_", "PJRT_")) and k not in XLA_ENV_READ_LATER
         ]
         if cls.on_xla and not read_at_import:
             return "xla"
-        return "dynamo" if cls.compiles else "torch"
+        return "dynamo" if cls.compiles or trains else "torch"
 
     @classmethod
     def cache_env(cls, root: str, persistent: bool) -> dict[str, str]:

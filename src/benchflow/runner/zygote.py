@@ -10,7 +10,8 @@ parent's timeout kills its whole group), starts from the zygote's pristine state
 Three kinds, each started on first use: ``torch`` (torch imported), ``dynamo`` (and
 the compile stack: dynamo and Inductor, 10 s here) and ``xla`` (torch_xla and dynamo:
 importing torch_xla costs 6-9 s here, more than most jobs); the backend says which
-(``Backend.zygote``).
+(``Backend.zygote``). Training jobs of eager backends fork from ``dynamo`` too: building
+a torch.optim optimizer imports torch._dynamo (5 s here, in every such job otherwise).
 torch_xla's import sets up no device: PJRT's client is created at a child's first
 device use, so children forked after the import get their own client. The import
 does read some settings, so the zygote imports it with ``PJRT_SELECT_DEFAULT_DEVICE=0``

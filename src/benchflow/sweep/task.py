@@ -256,7 +256,7 @@ def zygote_kind(job: Job, env: dict[str, str] | None = None) -> str | None:
         return None
     if env is None:
         env = compile_cache_env(job, JobDir(Path(".")))
-    return backends.get(job.backend).zygote(env)
+    return backends.get(job.backend).zygote(env, trains=job.config.test.name == "train")
 
 
 def compile_cache_env(job: Job, job_dir: JobDir) -> dict[str, str]:
