@@ -92,8 +92,12 @@ def test_the_report_flags_the_unsteady_row_and_keeps_it_out_of_the_geomean(
 ) -> None:
     report = build_report([ResultRow.from_dict(r) for r in inductor_rows], baseline="inductor")
     flagged = [e for e in report.entries if e.flags]
-    assert flagged and all(e.row.timing and e.row.timing.steady_state is False for e in flagged)
-    assert any("not steady" in e.note for e in flagged)
+    unsteady = [e for e in flagged if e.row.timing and e.row.timing.steady_state is False]
+    assert unsteady and all("not steady" in e.note for e in unsteady)
+    # The steady (adaptive) row may be flagged too, but only as noisy: a busy host
+    # (the session's other sweeps run beside it) can push its CV past the limit.
+    others = [e for e in flagged if e not in unsteady]
+    assert all(f.startswith("noisy") for e in others for f in e.flags), [e.flags for e in others]
     assert any("timing not to be trusted" in n for n in report.notes)
 
 
