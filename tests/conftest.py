@@ -227,7 +227,10 @@ def pytest_collection_modifyitems(session: pytest.Session, items: list[pytest.It
 
 
 @pytest.fixture(scope="session")
-def early_sweeps(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Any:
+def early_sweeps(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> EarlySweeps:
+    """The selected modules' early sweeps (tests/early.py), started once per session."""
     return EarlySweeps(request.config.stash.get(_EARLY_MODULES, set()), tmp_path_factory.mktemp)
 
 
