@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import tempfile
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -122,6 +123,11 @@ def record_row(path: Path, row: ResultRow) -> list[ResultRow]:
 def current(rows: list[ResultRow]) -> list[ResultRow]:
     """The rows no later attempt of the same job has replaced."""
     return [r for r in rows if not r.superseded_by]
+
+
+def tally(rows: list[ResultRow]) -> Counter[str]:
+    """How many rows ended in each status (the progress line, the sweep run's tags)."""
+    return Counter(r.status.value for r in rows)
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:

@@ -19,6 +19,7 @@ from benchflow.results.io import current, read_rows
 from benchflow.results.provenance import provenance
 from benchflow.results.row import ResultRow
 from benchflow.tracking.mlflow_runs import BASELINE_TAG, Tracker, check_reachable, safely
+from benchflow.tracking.sync import status_tags
 
 if TYPE_CHECKING:
     from benchflow.report.model import Report
@@ -59,10 +60,7 @@ class SweepCallback(Callback):
         tracker = safely("connection", Tracker, bench.mlflow, Path(config.hydra.runtime.cwd))
         if tracker is None:
             return
-        counts: dict[str, int] = {}
-        for row in rows:
-            counts[row.status.value] = counts.get(row.status.value, 0) + 1
-        safely("tags", tracker.set_tags, run_id, {f"jobs.{k}": v for k, v in counts.items()})
+        safely("tags", tracker.set_tags, run_id, status_tags(rows))
         safely("artifacts", tracker.log_files, run_id, [sweep.results])
         if made:
             from benchflow.report.output import log_to_mlflow

@@ -14,7 +14,6 @@ import os
 import shutil
 import sys
 import time
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,7 +26,7 @@ from benchflow.config.errors import ConfigError
 from benchflow.core.job import Job, JobSpec, Plan
 from benchflow.core.layout import JobDir, SweepDir
 from benchflow.core.status import Status
-from benchflow.results.io import current, read_rows, record_row, write_json_atomic
+from benchflow.results.io import current, read_rows, record_row, tally, write_json_atomic
 from benchflow.results.provenance import provenance
 from benchflow.results.row import JobInfo, ResultRow, build_row
 from benchflow.runner.cpus import child_env, cpu_slot, span
@@ -109,8 +108,7 @@ def run_job(cfg: DictConfig) -> ResultRow:
         for old in replaced:
             if old_run := old.job.mlflow_run_id:
                 safely("supersede", tracker.supersede, old_run, run_id)
-    tally = Counter(r.status.value for r in current(read_rows(where.sweep.results)))
-    progress.report(row, where.num, where.total, tally)
+    progress.report(row, where.num, where.total, tally(current(read_rows(where.sweep.results))))
     finish(job, where, row.status, tracker)
     return row
 

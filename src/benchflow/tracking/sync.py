@@ -13,6 +13,7 @@ from typing import Any
 
 from benchflow.config.schema import Settings
 from benchflow.core.layout import JobDir, SweepDir
+from benchflow.results.io import current, read_rows, tally
 from benchflow.results.row import ResultRow
 from benchflow.tracking.metrics import job_metrics
 from benchflow.tracking.mlflow_runs import Tracker
@@ -70,6 +71,11 @@ def _job_run(tracker: Tracker, row: ResultRow) -> tuple[str | None, bool]:
     return None, False
 
 
+def status_tags(rows: list[ResultRow]) -> dict[str, int]:
+    """A sweep run's `jobs.<status>` tags: how many of its current rows ended so."""
+    return {f"jobs.{status}": n for status, n in tally(rows).items()}
+
+
 def job_params(settings: Settings, backend: str) -> Settings:
     """A job run's params: its measured settings (config/schema.py's mark) and its backend."""
     return {**settings, "backend": backend}
@@ -89,7 +95,6 @@ def sync(sweep_dir: Path, tracking_uri: str | None = None) -> dict[str, int]:
     import dataclasses
 
     from benchflow.config.schema import MlflowConfig, config_from_dict
-    from benchflow.results.io import current, read_rows
 
     sweep = SweepDir(sweep_dir)
     rows = current(read_rows(sweep.results))
@@ -123,10 +128,7 @@ def sync(sweep_dir: Path, tracking_uri: str | None = None) -> dict[str, int]:
     tracker.log_files(parent, [sweep.results])
     if sweep.report.is_dir():
         tracker.log_files(parent, sorted(sweep.report.iterdir()), "report")
-    jobs: dict[str, int] = {}
-    for row in rows:
-        jobs[row.status.value] = jobs.get(row.status.value, 0) + 1
-    tracker.set_tags(parent, {f"jobs.{k}": v for k, v in jobs.items()})
+    tracker.set_tags(parent, status_tags(rows))
     tracker.end_run(parent, "ok")
     return counts
 
