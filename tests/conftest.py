@@ -211,18 +211,14 @@ def pytest_collection_modifyitems(session: pytest.Session, items: list[pytest.It
     """Tests that read the session sweeps or a module's early sweeps run last: those
     sweeps start with the first test and run in the background while the others run."""
 
-    def reads(item: pytest.Item) -> bool:
-        return bool(set(getattr(item, "fixturenames", ())) & {*SESSION_FIXTURES, "early_sweeps"})
-
-    late = [i for i in items if reads(i)]
-    items[:] = [i for i in items if not reads(i)] + late
-    session.config.stash[_WANTED] = any(
-        set(getattr(i, "fixturenames", ())) & set(SESSION_FIXTURES) for i in late
-    )
+    uses = {i: set(getattr(i, "fixturenames", ())) for i in items}
+    late = [i for i in items if uses[i] & {*SESSION_FIXTURES, "early_sweeps"}]
+    items[:] = [i for i in items if i not in late] + late
+    session.config.stash[_WANTED] = any(uses[i] & set(SESSION_FIXTURES) for i in late)
     session.config.stash[_EARLY_MODULES] = {
         i.module.__name__
         for i in late
-        if isinstance(i, pytest.Function) and "early_sweeps" in i.fixturenames
+        if isinstance(i, pytest.Function) and "early_sweeps" in uses[i]
     }
 
 

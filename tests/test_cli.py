@@ -7,7 +7,14 @@ import sys
 import time
 from pathlib import Path
 
-from tests.conftest import REPO, SEARCHPATH, SessionSweep, interruptible, run_cli
+from tests.conftest import (
+    REPO,
+    SEARCHPATH,
+    SessionSweep,
+    benchflow_args,
+    interruptible,
+    run_cli,
+)
 
 HEAVY = ("torch", "torch_xla", "mlflow")
 
@@ -102,17 +109,11 @@ def test_ctrl_c_marks_the_running_job_interrupted_and_keeps_earlier_rows(workdir
 
     import psutil
 
+    args = ["-m", SEARCHPATH, "model=fault_raise,fault_hang,matmul_chain"]
     proc = subprocess.Popen(
         [
-            sys.executable,
-            "-m",
-            "benchflow",
-            "-m",
-            SEARCHPATH,
-            "model=fault_raise,fault_hang,matmul_chain",
-            "mlflow.enabled=false",
-            "timeout_s=300",
-            "cpus_per_job=1",  # as every test sweep (conftest.benchflow_args)
+            *(sys.executable, "-m", "benchflow"),
+            *benchflow_args([*args, "mlflow.enabled=false", "timeout_s=300"]),
         ],
         cwd=workdir,
         stdout=subprocess.PIPE,
