@@ -8,12 +8,13 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
 from tests.early import EarlySweeps, early
@@ -68,18 +69,60 @@ def benchflow_args(args: list[str]) -> list[str]:
     return args
 
 
+# Where the suite's CPU goes: with BENCHFLOW_TEST_CPU_LOG=FILE, each CLI run a test
+# waits for appends a JSON line: its arguments, wall seconds, and the CPU seconds of it
+# and every process it reaped (its jobs, zygotes, servers).
+CPU_LOG = os.environ.get("BENCHFLOW_TEST_CPU_LOG")
+
+
+def wait_counted(proc: subprocess.Popen[Any], args: list[str], timeout: float) -> int:
+    """proc's exit code, once it ends (killed past `timeout`), its CPU logged if asked."""
+    started = time.monotonic()
+    if not CPU_LOG:
+        try:
+            return proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise
+    while True:  # os.wait4 reports the CPU of the process and of all it reaped
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            break
+        if time.monotonic() - started > timeout:
+            proc.kill()
+            proc.wait()
+            raise subprocess.TimeoutExpired(proc.args, timeout)
+        time.sleep(0.2)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    line = {
+        "args": args,
+        "wall_s": round(time.monotonic() - started, 1),
+        "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
+    }
+    with open(CPU_LOG, "a") as f:
+        f.write(json.dumps(line) + "\n")
+    return proc.returncode
+
+
+def _capture() -> IO[str]:
+    return tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
+
+
 def run_cli(args: list[str], cwd: Path, timeout: float = 900, **env: str) -> CliResult:
     """`python -m benchflow ARGS` in `cwd` (so multirun/ and mlflow.db land there)."""
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **env}
-    proc = subprocess.run(
-        [sys.executable, "-m", "benchflow", *benchflow_args(args)],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=full_env,
-    )
-    return CliResult(proc.returncode, proc.stdout, proc.stderr, cwd)
+    with _capture() as out, _capture() as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "benchflow", *benchflow_args(args)],
+            cwd=cwd,
+            stdout=out,
+            stderr=err,
+            env=full_env,
+        )
+        code = wait_counted(proc, args, timeout)
+        out.seek(0)
+        err.seek(0)
+        return CliResult(code, out.read(), err.read(), cwd)
 
 
 def interruptible() -> None:
@@ -182,7 +225,8 @@ class _Background:
     """A CLI run started now and collected later."""
 
     def __init__(self, args: list[str], cwd: Path, **env: str) -> None:
-        self.cwd = cwd
+        self.cwd, self.args = cwd, args
+        self.code: int | None = None
         self.out, self.err = cwd / "cli.stdout", cwd / "cli.stderr"
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "benchflow", *benchflow_args(args)],
@@ -193,11 +237,9 @@ class _Background:
         )
 
     def result(self, timeout: float = 1200) -> CliResult:
-        try:
-            code = self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            raise
+        if self.code is None:
+            self.code = wait_counted(self.proc, self.args, timeout)
+        code = self.code
         return CliResult(code, self.out.read_text(), self.err.read_text(), self.cwd)
 
 

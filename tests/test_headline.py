@@ -120,3 +120,27 @@ def test_mlflow_parent_with_a_child_per_job(grid_sweep: SessionSweep) -> None:
     assert {"report/report.html", "report/speedup.png", "report/report.csv"} <= logged
     for backend in BACKENDS:
         assert parents[0].data.metrics[f"report.{backend}.passrate"] == 1.0
+
+
+def test_each_job_ran_with_hydras_own_composition_of_its_overrides(
+    grid_sweep: SessionSweep,
+) -> None:
+    """The sweeper composes each job once and the launcher reuses that config: every job
+    folder's config must still be what Hydra composes for that job's overrides alone."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from benchflow.config.store import CONF_DIR, register
+
+    register()
+    (sweep,) = grid_sweep.result.sweep_dirs
+    jobs = sorted((p for p in sweep.iterdir() if (p / ".hydra").is_dir()), key=lambda p: p.name)
+    assert len(jobs) == 12
+    seen = set()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        for job in jobs:
+            overrides = list(OmegaConf.load(job / ".hydra" / "overrides.yaml"))
+            ran = OmegaConf.to_container(OmegaConf.load(job / ".hydra" / "config.yaml"))
+            assert ran == OmegaConf.to_container(compose("config", overrides)), job.name
+            seen.add((ran["model"]["name"], ran["dynamo"]["name"], ran["xla"]["name"]))  # type: ignore[index]
+    assert len(seen) == 12  # twelve different jobs, each with its own config

@@ -12,7 +12,9 @@ from typing import Any
 import pytest
 
 from benchflow.config.schema import BenchConfig, DynamoConfig, MlflowConfig, ModelConfig
+from benchflow.core.files import write_json_atomic
 from benchflow.core.job import Job, JobSpec, Plan, fingerprint
+from benchflow.core.layout import SweepDir
 from benchflow.core.status import Status
 from benchflow.results.child import ChildResult, ChildTimings, Timing, Unsteady
 from benchflow.results.io import (
@@ -21,7 +23,6 @@ from benchflow.results.io import (
     read_jsonl,
     read_rows,
     record_row,
-    write_json_atomic,
 )
 from benchflow.results.row import (
     SCHEMA_VERSION,
@@ -227,6 +228,22 @@ def test_a_plan_types_only_the_job_asked_for() -> None:
     plan = Plan.from_dict(json.loads(json.dumps(Plan.of(jobs, 3, ["-m", "x=1,2"]).to_dict())))
     assert (plan.total, plan.sweep_args) == (3, ("-m", "x=1,2"))
     assert plan.job(1) == jobs[1] and plan.job(7) is None
+    assert plan.job(1) is plan.job(1)  # typed once
+
+
+def test_a_sweep_reads_its_plan_once_while_the_file_stays_the_same(tmp_path: Path) -> None:
+    """Every job of a sweep reads plan.json: in the planner's process that is its own Plan
+    (its own Job objects), and a changed file is read again."""
+    jobs = [dataclasses.replace(_job(), num=n) for n in range(2)]
+    sweep = SweepDir(tmp_path)
+    written = Plan.of(jobs, 2, [])
+    sweep.write_plan(written)
+    assert sweep.read_plan() is written and written.job(1) is jobs[1]
+    assert SweepDir(tmp_path / "." / "").read_plan() is written  # the same file
+    rewritten = Plan.of(jobs[:1], 1, ["-m"])
+    write_json_atomic(sweep.plan, rewritten.to_dict())  # by another process, say
+    again = sweep.read_plan()
+    assert again is not written and again == rewritten and again.job(1) is None
 
 
 def test_a_plan_names_the_baseline_its_jobs_share() -> None:

@@ -8,6 +8,7 @@ are cases of the session's shared sweep (tests/conftest.py: cases_sweep).
 
 from __future__ import annotations
 
+import itertools
 import time
 from pathlib import Path
 
@@ -118,3 +119,14 @@ def test_mlflow_has_one_parent_and_a_child_run_per_job(cases_sweep: SessionSweep
     assert sorted(m.step for m in history) == [0, 1]
     top = {a.path for a in client.list_artifacts(ok.info.run_id)}
     assert {"config.yaml", "result.json"} <= top
+
+
+def test_the_basic_launcher_runs_one_job_at_a_time(cases_sweep: SessionSweep) -> None:
+    """Hydra's default launcher: each job's child ran after the one before it ended."""
+    spans = sorted(
+        (r["job"]["started_at"], r["job"]["started_at"] + r["job"]["wall_time_s"])
+        for r in cases_sweep.rows()
+        if r["job"].get("started_at")  # invalid and skipped jobs start no child
+    )
+    assert len(spans) > 30
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans)), spans

@@ -1,6 +1,6 @@
 """The MLflow UI in a real headless browser (Debian's chromium, driven by Selenium).
 
-A small real sweep, then `python -m benchflow ui` (MLflow's own server) over the
+The session's grid sweep, then `python -m benchflow ui` (MLflow's own server) over the
 sweep's default store; the experiment link that command prints must open the runs
 table, which shows the sweep's parent run, its child runs folded under it, and, once
 the column is picked with "Columns", each child's `headline.per_iter_time_s` as the
@@ -22,23 +22,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.conftest import (
-    REPO,
-    SEARCHPATH,
-    CliResult,
-    EarlySweeps,
-    ServerProcess,
-    early,
-    free_port,
-    run_cli,
-)
+from tests.conftest import REPO, CliResult, ServerProcess, SessionSweep, free_port
 
 # Debian's browser and its matching driver (`apt-get install chromium chromium-driver`).
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
 SCREENSHOT = REPO / "test-artifacts" / "mlflow_ui_experiment.png"
 METRIC = "headline.per_iter_time_s"
-CHILDREN = {"matmul_chain·eager·eval·float32", "matmul_chain·lazy_xla·eval·float32"}
 
 
 def _missing() -> str | None:
@@ -73,30 +63,11 @@ from selenium.webdriver.support import expected_conditions as ec  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 
-@early("ui_browser")
-def _two_jobs(cwd: Path) -> CliResult:
-    """Two jobs (eager, lazy XLA) into the default store of a scratch directory."""
-    return run_cli(
-        [
-            "-m",
-            SEARCHPATH,
-            "model=matmul_chain",
-            "model.size=tiny",
-            "dtype=float32",
-            "xla=none,PJRT",
-            "repeat=2",
-            "iterations_per_run=2",
-            "warmup=1",
-        ],
-        cwd,
-    )
-
-
 @pytest.fixture(scope="module")
-def sweep(early_sweeps: EarlySweeps) -> CliResult:
-    res: CliResult = early_sweeps.result("ui_browser")
-    assert res.returncode == 0, res.stderr[-3000:]
-    return res
+def sweep(grid_sweep: SessionSweep) -> CliResult:
+    """The session's grid sweep (tests/conftest.py: GRID): ten child runs in its default
+    store, eight with the headline metric and two invalid pairs without."""
+    return grid_sweep.result
 
 
 @pytest.fixture(scope="module")
@@ -155,6 +126,11 @@ def _row(name: str) -> tuple[str, str]:
     return By.XPATH, f"//*[@role='row'][.//*[normalize-space()='{name}']]"
 
 
+def _run_row(run: Any) -> tuple[str, str]:
+    """The runs table's row of this run (its `row-id` is the run id)."""
+    return By.XPATH, f"//*[@role='row'][@row-id='{run.info.run_id}']"
+
+
 def test_experiment_page_shows_child_runs_and_a_metric(
     sweep: CliResult, ui: ServerProcess, browser: Any
 ) -> None:
@@ -165,8 +141,12 @@ def test_experiment_page_shows_child_runs_and_a_metric(
     assert exp is not None
     runs = client.search_runs([exp.experiment_id])
     (parent,) = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
-    children = {r.info.run_name: r for r in runs if "mlflow.parentRunId" in r.data.tags}
-    assert set(children) == CHILDREN
+    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    assert sorted(c.info.run_name for c in children) == sorted(
+        r["job"]["name"] for r in sweep.rows()
+    )
+    timed = [c for c in children if METRIC in c.data.metrics]
+    assert len(children) == 10 and len(timed) == 8  # the invalid pairs have no time
 
     # `benchflow ui` prints the experiment's link: MLflow 3 opens an experiment in its
     # GenAI (traces) view unless the link asks for "Model training", which has the runs.
@@ -181,8 +161,8 @@ def test_experiment_page_shows_child_runs_and_a_metric(
         f"no row shows the sweep's run name {parent.info.run_name!r}",
     )
     assert parent_row.get_attribute("row-id") == parent.info.run_id
-    for name in children:
-        assert not browser.find_elements(*_row(name)), f"{name} is not nested under the sweep"
+    for run in children:
+        assert not browser.find_elements(*_run_row(run)), f"{run.info.run_name} is not nested"
     for close in browser.find_elements(
         By.CSS_SELECTOR, "[data-component-id='mlflow.assistant.chat_panel.close']"
     ):
@@ -190,12 +170,12 @@ def test_experiment_page_shows_child_runs_and_a_metric(
             close.click()
     name_cell = f"//*[@role='gridcell'][.//*[normalize-space()='{parent.info.run_name}']]"
     browser.find_element(By.XPATH, f"{name_cell}//button").click()  # unfold the sweep
-    for name, run in children.items():
+    for run in children:  # two runs may share a name (an invalid pair): found by id
         row = wait.until(
-            ec.visibility_of_element_located(_row(name)),
-            f"no row shows the child run {name!r} after unfolding the sweep",
+            ec.visibility_of_element_located(_run_row(run)),
+            f"no row for the child run {run.info.run_name!r} after unfolding the sweep",
         )
-        assert row.get_attribute("row-id") == run.info.run_id, name
+        assert run.info.run_name in row.text, (run.info.run_name, row.text)
 
     # Show the metric as a column: Columns -> search -> pick it.
     browser.find_element(By.XPATH, "//button[normalize-space()='Columns']").click()
@@ -221,8 +201,8 @@ def test_experiment_page_shows_child_runs_and_a_metric(
     # prints a number. Cells are found again at each poll: the table re-renders when
     # MLflow refreshes the runs.
     poll = WebDriverWait(browser, 60, ignored_exceptions=[StaleElementReferenceException])
-    for name, run in children.items():
-        expected = as_browser_prints(run.data.metrics[METRIC])
+    for run in timed:
+        name, expected = run.info.run_name, as_browser_prints(run.data.metrics[METRIC])
         cell = (
             By.XPATH,
             f"//*[@role='row'][@row-id='{run.info.run_id}']"

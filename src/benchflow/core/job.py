@@ -9,6 +9,7 @@ in ``job.json`` (:class:`JobSpec`).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 from collections.abc import Sequence
@@ -106,20 +107,32 @@ class JobSpec:
 class Plan:
     """plan.json: every job of a sweep, planned before any runs, and the command line's
     overrides (how resume=true finds the folder). A job's config is typed again only
-    when asked for (`job`): that takes ~30 ms, and each task needs its own job only."""
+    when asked for (`job`): that takes ~30 ms, and each task needs its own job only;
+    where the planner's process runs the jobs, they are its own objects, not typed again."""
 
     total: int
     sweep_args: tuple[str, ...] = ()
     entries: tuple[dict[str, Any], ...] = ()  # each a Job.to_dict(), as plan.json holds it
+    # Jobs typed so far, by number: the planner's own objects, or decoded on first ask.
+    _jobs: dict[int, Job] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def of(cls, jobs: Sequence[Job], total: int, sweep_args: Sequence[str]) -> Plan:
-        return cls(total, tuple(sweep_args), tuple(job.to_dict() for job in jobs))
+        entries = tuple(job.to_dict() for job in jobs)
+        return cls(total, tuple(sweep_args), entries, {job.num: job for job in jobs})
+
+    @functools.cached_property
+    def _by_num(self) -> dict[int, dict[str, Any]]:
+        return {int(e["num"]): e for e in self.entries if "num" in e}
 
     def job(self, num: int) -> Job | None:
         """Job `num` as planned (None: not in the plan, or planned without a config)."""
-        found = next((e for e in self.entries if e.get("num") == num), None)
-        return Job.from_dict(found) if found and "config" in found else None
+        if num not in self._jobs:
+            found = self._by_num.get(num)
+            if not found or "config" not in found:
+                return None
+            self._jobs[num] = Job.from_dict(found)
+        return self._jobs[num]
 
     @property
     def baseline(self) -> str | None:

@@ -11,7 +11,23 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchflow.core.files import write_json_atomic
 from benchflow.core.job import Plan
+
+# plan.json files this process wrote or read, with the stat they had then.
+_PLANS: dict[Path, tuple[tuple[int, int, int] | None, Plan]] = {}
+
+
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+def _remember(path: Path, plan: Plan) -> None:
+    _PLANS[path.resolve()] = (_stamp(path), plan)
 
 
 def _read_text(path: Path) -> str | None:
@@ -109,12 +125,25 @@ class SweepDir:
     def job(self, path: Path) -> JobDir:
         return JobDir(path)
 
+    def write_plan(self, plan: Plan) -> None:
+        write_json_atomic(self.plan, plan.to_dict())
+        _remember(self.plan, plan)
+
     def read_plan(self) -> Plan | None:
+        """plan.json; read from disk once per process while the file stays the same
+        (each job of a sweep reads it: the parse must not grow with the sweep)."""
+        known = _PLANS.get(self.plan.resolve())
+        if known is not None and known[0] == _stamp(self.plan):
+            return known[1]
         try:
             data = json.loads(self.plan.read_text())
         except (OSError, json.JSONDecodeError):
             return None
-        return Plan.from_dict(data) if isinstance(data, dict) else None
+        if not isinstance(data, dict):
+            return None
+        plan = Plan.from_dict(data)
+        _remember(self.plan, plan)
+        return plan
 
     def parent_run_id(self) -> str | None:
         return _read_text(self.parent_run)

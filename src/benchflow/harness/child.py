@@ -24,12 +24,12 @@ from typing import Any
 from benchflow import backends
 from benchflow.backends.base import Backend
 from benchflow.config.schema import BenchConfig
+from benchflow.core.files import write_json_atomic
 from benchflow.core.job import JobSpec
 from benchflow.core.layout import JobDir
 from benchflow.core.status import Status
 from benchflow.models.errors import ModelSkipped
 from benchflow.results.child import ChildResult, ChildTimings, Timing, Versions
-from benchflow.results.io import write_json_atomic
 from benchflow.runner.cpus import ENV_CPUS, pin_self
 
 log = logging.getLogger("benchflow.child")

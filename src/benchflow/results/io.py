@@ -1,6 +1,6 @@
 """Files that must never be left half-written.
 
-- ``write_json_atomic``: write to a temporary file in the same folder, fsync, rename.
+- whole files (result.json, plan.json): ``benchflow.core.files``.
 - ``append_jsonl``: one ``os.write`` of a whole line under an exclusive lock
   (``results.jsonl.lock``), fsynced, so concurrent writers (parallel launchers)
   and crashes never leave a partial line in ``results.jsonl``.
@@ -19,34 +19,15 @@ import fcntl
 import json
 import logging
 import os
-import tempfile
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from benchflow.core.files import write_text_atomic
 from benchflow.results.row import ResultRow, RowError
 
 log = logging.getLogger(__name__)
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    """Temporary file in the same folder, fsync, rename: readers see old or new, never half."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    write_text_atomic(path, json.dumps(data, indent=2, default=str) + "\n")
 
 
 @contextlib.contextmanager

@@ -18,10 +18,10 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+from benchflow.core.files import write_json_atomic
 from benchflow.core.job import JobSpec
 from benchflow.core.layout import JobDir
 from benchflow.core.status import Status
-from benchflow.results.io import write_json_atomic
 from benchflow.runner.isolated import run_isolated
 
 log = logging.getLogger(__name__)

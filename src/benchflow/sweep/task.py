@@ -23,10 +23,11 @@ from omegaconf import DictConfig, OmegaConf
 
 from benchflow import backends
 from benchflow.config.errors import ConfigError
+from benchflow.core.files import write_json_atomic
 from benchflow.core.job import Job, JobSpec, Plan
 from benchflow.core.layout import JobDir, SweepDir
 from benchflow.core.status import Status
-from benchflow.results.io import current, read_rows, record_row, tally, write_json_atomic
+from benchflow.results.io import current, read_rows, record_row, tally
 from benchflow.results.provenance import provenance
 from benchflow.results.row import JobInfo, ResultRow, build_row
 from benchflow.runner.cpus import child_env, cpu_slot, span

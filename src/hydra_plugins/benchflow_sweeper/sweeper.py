@@ -10,18 +10,55 @@ back instead of resolving its config again.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
+from hydra._internal.core_plugins.basic_launcher import BasicLauncher
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 
 from benchflow.core.layout import SweepDir
-from benchflow.results.io import write_json_atomic
+
+
+class _PlannedConfigs:
+    """The basic launcher's config loader, answering a planned job with the config the
+    plan composed for it: Hydra's launcher composes every job again (0.3 s a job here).
+    Each is handed out once (the launcher and the job write into it), and only so many
+    are kept, so a long sweep's memory stays flat: later jobs are composed again."""
+
+    KEEP = 256
+
+    def __init__(self, loader: Any) -> None:
+        self._loader = loader
+        self._composed: dict[tuple[str, ...], Any] = {}
+
+    def keep(self, overrides: Sequence[str], composed: Any) -> None:
+        if len(self._composed) < self.KEEP:
+            self._composed[tuple(overrides)] = composed
+
+    def load_sweep_config(self, master_config: Any, sweep_overrides: list[str]) -> Any:
+        found = self._composed.pop(tuple(sweep_overrides), None)
+        if found is not None:
+            return found
+        return self._loader.load_sweep_config(master_config, sweep_overrides)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._loader, name)
 
 
 class BenchflowSweeper(BasicSweeper):
     _checked = False
+    _planned: _PlannedConfigs | None = None
+
+    def setup(self, *, hydra_context: Any, task_function: Any, config: Any) -> None:
+        super().setup(hydra_context=hydra_context, task_function=task_function, config=config)
+        if type(self.launcher) is BasicLauncher:  # jobs run here, one after another
+            self._planned = _PlannedConfigs(hydra_context.config_loader)
+            self.launcher.hydra_context = dataclasses.replace(
+                hydra_context, config_loader=self._planned
+            )
 
     def validate_batch_is_legal(self, batch: Sequence[Sequence[str]]) -> None:
         # Hydra's own check composes each job of the batch; the plan below composes every
@@ -47,6 +84,8 @@ class BenchflowSweeper(BasicSweeper):
             except ConfigError as exc:
                 errors.append(f"job {num} ({' '.join(overrides)}): {exc}")
                 continue
+            if self._planned is not None:
+                self._planned.keep(overrides, composed)
             runs = not (job.invalid or job.skip)  # others start no child, need no zygote
             if runs and (kind := zygote_kind(job)) and kind not in kinds:
                 kinds.append(kind)
@@ -61,8 +100,8 @@ class BenchflowSweeper(BasicSweeper):
         sweep.path.mkdir(parents=True, exist_ok=True)
         # sweep_args: the command line's overrides, so `resume=true` can find this folder.
         sweep_args = [str(a) for a in self.config.hydra.overrides.task]
-        write_json_atomic(sweep.plan, Plan.of(jobs, len(all_jobs), sweep_args).to_dict())
-        if kinds and type(self.launcher).__name__ == "BasicLauncher":
+        sweep.write_plan(Plan.of(jobs, len(all_jobs), sweep_args))
+        if kinds and self._planned is not None:
             # Jobs run in this process: their zygotes import torch (and torch_xla)
             # while the MLflow store and parent run are set up, not after.
             from benchflow.runner.isolated import prestart_zygotes
