@@ -11,12 +11,29 @@ Its own module, so that the registry is one object: pytest loads conftest.py as
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 _EARLY: dict[str, Callable[[Path], Any]] = {}
+
+# The early sweeps (and the grid session sweep) yield the CPU to the session's critical
+# lanes: the cases sweep, one job after another, and the tests that run in order. They
+# fill the cores those leave idle; on 2 cores each would otherwise get a third of one.
+BACKGROUND_NICE = 10
+_thread = threading.local()
+
+
+def in_background() -> bool:
+    """True in an early sweep's thread: the CLI processes it starts run niced."""
+    return bool(getattr(_thread, "background", False))
+
+
+def _as_background(fn: Callable[[Path], Any], root: Path) -> Any:
+    _thread.background = True
+    return fn(root)
 
 
 def early(name: str) -> Callable[[Callable[[Path], Any]], Callable[[Path], Any]]:
@@ -34,7 +51,7 @@ class EarlySweeps:
         wanted = {n: fn for n, fn in _EARLY.items() if fn.__module__ in modules}
         self._pool = ThreadPoolExecutor(max_workers=max(1, len(wanted)))
         self._futures: dict[str, Future[Any]] = {
-            n: self._pool.submit(fn, mktemp(n)) for n, fn in wanted.items()
+            n: self._pool.submit(_as_background, fn, mktemp(n)) for n, fn in wanted.items()
         }
 
     def result(self, name: str, timeout: float = 1200) -> Any:

@@ -38,13 +38,14 @@ def test_leaky_model_detects_shared_state() -> None:
 
 
 def test_forked_jobs_share_no_state(cases_sweep: SessionSweep) -> None:
-    rows = [cases_sweep.case(f"leaky_{n}") for n in (1, 2, 3)]
-    assert [r["status"] for r in rows] == ["ok", "ok", "ok"], [r["error"] for r in rows]
+    # The second would fail at build time if it saw what the first left behind.
+    rows = [cases_sweep.case(f"leaky_{n}") for n in (1, 2)]
+    assert [r["status"] for r in rows] == ["ok", "ok"], [r["error"] for r in rows]
     assert {r["timing"]["launch"] for r in rows} == {"fork"}
 
 
 def test_prefork_false_spawns(cases_sweep: SessionSweep) -> None:
-    row = cases_sweep.case("leaky_spawned")
+    row = cases_sweep.case("spawned")
     assert row["status"] == "ok" and row["timing"]["launch"] == "spawn"
     # torch is imported in the spawned child, and not in a forked one
     assert row["job"]["child_import_s"] > 0.2

@@ -320,19 +320,25 @@ def test_planted_slowdown_fails_the_gate(sweeps: tuple[CliResult, Path, Path]) -
     assert "regressed" in (slowed / "compare" / "report.md").read_text()
 
 
-def test_report_from_mlflow_matches_the_folder(sweeps: tuple[CliResult, Path, Path]) -> None:
+def test_report_from_mlflow_matches_the_folder(
+    sweeps: tuple[CliResult, Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`benchflow report`'s own entry point, in this process (the command line around it
+    is checked through a real process in test_mlflow_server: a report by parent run id
+    from a real server); the store is the default one of the sweeps' folder."""
+    from benchflow.cli.report import main as report
+
     res, base, _ = sweeps
+    monkeypatch.chdir(res.cwd)
     parent = (base / "mlflow_parent_run.txt").read_text().strip()
     out = res.cwd / "from_mlflow"
     # No --baseline: the sweep's own (baseline=aot_eager), from its parent run's tag, so
     # the report is the one the sweep wrote; a folder names it in its plan.json.
     assert load(str(base)).baseline == "aot_eager"
-    got = run_cli(["report", parent, "--out", str(out), "--no-mlflow"], res.cwd)
-    assert got.returncode == 0, got.stderr
+    assert report([parent, "--out", str(out), "--no-mlflow"]) == 0
     folder = (base / "report" / "report.csv").read_text()
     assert (out / "report.csv").read_text() == folder
-    exp = run_cli(["report", "experiment:benchflow", "--out", str(res.cwd / "exp")], res.cwd)
-    assert exp.returncode == 0, exp.stderr
+    assert report(["experiment:benchflow", "--out", str(res.cwd / "exp")]) == 0
     # the experiment holds both sweeps: a later row of the same configuration wins
     text = (res.cwd / "exp" / "report.md").read_text()
     assert "replaced by later ones" in text
