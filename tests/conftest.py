@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -69,10 +70,36 @@ def benchflow_args(args: list[str]) -> list[str]:
     return args
 
 
-# Where the suite's CPU goes: with BENCHFLOW_TEST_CPU_LOG=FILE, each CLI run a test
-# waits for appends a JSON line: its arguments, wall seconds, and the CPU seconds of it
-# and every process it reaped (its jobs, zygotes, servers).
+# Where the suite's time goes: with BENCHFLOW_TEST_CPU_LOG=FILE, each CLI run a test
+# waits for appends a JSON line (its arguments, wall seconds, and the CPU seconds of it
+# and every process it reaped: its jobs, zygotes, servers), each test its start, and
+# the session its end with the test process's own CPU and all it reaped.
 CPU_LOG = os.environ.get("BENCHFLOW_TEST_CPU_LOG")
+
+
+def _log(line: dict[str, Any]) -> None:
+    if CPU_LOG:
+        with open(CPU_LOG, "a") as f:
+            f.write(json.dumps(line) + "\n")
+
+
+def pytest_runtest_logstart(nodeid: str) -> None:
+    _log({"test": nodeid, "at": time.time()})
+
+
+def pytest_sessionfinish() -> None:
+    """The test process's own CPU, and all it reaped (with BENCHFLOW_TEST_CPU_LOG)."""
+    own, reaped = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    _log(
+        {
+            "session_end": time.time(),
+            "pytest_cpu_s": round(own.ru_utime + own.ru_stime, 1),
+            "reaped_cpu_s": round(reaped.ru_utime + reaped.ru_stime, 1),
+        }
+    )
 
 
 def wait_counted(proc: subprocess.Popen[Any], args: list[str], timeout: float) -> int:
@@ -94,13 +121,9 @@ def wait_counted(proc: subprocess.Popen[Any], args: list[str], timeout: float) -
             raise subprocess.TimeoutExpired(proc.args, timeout)
         time.sleep(0.2)
     proc.returncode = os.waitstatus_to_exitcode(status)
-    line = {
-        "args": args,
-        "wall_s": round(time.monotonic() - started, 1),
-        "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
-    }
-    with open(CPU_LOG, "a") as f:
-        f.write(json.dumps(line) + "\n")
+    wall = time.monotonic() - started
+    cpu = usage.ru_utime + usage.ru_stime
+    _log({"args": args, "wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "end": time.time()})
     return proc.returncode
 
 

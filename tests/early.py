@@ -17,28 +17,32 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-_EARLY: dict[str, Callable[[Path], Any]] = {}
+_EARLY: dict[str, tuple[Callable[[Path], Any], bool]] = {}
 
 # The early sweeps (and the grid session sweep) yield the CPU to the session's critical
 # lanes: the cases sweep, one job after another, and the tests that run in order. They
 # fill the cores those leave idle; on 2 cores each would otherwise get a third of one.
+# A sweep whose times are compared with each other's is not niced: a niced job is
+# preempted whenever a lane wants its core, and its times spread.
 BACKGROUND_NICE = 10
 _thread = threading.local()
 
 
 def in_background() -> bool:
-    """True in an early sweep's thread: the CLI processes it starts run niced."""
+    """True in a niced early sweep's thread: the CLI processes it starts run niced."""
     return bool(getattr(_thread, "background", False))
 
 
-def _as_background(fn: Callable[[Path], Any], root: Path) -> Any:
-    _thread.background = True
+def _run(fn: Callable[[Path], Any], root: Path, niced: bool) -> Any:
+    _thread.background = niced
     return fn(root)
 
 
-def early(name: str) -> Callable[[Callable[[Path], Any]], Callable[[Path], Any]]:
+def early(
+    name: str, niced: bool = True
+) -> Callable[[Callable[[Path], Any]], Callable[[Path], Any]]:
     def register(fn: Callable[[Path], Any]) -> Callable[[Path], Any]:
-        _EARLY[name] = fn
+        _EARLY[name] = (fn, niced)
         return fn
 
     return register
@@ -48,10 +52,10 @@ class EarlySweeps:
     """The early sweeps of the selected modules, each running in its own thread."""
 
     def __init__(self, modules: set[str], mktemp: Callable[[str], Path]) -> None:
-        wanted = {n: fn for n, fn in _EARLY.items() if fn.__module__ in modules}
+        wanted = {n: e for n, e in _EARLY.items() if e[0].__module__ in modules}
         self._pool = ThreadPoolExecutor(max_workers=max(1, len(wanted)))
         self._futures: dict[str, Future[Any]] = {
-            n: self._pool.submit(_as_background, fn, mktemp(n)) for n, fn in wanted.items()
+            n: self._pool.submit(_run, fn, mktemp(n), niced) for n, (fn, niced) in wanted.items()
         }
 
     def result(self, name: str, timeout: float = 1200) -> Any:

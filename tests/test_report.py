@@ -235,7 +235,7 @@ SWEEP = [
 ]
 
 
-@early("report")
+@early("report", niced=False)  # the gate compares the two sweeps' times
 def _base_then_slowed(cwd: Path) -> tuple[CliResult, CliResult]:
     """A base sweep of `work`, then the same sweep with `work` 3x slower, in one store."""
     base = run_cli([*SWEEP, "model=work", "hydra.sweep.dir=multirun/base"], cwd)

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 from tests.conftest import SEARCHPATH, read_rows, run_cli, start_cli, wait_for_text
 
@@ -28,11 +28,10 @@ SWEEP = [
     "model.size=tiny",
     "dtype=float32",
     "repeat=2,3",
-    "iterations_per_run=2",
+    # ~1 s a repeat for matmul_chain (a warm-up and 3 repeats in job 2): the SIGTERM
+    # lands while job 2's forked child runs; fault_raise fails at its first step.
+    "iterations_per_run=150",
     "warmup=1",
-    # Spawned children: the SIGTERM must land while job 2 runs, and a forked job of this
-    # size is over in a fraction of a second.
-    "prefork=false",
 ]
 
 
@@ -129,20 +128,29 @@ def _mlflow_runs(cwd: Path) -> tuple[list[Any], list[Any]]:
     return active, deleted
 
 
+def _running_in(folder: Path) -> list[str]:
+    """Processes working in `folder` (a sweep's zygotes and job children do)."""
+    found = []
+    for proc in psutil.process_iter(["pid", "cwd", "cmdline"]):
+        if (proc.info["cwd"] or "").startswith(str(folder)):
+            found.append(f"{proc.info['pid']}: {' '.join(proc.info['cmdline'] or [])}")
+    return found
+
+
 def test_sigterm_then_resume_equals_an_uninterrupted_sweep(tmp_path: Path) -> None:
     cwd = tmp_path / "interrupted"
     cwd.mkdir()
     err = cwd / "stderr.log"
     proc = start_cli(SWEEP, cwd, err)
     wait_for_text(err, "[2/4] matmul_chain", proc)  # the second job's child is starting
-    time.sleep(0.5)  # inside the child's torch import (about 2 s)
+    time.sleep(1.0)  # inside its timed loop (about 4 s)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=120) == 143, err.read_text()[-3000:]
     assert "resume=true" in err.read_text()
     (sweep,) = [p for p in (cwd / "multirun").glob("*/*") if p.is_dir()]
     first = read_rows(sweep)
     assert [r["status"] for r in first] == ["ok", "interrupted"]
-    assert not subprocess.run(["pgrep", "-f", "benchflow.harness"], capture_output=True).stdout
+    assert not _running_in(cwd)  # neither the zygote nor a job's child is left
 
     # Uninterrupted, every planned job ends as its model does: matmul_chain ok, fault_raise
     # failed (in its step); plan.json holds every job, resolved, before any ran.
