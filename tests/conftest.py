@@ -200,7 +200,7 @@ CASES = [
     *("xla_lazy_cold", "xla_openxla_cold", "xla_openxla_warm"),
     *("acc_wrong_when_compiled", "acc_raises_in_eager", "acc_nondeterministic", "verify_crash"),
     "xla_timing",
-    *("recompiles_fixed", "recompiles_adaptive", "recompiles_lazy_xla"),
+    *("recompiles_fixed", "recompiles_adaptive", "recompiles_lazy_xla", "zygote_probe"),
     *("profile_graph_breaks", "profile_lazy_dlrm", "profile_off", "profile_on"),
     *("graph_breaks_openxla", "graph_breaks_lazy"),
     *("ir_openxla", "ir_eager"),

@@ -265,3 +265,25 @@ class Leaky(_Tiny):
         os.environ["BENCHFLOW_LEAK"] = "1"
         _POLLUTED = True
         return out
+
+
+class ZygoteProbe(_Tiny):
+    """Fails at build time if the preforked interpreter it was forked from has started
+    any process besides this job's child (a compile-worker pool, say): the compile
+    stack is imported there, never used. Spawned, it checks nothing."""
+
+    def build_module(self, width: int) -> nn.Module:
+        import psutil
+
+        from benchflow.runner.zygote import ENV_PRELOADED
+
+        if os.environ.get(ENV_PRELOADED):
+            me = os.getpid()
+            others = [
+                f"{p.pid}: {' '.join(p.cmdline())}"
+                for p in psutil.Process(os.getppid()).children(recursive=True)
+                if p.pid != me
+            ]
+            if others:
+                raise RuntimeError("the zygote started processes: " + "; ".join(others))
+        return super().build_module(width)
