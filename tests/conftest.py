@@ -196,7 +196,7 @@ def workdir(tmp_path: Path) -> Path:
 CASES = [
     *("fault_crash", "fault_segfault", "fault_raise", "fault_raise_on_load", "fault_oom"),
     *("fault_hang", "good"),
-    *("leaky_1", "leaky_2", "spawned"),
+    *("leaky_control", "leaky_1", "leaky_2", "spawned"),
     *("xla_lazy_cold", "xla_openxla_cold", "xla_openxla_warm"),
     *("acc_wrong_when_compiled", "acc_raises_in_eager", "acc_nondeterministic", "verify_crash"),
     "xla_timing",

@@ -4,8 +4,6 @@ from one job to the next, and a crash or a timeout still ends only its own job."
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -23,22 +21,19 @@ def left_behind(tmp_path: Path) -> list[int]:
     ]
 
 
-def test_leaky_model_detects_shared_state() -> None:
-    """The control: two Leaky jobs in one process do see each other's state."""
-    code = (
-        "from tests.models.faults import Leaky\n"
-        "Leaky('eval', size='tiny').eval()\n"
-        "Leaky('eval', size='tiny')\n"
-    )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert proc.returncode != 0
-    assert "state leaked from an earlier job: default dtype torch.float64" in proc.stderr
-    assert "environment variable BENCHFLOW_LEAK, module global _POLLUTED" in proc.stderr
-    assert "frame(s) in dynamo's cache" in proc.stderr
+def test_leaky_model_detects_shared_state(cases_sweep: SessionSweep) -> None:
+    """The control: two Leaky models in one job's process do see each other's state."""
+    row = cases_sweep.case("leaky_control")
+    assert row["status"] == "failed" and row["timing"]["launch"] == "fork"
+    error = row["error"]
+    assert "state leaked from an earlier job: default dtype torch.float64" in error
+    assert "environment variable BENCHFLOW_LEAK, module global _POLLUTED" in error
+    assert "frame(s) in dynamo's cache" in error
 
 
 def test_forked_jobs_share_no_state(cases_sweep: SessionSweep) -> None:
-    # The second would fail at build time if it saw what the first left behind.
+    # Each would fail at build time if it saw what the job before it left behind (the
+    # control, just before them, leaves it all).
     rows = [cases_sweep.case(f"leaky_{n}") for n in (1, 2)]
     assert [r["status"] for r in rows] == ["ok", "ok"], [r["error"] for r in rows]
     assert {r["timing"]["launch"] for r in rows} == {"fork"}

@@ -267,6 +267,15 @@ class Leaky(_Tiny):
         return out
 
 
+class LeakyTwice(Leaky):
+    """The control for Leaky: one job that runs a Leaky step and then builds a Leaky
+    again in the same process; that second build must fail, naming every leak."""
+
+    def build_module(self, width: int) -> nn.Module:
+        Leaky("eval", size="tiny").eval()  # leaves its state in this process
+        return super().build_module(width)  # sees it: raises
+
+
 class ZygoteProbe(_Tiny):
     """Fails at build time if the preforked interpreter it was forked from has started
     any process besides this job's child (a compile-worker pool, say): the compile
