@@ -24,16 +24,15 @@ from benchflow.results.row import ResultRow
 SWEEP = [
     "-m",
     SEARCHPATH,
-    "model=matmul_chain,fault_raise",
+    # The SIGTERM must land while job 2 runs: sleepy's steps sleep 0.25 s, so its jobs
+    # take 1.5 s and 2 s (a warm-up and 2 or 3 repeats of 2) on any machine and under
+    # any load; fault_raise fails at its first step.
+    "model=sleepy,fault_raise",
     "model.size=tiny",
     "dtype=float32",
     "repeat=2,3",
     "iterations_per_run=2",
     "warmup=1",
-    # Spawned children: the SIGTERM must land while job 2 runs, and a forked job of this
-    # size is over in a fraction of a second (a spawned one imports torch first, 2-5 s,
-    # on any machine).
-    "prefork=false",
 ]
 
 
@@ -144,8 +143,8 @@ def test_sigterm_then_resume_equals_an_uninterrupted_sweep(tmp_path: Path) -> No
     cwd.mkdir()
     err = cwd / "stderr.log"
     proc = start_cli(SWEEP, cwd, err)
-    wait_for_text(err, "[2/4] matmul_chain", proc)  # the second job's child is starting
-    time.sleep(0.5)  # inside the child's torch import
+    wait_for_text(err, "[2/4] sleepy", proc)  # the second job's child is starting
+    time.sleep(0.5)  # inside its steps
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=120) == 143, err.read_text()[-3000:]
     assert "resume=true" in err.read_text()
@@ -154,11 +153,11 @@ def test_sigterm_then_resume_equals_an_uninterrupted_sweep(tmp_path: Path) -> No
     assert [r["status"] for r in first] == ["ok", "interrupted"]
     assert not _running_in(cwd)  # no job's child (nor a zygote) is left
 
-    # Uninterrupted, every planned job ends as its model does: matmul_chain ok, fault_raise
+    # Uninterrupted, every planned job ends as its model does: sleepy ok, fault_raise
     # failed (in its step); plan.json holds every job, resolved, before any ran.
     plan = json.loads((sweep / "plan.json").read_text())
     expected = {
-        Job.from_dict(j).fingerprint: "ok" if "model=matmul_chain" in j["overrides"] else "failed"
+        Job.from_dict(j).fingerprint: "ok" if "model=sleepy" in j["overrides"] else "failed"
         for j in plan["jobs"]
     }
     assert sorted(expected.values()) == ["failed", "failed", "ok", "ok"]

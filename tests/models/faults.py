@@ -48,6 +48,15 @@ class Hang(_Tiny):
             time.sleep(1)
 
 
+class Sleepy(_Tiny):
+    """A step that takes 0.25 s of sleep (no CPU): a job whose length is the same on any
+    machine and under any load, for tests that signal a sweep while a job runs."""
+
+    def eval(self) -> Any:
+        time.sleep(0.25)
+        return self.model(*self.example_inputs)
+
+
 class Segfault(_Tiny):
     """Dereferences address 0 through ctypes on the first step (SIGSEGV)."""
 
