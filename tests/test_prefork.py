@@ -92,9 +92,9 @@ def test_compiled_jobs_fork_from_a_zygote_that_imported_the_compile_stack(
 
 
 def test_the_compile_stack_zygote_starts_nothing(cases_sweep: SessionSweep) -> None:
-    """Imported, never used: after Inductor jobs compiled in their own children, a job
-    forked from the same zygote finds no other process of it (no compile-worker pool;
-    Inductor starts its workers at its first compile, in a job's child)."""
+    """Imported, never used: after compiled jobs (aot_eager) ran in their own children,
+    a job forked from the same zygote finds no other process of it (no compile-worker
+    pool: Inductor starts its workers at its first compile, in a job's child)."""
     row = cases_sweep.case("zygote_probe")
     assert row["status"] == "ok", row["error"]
     assert row["timing"]["launch"] == "fork"

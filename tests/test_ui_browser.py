@@ -203,11 +203,7 @@ def test_experiment_page_shows_child_runs_and_a_metric(
     poll = WebDriverWait(browser, 60, ignored_exceptions=[StaleElementReferenceException])
     for run in timed:
         name, expected = run.info.run_name, as_browser_prints(run.data.metrics[METRIC])
-        cell = (
-            By.XPATH,
-            f"//*[@role='row'][@row-id='{run.info.run_id}']"
-            f"//*[@role='gridcell'][@col-id='{column}']",
-        )
+        cell = (By.XPATH, _run_row(run)[1] + f"//*[@role='gridcell'][@col-id='{column}']")
 
         def shows(driver: Any, cell: tuple[str, str] = cell, expected: str = expected) -> bool:
             return bool(driver.find_element(*cell).text.strip() == expected)

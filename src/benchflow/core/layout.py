@@ -26,8 +26,8 @@ def _stamp(path: Path) -> tuple[int, int, int] | None:
     return (st.st_ino, st.st_mtime_ns, st.st_size)
 
 
-def _remember(path: Path, plan: Plan) -> None:
-    _PLANS[path.resolve()] = (_stamp(path), plan)
+def _remember(path: Path, stamp: tuple[int, int, int] | None, plan: Plan) -> None:
+    _PLANS[path.resolve()] = (stamp, plan)
 
 
 def _read_text(path: Path) -> str | None:
@@ -127,13 +127,14 @@ class SweepDir:
 
     def write_plan(self, plan: Plan) -> None:
         write_json_atomic(self.plan, plan.to_dict())
-        _remember(self.plan, plan)
+        _remember(self.plan, _stamp(self.plan), plan)
 
     def read_plan(self) -> Plan | None:
         """plan.json; read from disk once per process while the file stays the same
         (each job of a sweep reads it: the parse must not grow with the sweep)."""
+        stamp = _stamp(self.plan)  # before reading: a later rewrite is never taken as this
         known = _PLANS.get(self.plan.resolve())
-        if known is not None and known[0] == _stamp(self.plan):
+        if known is not None and known[0] == stamp:
             return known[1]
         try:
             data = json.loads(self.plan.read_text())
@@ -142,7 +143,7 @@ class SweepDir:
         if not isinstance(data, dict):
             return None
         plan = Plan.from_dict(data)
-        _remember(self.plan, plan)
+        _remember(self.plan, stamp, plan)
         return plan
 
     def parent_run_id(self) -> str | None:
