@@ -1,5 +1,5 @@
 """The report: HUD-style summaries, output files, MLflow sources and logging, and the
-regression gate, on hand-made rows and on real sweeps (a planted 3x slowdown)."""
+regression gate, on hand-made rows and on real sweeps (a planted 10x slowdown)."""
 
 from __future__ import annotations
 
@@ -237,7 +237,7 @@ SWEEP = [
 
 @early("report", niced=False)  # the gate compares the two sweeps' times
 def _base_then_slowed(cwd: Path) -> tuple[CliResult, CliResult]:
-    """A base sweep of `work`, then the same sweep with `work` 3x slower, in one store."""
+    """A base sweep of `work`, then the same sweep with `work` 10x slower, in one store."""
     base = run_cli([*SWEEP, "model=work", "hydra.sweep.dir=multirun/base"], cwd)
     if base.returncode != 0:
         return base, base
@@ -312,11 +312,12 @@ def test_planted_slowdown_fails_the_gate(sweeps: tuple[CliResult, Path, Path]) -
     _, base, slowed = sweeps
     res = run_cli(["report", str(slowed), "--compare", str(base), "--no-mlflow"], base.parent)
     assert res.returncode == 1, res.stdout + res.stderr
-    assert "regression(s)" in res.stderr and "work/eager (regressed)" in res.stderr
-    changes = {c["config"]: c for c in csv.DictReader((slowed / "compare" / "compare.csv").open())}
+    table = (slowed / "compare" / "compare.csv").read_text()
+    assert "regression(s)" in res.stderr and "work/eager (regressed)" in res.stderr, table
+    changes = {c["config"]: c for c in csv.DictReader(table.splitlines())}
     assert changes["eager"]["verdict"] == "regressed"
-    # 3x the matmuls; a busy host (the session sweeps run beside this) narrows the gap
-    assert float(changes["eager"]["ratio"]) > 1.5
+    # 10x the matmuls; a busy host (the session sweeps run beside this) narrows the gap
+    assert float(changes["eager"]["ratio"]) > 3, table
     assert "regressed" in (slowed / "compare" / "report.md").read_text()
 
 

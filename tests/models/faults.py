@@ -113,14 +113,18 @@ class MatmulChain(BenchModel):
 
 
 class SlowedMatmulChain(MatmulChain):
-    """MatmulChain with three times the work per step: a planted regression.
+    """MatmulChain with ten times the work per step: a planted regression.
+
+    Ten times, so that a busy host (the suite's other sweeps run beside the gate's)
+    cannot make the two sweeps' spreads overlap: at three times, one CI run saw
+    eager's repeats overlap and the gate say "slower, within noise", as it should.
 
     Its config (tests/conf/model/work_slowed.yaml) gives it the same model name
     as MatmulChain's (work.yaml), as a slower commit of the same model would.
     """
 
     def build_module(self, n: int) -> nn.Module:
-        return nn.Sequential(*[nn.Linear(n, n, bias=False) for _ in range(24)])
+        return nn.Sequential(*[nn.Linear(n, n, bias=False) for _ in range(80)])
 
 
 class _AccuracyProbe(_Tiny):
