@@ -9,12 +9,15 @@ browser prints the value MLflow stored. Rows and columns are found by their text
 kept at test-artifacts/mlflow_ui_experiment.png, after a failure too.
 
 Needs /usr/bin/chromium and /usr/bin/chromedriver (`make browser`, which `make test`
-runs, installs them with apt); without them the test is skipped, loudly.
+runs, installs them with apt); without them the browser test is skipped, loudly.
+Then a SIGTERM to that `benchflow ui` process alone must end every MLflow process it
+started (two server workers): the same server, so the suite starts one UI, not two.
 """
 
 from __future__ import annotations
 
 import re
+import signal
 import sys
 from collections.abc import Iterator
 from decimal import Decimal
@@ -23,6 +26,7 @@ from typing import Any
 
 import pytest
 from tests.conftest import REPO, CliResult, ServerProcess, SessionSweep, free_port
+from tests.test_ui_cli import signal_ends_every_mlflow_process
 
 # Debian's browser and its matching driver (`apt-get install chromium chromium-driver`).
 CHROMIUM = Path("/usr/bin/chromium")
@@ -42,25 +46,16 @@ def _missing() -> str | None:
     return None
 
 
-if (missing := _missing()) is not None:
-    pytest.skip(
-        f"\n{'!' * 78}\nMLFLOW UI BROWSER TEST SKIPPED: {missing} is missing. Install Debian's "
-        "chromium and its driver with `make browser` (as root: apt-get install chromium "
-        f"chromium-driver).\n{'!' * 78}",
-        allow_module_level=True,
-    )
-
-from selenium import webdriver  # noqa: E402
-from selenium.common.exceptions import (  # noqa: E402
-    StaleElementReferenceException,
-    TimeoutException,
-)
-from selenium.webdriver.chrome.options import Options  # noqa: E402
-from selenium.webdriver.chrome.service import Service  # noqa: E402
-from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.common.keys import Keys  # noqa: E402
-from selenium.webdriver.support import expected_conditions as ec  # noqa: E402
-from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+MISSING = _missing()
+if MISSING is None:
+    from selenium import webdriver
+    from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
 
 
 @pytest.fixture(scope="module")
@@ -72,9 +67,10 @@ def sweep(grid_sweep: SessionSweep) -> CliResult:
 
 @pytest.fixture(scope="module")
 def ui(sweep: CliResult) -> Iterator[ServerProcess]:
-    """`python -m benchflow ui` over the sweep's default store, on a free port."""
+    """`python -m benchflow ui` over the sweep's default store, on a free port, with two
+    server workers (the last test here stops it with a signal)."""
     port = free_port()
-    cmd = [sys.executable, "-m", "benchflow", "ui", "--port", str(port)]
+    cmd = [sys.executable, "-m", "benchflow", "ui", "--port", str(port), "--workers", "2"]
     server = ServerProcess(cmd, port, sweep.cwd / "ui.log", cwd=sweep.cwd)
     server.start()
     yield server
@@ -83,6 +79,12 @@ def ui(sweep: CliResult) -> Iterator[ServerProcess]:
 
 @pytest.fixture
 def browser(capsys: pytest.CaptureFixture[str]) -> Iterator[Any]:
+    if MISSING is not None:
+        pytest.skip(
+            f"\n{'!' * 78}\nMLFLOW UI BROWSER TEST SKIPPED: {MISSING} is missing. Install "
+            "Debian's chromium and its driver with `make browser` (as root: apt-get install "
+            f"chromium chromium-driver).\n{'!' * 78}"
+        )
     SCREENSHOT.unlink(missing_ok=True)  # never mistake an old screenshot for this run's
     options = Options()
     options.binary_location = str(CHROMIUM)
@@ -213,3 +215,9 @@ def test_experiment_page_shows_child_runs_and_a_metric(
         except TimeoutException:
             shown = [e.text for e in browser.find_elements(*cell)]
             pytest.fail(f"{name}: {METRIC} is {expected} in MLflow, the page shows {shown}")
+
+
+def test_a_sigterm_to_benchflow_ui_alone_ends_every_mlflow_process(ui: ServerProcess) -> None:
+    """After the browser (or with no browser installed), the UI it used is stopped as
+    `kill PID` or a scheduler would: test_ui_cli.py says what must hold."""
+    signal_ends_every_mlflow_process(ui, signal.SIGTERM, 143)

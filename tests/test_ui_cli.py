@@ -1,6 +1,7 @@
 """`python -m benchflow ui`: its arguments, the `mlflow ui` command it runs, the links it
-prints, and a stop that leaves no MLflow process behind (the browser test,
-test_ui_browser.py, opens the UI itself)."""
+prints, and a stop that leaves no MLflow process behind. The browser test
+(test_ui_browser.py) starts the real UI, opens it, then stops it with SIGTERM through
+`signal_ends_every_mlflow_process` here; SIGINT has a UI of its own (full suite)."""
 
 from __future__ import annotations
 
@@ -112,19 +113,38 @@ def _gone(procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:
         time.sleep(0.2)
 
 
-@pytest.mark.parametrize(
-    ("sig", "code"),
-    [
-        pytest.param(signal.SIGTERM, 143, id="SIGTERM"),
-        pytest.param(signal.SIGINT, 130, id="SIGINT", marks=pytest.mark.full),
-    ],
-)
-def test_a_signal_to_benchflow_ui_alone_ends_every_mlflow_process(
-    sig: signal.Signals, code: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def signal_ends_every_mlflow_process(server: ServerProcess, sig: int, code: int) -> None:
+    """`server` is a started `benchflow ui` with two server workers. The signal goes to
+    the `benchflow ui` process only (as `kill PID` or a scheduler sends it), and every
+    process of the tree it had once the UI answered must end, with the shell's code
+    for that signal."""
+    assert server.proc is not None
+    benchflow = psutil.Process(server.proc.pid)
+    tree = [benchflow, *benchflow.children(recursive=True)]
+    try:
+        (mlflow,) = benchflow.children()
+        assert mlflow.cmdline()[1:3] == [str(Path(sys.executable).parent / "mlflow"), "ui"]
+        assert mlflow.environ()["MLFLOW_SERVER_ENABLE_JOB_EXECUTION"] == "false"
+        # mlflow, uvicorn and its two workers at least, in a session of their own
+        assert len(tree) >= 5, [p.cmdline()[:4] for p in tree]
+        assert {os.getsid(p.pid) for p in tree[1:]} == {mlflow.pid}
+        assert f"MLflow UI at {server.url} over " in server.log.read_text()
+
+        server.proc.send_signal(sig)
+        assert server.proc.wait(timeout=60) == code
+        left = _gone(tree, timeout=10)
+        assert not left, [(p.pid, p.cmdline()[:4]) for p in left]
+        assert "Traceback" not in server.log.read_text()  # a clean stop, SIGINT too
+    finally:
+        for p in _gone(tree, timeout=0):
+            p.kill()
+
+
+# SIGTERM is checked in the default suite on the browser test's UI (test_ui_browser.py).
+@pytest.mark.full
+def test_a_sigint_to_benchflow_ui_alone_ends_every_mlflow_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The real UI with two server workers; the signal goes to the `benchflow ui`
-    process only (as `kill PID` or a scheduler sends it), and every process of the tree
-    it had once the UI answered must end, with the shell's code for that signal."""
     from mlflow.tracking import MlflowClient
 
     store = f"sqlite:///{tmp_path / 'mlflow.db'}"
@@ -136,25 +156,9 @@ def test_a_signal_to_benchflow_ui_alone_ends_every_mlflow_process(
     cmd = [sys.executable, "-m", "benchflow", "ui", "--port", str(port), "--tracking-uri", store]
     server = ServerProcess([*cmd, "--workers", "2"], port, tmp_path / "ui.log", cwd=tmp_path)
     server.start()
-    assert server.proc is not None
-    benchflow = psutil.Process(server.proc.pid)
-    tree = [benchflow, *benchflow.children(recursive=True)]
     try:
-        (mlflow,) = benchflow.children()
-        assert mlflow.cmdline()[1:3] == [str(Path(sys.executable).parent / "mlflow"), "ui"]
-        assert mlflow.environ()["MLFLOW_SERVER_ENABLE_JOB_EXECUTION"] == "false"
-        # mlflow, uvicorn and its two workers at least, in a session of their own
-        assert len(tree) >= 5, [p.cmdline()[:4] for p in tree]
-        assert {os.getsid(p.pid) for p in tree[1:]} == {mlflow.pid}
         log = server.log.read_text()
-        assert f"MLflow UI at {server.url} over {store}" in log
         assert f"runs of experiment benchflow: {server.url}/#/experiments/{exp_id}" in log
-
-        server.proc.send_signal(sig)
-        assert server.proc.wait(timeout=60) == code
-        left = _gone(tree, timeout=10)
-        assert not left, [(p.pid, p.cmdline()[:4]) for p in left]
-        assert "Traceback" not in server.log.read_text()  # a clean stop, SIGINT too
+        signal_ends_every_mlflow_process(server, signal.SIGINT, 130)
     finally:
-        for p in _gone(tree, timeout=0):
-            p.kill()
+        server.stop(signal.SIGKILL)

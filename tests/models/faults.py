@@ -248,7 +248,9 @@ class Leaky(_Tiny):
     process; then, in its step, leaves some: a default dtype, an environment
     variable, a module global, a compiled function in dynamo's cache. A second job
     of it fails at build time if jobs share anything (the preforked interpreter's
-    isolation test)."""
+    isolation test). Its cases compile it (aot_eager), so its jobs fork from the
+    zygote that imported the compile stack: the dynamo check also shows that the
+    zygote compiled nothing, and costs no import of dynamo in the job."""
 
     def build_module(self, width: int) -> nn.Module:
         import torch
