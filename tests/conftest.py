@@ -20,7 +20,7 @@ from typing import IO, Any
 import pytest
 from tests.early import BACKGROUND_NICE, EarlySweeps, early, in_background
 
-__all__ = ["EarlySweeps", "early"]  # for the test modules that have early sweeps
+__all__ = ["EarlySweeps", "early", "in_background"]  # for the modules with early sweeps
 
 REPO = Path(__file__).resolve().parents[1]
 TEST_CONF = Path(__file__).resolve().parent / "conf"
@@ -164,7 +164,7 @@ def interruptible() -> None:
 def start_cli(args: list[str], cwd: Path, stderr_log: Path) -> subprocess.Popen[bytes]:
     """`python -m benchflow ARGS` in the background, stderr to a file to watch."""
     return subprocess.Popen(
-        cli_command(args),
+        cli_command(args, in_background()),
         cwd=cwd,
         stdout=subprocess.DEVNULL,
         stderr=stderr_log.open("w"),

@@ -18,21 +18,28 @@ class Case:
     kind: str
     args: tuple[str, ...]
     says: tuple[str, ...]  # the key, the bad value and (part of) what is allowed
+    code: int = 2  # benchflow's own check; 1: Hydra's (its composition failed)
     gpu_less: bool = False  # only bad on a machine with no visible NVIDIA GPU
 
 
 CASES = [
-    Case("unknown model", ("model=nope",), ("model", "nope", "llama", "dlrm")),
-    Case("unknown backend", ("dynamo=tvm",), ("dynamo", "tvm", "inductor", "openxla")),
-    Case("unknown experiment", ("-m", "experiment=nope"), ("experiment", "nope", "headline")),
+    Case("unknown model", ("model=nope",), ("model", "nope", "llama", "dlrm"), 1),
+    Case(
+        "unknown model in a sweep",
+        ("-m", "model=llama,nope"),
+        ("model", "nope", "llama", "dlrm"),
+        1,
+    ),
+    Case("unknown backend", ("dynamo=tvm",), ("dynamo", "tvm", "inductor", "openxla"), 1),
+    Case("unknown experiment", ("-m", "experiment=nope"), ("experiment", "nope", "headline"), 1),
     Case("unknown key", ("repeats=3",), ("repeats", "allowed keys", "repeat,")),
     Case(
         "unknown nested key",
         ("model.sizee=tiny",),
         ("model.sizee", "allowed keys of model", "size"),
     ),
-    Case("wrong type (int)", ("repeat=abc",), ("repeat", "abc", "Integer")),
-    Case("wrong type (bool)", ("verify=maybe",), ("verify", "maybe", "bool")),
+    Case("wrong type (int)", ("repeat=abc",), ("repeat", "abc", "Integer"), 1),
+    Case("wrong type (bool)", ("verify=maybe",), ("verify", "maybe", "bool"), 1),
     Case("out of range: repeat", ("repeat=0",), ("repeat=0", ">= 1")),
     Case("out of range: warmup", ("warmup=-1",), ("warmup=-1", ">= 0")),
     Case("out of range: timeout", ("timeout_s=-5",), ("timeout_s=-5", "> 0")),
@@ -46,7 +53,11 @@ CASES = [
     ),
     Case("bad choice: dtype", ("dtype=fp8",), ("dtype=", "fp8", "bfloat16")),
     Case("bad choice: retry", ("-m", "retry=sometimes"), ("retry=", "sometimes", "failed")),
-    Case("bad value in a sweep", ("-m", "repeat=3,0"), ("job 1", "repeat=0", ">= 1")),
+    Case(
+        "bad value in a sweep",
+        ("-m", "repeat=3,0"),
+        ("nothing was run", "job 1", "repeat=0", ">= 1"),
+    ),
     Case(
         "conflict: backend vs device",
         ("dynamo=inductor", "xla=PJRT"),
@@ -115,7 +126,7 @@ def test_bad_input_stops_before_any_work(
         pytest.skip("this machine has a GPU: accelerator=cuda is good input here")
     res, cwd = outcomes[case.kind]
     out = res.stdout + res.stderr
-    assert res.returncode != 0, out[-2000:]
+    assert res.returncode == case.code, out[-2000:]
     for part in case.says:
         assert part in out, f"{case.kind}: {part!r} not in:\n{out[-2000:]}"
     # nothing ran: no results, no job process output, no tracking store
@@ -127,7 +138,8 @@ def test_bad_input_stops_before_any_work(
 def test_the_readme_table_lists_every_case() -> None:
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     for case in CASES:
-        assert f"| {case.kind} |" in readme, case.kind
+        (row,) = [line for line in readme.splitlines() if line.startswith(f"| {case.kind} |")]
+        assert f" | {case.code} | " in row, (case.kind, row)  # the exit code it gives
 
 
 def test_a_launcher_that_is_not_installed_says_how_to_get_it(

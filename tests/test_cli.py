@@ -1,25 +1,34 @@
-"""The CLI's edges: bad input exits non-zero before any work; --help stays light."""
+"""The CLI's edges: --help stays light, fail_fast, and Ctrl-C (bad input exits non-zero
+before any work: test_bad_input.py, one case per kind)."""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
+import psutil
 from tests.conftest import (
     REPO,
     SEARCHPATH,
+    EarlySweeps,
     SessionSweep,
-    benchflow_args,
+    cli_command,
+    early,
+    in_background,
     interruptible,
-    run_cli,
 )
 
 HEAVY = ("torch", "torch_xla", "mlflow")
 
 
-def _imported_top_level(args: list[str], cwd: Path) -> set[str]:
+def _imported_top_level(args: list[str], cwd: Path) -> tuple[set[str], str]:
+    """The top-level modules `python -m benchflow ARGS` imported, and what it printed."""
     proc = subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "benchflow", *args],
         cwd=cwd,
@@ -33,58 +42,20 @@ def _imported_top_level(args: list[str], cwd: Path) -> set[str]:
         if line.startswith("import time:") and "|" in line:
             name = line.rsplit("|", 1)[1].strip()
             mods.add(name.split(".")[0])
-    return mods
+    return mods, proc.stdout
 
 
 def test_help_and_cfg_job_do_not_import_heavy_modules(workdir: Path) -> None:
+    """--help explains, and is fast because light: it imports no heavy module (a
+    wall-clock bound would measure the other tests' load, not the CLI)."""
     for args in (["--help"], ["--cfg", "job"], ["model=dlrm", "dynamo=openxla", "--cfg", "job"]):
-        mods = _imported_top_level(args, workdir)
+        mods, out = _imported_top_level(args, workdir)
         assert "hydra" in mods  # the measurement works
         assert not (set(HEAVY) & mods), f"{args} imported {set(HEAVY) & mods}"
-
-
-def test_help_explains(workdir: Path) -> None:
-    # Fast because light: the test above checks that --help imports no heavy module (a
-    # wall-clock bound would measure the other tests' load, not the CLI).
-    res = run_cli(["--help"], workdir)
-    assert res.returncode == 0
-    for text in (
-        "dynamo: ",
-        "openxla",
-        "model: bert, dlrm, llama, resnet",
-        "timeout_s",
-        "Examples",
-    ):
-        assert text in res.stdout
-
-
-def test_unknown_model_lists_choices_and_runs_nothing(workdir: Path) -> None:
-    res = run_cli(["-m", "model=llama,nope"], workdir)
-    assert res.returncode != 0
-    err = res.stderr
-    assert "nope" in err and "llama" in err and "dlrm" in err
-    assert not list(workdir.glob("multirun/*/*/0/result.json")), "a job ran before the error"
-
-
-def test_single_run_invalid_combination_exits_2_naming_both_keys(workdir: Path) -> None:
-    res = run_cli(["dynamo=inductor", "xla=PJRT"], workdir)
-    assert res.returncode == 2
-    assert "dynamo=inductor" in res.stderr and "xla=PJRT" in res.stderr
-    assert not (workdir / "mlflow.db").exists()
-
-
-def test_bad_value_anywhere_in_a_sweep_stops_it_before_any_job(workdir: Path) -> None:
-    res = run_cli(["-m", "model=llama,dlrm", "repeat=3,0"], workdir)
-    assert res.returncode == 2
-    assert "repeat=0" in res.stderr and ">= 1" in res.stderr
-    assert "nothing was run" in res.stderr
-    assert not list(workdir.glob("multirun/*/*/*/result.json"))
-
-
-def test_wrong_type_names_key_and_value(workdir: Path) -> None:
-    res = run_cli(["repeat=abc"], workdir)
-    assert res.returncode != 0
-    assert "repeat" in res.stderr and "abc" in res.stderr
+        if args == ["--help"]:
+            for text in ("dynamo: ", "openxla", "model: bert, dlrm, llama, resnet", "timeout_s"):
+                assert text in out, text
+            assert "Examples" in out
 
 
 def test_fail_fast_records_the_rest_as_skipped(cases_sweep: SessionSweep) -> None:
@@ -102,42 +73,44 @@ def test_readme_documents_the_two_commands() -> None:
     assert "make run" in readme and "make test" in readme
 
 
-def test_ctrl_c_marks_the_running_job_interrupted_and_keeps_earlier_rows(workdir: Path) -> None:
-    import json
-    import os
-    import signal
-
-    import psutil
-
+@early("ctrl_c")
+def _interrupted_by_ctrl_c(root: Path) -> dict[str, Any]:
+    """A sweep SIGINTed (Ctrl-C) while its second job (a hang) runs: what it left."""
     args = ["-m", SEARCHPATH, "model=fault_raise,fault_hang,matmul_chain"]
     proc = subprocess.Popen(
-        [
-            *(sys.executable, "-m", "benchflow"),
-            *benchflow_args([*args, "mlflow.enabled=false", "timeout_s=300"]),
-        ],
-        cwd=workdir,
+        cli_command([*args, "mlflow.enabled=false", "timeout_s=300"], in_background()),
+        cwd=root,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         preexec_fn=interruptible,
     )
     # Wait until the hang job's child is running (its job.json exists), then interrupt.
-    deadline = time.monotonic() + 120
-    while not list(workdir.glob("multirun/*/*/1/job.json")):
-        assert time.monotonic() < deadline and proc.poll() is None, "the sweep did not reach job 1"
+    deadline = time.monotonic() + 300
+    while not list(root.glob("multirun/*/*/1/job.json")):
+        if time.monotonic() > deadline or proc.poll() is not None:
+            proc.kill()
+            return {"code": None, "err": "the sweep did not reach job 1: " + proc.communicate()[1]}
         time.sleep(0.2)
     time.sleep(3)
     os.kill(proc.pid, signal.SIGINT)
     _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err[-2000:]
-    (results,) = workdir.glob("multirun/*/*/results.jsonl")
-    rows = [json.loads(line) for line in results.read_text().splitlines()]
-    assert [r["status"] for r in rows] == ["failed", "interrupted"]  # job 2 never started
     time.sleep(0.5)
     leftovers = [
         p.pid
         for p in psutil.process_iter(["cmdline"])
         if "benchflow.harness" in " ".join(p.info["cmdline"] or [])
-        and str(workdir) in " ".join(p.info["cmdline"] or [])
+        and str(root) in " ".join(p.info["cmdline"] or [])
     ]
-    assert leftovers == []
+    results = list(root.glob("multirun/*/*/results.jsonl"))
+    rows = [json.loads(line) for r in results for line in r.read_text().splitlines()]
+    return {"code": proc.returncode, "err": err, "rows": rows, "leftovers": leftovers}
+
+
+def test_ctrl_c_marks_the_running_job_interrupted_and_keeps_earlier_rows(
+    early_sweeps: EarlySweeps,
+) -> None:
+    got = early_sweeps.result("ctrl_c")
+    assert got["code"] == 130, got["err"][-2000:]
+    assert [r["status"] for r in got["rows"]] == ["failed", "interrupted"]  # job 2 never started
+    assert got["leftovers"] == []

@@ -6,9 +6,18 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import psutil
-from tests.conftest import SEARCHPATH, SessionSweep, read_rows, start_cli, wait_for_text
+from tests.conftest import (
+    SEARCHPATH,
+    EarlySweeps,
+    SessionSweep,
+    early,
+    read_rows,
+    start_cli,
+    wait_for_text,
+)
 
 
 def left_behind(tmp_path: Path) -> list[int]:
@@ -102,11 +111,10 @@ def test_the_compile_stack_zygote_starts_nothing(cases_sweep: SessionSweep) -> N
     assert cases_sweep.case("recompiles_fixed")["job"]["num"] < row["job"]["num"]
 
 
-def test_a_dead_zygote_ends_only_the_running_job(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    """The zygote SIGKILLed while a job runs (as the OOM killer might): that job is
-    `crashed`, naming the zygote, no process of it is left, and the next job runs
-    forked from a new zygote."""
-    log = tmp_path / "stderr.log"
+@early("dead_zygote")
+def _zygote_killed_under_a_job(root: Path) -> dict[str, Any]:
+    """The zygote SIGKILLed while a job (a hang) runs: what the sweep did and left."""
+    log = root / "stderr.log"
     proc = start_cli(
         [
             "-m",
@@ -120,22 +128,42 @@ def test_a_dead_zygote_ends_only_the_running_job(tmp_path) -> None:  # type: ign
             "timeout_s=60",
             "mlflow.enabled=false",
         ],
-        tmp_path,
+        root,
         log,
     )
-    wait_for_text(log, "[1/2] fault_hang", proc)
-    time.sleep(2)  # the hang's step (and its grandchild) is running
-    (zygote,) = [
-        p
-        for p in psutil.Process(proc.pid).children()
-        if "benchflow.runner.zygote" in " ".join(p.cmdline())
-    ]
-    zygote.kill()
-    assert proc.wait(timeout=120) == 0, log.read_text()[-3000:]
-    rows = read_rows(next(tmp_path.glob("multirun/*/*")))
+    try:
+        wait_for_text(log, "[1/2] fault_hang", proc)
+        time.sleep(2)  # the hang's step (and its grandchild) is running
+        zygotes = [
+            p
+            for p in psutil.Process(proc.pid).children()
+            if "benchflow.runner.zygote" in " ".join(p.cmdline())
+        ]
+        for zygote in zygotes:
+            zygote.kill()
+        code = proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    sweeps = list(root.glob("multirun/*/*"))
+    return {
+        "zygotes": len(zygotes),
+        "code": code,
+        "log": log.read_text(),
+        "rows": read_rows(sweeps[0]) if sweeps else [],
+        "left": left_behind(root),
+    }
+
+
+def test_a_dead_zygote_ends_only_the_running_job(early_sweeps: EarlySweeps) -> None:
+    """The zygote SIGKILLed while a job runs (as the OOM killer might): that job is
+    `crashed`, naming the zygote, no process of it is left, and the next job runs
+    forked from a new zygote."""
+    got = early_sweeps.result("dead_zygote")
+    assert got["zygotes"] == 1 and got["code"] == 0, got["log"][-3000:]
+    rows = got["rows"]
     assert [r["status"] for r in rows] == ["crashed", "ok"]
     assert "preforked interpreter" in rows[0]["error"]
     assert rows[1]["timing"]["launch"] == "fork"
     assert rows[0]["job"]["wall_time_s"] < 30  # not left to run into timeout_s
-    left = left_behind(tmp_path)
-    assert not left, left
+    assert not got["left"], got["left"]

@@ -12,7 +12,15 @@ from typing import Any
 
 import psutil
 import pytest
-from tests.conftest import SEARCHPATH, read_rows, run_cli, start_cli, wait_for_text
+from tests.conftest import (
+    SEARCHPATH,
+    EarlySweeps,
+    early,
+    read_rows,
+    run_cli,
+    start_cli,
+    wait_for_text,
+)
 
 from benchflow.config.schema import BenchConfig, IrConfig, ModelConfig, ProfileConfig
 from benchflow.core.job import Job, fingerprint
@@ -138,20 +146,40 @@ def _running_in(folder: Path) -> list[str]:
     return found
 
 
-def test_sigterm_then_resume_equals_an_uninterrupted_sweep(tmp_path: Path) -> None:
-    cwd = tmp_path / "interrupted"
+@early("sigterm_resume", niced=False)  # the SIGTERM must land inside job 2's steps
+def _sigterm_then_resume(root: Path) -> dict[str, Any]:
+    """A sweep SIGTERMed while its second job runs, then the same command with
+    resume=true: what each left."""
+    cwd = root / "interrupted"
     cwd.mkdir()
     err = cwd / "stderr.log"
     proc = start_cli(SWEEP, cwd, err)
-    wait_for_text(err, "[2/4] sleepy", proc)  # the second job's child is starting
-    time.sleep(0.5)  # inside its steps
-    proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=120) == 143, err.read_text()[-3000:]
-    assert "resume=true" in err.read_text()
-    (sweep,) = [p for p in (cwd / "multirun").glob("*/*") if p.is_dir()]
-    first = read_rows(sweep)
-    assert [r["status"] for r in first] == ["ok", "interrupted"]
-    assert not _running_in(cwd)  # no job's child (nor a zygote) is left
+    try:
+        wait_for_text(err, "[2/4] sleepy", proc)  # the second job's child is starting
+        time.sleep(0.5)  # inside its steps
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    got: dict[str, Any] = {"cwd": cwd, "code": code, "err": err.read_text()}
+    sweeps = [p for p in (cwd / "multirun").glob("*/*") if p.is_dir()]
+    got["sweeps"] = sweeps
+    got["first"] = read_rows(sweeps[0]) if len(sweeps) == 1 else []
+    got["running"] = _running_in(cwd)
+    if code == 143:
+        got["again"] = run_cli([*SWEEP, "resume=true"], cwd)
+    return got
+
+
+def test_sigterm_then_resume_equals_an_uninterrupted_sweep(early_sweeps: EarlySweeps) -> None:
+    got = early_sweeps.result("sigterm_resume")
+    cwd = got["cwd"]
+    assert got["code"] == 143, got["err"][-3000:]
+    assert "resume=true" in got["err"]
+    (sweep,) = got["sweeps"]
+    assert [r["status"] for r in got["first"]] == ["ok", "interrupted"]
+    assert not got["running"]  # no job's child (nor a zygote) is left
 
     # Uninterrupted, every planned job ends as its model does: sleepy ok, fault_raise
     # failed (in its step); plan.json holds every job, resolved, before any ran.
@@ -162,7 +190,7 @@ def test_sigterm_then_resume_equals_an_uninterrupted_sweep(tmp_path: Path) -> No
     }
     assert sorted(expected.values()) == ["failed", "failed", "ok", "ok"]
 
-    again = run_cli([*SWEEP, "resume=true"], cwd)
+    again = got["again"]
     assert again.returncode == 0, again.stderr[-3000:]
     assert f"resuming multirun/{sweep.parent.name}/{sweep.name}" in again.stderr
     assert "kept ok" in again.stderr  # job 1 was not run again
