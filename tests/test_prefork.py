@@ -4,6 +4,7 @@ from one job to the next, and a crash or a timeout still ends only its own job."
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -109,6 +110,18 @@ def test_the_compile_stack_zygote_starts_nothing(cases_sweep: SessionSweep) -> N
     assert row["timing"]["launch"] == "fork"
     assert row["timing"]["preloaded"] == ["torch", "torch._dynamo", "torch._inductor.compile_fx"]
     assert cases_sweep.case("recompiles_fixed")["job"]["num"] < row["job"]["num"]
+
+
+def test_the_compile_stack_zygote_is_forked_from_the_torch_one(cases_sweep: SessionSweep) -> None:
+    """The sweep began with eager jobs (a torch zygote): its compile-stack zygote was
+    forked from that one, so torch was imported once, and it belongs to no process of
+    the sweep (it outlives neither: test_crash_and_timeout_end_only_their_own_job)."""
+    row = cases_sweep.case("zygote_probe")
+    out = (Path(row["job"]["dir"]) / "stdout.log").read_text().splitlines()
+    (seen,) = [json.loads(line) for line in out if line.startswith('{"zygote"')]
+    assert seen["zygote"][-2:] == ["benchflow.runner.zygote", "torch"], seen
+    assert "benchflow" not in " ".join(seen["its_parent"]), seen  # not the sweep's child
+    assert cases_sweep.case("good")["job"]["num"] < row["job"]["num"]  # an eager job first
 
 
 @early("dead_zygote")

@@ -294,20 +294,29 @@ class LeakyTwice(Leaky):
 class ZygoteProbe(_Tiny):
     """Fails at build time if the preforked interpreter it was forked from has started
     any process besides this job's child (a compile-worker pool, say): the compile
-    stack is imported there, never used. Spawned, it checks nothing."""
+    stack is imported there, never used. It prints, as JSON on its stdout, the
+    zygote's command line and its parent's (a zygote forked from the torch one keeps
+    that one's command line, and no process of the sweep is its parent). Spawned, it
+    checks and prints nothing."""
 
     def build_module(self, width: int) -> nn.Module:
+        import json
+
         import psutil
 
         from benchflow.runner.zygote import ENV_PRELOADED
 
         if os.environ.get(ENV_PRELOADED):
             me = os.getpid()
+            zygote = psutil.Process(os.getppid())
             others = [
                 f"{p.pid}: {' '.join(p.cmdline())}"
-                for p in psutil.Process(os.getppid()).children(recursive=True)
+                for p in zygote.children(recursive=True)
                 if p.pid != me
             ]
             if others:
                 raise RuntimeError("the zygote started processes: " + "; ".join(others))
+            parent = zygote.parent()
+            seen = {"zygote": zygote.cmdline(), "its_parent": parent.cmdline() if parent else []}
+            print(json.dumps(seen))
         return super().build_module(width)

@@ -194,13 +194,14 @@ def prestart_zygotes(kinds: list[str], cpus_per_job: int | None) -> None:
 
     def start_all() -> None:
         from benchflow.runner.cpus import cpu_slot
-        from benchflow.runner.zygote import shared
+        from benchflow.runner.zygote import BASE, shared
 
         what = f"benchflow: starting the {', '.join(kinds)} zygote(s)"
         with cpu_slot(cpus_per_job, what) as cores:
-            # All at once on the slot's cores: each import runs on one core, so side by
-            # side they take the time of the longest on a 2-core slot, not the sum.
-            for kind in kinds:
+            # The torch zygote first: the others fork from it once it has imported torch
+            # (zygote.py), then import the rest side by side, each on one of the slot's
+            # cores: on a 2-core slot that takes the longest one's time, not the sum.
+            for kind in sorted(kinds, key=lambda k: k != BASE):
                 with contextlib.suppress(OSError):  # start_zygote below says why
                     shared(kind, cores)
             for kind in kinds:

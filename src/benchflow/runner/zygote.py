@@ -22,10 +22,22 @@ environment is set; the IR dump's variables are read later, so IR passes fork fr
 it. CUDA is never initialized in a zygote (forking after CUDA init is unsafe); a
 child initializes it after the fork.
 
+torch is imported once per process that runs jobs, not once per kind: when its
+``torch`` zygote is running, the ``dynamo`` and ``xla`` zygotes are forked from it (it
+forks, the child forks the new zygote and exits, so the new one belongs to no job and
+no zygote) and import only what they add. A sweep of eager, compiled and XLA jobs so
+imports torch once instead of three times (5-6 CPU-s each here). Such a zygote talks
+to the parent over a Unix socket the parent listens on (a pipe cannot be handed to a
+process that is already running); ``ps`` shows it with its base's command line.
+Without a ``torch`` zygote (no eager job), each kind starts from a fresh interpreter.
+
 Protocol (one job at a time; the task process that owns the zygote runs jobs one
 after another): the parent writes one JSON line ``{"job", "cwd", "env", "stdout",
 "stderr"}``; the zygote forks, answers ``{"pid"}``, waits for the child, then
-answers ``{"pid", "returncode"}`` (negative: killed by that signal, as Popen).
+answers ``{"pid", "returncode"}`` (negative: killed by that signal, as Popen). To a
+``torch`` zygote the parent may instead write ``{"zygote": KIND, "socket": PATH,
+"cpus"}``; it answers ``{"zygote_pid"}`` once the new zygote is forked, which then
+connects to PATH and says ``{"ready"}`` there after its imports.
 """
 
 from __future__ import annotations
@@ -36,12 +48,17 @@ import json
 import logging
 import os
 import select
+import shutil
+import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import IO, Any
+
+import psutil
 
 from benchflow.runner.cpus import ENV_CPUS, pin_self
 
@@ -56,7 +73,9 @@ KINDS = {
     "dynamo": ("torch", "torch._dynamo", "torch._inductor.compile_fx"),
     "xla": ("torch", "torch_xla", "torch._dynamo"),
 }
+BASE = "torch"  # every kind imports it first: the other kinds fork from a zygote of it
 ENV_PRELOADED = "BENCHFLOW_PRELOADED"  # in a forked child: what was imported before it
+CONNECT_TIMEOUT_S = 60.0  # a zygote forked from the base connects at once, before importing
 
 
 class ZygoteError(RuntimeError):
@@ -66,8 +85,19 @@ class ZygoteError(RuntimeError):
 class Zygote:
     """The parent's handle on one zygote process."""
 
-    def __init__(self, kind: str = "torch", cores: list[int] | None = None) -> None:
+    def __init__(
+        self, kind: str = "torch", cores: list[int] | None = None, base: Zygote | None = None
+    ) -> None:
+        """A fresh interpreter of `kind`, or (`base`: a running ``torch`` zygote) one
+        forked from it. `cores`: where its imports run."""
         self.kind = kind
+        self._ready = False
+        self._ready_lock = threading.Lock()  # a pre-start thread and a job may both wait
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._sock: socket.socket | None = None
+        if base is not None:
+            self._fork_from(base, cores)
+            return
         # The import runs on the cores of the job that asked for the zygote (its CPU
         # slot), so it never competes with a job timing on other cores.
         env = dict(os.environ)
@@ -81,18 +111,47 @@ class Zygote:
             stderr=None,  # the zygote's own errors go to the sweep's stderr
             start_new_session=True,  # a Ctrl-C at the terminal reaches the parent only
         )
-        self._ready = False
-        self._ready_lock = threading.Lock()  # a pre-start thread and a job may both wait
+        self.pid = self.proc.pid
+        assert self.proc.stdout is not None and self.proc.stdin is not None
+        self._out: IO[bytes] = self.proc.stdout
+        self._in: IO[bytes] = self.proc.stdin
+
+    def _fork_from(self, base: Zygote, cores: list[int] | None) -> None:
+        folder = tempfile.mkdtemp(prefix="benchflow-zygote-")  # 0700: ours alone
+        path = os.path.join(folder, "s")
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+                listener.bind(path)
+                listener.listen(1)
+                listener.settimeout(CONNECT_TIMEOUT_S)
+                base.wait_ready()
+                base._say({"zygote": self.kind, "socket": path, "cpus": cores or []})
+                msg = base._read(CONNECT_TIMEOUT_S)
+                if msg is None or "zygote_pid" not in msg:
+                    raise ZygoteError(f"the {base.kind} zygote did not fork a zygote: {msg}")
+                self.pid = int(msg["zygote_pid"])
+                try:
+                    self._sock, _ = listener.accept()
+                except TimeoutError as exc:
+                    raise ZygoteError(f"the forked {self.kind} zygote never connected") from exc
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+        self._sock.settimeout(None)
+        self._out = self._sock.makefile("rb")
+        self._in = self._sock.makefile("wb")
+
+    def _say(self, data: dict[str, Any]) -> None:
+        self._in.write((json.dumps(data) + "\n").encode())
+        self._in.flush()
 
     def _read(self, timeout: float | None) -> dict[str, Any] | None:
-        out = self.proc.stdout
-        assert out is not None
-        ready, _, _ = select.select([out], [], [], timeout)
+        ready, _, _ = select.select([self._out], [], [], timeout)
         if not ready:
             return None
-        line = out.readline()
+        line = self._out.readline()
         if not line:
-            raise ZygoteError(f"the zygote exited (code {self.proc.poll()})")
+            code = f"code {self.proc.poll()}" if self.proc else f"pid {self.pid}"
+            raise ZygoteError(f"the zygote exited ({code})")
         data: dict[str, Any] = json.loads(line)
         return data
 
@@ -118,10 +177,7 @@ class Zygote:
             "stdout": str(stdout),
             "stderr": str(stderr),
         }
-        stdin = self.proc.stdin
-        assert stdin is not None
-        stdin.write((json.dumps(request) + "\n").encode())
-        stdin.flush()
+        self._say(request)
         msg = self._read(60.0)
         if msg is None or "pid" not in msg:
             raise ZygoteError(f"the zygote did not fork: {msg}")
@@ -133,15 +189,27 @@ class Zygote:
         return None if msg is None else int(msg["returncode"])
 
     def alive(self) -> bool:
-        return self.proc.poll() is None
+        if self.proc is not None:
+            return self.proc.poll() is None
+        try:  # forked from the base: not our child, so asked of the kernel
+            return psutil.Process(self.pid).status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
-            if self.proc.stdin:
-                self.proc.stdin.close()
-            self.proc.wait(timeout=10)
-        if self.proc.poll() is None:
-            self.proc.kill()
+            self._in.close()  # end of its input: its loop ends, it exits
+            if self._sock is not None:  # (a socket ends only when every reader is closed)
+                self._sock.shutdown(socket.SHUT_WR)
+            if self.proc is not None:
+                self.proc.wait(timeout=10)
+            else:
+                psutil.Process(self.pid).wait(timeout=10)
+        if self._sock is not None:
+            self._sock.close()
+        if self.alive():
+            with contextlib.suppress(OSError):
+                os.kill(self.pid, 9)
 
 
 _zygotes: dict[str, Zygote] = {}
@@ -154,9 +222,20 @@ def shared(kind: str = "torch", cores: list[int] | None = None) -> Zygote:
     with _zygotes_lock:
         zygote = _zygotes.get(kind)
         if zygote is None or not zygote.alive():
-            zygote = _zygotes[kind] = Zygote(kind, cores)
+            zygote = _zygotes[kind] = _start(kind, cores)
             atexit.register(zygote.close)
         return zygote
+
+
+def _start(kind: str, cores: list[int] | None) -> Zygote:
+    """Forked from this process's running ``torch`` zygote if it has one, else fresh."""
+    base = _zygotes.get(BASE)
+    if kind != BASE and base is not None and base.alive():
+        try:
+            return Zygote(kind, cores, base=base)
+        except (ZygoteError, OSError) as exc:
+            log.warning("could not fork the %s zygote from the %s one (%s)", kind, BASE, exc)
+    return Zygote(kind, cores)
 
 
 def _run_child(request: dict[str, Any], preloaded: tuple[str, ...]) -> int:
@@ -183,6 +262,54 @@ def _run_child(request: dict[str, Any], preloaded: tuple[str, ...]) -> int:
     from benchflow.harness.child import main
 
     return main([request["job"]])
+
+
+def _fork_zygote(request: dict[str, Any]) -> int:
+    """In a zygote: fork a zygote of another kind that belongs to neither this zygote
+    nor a job (a double fork); returns its pid."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.close(r)
+            grandchild = os.fork()
+            if grandchild == 0:
+                os.close(w)
+                _become_zygote(request)  # never returns
+            os.write(w, str(grandchild).encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(w)
+    with os.fdopen(r, "rb") as answer:
+        text = answer.read()
+    os.waitpid(pid, 0)
+    return int(text or b"0")
+
+
+def _become_zygote(request: dict[str, Any]) -> None:
+    code = 1
+    try:
+        os.setsid()  # as a spawned zygote: a Ctrl-C at the terminal reaches the parent only
+        devnull = os.open(os.devnull, os.O_RDWR)
+        os.dup2(devnull, 0)  # the base's pipes to the parent are not this zygote's
+        os.dup2(devnull, 1)
+        os.close(devnull)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.connect(request["socket"])
+        if request.get("cpus"):
+            os.environ[ENV_CPUS] = ",".join(map(str, request["cpus"]))
+        serve(request["zygote"], sock.makefile("rb"), sock.makefile("wb"))
+        code = 0
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stderr.flush()
+        os._exit(code)
 
 
 def serve(kind: str, stdin: IO[bytes], stdout: IO[bytes]) -> None:
@@ -213,6 +340,9 @@ def serve(kind: str, stdin: IO[bytes], stdout: IO[bytes]) -> None:
     say({"ready": time.perf_counter() - t0})
     for line in stdin:
         request = json.loads(line)
+        if "zygote" in request:
+            say({"zygote_pid": _fork_zygote(request)})
+            continue
         pid = os.fork()
         if pid == 0:
             code = 1
