@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import IO, Any
 
 import pytest
-from tests.early import BACKGROUND_NICE, EarlySweeps, early, in_background
+from tests.early import BACKGROUND_NICE, SESSION_RUNS, EarlySweeps, early, in_background
 
-__all__ = ["EarlySweeps", "early", "in_background"]  # for the modules with early sweeps
+__all__ = ["SESSION_RUNS", "EarlySweeps", "early", "in_background"]  # for modules with early runs
 
 REPO = Path(__file__).resolve().parents[1]
 TEST_CONF = Path(__file__).resolve().parent / "conf"
@@ -327,6 +327,7 @@ def _session_sweeps(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[s
         ),
         "grid": _Background(GRID, tmp_path_factory.mktemp("grid"), background=True),
     }
+    SESSION_RUNS.update(started)
     yield started
     for run in started.values():  # a session that needed only one of them: stop the other
         if run.proc.poll() is None:

@@ -27,6 +27,10 @@ _EARLY: dict[str, tuple[Callable[[Path], Any], bool]] = {}
 BACKGROUND_NICE = 10
 _thread = threading.local()
 
+# The session sweeps' runs (conftest.py: _session_sweeps), by name, once started: an
+# early run may start something beside one of them (the UI over the grid's store).
+SESSION_RUNS: dict[str, Any] = {}
+
 
 def in_background() -> bool:
     """True in a niced early sweep's thread: the CLI processes it starts run niced."""

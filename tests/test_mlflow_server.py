@@ -19,8 +19,9 @@ from tests.conftest import (
 
 
 @early("mlflow_server")
-def _server_and_sweep(root: Path) -> tuple[MlflowServer, CliResult]:
-    """A real server, then a sweep logging to it (from the first test on)."""
+def _server_and_sweep(root: Path) -> tuple[MlflowServer, CliResult, CliResult | None]:
+    """A real server, a sweep logging to it, then `benchflow report` reading that sweep
+    back from the server by its parent run id (from the first test on)."""
     server = MlflowServer(root / "server")
     (root / "server").mkdir()
     url = server.start()
@@ -40,21 +41,27 @@ def _server_and_sweep(root: Path) -> tuple[MlflowServer, CliResult]:
             ],
             workdir,
         )
+        parent = workdir / "multirun"
+        found = list(parent.glob("*/*/mlflow_parent_run.txt")) if res.returncode == 0 else []
+        rep = None
+        if len(found) == 1:
+            run_id = found[0].read_text().strip()
+            rep = run_cli(["report", run_id, "--tracking-uri", url, "--out", "rep"], workdir)
     except BaseException:
         server.stop()
         raise
-    return server, res
+    return server, res, rep
 
 
 @pytest.fixture(scope="module")
-def served(early_sweeps: EarlySweeps) -> Iterator[tuple[str, CliResult]]:
-    server, res = early_sweeps.result("mlflow_server")
-    yield server.url, res
+def served(early_sweeps: EarlySweeps) -> Iterator[tuple[str, CliResult, CliResult | None]]:
+    server, res, rep = early_sweeps.result("mlflow_server")
+    yield server.url, res, rep
     server.stop()
 
 
-def test_sweep_logs_to_a_real_server(served: tuple[str, CliResult]) -> None:
-    mlflow_server, res = served
+def test_sweep_logs_to_a_real_server(served: tuple[str, CliResult, CliResult | None]) -> None:
+    mlflow_server, res, rep = served
     workdir = res.cwd
     assert res.returncode == 0, res.stderr[-3000:]
     assert not (workdir / "mlflow.db").exists(), "fell back to the local store"
@@ -73,11 +80,10 @@ def test_sweep_logs_to_a_real_server(served: tuple[str, CliResult]) -> None:
     assert '"status": "ok"' in Path(local).read_text()
     parent_files = {a.path for a in client.list_artifacts(parents[0].info.run_id)}
     assert {"results.jsonl", "report"} <= parent_files
-    # The report reads the sweep back from the server by its parent run id.
-    rep = run_cli(
-        ["report", parents[0].info.run_id, "--tracking-uri", mlflow_server, "--out", "rep"],
-        workdir,
-    )
+    # The report read the sweep back from the server by its parent run id.
+    (parent_file,) = (workdir / "multirun").glob("*/*/mlflow_parent_run.txt")
+    assert parent_file.read_text().strip() == parents[0].info.run_id
+    assert rep is not None
     assert rep.returncode == 0, rep.stderr
     md = (workdir / "rep" / "report.md").read_text()
     assert (

@@ -236,19 +236,34 @@ SWEEP = [
 
 
 @early("report", niced=False)  # the gate compares the two sweeps' times
-def _base_then_slowed(cwd: Path) -> tuple[CliResult, CliResult]:
-    """A base sweep of `work`, then the same sweep with `work` 10x slower, in one store."""
+def _base_then_slowed(cwd: Path) -> dict[str, CliResult]:
+    """A base sweep of `work`, then the same sweep with `work` 10x slower, in one store;
+    then the gate: base against itself, and slowed against base."""
     base = run_cli([*SWEEP, "model=work", "hydra.sweep.dir=multirun/base"], cwd)
     if base.returncode != 0:
-        return base, base
-    return base, run_cli([*SWEEP, "model=work_slowed", "hydra.sweep.dir=multirun/slowed"], cwd)
+        return {"base": base, "slowed": base}
+    slowed = run_cli([*SWEEP, "model=work_slowed", "hydra.sweep.dir=multirun/slowed"], cwd)
+    got = {"base": base, "slowed": slowed}
+    if slowed.returncode == 0:
+        runs = cwd / "multirun"
+        same = ["report", str(runs / "base"), "--compare", str(runs / "base"), "--no-mlflow"]
+        got["same"] = run_cli(same, runs)
+        gate = ["report", str(runs / "slowed"), "--compare", str(runs / "base"), "--no-mlflow"]
+        got["gate"] = run_cli(gate, runs)
+    return got
 
 
 @pytest.fixture(scope="module")
-def sweeps(early_sweeps: EarlySweeps) -> tuple[CliResult, Path, Path]:
-    base, slow = early_sweeps.result("report")
-    assert base.returncode == 0, base.stderr[-3000:]
-    assert slow.returncode == 0, slow.stderr[-3000:]
+def gate(early_sweeps: EarlySweeps) -> dict[str, CliResult]:
+    got: dict[str, CliResult] = early_sweeps.result("report")
+    assert got["base"].returncode == 0, got["base"].stderr[-3000:]
+    assert got["slowed"].returncode == 0, got["slowed"].stderr[-3000:]
+    return got
+
+
+@pytest.fixture(scope="module")
+def sweeps(gate: dict[str, CliResult]) -> tuple[CliResult, Path, Path]:
+    slow = gate["slowed"]
     return slow, slow.cwd / "multirun" / "base", slow.cwd / "multirun" / "slowed"
 
 
@@ -299,18 +314,22 @@ def test_sweep_end_writes_the_report_and_logs_it(sweeps: tuple[CliResult, Path, 
     assert child.data.metrics["headline.speedup_vs_aot_eager"] == pytest.approx(expected)
 
 
-def test_same_sweep_is_no_regression(sweeps: tuple[CliResult, Path, Path]) -> None:
+def test_same_sweep_is_no_regression(
+    gate: dict[str, CliResult], sweeps: tuple[CliResult, Path, Path]
+) -> None:
     _, base, _ = sweeps
-    res = run_cli(["report", str(base), "--compare", str(base), "--no-mlflow"], base.parent)
+    res = gate["same"]
     assert res.returncode == 0, res.stderr
     assert "no regression" in res.stdout
     changes = list(csv.DictReader((base / "compare" / "compare.csv").open()))
     assert [c["verdict"] for c in changes] == ["same", "same"]
 
 
-def test_planted_slowdown_fails_the_gate(sweeps: tuple[CliResult, Path, Path]) -> None:
-    _, base, slowed = sweeps
-    res = run_cli(["report", str(slowed), "--compare", str(base), "--no-mlflow"], base.parent)
+def test_planted_slowdown_fails_the_gate(
+    gate: dict[str, CliResult], sweeps: tuple[CliResult, Path, Path]
+) -> None:
+    _, _, slowed = sweeps
+    res = gate["gate"]
     assert res.returncode == 1, res.stdout + res.stderr
     table = (slowed / "compare" / "compare.csv").read_text()
     assert "regression(s)" in res.stderr and "work/eager (regressed)" in res.stderr, table

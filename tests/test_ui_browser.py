@@ -1,6 +1,6 @@
 """The MLflow UI in a real headless browser (Debian's chromium, driven by Selenium).
 
-The session's grid sweep, then `python -m benchflow ui` (MLflow's own server) over the
+The session's grid sweep and `python -m benchflow ui` (MLflow's own server) over the
 sweep's default store; the experiment link that command prints must open the runs
 table, which shows the sweep's parent run, its child runs folded under it, and, once
 the column is picked with "Columns", each child's `headline.per_iter_time_s` as the
@@ -19,13 +19,23 @@ from __future__ import annotations
 import re
 import signal
 import sys
+import time
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.conftest import REPO, CliResult, ServerProcess, SessionSweep, free_port
+from tests.conftest import (
+    REPO,
+    SESSION_RUNS,
+    CliResult,
+    EarlySweeps,
+    ServerProcess,
+    SessionSweep,
+    early,
+    free_port,
+)
 from tests.test_ui_cli import signal_ends_every_mlflow_process
 
 # Debian's browser and its matching driver (`apt-get install chromium chromium-driver`).
@@ -65,14 +75,33 @@ def sweep(grid_sweep: SessionSweep) -> CliResult:
     return grid_sweep.result
 
 
-@pytest.fixture(scope="module")
-def ui(sweep: CliResult) -> Iterator[ServerProcess]:
-    """`python -m benchflow ui` over the sweep's default store, on a free port, with two
-    server workers (the last test here stops it with a signal)."""
+@early("grid_ui")
+def _ui_over_the_grid(root: Path) -> ServerProcess | str:
+    """`python -m benchflow ui` over the grid sweep's default store, on a free port, with
+    two server workers (the last test here stops it with a signal). Started as soon as
+    the sweep has made its MLflow parent run (the experiment whose link the command
+    prints), so the server's start overlaps the sweep; it reads the store when asked."""
+    deadline = time.monotonic() + 1200
+    while "grid" not in SESSION_RUNS:
+        if time.monotonic() > deadline:
+            return "the grid sweep never started"
+        time.sleep(0.5)
+    grid = SESSION_RUNS["grid"]
+    while not list(grid.cwd.glob("multirun/*/*/mlflow_parent_run.txt")):
+        if grid.proc.poll() is not None or time.monotonic() > deadline:
+            return f"the grid sweep made no MLflow parent run (exit {grid.proc.poll()})"
+        time.sleep(0.5)
     port = free_port()
     cmd = [sys.executable, "-m", "benchflow", "ui", "--port", str(port), "--workers", "2"]
-    server = ServerProcess(cmd, port, sweep.cwd / "ui.log", cwd=sweep.cwd)
+    server = ServerProcess(cmd, port, grid.cwd / "ui.log", cwd=grid.cwd)
     server.start()
+    return server
+
+
+@pytest.fixture(scope="module")
+def ui(sweep: CliResult, early_sweeps: EarlySweeps) -> Iterator[ServerProcess]:
+    server = early_sweeps.result("grid_ui")
+    assert isinstance(server, ServerProcess), server
     yield server
     server.stop()
 
