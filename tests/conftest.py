@@ -253,12 +253,12 @@ GRID = [
 class _Background:
     """A CLI run started now and collected later."""
 
-    def __init__(self, args: list[str], cwd: Path, background: bool = False, **env: str) -> None:
+    def __init__(self, args: list[str], cwd: Path, **env: str) -> None:
         self.cwd, self.args = cwd, args
         self.code: int | None = None
         self.out, self.err = cwd / "cli.stdout", cwd / "cli.stderr"
         self.proc = subprocess.Popen(
-            cli_command(args, background),
+            cli_command(args),
             cwd=cwd,
             stdout=self.out.open("w"),
             stderr=self.err.open("w"),
@@ -325,7 +325,7 @@ def _session_sweeps(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[s
             BENCHFLOW_CACHE_DIR=str(cases / "cache"),  # the warm-cache cases' shared cache
             TORCHBENCH_ROOT=str(TORCHBENCH_FIXTURE),  # its models become `model` options
         ),
-        "grid": _Background(GRID, tmp_path_factory.mktemp("grid"), background=True),
+        "grid": _Background(GRID, tmp_path_factory.mktemp("grid")),
     }
     SESSION_RUNS.update(started)
     yield started

@@ -19,9 +19,10 @@ from typing import Any
 
 _EARLY: dict[str, tuple[Callable[[Path], Any], bool]] = {}
 
-# The early sweeps (and the grid session sweep) yield the CPU to the session's critical
-# lanes: the cases sweep, one job after another, and the tests that run in order. They
-# fill the cores those leave idle; on 2 cores each would otherwise get a third of one.
+# Most early runs yield the CPU to the session's critical lanes: the two session sweeps
+# (the cases, one job after another, and the grid, with its Inductor compiles: the
+# longest), the tests that run in order, and the early runs whose signal must land at
+# a point of a job. They fill the cores those leave idle.
 # A sweep whose times are compared with each other's is not niced: a niced job is
 # preempted whenever a lane wants its core, and its times spread.
 BACKGROUND_NICE = 10
