@@ -94,7 +94,7 @@ def _interrupted_by_ctrl_c(root: Path) -> dict[str, Any]:
         time.sleep(0.2)
     time.sleep(3)
     os.kill(proc.pid, signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
+    _, err = proc.communicate(timeout=600)  # niced beside the sweeps
     time.sleep(0.5)
     leftovers = [
         p.pid

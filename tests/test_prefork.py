@@ -154,7 +154,7 @@ def _zygote_killed_under_a_job(root: Path) -> dict[str, Any]:
         ]
         for zygote in zygotes:
             zygote.kill()
-        code = proc.wait(timeout=120)
+        code = proc.wait(timeout=600)  # niced beside the sweeps: slow, not stuck
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -158,7 +158,7 @@ def _sigterm_then_resume(root: Path) -> dict[str, Any]:
         wait_for_text(err, "[2/4] sleepy", proc)  # the second job's child is starting
         time.sleep(0.5)  # inside its steps
         proc.send_signal(signal.SIGTERM)
-        code = proc.wait(timeout=120)
+        code = proc.wait(timeout=600)  # niced beside the sweeps: slow, not stuck
     finally:
         if proc.poll() is None:
             proc.kill()

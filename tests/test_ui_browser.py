@@ -11,7 +11,7 @@ kept at test-artifacts/mlflow_ui_experiment.png, after a failure too.
 Needs /usr/bin/chromium and /usr/bin/chromedriver (`make browser`, which `make test`
 runs, installs them with apt); without them the browser test is skipped, loudly.
 Then a SIGTERM to that `benchflow ui` process alone must end every MLflow process it
-started (two server workers): the same server, so the suite starts one UI, not two.
+started: the same server, so the suite starts one UI, not two.
 """
 
 from __future__ import annotations
@@ -78,7 +78,8 @@ def sweep(grid_sweep: SessionSweep) -> CliResult:
 @early("grid_ui")
 def _ui_over_the_grid(root: Path) -> ServerProcess | str:
     """`python -m benchflow ui` over the grid sweep's default store, on a free port, with
-    two server workers (the last test here stops it with a signal). Started as soon as
+    its default single server worker (the last test here stops it with a signal; two
+    workers are stopped in test_ui_cli.py, full suite). Started as soon as
     the sweep has made its MLflow parent run (the experiment whose link the command
     prints), so the server's start overlaps the sweep; it reads the store when asked."""
     deadline = time.monotonic() + 1200
@@ -92,7 +93,7 @@ def _ui_over_the_grid(root: Path) -> ServerProcess | str:
             return f"the grid sweep made no MLflow parent run (exit {grid.proc.poll()})"
         time.sleep(0.5)
     port = free_port()
-    cmd = [sys.executable, "-m", "benchflow", "ui", "--port", str(port), "--workers", "2"]
+    cmd = [sys.executable, "-m", "benchflow", "ui", "--port", str(port)]
     server = ServerProcess(cmd, port, grid.cwd / "ui.log", cwd=grid.cwd)
     server.start()
     return server
@@ -249,4 +250,4 @@ def test_experiment_page_shows_child_runs_and_a_metric(
 def test_a_sigterm_to_benchflow_ui_alone_ends_every_mlflow_process(ui: ServerProcess) -> None:
     """After the browser (or with no browser installed), the UI it used is stopped as
     `kill PID` or a scheduler would: test_ui_cli.py says what must hold."""
-    signal_ends_every_mlflow_process(ui, signal.SIGTERM, 143)
+    signal_ends_every_mlflow_process(ui, signal.SIGTERM, 143, workers=1)
