@@ -16,6 +16,7 @@ started: the same server, so the suite starts one UI, not two.
 
 from __future__ import annotations
 
+import atexit
 import re
 import signal
 import sys
@@ -95,6 +96,7 @@ def _ui_over_the_grid(root: Path) -> ServerProcess | str:
     port = free_port()
     cmd = [sys.executable, "-m", "benchflow", "ui", "--port", str(port)]
     server = ServerProcess(cmd, port, grid.cwd / "ui.log", cwd=grid.cwd)
+    atexit.register(server.stop)  # stopped even if no test gets to use it
     server.start()
     return server
 

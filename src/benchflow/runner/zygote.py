@@ -127,7 +127,7 @@ class Zygote:
                 base.wait_ready()
                 base._say({"zygote": self.kind, "socket": path, "cpus": cores or []})
                 msg = base._read(CONNECT_TIMEOUT_S)
-                if msg is None or "zygote_pid" not in msg:
+                if msg is None or not msg.get("zygote_pid"):  # 0: its fork failed
                     raise ZygoteError(f"the {base.kind} zygote did not fork a zygote: {msg}")
                 self.pid = int(msg["zygote_pid"])
                 try:
