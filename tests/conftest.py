@@ -20,7 +20,7 @@ from typing import IO, Any
 import pytest
 from tests.early import BACKGROUND_NICE, SESSION_RUNS, EarlySweeps, early, in_background
 
-__all__ = ["SESSION_RUNS", "EarlySweeps", "early", "in_background"]  # for modules with early runs
+__all__ = ["SESSION_RUNS", "EarlySweeps", "early"]  # for the modules with early runs
 
 REPO = Path(__file__).resolve().parents[1]
 TEST_CONF = Path(__file__).resolve().parent / "conf"
@@ -171,6 +171,18 @@ def start_cli(args: list[str], cwd: Path, stderr_log: Path) -> subprocess.Popen[
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
         preexec_fn=interruptible,
     )
+
+
+def left_behind(folder: Path) -> list[int]:
+    """Processes still running whose command line names `folder` (a test's own)."""
+    import psutil
+
+    time.sleep(0.5)
+    return [
+        p.pid
+        for p in psutil.process_iter(["cmdline"])
+        if str(folder) in " ".join(p.info["cmdline"] or [])
+    ]
 
 
 def wait_for_text(

@@ -12,16 +12,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-import psutil
 from tests.conftest import (
     REPO,
     SEARCHPATH,
     EarlySweeps,
     SessionSweep,
-    cli_command,
     early,
-    in_background,
-    interruptible,
+    left_behind,
+    start_cli,
 )
 
 HEAVY = ("torch", "torch_xla", "mlflow")
@@ -76,35 +74,22 @@ def test_readme_documents_the_two_commands() -> None:
 @early("ctrl_c")
 def _interrupted_by_ctrl_c(root: Path) -> dict[str, Any]:
     """A sweep SIGINTed (Ctrl-C) while its second job (a hang) runs: what it left."""
+    log = root / "stderr.log"
     args = ["-m", SEARCHPATH, "model=fault_raise,fault_hang,matmul_chain"]
-    proc = subprocess.Popen(
-        cli_command([*args, "mlflow.enabled=false", "timeout_s=300"], in_background()),
-        cwd=root,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=interruptible,
-    )
+    proc = start_cli([*args, "mlflow.enabled=false", "timeout_s=300"], root, log)
     # Wait until the hang job's child is running (its job.json exists), then interrupt.
     deadline = time.monotonic() + 300
     while not list(root.glob("multirun/*/*/1/job.json")):
         if time.monotonic() > deadline or proc.poll() is not None:
             proc.kill()
-            return {"code": None, "err": "the sweep did not reach job 1: " + proc.communicate()[1]}
+            return {"code": None, "err": "the sweep did not reach job 1: " + log.read_text()}
         time.sleep(0.2)
     time.sleep(3)
     os.kill(proc.pid, signal.SIGINT)
-    _, err = proc.communicate(timeout=600)  # niced beside the sweeps
-    time.sleep(0.5)
-    leftovers = [
-        p.pid
-        for p in psutil.process_iter(["cmdline"])
-        if "benchflow.harness" in " ".join(p.info["cmdline"] or [])
-        and str(root) in " ".join(p.info["cmdline"] or [])
-    ]
+    code = proc.wait(timeout=600)  # niced beside the sweeps
     results = list(root.glob("multirun/*/*/results.jsonl"))
     rows = [json.loads(line) for r in results for line in r.read_text().splitlines()]
-    return {"code": proc.returncode, "err": err, "rows": rows, "leftovers": leftovers}
+    return {"code": code, "err": log.read_text(), "rows": rows, "leftovers": left_behind(root)}
 
 
 def test_ctrl_c_marks_the_running_job_interrupted_and_keeps_earlier_rows(

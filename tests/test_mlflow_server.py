@@ -41,8 +41,11 @@ def _server_and_sweep(root: Path) -> tuple[MlflowServer, CliResult, CliResult | 
             ],
             workdir,
         )
-        parent = workdir / "multirun"
-        found = list(parent.glob("*/*/mlflow_parent_run.txt")) if res.returncode == 0 else []
+        found = (
+            list((workdir / "multirun").glob("*/*/mlflow_parent_run.txt"))
+            if res.returncode == 0
+            else []
+        )
         rep = None
         if len(found) == 1:
             run_id = found[0].read_text().strip()

@@ -15,20 +15,11 @@ from tests.conftest import (
     EarlySweeps,
     SessionSweep,
     early,
+    left_behind,
     read_rows,
     start_cli,
     wait_for_text,
 )
-
-
-def left_behind(tmp_path: Path) -> list[int]:
-    """Processes still running whose command line names this test's folder."""
-    time.sleep(0.5)
-    return [
-        p.pid
-        for p in psutil.process_iter(["cmdline"])
-        if str(tmp_path) in " ".join(p.info["cmdline"] or [])
-    ]
 
 
 def test_leaky_model_detects_shared_state(cases_sweep: SessionSweep) -> None:
