@@ -16,7 +16,7 @@ export UV_PYTHON_DOWNLOADS := never
 unexport PYTHONDONTWRITEBYTECODE
 
 .DEFAULT_GOAL := help
-.PHONY: help setup browser run demo test test-full bench lint format ui clean
+.PHONY: help setup browser run demo test test-full bench compare-xr lint format ui clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -65,6 +65,15 @@ test-full: setup browser ## Run every test, including the long end-to-end ones
 
 bench: setup ## Harness benchmarks: orchestration overhead, timing fidelity vs torch.utils.benchmark
 	$(PY) benchmarks/harness_bench.py --out benchmarks/RESULTS.md
+
+# benchmarks/compare_xr.py: both checkouts outside this project, found by path, e.g.
+#   make compare-xr XLA_CHECKOUT=~/src/xla TORCHBENCH_ROOT=~/src/benchmark MODELS=llama,dlrm
+# The runner and dlrm import tqdm and onnx: the `torchbench` extra adds them.
+COMPARE_OUT ?= compare_xr
+compare-xr: setup ## benchflow vs PyTorch/XLA's experiment runner (XLA_CHECKOUT=, TORCHBENCH_ROOT=, MODELS=)
+	@test -n "$(XLA_CHECKOUT)" -a -n "$(TORCHBENCH_ROOT)" || { echo "compare-xr: set XLA_CHECKOUT=<pytorch/xla checkout at v2.9.0> and TORCHBENCH_ROOT=<pytorch/benchmark checkout>"; exit 2; }
+	$(UV) sync --locked --extra ray --extra torchbench
+	$(PY) benchmarks/compare_xr.py --xla $(XLA_CHECKOUT) --torchbench $(TORCHBENCH_ROOT) --out $(COMPARE_OUT) $(if $(MODELS),--models $(MODELS))
 
 lint: setup ## ruff (lint + format check) and mypy on src/
 	$(VENV)/bin/ruff check src tests benchmarks

@@ -220,6 +220,7 @@ CASES = [
     *("tb_mlp_eval", "tb_mlp_train", "tb_bare_eval", "tb_train_returns_error", "tb_no_cpu"),
     *("tb_needs_pkg", "tb_needs_download", "tb_global_state", "tb_after_global_state"),
     *("tb_lazy_xla_train", "tb_openxla_train"),
+    *("tb_step_module", "tb_step_torchbench", "tb_dict_train", "tb_holder_lazy_xla"),
     *("ff_raise", "ff_after"),  # last: fail_fast=true skips every job after it
 ]
 

@@ -28,7 +28,7 @@ def test_ok_rows_per_backend_and_invalid_pairs_apart(grid_sweep: SessionSweep) -
         assert "does not compile for the XLA device" in r["error"]
         assert r["metrics"] == {} and r["job"]["wall_time_s"] == 0.0
     for r in ok:
-        assert r["schema_version"] == 2 and r["config"]["model.size"] == "tiny"
+        assert r["schema_version"] == 3 and r["config"]["model.size"] == "tiny"
         assert r["model"]["model_source"] == "builtin"
         assert r["experiment"]["accelerator"] == "cpu"
         assert r["experiment"]["batch_size"] > 0

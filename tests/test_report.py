@@ -335,8 +335,9 @@ def test_planted_slowdown_fails_the_gate(
     assert "regression(s)" in res.stderr and "work/eager (regressed)" in res.stderr, table
     changes = {c["config"]: c for c in csv.DictReader(table.splitlines())}
     assert changes["eager"]["verdict"] == "regressed"
-    # 10x the matmuls; a busy host (the session sweeps run beside this) narrows the gap
-    assert float(changes["eager"]["ratio"]) > 3, table
+    # 10x the matmuls. A busy host (the session sweeps run beside this) narrows the gap
+    # a lot: one CI run saw 2.5x, its base sweep timed while the host was busiest.
+    assert float(changes["eager"]["ratio"]) > 1.5, table
     assert "regressed" in (slowed / "compare" / "report.md").read_text()
 
 

@@ -153,7 +153,7 @@ def test_a_row_reads_back_as_it_was_written() -> None:
                     provenance=Provenance(host="h", git_sha="abc"))  # fmt: skip
     data = json.loads(json.dumps(row.to_dict()))  # as results.jsonl holds it
     assert ResultRow.from_dict(data) == row
-    assert data["status"] == "ok" and data["schema_version"] == SCHEMA_VERSION == 2
+    assert data["status"] == "ok" and data["schema_version"] == SCHEMA_VERSION == 3
     assert data["backend"] == "inductor" and data["config"]["model.name"] == "llama"
     assert data["experiment"]["dtype"] == "bfloat16" and data["experiment"]["batch_size"] == 4
     assert data["timing"]["unsteady_repeats"] == [{"repeat": 0, "reason": "dynamo made 1 graph"}]

@@ -23,6 +23,7 @@ DTYPE_CHOICES = ("float32", "float64", "bfloat16", "float16", "amp", "amp_bf16",
 MATMUL_PRECISION_CHOICES = ("highest", "high", "medium")
 MODEL_SOURCE_CHOICES = ("auto", "builtin", "torchbench")
 SIZE_CHOICES = ("tiny", "small", "base", "large")
+STEP_CHOICES = ("module", "torchbench")  # the timed step: benchflow.models.step
 COMPILE_CACHE_CHOICES = ("cold", "warm")
 PROFILE_CHOICES = ("off", "torch")
 IR_FORMATS = ("text", "hlo", "stablehlo")
@@ -48,6 +49,10 @@ class ModelConfig:
     source: str = "auto"  # auto: TorchBench if installed, else built-in | builtin | torchbench
     builtin: str | None = None  # "module:Class" of benchflow's own implementation, if any
     size: str = "small"  # size preset of built-in models: tiny | small | base | large
+    # The timed step. module: what get_module() returns, called on its example inputs
+    # (train: + loss, backward, optimizer step), as the experiment runner and PyTorch's
+    # dynamo benchmarks time it | torchbench: the model's own eval() / train()
+    step: str = "module"
 
 
 @dataclass

@@ -23,6 +23,7 @@ from benchflow.config.schema import (
     PROFILE_CHOICES,
     RETRY_CHOICES,
     SIZE_CHOICES,
+    STEP_CHOICES,
     TEST_CHOICES,
     XLA_CHOICES,
     BenchConfig,
@@ -52,6 +53,7 @@ def check_values(cfg: BenchConfig) -> None:
     _choice("test", cfg.test.name, TEST_CHOICES)
     _choice("model.source", cfg.model.source, MODEL_SOURCE_CHOICES)
     _choice("model.size", cfg.model.size, SIZE_CHOICES)
+    _choice("model.step", cfg.model.step, STEP_CHOICES)
     _choice("matmul_precision", cfg.matmul_precision, MATMUL_PRECISION_CHOICES)
     _choice("retry", cfg.retry, RETRY_CHOICES)
     if cfg.dtype is not None:

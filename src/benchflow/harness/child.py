@@ -19,7 +19,7 @@ import time
 import traceback
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from benchflow import backends
 from benchflow.backends.base import Backend
@@ -31,6 +31,9 @@ from benchflow.core.status import Status
 from benchflow.models.errors import ModelSkipped
 from benchflow.results.child import ChildResult, ChildTimings, Timing, Versions
 from benchflow.runner.cpus import ENV_CPUS, pin_self
+
+if TYPE_CHECKING:
+    from benchflow.models.step import TimedStep
 
 log = logging.getLogger("benchflow.child")
 
@@ -87,16 +90,16 @@ def run(cfg: BenchConfig, backend: type[Backend], out_dir: Path) -> ChildResult:
 
     def build(
         target: torch.device, dtype: torch.dtype | None, compiled: bool, batch_size: int | None
-    ) -> Any:
-        return build_model(cfg, backend, target, dtype, compiled, batch_size)
+    ) -> TimedStep:
+        return build_step(cfg, backend, target, dtype, compiled, batch_size)
 
-    def run_step(m: Any, autocast_type: str | None) -> Any:
-        return prec.step(m, cfg.test.name, autocast_type)
+    def run_step(s: TimedStep, autocast_type: str | None) -> Any:
+        return prec.step(s, autocast_type)
 
-    model = build(device.torch_device, model_dtype, True, cfg.batch_size)
+    timed = build(device.torch_device, model_dtype, True, cfg.batch_size)
 
     def step() -> Any:
-        return run_step(model, device.autocast_type)
+        return run_step(timed, device.autocast_type)
 
     probes = backend.probes()
     setup_s = time.perf_counter() - t_setup
@@ -146,7 +149,7 @@ def run(cfg: BenchConfig, backend: type[Backend], out_dir: Path) -> ChildResult:
     per_iter = m.summary()["per_iter_time_s"]["median"]
     return ChildResult(
         model_source=cfg.model.source,
-        batch_size=model.batch_size,
+        batch_size=timed.batch_size,
         dtype=dtype_name,
         accelerator_model=device.model_name(),
         num_threads=torch.get_num_threads(),
@@ -154,7 +157,7 @@ def run(cfg: BenchConfig, backend: type[Backend], out_dir: Path) -> ChildResult:
             **m.per_repeat,
             "first_iter_time_s": m.first_iter_time_s,
             "warmup_time_s": m.warmup_time_s,
-            "throughput_samples_per_s": model.batch_size / per_iter if per_iter > 0 else 0.0,
+            "throughput_samples_per_s": timed.batch_size / per_iter if per_iter > 0 else 0.0,
             "peak_host_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
             **{f"cold_{k}": v for k, v in m.cold.items()},
             **accuracy,
@@ -202,9 +205,9 @@ def ir_pass(cfg: BenchConfig, backend: type[Backend]) -> None:
     written; the first step compiles, the second shows the steady-state graph."""
     device = backend.make_device(cfg.accelerator.name)
     prec = Precision(cfg.dtype, device.kind)
-    model = build_model(cfg, backend, device.torch_device, prec.model_dtype, True, cfg.batch_size)
+    step = build_step(cfg, backend, device.torch_device, prec.model_dtype, True, cfg.batch_size)
     for _ in range(2):
-        out = prec.step(model, cfg.test.name, device.autocast_type)
+        out = prec.step(step, device.autocast_type)
         device.mark_step()
         device.synchronize()
         del out
@@ -224,35 +227,36 @@ class Precision:
             name = AMP_DTYPES[self.name] or ("float16" if device_kind == "cuda" else "bfloat16")
             self.amp_dtype = getattr(torch, name)
 
-    def step(self, model: Any, test: str, autocast_type: str | None) -> Any:
-        """One train/eval step, under autocast on `autocast_type` for AMP (None: never)."""
+    def step(self, step: TimedStep, autocast_type: str | None) -> Any:
+        """One step, under autocast on `autocast_type` for AMP (None: never)."""
         import torch
 
-        step = model.train if test == "train" else model.eval
         if self.amp_dtype is None or autocast_type is None:
             return step()
         with torch.autocast(device_type=autocast_type, dtype=self.amp_dtype):
             return step()
 
 
-def build_model(
+def build_step(
     cfg: BenchConfig,
     backend: type[Backend],
     target: Any,
     dtype: Any,
     compiled: bool,
     batch_size: int | None,
-) -> Any:
-    """A fresh model: the same seed gives the same weights and inputs every time;
-    `compiled`: its module prepared by the backend (torch.compile, or as it is)."""
+) -> TimedStep:
+    """A fresh model and its timed step (`model.step`): the same seed gives the same
+    weights and inputs every time; `compiled`: prepared by the backend (torch.compile,
+    or as it is)."""
     from benchflow.models.registry import load_model
+    from benchflow.models.step import TimedStep
 
     seed_everything(cfg.seed)
     model = load_model(dataclasses.replace(cfg, batch_size=batch_size), target, dtype)
-    if compiled:
-        module, _ = model.get_module()
-        model.set_module(backend.prepare(module, cfg.dynamo))
-    return model
+    prepare = (lambda fn: backend.prepare(fn, cfg.dynamo)) if compiled else None
+    return TimedStep(
+        model, name=cfg.model.name, kind=cfg.model.step, test=cfg.test.name, prepare=prepare
+    )
 
 
 def _limit_memory(gb: float) -> None:

@@ -82,17 +82,21 @@ def compiled(delta: dict[str, float]) -> str | None:
     return "; ".join(reasons) or None
 
 
-# Adaptive warm-up: the last SETTLE_STEPS step times within SETTLE_SPREAD of their median.
-SETTLE_STEPS = 3
+# Adaptive warm-up settles when nothing compiled for two windows of SETTLE_WINDOW steps
+# and the two windows' median step times agree within SETTLE_SPREAD: no trend is left.
+# Medians, not a max-min spread, so that a step a busy host preempted cannot keep the
+# warm-up going to its cap (one CI run saw 50 steps of 7-11 ms never settle on that).
+SETTLE_WINDOW = 3
+SETTLE_STEPS = 2 * SETTLE_WINDOW
 SETTLE_SPREAD = 0.10
 
 
 def settled(times: list[float]) -> bool:
     if len(times) < SETTLE_STEPS:
         return False
-    last = times[-SETTLE_STEPS:]
-    mid = statistics.median(last)
-    return mid > 0 and (max(last) - min(last)) / mid <= SETTLE_SPREAD
+    last = statistics.median(times[-SETTLE_WINDOW:])
+    before = statistics.median(times[-SETTLE_STEPS:-SETTLE_WINDOW])
+    return last > 0 and abs(last - before) / last <= SETTLE_SPREAD
 
 
 def median_ci_rel(values: list[float]) -> float | None:

@@ -5,7 +5,8 @@ left alone and fresh, identically seeded copies are built for the check:
 1. eager twice, at the job's dtype on the native device (determinism);
 2. eager in float64 on the host (the reference);
 3. the backend under test, one step, on the job's device.
-Eval compares every output leaf; train compares the loss and every gradient.
+Each is one call of the step that was timed (`model.step`). Eval compares every output
+leaf; train compares the loss and every gradient.
 The verdict is one of the seed's codes, with the measured errors as metrics.
 """
 
@@ -33,20 +34,20 @@ CODES = (
     "VERIFIER_DIDNT_RUN",
 )
 
-# build(device, dtype, compiled, batch_size) -> a fresh, seeded model
+# build(device, dtype, compiled, batch_size) -> a fresh, seeded model's timed step
 Builder = Callable[[torch.device, "torch.dtype | None", bool, "int | None"], Any]
-# run(model, autocast_device_type) -> the step's output; autocast (for AMP jobs) on
+# run(step, autocast_device_type) -> the step's output; autocast (for AMP jobs) on
 # that device type, none when it is None
 Runner = Callable[[Any, "str | None"], Any]
 
 
-def results(model: Any, test: str, run: Runner, autocast: str | None) -> list[torch.Tensor]:
-    """Eval: every output leaf. Train: the loss (when returned) and every gradient."""
-    out = run(model, autocast)
+def results(step: Any, test: str, run: Runner, autocast: str | None) -> list[torch.Tensor]:
+    """One run of the timed step (`model.step`, the same one that was timed). Eval: every
+    output leaf. Train: the loss (when returned) and every gradient."""
+    out = run(step, autocast)
     if test == "eval":
         return leaves(out)
-    module, _ = model.get_module()
-    grads = [p.grad for p in module.parameters() if p.grad is not None]
+    grads = [p.grad for p in step.parameters() if p.grad is not None]
     return leaves(out) + leaves(grads)
 
 

@@ -2,11 +2,15 @@
 
 ``torchbenchmark.models.<name>.Model(test=, device=, batch_size=, extra_args=)``
 is built on the host (or on CUDA for accelerator=cuda), as the seed prescribes,
-then moved. The model's own ``train()``/``eval()`` is the timed step.
+then moved. What is timed is `model.step` (benchflow.models.step): the module that
+``get_module()`` returns, on its inputs, or the model's own ``train()``/``eval()``.
 
 Quirks handled here, each covered by a fixture test:
 - the checkout's top-level ``utils`` package clashes with any other ``utils``;
 - ``eval()`` returns a tuple for most models, a bare tensor for some;
+- inputs come as a tuple, a list or a dict of keyword arguments; a model may keep its
+  module in a plain object (BERT_pytorch's trainer) and its inputs in attributes of its
+  own (lennard_jones's ``norms``): every attribute is moved, and the module in place;
 - llama's ``train()`` *returns* NotImplementedError instead of raising it;
 - models list unsupported devices in metadata.yaml (``not_implemented``);
 - a missing package or a download at load time must say so plainly.
@@ -78,6 +82,8 @@ def _move(value: Any, device: torch.device, dtype: torch.dtype | None) -> Any:
         return value.to(device)
     if isinstance(value, (tuple, list)) and any(isinstance(v, torch.Tensor) for v in value):
         return type(value)(_move(v, device, dtype) for v in value)
+    if isinstance(value, dict) and any(isinstance(v, torch.Tensor) for v in value.values()):
+        return {k: _move(v, device, dtype) for k, v in value.items()}  # keyword inputs
     return value
 
 

@@ -16,7 +16,7 @@ from benchflow.core.status import Status
 
 # Of the row (results/row.py) and of the child's part of it: the child and the parent
 # are the same checkout, the version says which rows a reader is given.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # Per-repeat series (`per_iter_time_s`: one value per repeat) and scalars (the cold
 # call's counters, accuracy, profile numbers): what `metrics` holds.

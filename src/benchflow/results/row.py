@@ -3,8 +3,8 @@ status and provenance. What result.json holds, and each line of results.jsonl:
 
 {schema_version, row_id,
  model: {suite_name, model_name, model_source},                         ModelId
- experiment: {accelerator, accelerator_model, xla, dynamo, test, batch_size, dtype,
-              model_size, matmul_precision, num_threads,
+ experiment: {accelerator, accelerator_model, xla, dynamo, test, step, batch_size,
+              dtype, model_size, matmul_precision, num_threads,
               dtype_source, batch_size_source},                         Experiment
  backend, config: {measured setting: value, flat},                      Settings
  repeat, iterations_per_run, warmup,
@@ -24,6 +24,10 @@ schema_version 2 added `backend`, `config` and the `invalid` status; rows withou
 version are 1, and `ResultRow.from_dict` gives them the same fields: the backend from
 experiment.dynamo/xla, an invalid combination from `skipped` + its error's prefix
 (see benchflow.core.status.status_of), and `config` None (not recorded).
+schema_version 3 added `experiment.step` (`model.step`: module | torchbench). Rows
+before it timed the model's own eval()/train(): `from_dict` gives them "torchbench",
+in `experiment` and in `config`, so that a report never puts them in one column with
+rows that timed the module.
 """
 
 from __future__ import annotations
@@ -80,6 +84,7 @@ class Experiment:
     xla: str | None = None  # None: no XLA device
     dynamo: str | None = None  # None: no dynamo
     test: str
+    step: str = "module"  # model.step: what was timed (benchflow.models.step)
     batch_size: int | None = None
     dtype: str | None = None
     model_size: str = ""
@@ -236,6 +241,10 @@ class ResultRow:
         try:
             exp = data["experiment"]
             config = data.get("config")
+            if int(data.get("schema_version", 1)) < 3:  # the only step there was
+                exp = {**exp, "step": "torchbench"}
+                if isinstance(config, dict):
+                    config = {**config, "model.step": "torchbench"}
             return cls(
                 schema_version=int(data.get("schema_version", 1)),
                 row_id=str(data.get("row_id", "")),
@@ -288,6 +297,7 @@ def build_row(
             xla=None if cfg.xla.name in ("none", "auto") else cfg.xla.name,
             dynamo=None if cfg.dynamo.name == "none" else cfg.dynamo.name,
             test=cfg.test.name,
+            step=cfg.model.step,
             batch_size=_either(child.batch_size, cfg.batch_size),
             dtype=_either(child.dtype, cfg.dtype),
             model_size=cfg.model.size,

@@ -1,0 +1,369 @@
+"""`make compare-xr`: benchflow and PyTorch/XLA's experiment runner, side by side.
+
+Runs both tools on the same TorchBench models x backends on this machine, one job at
+a time each (every job has the whole machine, as the runner's children do), and
+prints, per model x backend, both steady-state medians of the per-iteration time,
+their ratio (benchflow / runner), and each side's status. It flags every ratio outside
++-10% (--tolerance) and every model that fails on one side only.
+
+Reading it: the runner has no warm-up. Its first repeat includes tracing and
+compiling, so its steady state is the median of repeats 2..N; benchflow's median is
+over its timed repeats, after its cold call and warm-up. The first-repeat columns
+(runner: repeat 1; benchflow: the cold call) are for information only.
+
+Both tools are given the same settings, and each tool's own rules for dtype and
+batch size agree (both read PyTorch's torchbench.yaml: this script writes the runner's
+copy from benchflow's mirror, so the rules are the same data):
+- eval runs in bfloat16 (float16 or AMP for the models the suite lists), at the
+  suite's batch size or the model's default;
+- train: the runner never uses AMP on a CPU, so it trains in float32; benchflow's
+  suite rule is AMP. The script passes dtype=float32 to benchflow so that both do
+  the same work, and says so in its output;
+- matmul precision: the runner leaves torch's default (highest); benchflow's default
+  is high, so the script passes matmul_precision=highest.
+
+Needs a pytorch/xla checkout at the torch_xla version installed (v2.9.0 here) and a
+TorchBench (pytorch/benchmark) checkout, both outside this project:
+
+    python benchmarks/compare_xr.py --xla ~/src/xla --torchbench ~/src/benchmark \
+        --models lennard_jones,BERT_pytorch,llama,dlrm --out /tmp/compare_xr
+
+It lays out what the runner expects (<work>/pytorch/xla, <work>/benchmark and
+<work>/pytorch/benchmarks/dynamo/torchbench.yaml, as links) under --out, runs it from
+<work>/pytorch, then runs benchflow, and writes compare_xr.csv and compare_xr.md there.
+--reuse reads results already in --out instead of running a side again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+
+from benchflow import backends  # noqa: E402
+from benchflow.results.io import read_rows  # noqa: E402
+
+BACKENDS = ("eager", "lazy_xla", "inductor", "openxla")
+# The runner's --xla/--dynamo values per backend; it runs the valid pairs of their product.
+RUNNER_FLAGS = {
+    "eager": ("None", "None"),
+    "lazy_xla": ("PJRT", "None"),
+    "inductor": ("None", "inductor"),
+    "openxla": ("PJRT", "openxla"),
+}
+
+
+@dataclass
+class Side:
+    status: str  # ok | failed | skipped | missing
+    median_s: float | None = None
+    first_s: float | None = None  # runner: its first repeat; benchflow: its cold call
+    note: str = ""
+
+
+def _short(text: str, limit: int = 160) -> str:
+    lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
+    last = next((ln for ln in reversed(lines) if "Error" in ln or "error" in ln), None)
+    return (last or (lines[-1] if lines else ""))[:limit]
+
+
+def layout(out: Path, xla: Path, torchbench: Path, suite_yaml: Path | None) -> Path:
+    """The folders the runner looks for near its working directory; returns <work>/pytorch."""
+    work = out / "xr_root"
+    dynamo = work / "pytorch" / "benchmarks" / "dynamo"
+    dynamo.mkdir(parents=True, exist_ok=True)
+    for link, target in ((work / "pytorch" / "xla", xla), (work / "benchmark", torchbench)):
+        if link.is_symlink() or link.exists():
+            link.unlink()
+        link.symlink_to(target.resolve(), target_is_directory=True)
+    if suite_yaml is not None:
+        text = suite_yaml.read_text()
+    else:  # benchflow's mirror of the same file: the same rules for both tools
+        mirror = yaml.safe_load((ROOT / "conf" / "suite" / "torchbench.yaml").read_text())
+        text = yaml.safe_dump(mirror["rules"], sort_keys=False)
+    (dynamo / "torchbench.yaml").write_text(text)
+    return work / "pytorch"
+
+
+def run_runner(args: argparse.Namespace, out: Path) -> Path:
+    cwd = layout(out, args.xla, args.torchbench, args.torchbench_yaml)
+    results = out / "xr"
+    flags = [RUNNER_FLAGS[b] for b in args.backends]
+    cmd = [
+        sys.executable,
+        "xla/benchmarks/experiment_runner.py",
+        "--suite-name=torchbench",
+        "--accelerator=cpu",
+        *sorted({f"--xla={x}" for x, _ in flags}),
+        *sorted({f"--dynamo={d}" for _, d in flags}),
+        f"--test={args.test}",
+        f"--filter=^({'|'.join(args.models)})$",
+        f"--repeat={args.repeat + 1}",  # + the first, which compiles
+        f"--iterations-per-run={args.iterations_per_run}",
+        f"--output-dirname={results}",
+        "--no-resume",
+    ]
+    env = {**os.environ, "PJRT_DEVICE": "CPU"}
+    print("runner:", " ".join(cmd), f"(in {cwd})", flush=True)
+    with (out / "xr.log").open("w") as log:
+        subprocess.run(cmd, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, check=False)
+    return results / "results.jsonl"
+
+
+def run_benchflow(args: argparse.Namespace, out: Path) -> list[Path]:
+    common = [
+        f"model={','.join(args.models)}",
+        f"test={args.test}",
+        f"model.step={args.step}",
+        f"suite.torchbench_root={args.torchbench.resolve()}",
+        f"repeat={args.repeat}",
+        f"iterations_per_run={args.iterations_per_run}",
+        f"warmup={args.warmup}",
+        "matmul_precision=highest",
+        "mlflow.enabled=false",
+        "progress=false",
+    ]
+    if args.test == "train":
+        common.append("dtype=float32")  # the runner trains in float32 on a CPU
+    # Two sweeps: the backends `xla=auto` picks for their dynamo= option, and lazy XLA.
+    auto = [backends.REGISTRY[b].dynamo for b in args.backends if b != "lazy_xla"]
+    groups = {
+        "native": ["dynamo=" + ",".join(auto)] if auto else None,
+        "lazy": ["dynamo=none", "xla=PJRT"] if "lazy_xla" in args.backends else None,
+    }
+    files = []
+    for name, extra in groups.items():
+        if extra is None:
+            continue
+        sweep_dir = out / "benchflow" / name
+        cmd = [
+            sys.executable,
+            "-m",
+            "benchflow",
+            "-m",
+            *common,
+            *extra,
+            f"hydra.sweep.dir={sweep_dir}",
+        ]
+        print("benchflow:", " ".join(cmd[3:]), flush=True)
+        with (out / f"benchflow_{name}.log").open("w") as log:
+            subprocess.run(cmd, cwd=out, stdout=log, stderr=subprocess.STDOUT, check=False)
+        files.append(sweep_dir / "results.jsonl")
+    return files
+
+
+def read_runner(path: Path) -> dict[tuple[str, str], Side]:
+    sides: dict[tuple[str, str], Side] = {}
+    if not path.exists():
+        return sides
+    for line in path.read_text().splitlines():
+        data = json.loads(line)
+        exp, metrics = data["experiment"], data["metrics"]
+        key = (data["model"]["model_name"], backends.label_of(exp.get("dynamo"), exp.get("xla")))
+        if "error" in metrics:
+            skipped = metrics["error"] == "SKIP"
+            sides[key] = Side("skipped" if skipped else "failed", note=_short(metrics["error"]))
+            continue
+        times = metrics["per_iter_time"]
+        steady = times[1:] or times
+        sides[key] = Side(
+            "ok",
+            median_s=statistics.median(steady),
+            first_s=times[0],
+            note=f"batch {exp.get('batch_size')}",
+        )
+    return sides
+
+
+def read_benchflow(paths: list[Path]) -> dict[tuple[str, str], Side]:
+    sides: dict[tuple[str, str], Side] = {}
+    for path in paths:
+        if not path.exists():
+            continue
+        for row in read_rows(path):
+            if row.superseded_by:
+                continue
+            key = (row.model_name, row.backend)
+            if row.status.value != "ok":
+                sides[key] = Side(row.status.value, note=_short(row.error or ""))
+                continue
+            summary = row.summary.get("per_iter_time_s", {})
+            first = row.metrics.get("first_iter_time_s")
+            sides[key] = Side(
+                "ok",
+                median_s=summary.get("median"),
+                first_s=float(first) if isinstance(first, (int, float)) else None,
+                note=f"batch {row.experiment.batch_size}, {row.experiment.dtype}",
+            )
+    return sides
+
+
+def compare(
+    models: list[str],
+    wanted: list[str],
+    xr: dict[tuple[str, str], Side],
+    bf: dict[tuple[str, str], Side],
+    tolerance: float,
+) -> list[dict[str, Any]]:
+    rows = []
+    for model in models:
+        for backend in wanted:
+            a = xr.get((model, backend), Side("missing"))
+            b = bf.get((model, backend), Side("missing"))
+            ratio = b.median_s / a.median_s if a.median_s and b.median_s else None
+            if a.status == "ok" and b.status == "ok" and ratio is not None:
+                flag = "" if abs(ratio - 1) <= tolerance else f"outside +-{tolerance:.0%}"
+            elif (a.status == "ok") != (b.status == "ok"):
+                flag = "fails on one side only"
+            else:
+                flag = ""
+            rows.append(
+                {
+                    "model": model,
+                    "backend": backend,
+                    "runner_status": a.status,
+                    "benchflow_status": b.status,
+                    "runner_median_ms": _ms(a.median_s),
+                    "benchflow_median_ms": _ms(b.median_s),
+                    "ratio": f"{ratio:.3f}" if ratio is not None else "",
+                    "flag": flag,
+                    "runner_first_ms": _ms(a.first_s),
+                    "benchflow_cold_ms": _ms(b.first_s),
+                    "runner_note": a.note,
+                    "benchflow_note": b.note,
+                }
+            )
+    return rows
+
+
+def _ms(value: float | None) -> str:
+    return f"{value * 1e3:.2f}" if value is not None else ""
+
+
+def markdown(rows: list[dict[str, Any]], header: list[str]) -> str:
+    cols = [
+        "model",
+        "backend",
+        "runner_median_ms",
+        "benchflow_median_ms",
+        "ratio",
+        "runner_status",
+        "benchflow_status",
+        "flag",
+    ]
+    lines = [*header, "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    lines += ["| " + " | ".join(str(r[c]) for c in cols) + " |" for r in rows]
+    notes = [
+        f"- {r['model']}/{r['backend']}: runner: {r['runner_note'] or '-'}; "
+        f"benchflow: {r['benchflow_note'] or '-'}"
+        for r in rows
+        if r["flag"]
+    ]
+    return "\n".join(lines + (["", *notes] if notes else [])) + "\n"
+
+
+def machine() -> str:
+    flags = ""
+    try:
+        cpuinfo = Path("/proc/cpuinfo").read_text()
+        model = re.search(r"model name\s*:\s*(.*)", cpuinfo)
+        have = set(re.search(r"flags\s*:\s*(.*)", cpuinfo).group(1).split())  # type: ignore[union-attr]
+        isa = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16") if f in have]
+        flags = f"{model.group(1) if model else platform.processor()}, {os.cpu_count()} CPUs, "
+        flags += "ISA " + (" ".join(isa) or "none of avx2/avx512/amx")
+    except (OSError, AttributeError):
+        flags = f"{platform.processor()}, {os.cpu_count()} CPUs"
+    return flags
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--xla", type=Path, required=True, help="pytorch/xla checkout (v2.9.0)")
+    p.add_argument("--torchbench", type=Path, required=True, help="pytorch/benchmark checkout")
+    p.add_argument("--torchbench-yaml", type=Path, help="PyTorch's torchbench.yaml for the runner")
+    p.add_argument("--models", default="lennard_jones,BERT_pytorch,llama,dlrm")
+    p.add_argument("--backends", default=",".join(BACKENDS))
+    p.add_argument("--test", choices=("eval", "train"), default="eval")
+    p.add_argument("--step", choices=("module", "torchbench"), default="module")
+    p.add_argument("--repeat", type=int, default=5, help="steady repeats on each side")
+    p.add_argument("--iterations-per-run", type=int, default=10)
+    p.add_argument("--warmup", type=int, default=1, help="benchflow's warm-up steps")
+    p.add_argument("--tolerance", type=float, default=0.10)
+    p.add_argument("--out", type=Path, default=Path("compare_xr"))
+    p.add_argument("--reuse", action="store_true", help="read results already in --out")
+    p.add_argument("--only", choices=("runner", "benchflow"), help="run one side only")
+    args = p.parse_args(argv)
+    args.models = [m for m in args.models.split(",") if m]
+    args.backends = [b for b in args.backends.split(",") if b]
+    for b in args.backends:
+        if b not in BACKENDS:
+            p.error(f"--backends: {b!r} is not allowed; allowed values: {', '.join(BACKENDS)}")
+    for path, what in (
+        (args.xla, "benchmarks/experiment_runner.py"),
+        (args.torchbench, "torchbenchmark"),
+    ):
+        if not (path / what).exists():
+            p.error(f"{path} has no {what}: give the checkout's root")
+    out = args.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+
+    started = time.perf_counter()
+    xr_file = out / "xr" / "results.jsonl"
+    bf_files = [out / "benchflow" / g / "results.jsonl" for g in ("native", "lazy")]
+    walls = {}
+    if not args.reuse and args.only != "benchflow":
+        t = time.perf_counter()
+        xr_file = run_runner(args, out)
+        walls["runner"] = time.perf_counter() - t
+    if not args.reuse and args.only != "runner":
+        t = time.perf_counter()
+        bf_files = run_benchflow(args, out)
+        walls["benchflow"] = time.perf_counter() - t
+    rows = compare(
+        args.models, args.backends, read_runner(xr_file), read_benchflow(bf_files), args.tolerance
+    )
+    header = [
+        f"# benchflow vs the experiment runner ({time.strftime('%Y-%m-%d %H:%M')})",
+        "",
+        f"- machine: {machine()}",
+        f"- test {args.test}, model.step={args.step}; runner --repeat={args.repeat + 1} "
+        f"(its first repeat compiles, left out), benchflow repeat={args.repeat} "
+        f"warmup={args.warmup}; --iterations-per-run={args.iterations_per_run} on both",
+        "- ratio: benchflow median / runner median of the per-iteration time (> 1: "
+        "benchflow measured longer)",
+    ]
+    if args.test == "train":
+        header.append("- train: benchflow given dtype=float32 (the runner uses no AMP on a CPU)")
+    if walls:
+        header.append("- sweep wall: " + ", ".join(f"{k} {v:.0f} s" for k, v in walls.items()))
+    (out / "compare_xr.md").write_text(markdown(rows, header))
+    with (out / "compare_xr.csv").open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else ["model"])
+        writer.writeheader()
+        writer.writerows(rows)
+    print((out / "compare_xr.md").read_text())
+    flagged = [r for r in rows if r["flag"]]
+    print(
+        f"{len(flagged)} of {len(rows)} row(s) flagged; written to {out} "
+        f"in {time.perf_counter() - started:.0f} s"
+    )
+    return 1 if flagged else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

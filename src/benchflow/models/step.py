@@ -1,0 +1,181 @@
+"""The timed step: the work one iteration of a job does (`model.step`).
+
+- ``module`` (the default): the module that ``get_module()`` returns, called on the
+  example inputs it returns with it, as PyTorch/XLA's experiment runner and PyTorch's
+  dynamo benchmarks (whose numbers the HUD shows) time a TorchBench model:
+  - eval: ``module(*inputs)`` (``module(**inputs)`` for a dict, as the dynamo
+    benchmarks call it) under ``torch.no_grad()``, the module in eval mode;
+  - train: zero the gradients, forward, reduce the outputs to a scalar loss as the
+    dynamo benchmarks do (``torch._dynamo.testing.reduce_to_scalar_loss``: each
+    tensor's mean, averaged over a tuple, list or dict), backward, optimizer step.
+    The optimizer is the experiment runner's: Adam, or SGD for the models it lists
+    (:data:`SGD_MODELS`), both with lr=0.01.
+  A compiling backend compiles this whole step function, as both references compile
+  their ``model_iter_fn``; ``no_grad`` stays outside it, as their ``pick_grad`` does.
+- ``torchbench``: the model's own ``eval()`` / ``train()`` (TorchBench's interface,
+  which the built-in models implement too), its module swapped for the backend's
+  (``set_module``). For some TorchBench models this is other work than the module's
+  forward: lennard_jones's ``eval()`` adds forces by ``vmap(jacrev(model))``,
+  BERT_pytorch's two NLL losses.
+
+The step is built in the job's child, after the model and its inputs were moved to
+the device and cast; nothing here runs in the parent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+from torch import nn
+
+from benchflow.models.errors import ModelSkipped
+
+# TorchBench models the experiment runner trains with SGD instead of Adam (its
+# TRAIN_WITH_SGD, taken from PyTorch's benchmarks/dynamo/common.py: they might run out
+# of memory with Adam's state).
+SGD_MODELS = frozenset(
+    {
+        "BERT_pytorch",
+        "LearningToPaint",
+        "alexnet",
+        "dcgan",
+        "demucs",
+        "densenet121",
+        "dlrm",
+        "fastNLP_Bert",
+        "mobilenet_v2",
+        "phlippe_densenet",
+        "phlippe_resnet",
+        "pytorch_stargan",
+        "resnet18",
+        "shufflenet_v2_x1_0",
+        "speech_transformer",
+        "squeezenet1_1",
+        "stable_diffusion_text_encoder",
+        "timm_efficientdet",
+        "timm_nfnet",
+        "timm_regnet",
+        "timm_vision_transformer",
+        "timm_vovnet",
+        "vgg16",
+        "hf_T5",
+        "llama_v2_7b_16h",
+    }
+)
+LEARNING_RATE = 0.01  # the experiment runner's, for either optimizer
+
+# What the references do with each kind of example inputs, for the README's table:
+# a tuple or list is unpacked, a dict passed as keywords, a lone tensor passed alone.
+Inputs = tuple[tuple[Any, ...], dict[str, Any]]  # (positional, keyword)
+Prepare = Callable[[Any], Any]  # the backend's: a callable (or module) as it runs it
+
+
+def split_inputs(name: str, inputs: Any) -> Inputs:
+    """The example inputs of `get_module()` as call arguments."""
+    if isinstance(inputs, dict):
+        return (), dict(inputs)
+    if isinstance(inputs, (tuple, list)):
+        return tuple(inputs), {}
+    if isinstance(inputs, torch.Tensor):
+        return (inputs,), {}
+    raise ModelSkipped(
+        f"{name}: get_module() returned example inputs of type {type(inputs).__name__}, "
+        "not a tuple, list, dict or tensor; model.step=torchbench times its own step"
+    )
+
+
+def reduce_to_scalar_loss(out: Any) -> torch.Tensor:
+    """The dynamo benchmarks' training loss (their compute_loss), here so that a job that
+    trains need not import torch._dynamo for it."""
+    from torch._dynamo.testing import reduce_to_scalar_loss as reduce
+
+    return reduce(out)  # type: ignore[no-any-return]
+
+
+class TimedStep:
+    """One job's step: call it for one iteration. `kind` is `model.step`."""
+
+    def __init__(
+        self, model: Any, *, name: str, kind: str, test: str, prepare: Prepare | None
+    ) -> None:
+        self.model, self.name, self.kind, self.test = model, name, kind, test
+        self.batch_size = int(model.batch_size)
+        self.optimizer: torch.optim.Optimizer | None = None
+        if kind == "torchbench":
+            if prepare is not None:
+                module, _ = model.get_module()
+                model.set_module(prepare(module))
+            self._run: Callable[[], Any] = model.train if test == "train" else model.eval
+            return
+        if kind != "module":
+            raise ValueError(f"model.step={kind!r}; allowed values: module, torchbench")
+        self.module, self.args, self.kwargs = self._module_and_inputs(model)
+        fn: Callable[..., Any]
+        if test == "train":
+            params = self._parameters("train it")
+            self.module.train()
+            sgd = name in SGD_MODELS
+            opt = torch.optim.SGD if sgd else torch.optim.Adam
+            self.optimizer = opt(params, lr=LEARNING_RATE)
+            fn = self._train_step
+        else:
+            if isinstance(self.module, nn.Module):
+                self.module.eval()
+            fn = self._eval_step
+        self._fn = prepare(fn) if prepare is not None else fn
+        self._run = self._train if test == "train" else self._eval
+
+    def _module_and_inputs(self, model: Any) -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
+        try:
+            module, inputs = model.get_module()
+        except NotImplementedError as exc:
+            raise ModelSkipped(
+                f"{self.name} has no get_module() ({exc}); model.step=torchbench times "
+                "its own eval()/train()"
+            ) from exc
+        if not callable(module):
+            raise ModelSkipped(
+                f"{self.name}: get_module() returned a {type(module).__name__}, which cannot "
+                "be called; model.step=torchbench times its own eval()/train()"
+            )
+        args, kwargs = split_inputs(self.name, inputs)
+        return module, args, kwargs
+
+    def _parameters(self, why: str) -> list[torch.nn.Parameter]:
+        if not isinstance(self.module, nn.Module):
+            raise ModelSkipped(
+                f"{self.name}: get_module() returned a {type(self.module).__name__}, not an "
+                f"nn.Module with parameters to {why}; model.step=torchbench runs its own train()"
+            )
+        return list(self.module.parameters())
+
+    # The functions a backend compiles: the inputs are arguments, as the references'
+    # model_iter_fn takes them.
+    def _eval_step(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        return self.module(*args, **kwargs)
+
+    def _train_step(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        assert self.optimizer is not None
+        self.optimizer.zero_grad(set_to_none=True)
+        loss = reduce_to_scalar_loss(self.module(*args, **kwargs))
+        loss.backward()
+        self.optimizer.step()
+        return loss
+
+    def _eval(self) -> Any:
+        with torch.no_grad():
+            return self._fn(self.args, self.kwargs)
+
+    def _train(self) -> Any:
+        loss = self._fn(self.args, self.kwargs)
+        return loss.detach() if isinstance(loss, torch.Tensor) else loss
+
+    def __call__(self) -> Any:
+        return self._run()
+
+    def parameters(self) -> Iterator[torch.nn.Parameter]:
+        """The parameters the step trains (their gradients are what verify compares)."""
+        module = self.module if self.kind == "module" else self.model.get_module()[0]
+        return iter(module.parameters()) if isinstance(module, nn.Module) else iter(())
