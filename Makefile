@@ -57,7 +57,7 @@ browser: ## Install Debian's chromium + chromedriver for the MLflow UI browser t
 	  fi; \
 	fi
 
-test: setup browser ## Run the default test suite (real torch_xla, Inductor, MLflow, chromium; 262 tests, ~5 min on 2 cores)
+test: setup browser ## Run the default test suite (real torch_xla, Inductor, MLflow, chromium; 277 tests, ~5 min on 2 cores)
 	$(PY) -m pytest
 
 test-full: setup browser ## Run every test, including the long end-to-end ones

@@ -19,8 +19,15 @@ copy from benchflow's mirror, so the rules are the same data):
 - train: the runner never uses AMP on a CPU, so it trains in float32; benchflow's
   suite rule is AMP. The script passes dtype=float32 to benchflow so that both do
   the same work, and says so in its output;
-- matmul precision: the runner leaves torch's default (highest); benchflow's default
-  is high, so the script passes matmul_precision=highest.
+- matmul precision: the runner sets torch's and torch_xla's to high (only with
+  --disable-tf32 does it take its --matmul-precision, else highest); benchflow's
+  matmul_precision sets both too and defaults to high. The script passes
+  matmul_precision=high all the same;
+- functionalization: the runner turns torch_xla's off unless told otherwise
+  (XLA_DISABLE_FUNCTIONALIZATION=1; TorchBench's llama then fails on XLA, and
+  pyhpc_isoneutral_mixing on openxla measured 2.4x slower here); benchflow keeps
+  torch_xla's default, on. The script gives the runner --enable-functionalization
+  (--functionalization=off gives benchflow the runner's default instead).
 
 Needs a pytorch/xla checkout at the torch_xla version installed (v2.9.0 here) and a
 TorchBench (pytorch/benchmark) checkout, both outside this project:
@@ -73,6 +80,7 @@ class Side:
     status: str  # ok | failed | skipped | missing
     median_s: float | None = None
     first_s: float | None = None  # runner: its first repeat; benchflow: its cold call
+    batch_size: int | None = None
     note: str = ""
 
 
@@ -118,6 +126,8 @@ def run_runner(args: argparse.Namespace, out: Path) -> Path:
         f"--output-dirname={results}",
         "--no-resume",
     ]
+    if args.functionalization == "on":
+        cmd.append("--enable-functionalization")
     env = {**os.environ, "PJRT_DEVICE": "CPU"}
     print("runner:", " ".join(cmd), f"(in {cwd})", flush=True)
     with (out / "xr.log").open("w") as log:
@@ -134,7 +144,7 @@ def run_benchflow(args: argparse.Namespace, out: Path) -> list[Path]:
         f"repeat={args.repeat}",
         f"iterations_per_run={args.iterations_per_run}",
         f"warmup={args.warmup}",
-        "matmul_precision=highest",
+        "matmul_precision=high",  # the runner's, unless --disable-tf32
         "mlflow.enabled=false",
         "progress=false",
     ]
@@ -146,6 +156,9 @@ def run_benchflow(args: argparse.Namespace, out: Path) -> list[Path]:
         "native": ["dynamo=" + ",".join(auto)] if auto else None,
         "lazy": ["dynamo=none", "xla=PJRT"] if "lazy_xla" in args.backends else None,
     }
+    env = dict(os.environ)
+    if args.functionalization == "off":  # what the runner does unless told otherwise
+        env["XLA_DISABLE_FUNCTIONALIZATION"] = "1"
     files = []
     for name, extra in groups.items():
         if extra is None:
@@ -162,7 +175,7 @@ def run_benchflow(args: argparse.Namespace, out: Path) -> list[Path]:
         ]
         print("benchflow:", " ".join(cmd[3:]), flush=True)
         with (out / f"benchflow_{name}.log").open("w") as log:
-            subprocess.run(cmd, cwd=out, stdout=log, stderr=subprocess.STDOUT, check=False)
+            subprocess.run(cmd, cwd=out, env=env, stdout=log, stderr=subprocess.STDOUT, check=False)
         files.append(sweep_dir / "results.jsonl")
     return files
 
@@ -182,10 +195,7 @@ def read_runner(path: Path) -> dict[tuple[str, str], Side]:
         times = metrics["per_iter_time"]
         steady = times[1:] or times
         sides[key] = Side(
-            "ok",
-            median_s=statistics.median(steady),
-            first_s=times[0],
-            note=f"batch {exp.get('batch_size')}",
+            "ok", median_s=statistics.median(steady), first_s=times[0], batch_size=exp["batch_size"]
         )
     return sides
 
@@ -208,7 +218,8 @@ def read_benchflow(paths: list[Path]) -> dict[tuple[str, str], Side]:
                 "ok",
                 median_s=summary.get("median"),
                 first_s=float(first) if isinstance(first, (int, float)) else None,
-                note=f"batch {row.experiment.batch_size}, {row.experiment.dtype}",
+                batch_size=row.experiment.batch_size,
+                note=f"{row.experiment.dtype}, step {row.experiment.step}",
             )
     return sides
 
@@ -226,7 +237,9 @@ def compare(
             a = xr.get((model, backend), Side("missing"))
             b = bf.get((model, backend), Side("missing"))
             ratio = b.median_s / a.median_s if a.median_s and b.median_s else None
-            if a.status == "ok" and b.status == "ok" and ratio is not None:
+            if a.batch_size and b.batch_size and a.batch_size != b.batch_size:
+                flag = f"batch sizes differ ({a.batch_size} vs {b.batch_size})"
+            elif a.status == "ok" and b.status == "ok" and ratio is not None:
                 flag = "" if abs(ratio - 1) <= tolerance else f"outside +-{tolerance:.0%}"
             elif (a.status == "ok") != (b.status == "ok"):
                 flag = "fails on one side only"
@@ -236,6 +249,7 @@ def compare(
                 {
                     "model": model,
                     "backend": backend,
+                    "batch_size": b.batch_size or a.batch_size or "",
                     "runner_status": a.status,
                     "benchflow_status": b.status,
                     "runner_median_ms": _ms(a.median_s),
@@ -259,6 +273,7 @@ def markdown(rows: list[dict[str, Any]], header: list[str]) -> str:
     cols = [
         "model",
         "backend",
+        "batch_size",
         "runner_median_ms",
         "benchflow_median_ms",
         "ratio",
@@ -300,6 +315,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--backends", default=",".join(BACKENDS))
     p.add_argument("--test", choices=("eval", "train"), default="eval")
     p.add_argument("--step", choices=("module", "torchbench"), default="module")
+    p.add_argument(
+        "--functionalization",
+        choices=("on", "off"),
+        default="on",
+        help="torch_xla's functionalization on both sides: on (torch_xla's default, and\n"
+        "benchflow's: the runner is given --enable-functionalization) or off (the\n"
+        "runner's own default: benchflow is given XLA_DISABLE_FUNCTIONALIZATION=1)",
+    )
     p.add_argument("--repeat", type=int, default=5, help="steady repeats on each side")
     p.add_argument("--iterations-per-run", type=int, default=10)
     p.add_argument("--warmup", type=int, default=1, help="benchflow's warm-up steps")
@@ -343,7 +366,8 @@ def main(argv: list[str] | None = None) -> int:
         f"- machine: {machine()}",
         f"- test {args.test}, model.step={args.step}; runner --repeat={args.repeat + 1} "
         f"(its first repeat compiles, left out), benchflow repeat={args.repeat} "
-        f"warmup={args.warmup}; --iterations-per-run={args.iterations_per_run} on both",
+        f"warmup={args.warmup}; --iterations-per-run={args.iterations_per_run} on both; "
+        f"XLA functionalization {args.functionalization} on both",
         "- ratio: benchflow median / runner median of the per-iteration time (> 1: "
         "benchflow measured longer)",
     ]

@@ -52,6 +52,7 @@ CASES = [
         gpu_less=True,
     ),
     Case("bad choice: dtype", ("dtype=fp8",), ("dtype=", "fp8", "bfloat16")),
+    Case("bad choice: model.step", ("model.step=jit",), ("model.step=", "jit", "torchbench")),
     Case("bad choice: retry", ("-m", "retry=sometimes"), ("retry=", "sometimes", "failed")),
     Case(
         "bad value in a sweep",

@@ -26,20 +26,20 @@ from benchflow.results.row import ResultRow
 from benchflow.runner import cpus
 from benchflow.tracking.sync import LOGGED_TAG
 
-# 4 jobs: 2 that time a small model and 2 that fail in their step (a failure must be
-# the same row whichever launcher ran it). cpus_per_job=1: two jobs at a time on 2 cores.
+# 4 jobs: 2 that time a model and 2 that fail in their step (a failure must be the same
+# row whichever launcher ran it). cpus_per_job=1: two jobs at a time on 2 cores.
 SWEEP = [
     "-m",
     SEARCHPATH,
-    "model=matmul_chain,fault_raise",
+    "model=sleepy,fault_raise",
     "model.size=tiny",
-    "dtype=bfloat16",
     "repeat=2,3",
-    # ~1 s of timed work per ok job on one core (bfloat16 matmuls have no fast path on
-    # most CPUs): long enough that jobs given to two workers at once overlap in time
-    # (the check that they never share a core).
-    "iterations_per_run=20",
-    "warmup=3",
+    # sleepy sleeps 0.25 s a step: 1.5-2 s per ok job (cold step, warm-up, 2-3 repeats
+    # of 2) on any CPU and under any load, long enough that jobs given to two workers
+    # at once overlap in time (the check that they never share a core). A compute-bound
+    # step is not: bfloat16 matmuls took ~1 s on a VM without AVX-512 and 0.2 s with it.
+    "iterations_per_run=2",
+    "warmup=1",
     "cpus_per_job=1",
 ]
 LAUNCHERS = {
@@ -103,7 +103,7 @@ def identity(row: dict[str, Any]) -> tuple[str, str, str, str | None]:
 
 def planned(result: CliResult) -> list[tuple[str, str, str, str | None]]:
     """Each job of the plan with the outcome its model has on any launcher (the basic
-    one gives exactly these rows): matmul_chain times, fault_raise fails in its step."""
+    one gives exactly these rows): sleepy times, fault_raise fails in its step."""
     (sweep_dir,) = result.sweep_dirs
     plan = SweepDir(sweep_dir).read_plan()
     assert plan is not None and plan.total == 4

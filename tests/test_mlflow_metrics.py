@@ -87,7 +87,11 @@ def test_counters_are_the_jobs_totals(
     logged: tuple[MlflowClient, list[tuple[dict[str, Any], str]]],
 ) -> None:
     """The graph-break model breaks the graph 3 times: dynamo makes 4 graphs, and under
-    openxla a step runs as 4 XLA executions; lazy XLA traces a step as one graph."""
+    openxla a step runs as 4 XLA executions; lazy XLA traces a step as one graph.
+    Dynamo counts breaks per frame: with model.step=module it compiles the step function
+    that calls the module, whose frame breaks once more at that call (the first break,
+    seen from the outer frame), so 4 breaks; with model.step=torchbench it compiles the
+    module alone, so 3."""
     client, runs = logged
 
     def counters(run_id: str) -> dict[str, float]:
@@ -98,7 +102,8 @@ def test_counters_are_the_jobs_totals(
             continue
         got = counters(run_id)
         if row["model"]["model_name"] == "graph_breaks" and row["backend"] != "lazy_xla":
-            assert got["counters.graph_breaks"] == 3.0, row["job"]["name"]
+            breaks = 3.0 if row["config"]["model.step"] == "torchbench" else 4.0
+            assert got["counters.graph_breaks"] == breaks, row["job"]["name"]
         elif row["backend"] in ("inductor", "openxla"):
             assert got["counters.graph_breaks"] == 0.0 and got["counters.dynamo_graphs"] == 1.0
         if row["job"]["name"] == "graph_breaks·openxla·eval":

@@ -122,6 +122,27 @@ def test_swept_axes_label_configs_and_pick_their_baseline() -> None:
     assert speed["openxla dtype=bfloat16"] == pytest.approx(4.0)
 
 
+def test_the_report_labels_the_timed_step_and_keeps_steps_apart() -> None:
+    def step_row(backend: str, t: float, step: str) -> ResultRow:
+        data = row("a", backend, [t] * 3).to_dict()
+        data["schema_version"] = 3
+        data["experiment"]["step"] = step
+        data["config"] = {"model.step": step}
+        return ResultRow.from_dict(data)
+
+    rep = build_report([step_row("inductor", 0.01, "module"), step_row("openxla", 0.005, "module")])
+    assert rep.steps == ["module"] and rep.axes == []
+    md = to_markdown(rep, "t")
+    assert "timed step: model.step=module: get_module()'s module on its example inputs" in md
+    # An old row (schema 2: the model's own step) never shares a column with a new one.
+    mixed = build_report([step_row("inductor", 0.01, "module"), row("a", "inductor", [0.02] * 3)])
+    assert mixed.steps == ["module", "torchbench"] and mixed.axes == ["model.step"]
+    assert [e.config.label for e in mixed.entries] == [
+        "inductor model.step=module",
+        "inductor model.step=torchbench",
+    ]
+
+
 def test_plain_eager_and_dynamo_eager_stay_apart() -> None:
     rows = [row("a", "eager", [0.02] * 3), row("a", "dynamo_eager", [0.01] * 3)]
     rep = build_report(rows, "none")

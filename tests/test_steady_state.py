@@ -1,11 +1,14 @@
 """Steady state is checked, not assumed: a model that recompiles on its second call
 (a buffer changes dtype on the first forward, as in TorchBench's llama) is flagged
 when a timed repeat compiles, and adaptive warm-up gets its steady-state time right.
-Compile caches are cold per job by default, warm (shared) on request."""
+Compile caches are cold per job by default, warm (shared) on request. The host
+allocator does not page-fault a steady step's temporaries."""
 
 from __future__ import annotations
 
 import statistics
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -173,3 +176,41 @@ def test_adaptive_repeat_stops_when_the_interval_is_tight_and_at_its_cap() -> No
     assert noisy.ci_rel is not None and noisy.ci_rel > 0.02
     fixed = measure(_sleeper([0.001, 0.010]), Device(), repeat=3, target_ci=0.02, **common)
     assert len(fixed.per_repeat["per_iter_time_s"]) == 3  # adaptive_repeat=false: exactly `repeat`
+
+
+ALLOCATOR = r"""
+import ctypes, resource
+import torch
+from benchflow.harness.child import M_MMAP_THRESHOLD, M_TRIM_THRESHOLD, steady_host_allocator
+
+def faults_per_step():
+    seen = []
+    for _ in range(6):
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        temps = [torch.ones(512 * 1024) for _ in range(16)]  # 16 live 2 MiB temporaries
+        del temps
+        seen.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+    return min(seen[2:])
+
+# glibc's starting values, pinned: it raises them after the process frees a large block,
+# which importing torch may or may not have done (the history the setting removes).
+mallopt = ctypes.CDLL(None).mallopt
+assert mallopt(M_MMAP_THRESHOLD, 128 * 1024) and mallopt(M_TRIM_THRESHOLD, 128 * 1024)
+default = faults_per_step()
+ok = steady_host_allocator()
+faults_per_step()
+print(default, ok, faults_per_step())
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="glibc's malloc")
+def test_a_jobs_host_allocations_stop_page_faulting_in_steady_state() -> None:
+    """A step's 2 MiB temporaries: glibc's defaults map and unmap them (thousands of page
+    faults a step, whatever the step computes); the child's mallopt settings keep them."""
+    out = subprocess.run(
+        [sys.executable, "-c", ALLOCATOR], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    default, ok, steady = out.stdout.split()
+    assert int(default) > 1000  # 16 x 512 pages: the cost the setting removes
+    assert ok == "True" and int(steady) == 0

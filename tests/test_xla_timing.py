@@ -9,6 +9,7 @@ tracing time. This was a real bug: on torch_xla 2.9's PJRT CPU client,
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -80,3 +81,31 @@ def test_xla_counters_are_deltas_of_the_timed_region(lazy_row: dict) -> None:
     assert m["cold_xla_CompileTime_number"] >= 1
     assert all(t > 0 for t in m["xla_ExecuteTime_time_s"])
     assert m["first_iter_time_s"] > lazy_row["summary"]["per_iter_time_s"]["min"]
+
+
+PRECISION = r"""
+import json, os
+os.environ["PJRT_DEVICE"] = "CPU"
+import torch, torch_xla
+from benchflow.backends.device import XlaDevice
+d, seen = XlaDevice("cpu"), {}
+for p in ("medium", "highest", "high"):
+    d.set_matmul_precision(p)
+    seen[p] = [torch.get_float32_matmul_precision(), torch_xla._XLAC._xla_get_mat_mul_precision()]
+print(json.dumps(seen))
+"""
+
+
+def test_matmul_precision_is_set_for_torch_and_torch_xla() -> None:
+    """The experiment runner sets both torch's and torch_xla's matmul precision; so does an
+    XLA job (torch_xla's own default, "default", is one bfloat16 pass on a TPU)."""
+    out = subprocess.run(
+        [sys.executable, "-c", PRECISION], capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    assert seen == {
+        "medium": ["medium", "default"],
+        "highest": ["highest", "highest"],
+        "high": ["high", "high"],
+    }

@@ -23,6 +23,10 @@ class Device:
     def __init__(self) -> None:
         self.torch_device = torch.device("cpu")
 
+    def set_matmul_precision(self, precision: str) -> None:
+        """`matmul_precision` (torch's names: highest, high, medium) for float32 matmuls."""
+        torch.set_float32_matmul_precision(precision)
+
     def mark_step(self) -> None:
         """End of one iteration's graph. Only lazy devices need it."""
 
@@ -89,6 +93,21 @@ class XlaDevice(Device):
         self._xm = xm
         self.accelerator = accelerator
         self.torch_device = torch_xla.device()
+
+    # torch's precision names -> torch_xla's (torch_xla.backends.set_mat_mul_precision):
+    # medium is one bfloat16 pass, torch_xla's "default" (also its own default).
+    XLA_MATMUL_PRECISION: ClassVar[dict[str, str]] = {
+        "highest": "highest",
+        "high": "high",
+        "medium": "default",
+    }
+
+    def set_matmul_precision(self, precision: str) -> None:
+        """Both torch's and torch_xla's, as the experiment runner sets them (it sets both
+        to high unless told otherwise). The C call, not torch_xla.backends', which logs
+        a warning each time."""
+        super().set_matmul_precision(precision)
+        self._xla._XLAC._xla_set_mat_mul_precision(self.XLA_MATMUL_PRECISION[precision])
 
     def mark_step(self) -> None:
         self._xla.sync()

@@ -23,7 +23,13 @@ DTYPE_CHOICES = ("float32", "float64", "bfloat16", "float16", "amp", "amp_bf16",
 MATMUL_PRECISION_CHOICES = ("highest", "high", "medium")
 MODEL_SOURCE_CHOICES = ("auto", "builtin", "torchbench")
 SIZE_CHOICES = ("tiny", "small", "base", "large")
-STEP_CHOICES = ("module", "torchbench")  # the timed step: benchflow.models.step
+# The timed step (`model.step`, benchflow.models.step): what each value times.
+STEPS = {
+    "module": "get_module()'s module on its example inputs, as the experiment runner "
+    "and PyTorch's dynamo benchmarks time it",
+    "torchbench": "the model's own eval()/train()",
+}
+STEP_CHOICES = tuple(STEPS)
 COMPILE_CACHE_CHOICES = ("cold", "warm")
 PROFILE_CHOICES = ("off", "torch")
 IR_FORMATS = ("text", "hlo", "stablehlo")

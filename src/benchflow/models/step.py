@@ -30,6 +30,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from benchflow.config.schema import STEP_CHOICES
 from benchflow.models.errors import ModelSkipped
 
 # TorchBench models the experiment runner trains with SGD instead of Adam (its
@@ -110,7 +111,7 @@ class TimedStep:
             self._run: Callable[[], Any] = model.train if test == "train" else model.eval
             return
         if kind != "module":
-            raise ValueError(f"model.step={kind!r}; allowed values: module, torchbench")
+            raise ValueError(f"model.step={kind!r}; allowed values: {', '.join(STEP_CHOICES)}")
         self.module, self.args, self.kwargs = self._module_and_inputs(model)
         fn: Callable[..., Any]
         if test == "train":

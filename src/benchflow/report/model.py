@@ -50,10 +50,10 @@ Meta = dict[str, str | int | None]
 
 def _axes(row: ResultRow) -> dict[str, str]:
     """A row's measured settings, as text (its recorded `config`; rows written before
-    schema 2 have only their overrides, of which the measured ones count)."""
+    schema 2 have only their overrides, of which the measured ones count, and the step)."""
     if row.config is not None:
         return {k: _text(v) for k, v in row.config.items() if k not in _IDENTITY}
-    out = {}
+    out = {"model.step": row.experiment.step}  # what they timed: their model's own step
     for item in row.job.overrides:
         key, sep, value = str(item).lstrip("+~").partition("=")
         if sep and key not in ("model", "dynamo", "xla", "test") and is_measured(key):
@@ -215,6 +215,7 @@ class Report:
     entries: list[Entry]
     summaries: list[Summary]
     axes: list[str]  # the measured settings that vary, in the configuration labels
+    steps: list[str] = field(default_factory=list)  # the timed steps (model.step) rows ran
     notes: list[str] = field(default_factory=list)
     invalid: list[Invalid] = field(default_factory=list)  # jobs that never ran
 
@@ -327,6 +328,7 @@ def build_report(rows: Sequence[ResultRow], baseline: str = DEFAULT_BASELINE) ->
         entries=entries,
         summaries=summaries,
         axes=axes,
+        steps=sorted({r.experiment.step for r in rows if r.status is not Status.SKIPPED}),
         notes=notes,
         invalid=invalid,
     )

@@ -8,6 +8,7 @@ import io
 from collections.abc import Sequence
 from typing import Any
 
+from benchflow.config.schema import STEPS
 from benchflow.core.status import Status
 from benchflow.core.units import NOT_APPLICABLE, format_time
 from benchflow.report.compare import Change
@@ -132,8 +133,10 @@ def markdown_table(header: Sequence[str], body: Sequence[Sequence[str]]) -> str:
 
 
 def definitions(report: Report) -> str:
+    steps = "; ".join(f"model.step={s}: {STEPS.get(s, s)}" for s in report.steps)
     return (
-        "time: median per-iteration time over the repeats (IQR: their interquartile range; "
+        (f"timed step: {steps}. " if steps else "")
+        + "time: median per-iteration time over the repeats (IQR: their interquartile range; "
         "CV: their std / mean); "
         f"speedup: {report.baseline} time / this time (> 1 is faster); "
         "compile: first call minus a steady step; "
