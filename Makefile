@@ -26,7 +26,7 @@ $(UV):
 	.uv/bin/pip install --quiet uv==$(UV_VERSION)
 
 $(VENV)/.synced: pyproject.toml uv.lock | $(UV)
-	$(UV) sync --locked --extra ray
+	$(UV) sync --locked --extra ray --extra suites
 	@touch $@
 
 setup: $(VENV)/.synced ## Create .venv from uv.lock (torch 2.9.0 + torch_xla 2.9.0, ~8 GB, cached)
@@ -72,7 +72,7 @@ bench: setup ## Harness benchmarks: orchestration overhead, timing fidelity vs t
 COMPARE_OUT ?= compare_xr
 compare-xr: setup ## benchflow vs PyTorch/XLA's experiment runner (XLA_CHECKOUT=, TORCHBENCH_ROOT=, MODELS=)
 	@test -n "$(XLA_CHECKOUT)" -a -n "$(TORCHBENCH_ROOT)" || { echo "compare-xr: set XLA_CHECKOUT=<pytorch/xla checkout at v2.9.0> and TORCHBENCH_ROOT=<pytorch/benchmark checkout>"; exit 2; }
-	$(UV) sync --locked --extra ray --extra torchbench
+	$(UV) sync --locked --extra ray --extra suites --extra torchbench
 	$(PY) benchmarks/compare_xr.py --xla $(XLA_CHECKOUT) --torchbench $(TORCHBENCH_ROOT) --out $(COMPARE_OUT) $(if $(MODELS),--models $(MODELS))
 
 lint: setup ## ruff (lint + format check) and mypy on src/
