@@ -258,7 +258,7 @@ def test_cuda_without_a_gpu_and_too_many_threads_are_refused() -> None:
 
 # --- layers ---------------------------------------------------------------------------
 
-# The README's Architecture: lowest first; a package imports only its own layer or below.
+# docs/architecture.md: lowest first; a package imports only its own layer or below.
 LAYERS = [
     {"config"},
     {"core"},
@@ -282,7 +282,7 @@ def test_no_package_imports_one_above_it() -> None:
     level = {pkg: n for n, layer in enumerate(LAYERS) for pkg in layer}
     src = Path(benchflow.__file__).parent
     packages = {p.name for p in src.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
-    assert packages == set(level), "a new package needs its place in LAYERS and the README"
+    assert packages == set(level), "a new package needs its place in LAYERS and the docs"
     upward = []
     for path in src.rglob("*.py"):
         pkg = path.relative_to(src).parts[0]

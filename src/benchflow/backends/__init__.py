@@ -2,8 +2,7 @@
 
 Importing the package imports each module, and each registers its class. No torch
 here: the parent plans and validates with the classes' attributes. Adding a
-backend = one module here + one ``conf/dynamo/<option>.yaml`` (README, "Adding a
-backend").
+backend = one module here + one ``conf/dynamo/<option>.yaml`` (docs/adding-a-backend.md).
 
 Lookups: :func:`get` (by label), :func:`of_row` (a recorded row's dynamo/xla),
 :func:`select` (the `dynamo=`/`xla=`/accelerator choices of a job, checked).

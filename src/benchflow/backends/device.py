@@ -77,7 +77,7 @@ class XlaDevice(Device):
     not enough: on torch_xla 2.9's PJRT CPU client it returns once the pending
     graph is launched, before graphs launched by earlier ``sync()`` calls finish
     (measured: 0.5 ms against 75 ms of execution still running), so
-    ``xm.wait_device_ops()`` follows it. See the README, "Timing".
+    ``xm.wait_device_ops()`` follows it. See docs/timing.md.
     """
 
     kind = "xla"

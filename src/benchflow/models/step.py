@@ -67,7 +67,7 @@ SGD_MODELS = frozenset(
 )
 LEARNING_RATE = 0.01  # the experiment runner's, for either optimizer
 
-# What the references do with each kind of example inputs, for the README's table:
+# What the references do with each kind of example inputs, for docs/timed-step.md's table:
 # a tuple or list is unpacked, a dict passed as keywords, a lone tensor passed alone.
 Inputs = tuple[tuple[Any, ...], dict[str, Any]]  # (positional, keyword)
 Prepare = Callable[[Any], Any]  # the backend's: a callable (or module) as it runs it

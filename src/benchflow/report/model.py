@@ -5,7 +5,7 @@ configuration. A configuration is the backend (``eager``, ``lazy_xla`` or the
 dynamo backend) plus every other swept axis whose value differs between the
 rows (e.g. ``dtype=float32``); axes every row shares are left out of the label.
 
-Definitions (the PyTorch HUD's, restated in the README):
+Definitions (the PyTorch HUD's, restated in docs/reports.md):
 - passed: the job ran (``status=ok``) and accuracy did not fail: the code is
   ``PASS``, or ``VERIFIER_SKIPPED`` when the sweep did not ask for ``verify``
   (counted as passing, and the summary says how many were verified).
