@@ -80,6 +80,31 @@ CASES = [
         ("experiment/broken", "mapping"),
     ),
     Case(
+        "unknown key in your config",
+        ("--config-dir", "{user}/typo", "model=typo"),
+        ("model=typo", "typo.yaml", "no key model.nmae", "allowed keys of model", "target"),
+    ),
+    Case(
+        "your option named like benchflow's",
+        ("--config-dir", "{user}/shadow", "model=llama"),
+        ("model/llama.yaml", "model=llama is already benchflow's", "allowed: another name"),
+    ),
+    Case(
+        "missing config folder",
+        ("--config-dir", "/nonexistent/bench", "model=llama"),
+        ("/nonexistent/bench", "does not exist", "allowed: a folder"),
+    ),
+    Case(
+        "bad model.target",
+        ("model=custom", "model.target=nocolon"),
+        ("model.target='nocolon'", "allowed: module:function"),
+    ),
+    Case(
+        "model.target not found",
+        ("model=custom", "model.target=nomod:build"),
+        ("model.target='nomod:build'", "no module 'nomod'", "allowed: module:function"),
+    ),
+    Case(
         "unreachable tracking URI",
         ("-m", "mlflow.tracking_uri=http://127.0.0.1:9"),
         ("mlflow.tracking_uri=http://127.0.0.1:9", "no MLflow server answers", "mlflow.db"),
@@ -103,15 +128,28 @@ def broken_conf(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
+def user_conf(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A user's config folders ({user} in a case's arguments): one sets a key the schema
+    does not have, one has an option named like one of benchflow's."""
+    user = tmp_path_factory.mktemp("user")
+    (user / "typo" / "model").mkdir(parents=True)
+    (user / "typo" / "model" / "typo.yaml").write_text("name: typo\nnmae: typo\n")
+    (user / "shadow" / "model").mkdir(parents=True)
+    (user / "shadow" / "model" / "llama.yaml").write_text("name: llama\n")
+    return user
+
+
+@pytest.fixture(scope="module")
 def outcomes(
-    tmp_path_factory: pytest.TempPathFactory, broken_conf: Path
+    tmp_path_factory: pytest.TempPathFactory, broken_conf: Path, user_conf: Path
 ) -> dict[str, tuple[CliResult, Path]]:
     """Every case through the real CLI, each in a scratch directory of its own; four at a
     time (they are independent processes, mostly waiting on imports)."""
 
     def one(case: Case) -> tuple[CliResult, Path]:
         cwd = tmp_path_factory.mktemp("bad")
-        return run_cli([*case.args, f"hydra.searchpath=[file://{broken_conf}]"], cwd), cwd
+        args = [a.replace("{user}", str(user_conf)) for a in case.args]
+        return run_cli([*args, f"hydra.searchpath=[file://{broken_conf}]"], cwd), cwd
 
     # With a GPU, accelerator=cuda is good input: that case would run a real job.
     cases = [c for c in CASES if not (c.gpu_less and cuda_present())]

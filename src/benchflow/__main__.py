@@ -25,6 +25,7 @@ def main() -> None:
         raise SystemExit(command.main(sys.argv[2:]))
 
     args = sys.argv[1:]
+    _check_config_dirs(args)
     _check_launcher(args)
     _check_keys(args)
     _check_yaml(args)
@@ -42,7 +43,10 @@ def main() -> None:
     )
     register_torchbench(root)
 
-    @hydra.main(version_base="1.3", config_path="../../conf", config_name="config")
+    from benchflow.config.store import CONF_DIR
+
+    # benchflow's own tree: conf/ of a checkout, or the copy an installed wheel carries.
+    @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
     def _app(cfg):  # type: ignore[no-untyped-def]
         from benchflow.sweep.task import run_job
 
@@ -111,6 +115,13 @@ LAUNCHERS = {
 }
 
 
+def _check_config_dirs(args: list[str]) -> None:
+    from benchflow.config.store import problem
+
+    if why := problem(args):
+        _exit(why)
+
+
 def _check_launcher(args: list[str]) -> None:
     """hydra/launcher=X whose plugin is not installed: say how to get it (Hydra's own
     message only lists the launchers it found)."""
@@ -133,71 +144,94 @@ def _check_launcher(args: list[str]) -> None:
 def _check_keys(args: list[str]) -> None:
     """An override of a key the schema does not have: one message with the allowed keys
     (Hydra's own says only that the key is not in the config)."""
-    import dataclasses
-    import typing
+    from benchflow.config.store import groups as config_groups
 
-    from benchflow.config.schema import BenchConfig
-    from benchflow.config.store import CONF_DIR
-
-    groups = sorted(p.name for p in CONF_DIR.iterdir() if p.is_dir() and p.name != "hydra")
+    groups = config_groups(args)
     for arg in args:
-        key, sep, _ = arg.partition("=")
+        key, sep, value = arg.partition("=")
         if not sep or arg.startswith(("-", "+", "~", "hydra.", "hydra/")) or "@" in key:
             continue
         if key in groups:
             continue  # a group choice: Hydra lists the options when one is unknown
-        cls: typing.Any = BenchConfig
-        done: list[str] = []
-        for part in key.split("."):
-            fields = {f.name for f in dataclasses.fields(cls)}
-            if part not in fields:
-                allowed = sorted(fields | (set(groups) if not done else set()))
-                where = ".".join(done) + "." if done else ""
-                print(
-                    f"benchflow: error: {key}={arg.partition('=')[2]}: no key {where}{part}; "
-                    f"allowed {'keys' if not done else 'keys of ' + '.'.join(done)}: "
-                    + ", ".join(allowed),
-                    file=sys.stderr,
-                )
-                raise SystemExit(2)
-            done.append(part)
-            hint = typing.get_type_hints(cls)[part]
-            if not dataclasses.is_dataclass(hint):
-                break  # a value (or a free-form mapping): Hydra checks its type
-            cls = hint
+        if why := _unknown_key(key, groups):
+            _exit(f"{key}={value}: {why}")
+
+
+def _unknown_key(key: str, groups: list[str]) -> str | None:
+    """Why a dotted key is not one of the schema's ('no key ...; allowed keys ...'), or
+    None. Below a field that is a value or a free-form mapping, Hydra checks types."""
+    import dataclasses
+    import typing
+
+    from benchflow.config.schema import BenchConfig
+
+    cls: typing.Any = BenchConfig
+    done: list[str] = []
+    for part in key.split("."):
+        fields = {f.name for f in dataclasses.fields(cls)}
+        if part not in fields:
+            allowed = sorted(fields | (set(groups) if not done else set()))
+            where = ".".join(done) + "." if done else ""
+            which = "keys" if not done else "keys of " + ".".join(done)
+            return f"no key {where}{part}; allowed {which}: " + ", ".join(allowed)
+        done.append(part)
+        hint = typing.get_type_hints(cls)[part]
+        if not dataclasses.is_dataclass(hint):
+            return None
+        cls = hint
+    return None
+
+
+def _exit(message: str) -> None:
+    print(f"benchflow: error: {message}", file=sys.stderr)
+    raise SystemExit(2)
 
 
 def _check_yaml(args: list[str]) -> None:
-    """A chosen config file that is not valid YAML: one message naming the file and the
-    place, before Hydra (which would print a parser traceback)."""
-    from pathlib import Path
+    """A chosen config file (benchflow's or the user's) that is not valid YAML, or sets a
+    key the schema does not have: one message naming the file, before Hydra (which would
+    print a parser traceback, or name the key without what is allowed)."""
+    from benchflow.config.store import config_dirs
+    from benchflow.config.store import groups as config_groups
 
-    from benchflow.config.store import CONF_DIR
-
-    dirs = [Path(CONF_DIR)]
-    for arg in args:
-        if arg.startswith("hydra.searchpath="):
-            for item in arg.split("=", 1)[1].strip("[]").split(","):
-                item = item.strip().strip("'\"")
-                if item.startswith("file://"):
-                    dirs.append(Path(item.removeprefix("file://")))
+    dirs, groups = config_dirs(args), config_groups(args)
     for arg in args:
         group, sep, value = arg.partition("=")
         if not sep or arg.startswith(("-", "+", "~", "hydra.")):
             continue
         for option in (v.strip() for v in value.split(",")):
-            for path in (d / group / f"{option}.yaml" for d in dirs):
-                if path.is_file():
-                    _load_or_exit(path, f"{group}={option}")
+            path = next(
+                (p for p in (d / group / f"{option}.yaml" for d in dirs) if p.is_file()), None
+            )
+            if path is None:
+                continue
+            choice = f"{group}={option}"
+            text = _load_or_exit(path, choice)
+            package = "" if "@package _global_" in path.read_text().split("\n", 1)[0] else group
+            for key in _leaf_keys(text, package):
+                if why := _unknown_key(key, groups):
+                    _exit(f"{choice}: {path}: {why}")
 
 
-def _load_or_exit(path: object, choice: str) -> None:
+def _leaf_keys(data: object, prefix: str, root: bool = True) -> list[str]:
+    """The dotted keys a config file sets (its defaults list and hydra node left out)."""
+    if not isinstance(data, dict):
+        return [prefix] if prefix else []
+    keys = []
+    for key, value in data.items():
+        if root and key in ("defaults", "hydra"):
+            continue
+        keys += _leaf_keys(value, f"{prefix}.{key}" if prefix else str(key), root=False)
+    return keys
+
+
+def _load_or_exit(path: object, choice: str) -> object:
     from pathlib import Path
 
     import yaml
 
     try:
-        yaml.safe_load(Path(str(path)).read_text(encoding="utf-8"))
+        return yaml.safe_load(Path(str(path)).read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

@@ -1,7 +1,8 @@
 """`python -m benchflow models`: every model benchflow can run here, and whether it can.
 
 Reads config and the TorchBench checkout's files only (no torch, no model
-import): built-in models from conf/model/, TorchBench models from the checkout,
+import): benchflow's models from conf/model/, the user's from their config folders
+(`--config-dir DIR`, as for a sweep), TorchBench models from the checkout,
 each checked against the suite's skip lists, its metadata.yaml and the packages
 its requirements.txt names.
 """
@@ -14,7 +15,7 @@ import sys
 import yaml
 
 from benchflow.config.schema import SuiteConfig
-from benchflow.config.store import CONF_DIR
+from benchflow.config.store import CONF_DIR, options, problem
 from benchflow.core.machine import cuda_present
 from benchflow.models.torchbench_index import (
     CLONE_HINT,
@@ -39,6 +40,9 @@ def main(argv: list[str]) -> int:
     root_arg = next(
         (a.split("=", 1)[1] for a in argv if a.startswith("suite.torchbench_root=")), None
     )
+    if why := problem(argv):
+        print(f"benchflow: error: {why}", file=sys.stderr)
+        return 2
     device = "cuda" if cuda_present() else "cpu"
     rules = yaml.safe_load((CONF_DIR / "suite" / "torchbench.yaml").read_text())["rules"]
     suite = SuiteConfig(name="torchbench", rules=rules)
@@ -52,10 +56,18 @@ def main(argv: list[str]) -> int:
     print("Suite skip lists and metadata.yaml are applied (suite.skip_lists=false overrides")
     print("the lists). 'yes' means nothing known blocks it: a load can still fail on a")
     print("package or a download, and the job then says which.\n")
-    print("built-in (benchflow's own; TorchBench's model of the same name is used when present):")
-    for path in sorted((CONF_DIR / "model").glob("*.yaml")):
-        note = " [TorchBench's is used here]" if path.stem in tb_models else ""
-        print(f"{path.stem:<32} builtin     yes{note}: {_first_comment(path)}")
+    print("built-in (benchflow's own; TorchBench's model of the same name is used when present)")
+    print("and yours (your config folders; `factory`: built by model.target):")
+    for name, path in options("model", argv).items():
+        spec = yaml.safe_load(path.read_text()) or {}
+        if not path.is_relative_to(CONF_DIR):
+            kind, note = ("factory" if spec.get("target") else "yours"), f" [{path}]"
+        elif spec.get("builtin"):
+            kind = "builtin"
+            note = " [TorchBench's is used here]" if name in tb_models else ""
+        else:
+            kind, note = "factory", " [needs model.target=module:function]"
+        print(f"{name:<32} {kind:<11} yes{note}: {_first_comment(path)}")
     if root is None:
         print(f"\nTorchBench: not found ({CLONE_HINT}, or export TORCHBENCH_ROOT).")
         return 0

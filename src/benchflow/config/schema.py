@@ -21,7 +21,9 @@ TEST_CHOICES = ("eval", "train")
 RETRY_CHOICES = ("failed", "none", "all")
 DTYPE_CHOICES = ("float32", "float64", "bfloat16", "float16", "amp", "amp_bf16", "amp_fp16")
 MATMUL_PRECISION_CHOICES = ("highest", "high", "medium")
-MODEL_SOURCE_CHOICES = ("auto", "builtin", "torchbench")
+# Where a model comes from: auto picks torchbench (TorchBench has it), factory
+# (model.target is set) or builtin (model.builtin is set).
+MODEL_SOURCE_CHOICES = ("auto", "builtin", "torchbench", "factory")
 SIZE_CHOICES = ("tiny", "small", "base", "large")
 # The timed step (`model.step`, benchflow.models.step): what each value times.
 STEPS = {
@@ -43,6 +45,9 @@ DEFAULT_BASELINE = "inductor"  # the backend label reports compute speedups over
 # flat `config` (the suite's rule lists): in the fingerprint and config.yaml only.
 UNMEASURED = {"measured": False}
 BULKY = {"bulky": True}
+# OPTIONAL: measured, but left out while unset (None), so that adding such a field
+# changes neither the fingerprints of the rows written before it nor their `config`.
+OPTIONAL = {"optional": True}
 
 # One measured setting's value, as the row's `config` and the MLflow params hold it.
 Setting = str | int | float | bool | list[str] | None
@@ -52,8 +57,11 @@ Settings = dict[str, Setting]  # dotted key (`model.size`) -> value
 @dataclass
 class ModelConfig:
     name: str = MISSING  # model name, e.g. llama; TorchBench's name when loaded from there
-    source: str = "auto"  # auto: TorchBench if installed, else built-in | builtin | torchbench
+    source: str = "auto"  # auto | builtin | torchbench | factory (see MODEL_SOURCE_CHOICES)
     builtin: str | None = None  # "module:Class" of benchflow's own implementation, if any
+    # Your own model: "module:function" returning (module, example_inputs) or
+    # (module, example_inputs, loss_fn); the module is found from the launch folder too.
+    target: str | None = field(default=None, metadata=OPTIONAL)
     size: str = "small"  # size preset of built-in models: tiny | small | base | large
     # The timed step. module: what get_module() returns, called on its example inputs
     # (train: + loss, backward, optimizer step), as the experiment runner and PyTorch's
@@ -177,6 +185,8 @@ def _walk(obj: Any, prefix: str, flat: bool) -> dict[str, Any]:
         if not f.metadata.get("measured", True) or (flat and f.metadata.get("bulky")):
             continue
         value = getattr(obj, f.name)
+        if value is None and f.metadata.get("optional"):
+            continue
         key = f"{prefix}{f.name}"
         if is_dataclass(value):
             inner = _walk(value, f"{key}." if flat else "", flat)

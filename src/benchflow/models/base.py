@@ -97,6 +97,24 @@ class BenchModel(abc.ABC):
             return self.model(*self.example_inputs)
 
 
+def moved(value: Any, device: torch.device, dtype: torch.dtype | None) -> Any:
+    """A tensor or module (floating parts cast to `dtype`) on `device`; a tuple, list or
+    dict holding tensors, each moved; anything else as it is. A module moves in place."""
+    if isinstance(value, torch.Tensor):
+        if dtype is not None and value.is_floating_point():
+            value = value.to(dtype)
+        return value.to(device)
+    if isinstance(value, nn.Module):
+        if dtype is not None:
+            value = value.to(dtype)
+        return value.to(device)
+    if isinstance(value, (tuple, list)) and any(isinstance(v, torch.Tensor) for v in value):
+        return type(value)(moved(v, device, dtype) for v in value)
+    if isinstance(value, dict) and any(isinstance(v, torch.Tensor) for v in value.values()):
+        return {k: moved(v, device, dtype) for k, v in value.items()}  # keyword inputs
+    return value
+
+
 def _cast_floating(x: Any, dtype: torch.dtype) -> Any:
     if isinstance(x, torch.Tensor) and x.is_floating_point():
         return x.to(dtype)

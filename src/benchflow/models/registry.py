@@ -1,4 +1,5 @@
-"""Build the model a job names: benchflow's built-in one, or TorchBench's (in the child)."""
+"""Build the model a job names (in the child): benchflow's built-in one, TorchBench's,
+or the user's own from a factory (model.target)."""
 
 from __future__ import annotations
 
@@ -32,6 +33,11 @@ def load_model(cfg: BenchConfig, device: torch.device, dtype: torch.dtype | None
             cfg.batch_size,
             dtype,
         )
+    if m.source == "factory":
+        from benchflow.models.factory import FactoryModel
+
+        assert m.target, "validation requires model.target for model.source=factory"
+        return FactoryModel(m.target, m.name, cfg.test.name, device, cfg.batch_size, m.size, dtype)
     assert m.builtin, f"model {m.name!r} has no built-in implementation"
     module_name, _, class_name = m.builtin.partition(":")
     cls = getattr(importlib.import_module(module_name), class_name)

@@ -113,6 +113,10 @@ class TimedStep:
         if kind != "module":
             raise ValueError(f"model.step={kind!r}; allowed values: {', '.join(STEP_CHOICES)}")
         self.module, self.args, self.kwargs = self._module_and_inputs(model)
+        # A factory model (model.target) may bring its own training loss.
+        self.loss_fn: Callable[[Any], torch.Tensor] = (
+            getattr(model, "loss_fn", None) or reduce_to_scalar_loss
+        )
         fn: Callable[..., Any]
         if test == "train":
             params = self._parameters("train it")
@@ -160,7 +164,7 @@ class TimedStep:
     def _train_step(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         assert self.optimizer is not None
         self.optimizer.zero_grad(set_to_none=True)
-        loss = reduce_to_scalar_loss(self.module(*args, **kwargs))
+        loss = self.loss_fn(self.module(*args, **kwargs))
         loss.backward()
         self.optimizer.step()
         return loss

@@ -29,6 +29,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from benchflow.models.base import moved
 from benchflow.models.errors import MissingDependency, ModelSkipped
 from benchflow.models.torchbench_index import not_implemented
 
@@ -69,22 +70,6 @@ def _classify_load_error(name: str, exc: BaseException) -> BaseException:
             "pre-download them into the checkout or pick another model"
         )
     return exc
-
-
-def _move(value: Any, device: torch.device, dtype: torch.dtype | None) -> Any:
-    if isinstance(value, torch.Tensor):
-        if dtype is not None and value.is_floating_point():
-            value = value.to(dtype)
-        return value.to(device)
-    if isinstance(value, nn.Module):
-        if dtype is not None:
-            value = value.to(dtype)
-        return value.to(device)
-    if isinstance(value, (tuple, list)) and any(isinstance(v, torch.Tensor) for v in value):
-        return type(value)(_move(v, device, dtype) for v in value)
-    if isinstance(value, dict) and any(isinstance(v, torch.Tensor) for v in value.values()):
-        return {k: _move(v, device, dtype) for k, v in value.items()}  # keyword inputs
-    return value
 
 
 class TorchBenchModel:
@@ -129,14 +114,14 @@ class TorchBenchModel:
         """
         optimizer = self.tb.get_optimizer() if self.test == "train" else None
         for attr, value in list(vars(self.tb).items()):
-            moved = _move(value, device, dtype)
-            if moved is not value:
-                setattr(self.tb, attr, moved)
+            new = moved(value, device, dtype)
+            if new is not value:
+                setattr(self.tb, attr, new)
         # The module may sit inside a non-Module holder (BERT_pytorch keeps a trainer
         # in self.model): move what get_module() returns, in place, as well.
         module, _ = self.tb.get_module()
         if isinstance(module, nn.Module):
-            _move(module, device, dtype)
+            moved(module, device, dtype)
         if isinstance(optimizer, torch.optim.Optimizer):
             self.tb.set_optimizer(type(optimizer)(module.parameters(), **optimizer.defaults))
 

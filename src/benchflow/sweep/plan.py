@@ -95,7 +95,9 @@ def _resolve_model_source(cfg: BenchConfig) -> tuple[ModelConfig, SuiteConfig]:
     name, source = cfg.model.name, cfg.model.source
     in_torchbench = root is not None and (root / "torchbenchmark" / "models" / name).is_dir()
     if source == "auto":
-        source = "torchbench" if in_torchbench else "builtin"
+        source = "factory" if cfg.model.target else "torchbench" if in_torchbench else "builtin"
+    if source == "factory":
+        return _factory(cfg), cfg.suite
     if source == "torchbench" and root is None:
         raise ConfigError(f"model.source=torchbench but no TorchBench was found; {CLONE_HINT}")
     if source == "torchbench" and not in_torchbench:
@@ -107,10 +109,24 @@ def _resolve_model_source(cfg: BenchConfig) -> tuple[ModelConfig, SuiteConfig]:
     if source == "builtin" and not cfg.model.builtin:
         raise ConfigError(
             f"model={name!r} has no built-in implementation and TorchBench is not installed; "
-            "allowed: a built-in model (llama, dlrm, resnet, bert) or set suite.torchbench_root"
+            "allowed: a built-in model (llama, dlrm, resnet, bert), set "
+            "suite.torchbench_root, or your own model with model.target=module:function"
         )
     suite = dataclasses.replace(cfg.suite, torchbench_root=str(root) if root else None)
     return dataclasses.replace(cfg.model, source=source), suite
+
+
+def _factory(cfg: BenchConfig) -> ModelConfig:
+    """model.target names the user's factory: it must be findable before any job runs."""
+    from benchflow.models.target import problem
+
+    if not cfg.model.target:
+        raise ConfigError(
+            "model.source=factory needs model.target; allowed: model.target=module:function"
+        )
+    if why := problem(cfg.model.target):
+        raise ConfigError(why)
+    return dataclasses.replace(cfg.model, source="factory")
 
 
 def job_name(cfg: BenchConfig) -> str:
