@@ -21,7 +21,9 @@ TEST_CHOICES = ("eval", "train")
 RETRY_CHOICES = ("failed", "none", "all")
 DTYPE_CHOICES = ("float32", "float64", "bfloat16", "float16", "amp", "amp_bf16", "amp_fp16")
 MATMUL_PRECISION_CHOICES = ("highest", "high", "medium")
-MODEL_SOURCE_CHOICES = ("auto", "builtin", "torchbench")
+# A suite's own models (huggingface, timm) carry their suite's name as their source.
+SUITE_MODEL_SOURCES = ("huggingface", "timm")
+MODEL_SOURCE_CHOICES = ("auto", "builtin", "torchbench", *SUITE_MODEL_SOURCES)
 SIZE_CHOICES = ("tiny", "small", "base", "large")
 # The timed step (`model.step`, benchflow.models.step): what each value times.
 STEPS = {
@@ -52,7 +54,8 @@ Settings = dict[str, Setting]  # dotted key (`model.size`) -> value
 @dataclass
 class ModelConfig:
     name: str = MISSING  # model name, e.g. llama; TorchBench's name when loaded from there
-    source: str = "auto"  # auto: TorchBench if installed, else built-in | builtin | torchbench
+    # auto: TorchBench if installed, else built-in | builtin | torchbench | huggingface | timm
+    source: str = "auto"
     builtin: str | None = None  # "module:Class" of benchflow's own implementation, if any
     size: str = "small"  # size preset of built-in models: tiny | small | base | large
     # The timed step. module: what get_module() returns, called on its example inputs
@@ -92,11 +95,12 @@ class MlflowConfig:
 
 @dataclass
 class SuiteConfig:
-    name: str = "builtin"  # builtin: no suite rules | torchbench: PyTorch's torchbench.yaml
+    # builtin: no suite rules | torchbench | huggingface | timm: PyTorch's <suite> yaml + list
+    name: str = "builtin"
     skip_lists: bool = True  # honour the suite's skip lists (false: the runner's --no-skip)
     fast: bool = False  # also skip the suite's `slow` and `very_slow` models
     torchbench_root: str | None = None  # pytorch/benchmark checkout; null: $TORCHBENCH_ROOT
-    rules: dict[str, Any] = field(default_factory=dict, metadata=BULKY)  # torchbench.yaml data
+    rules: dict[str, Any] = field(default_factory=dict, metadata=BULKY)  # the mirror's data
 
 
 @dataclass
