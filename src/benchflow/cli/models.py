@@ -3,7 +3,8 @@
 Reads config and the TorchBench checkout's files only (no torch, no model
 import): built-in models from conf/model/, TorchBench models from the checkout,
 each checked against the suite's skip lists, its metadata.yaml and the packages
-its requirements.txt names.
+its requirements.txt names. `suite=huggingface|timm` lists that suite's models
+instead (benchflow.cli.suite_models).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from benchflow.models.torchbench_index import (
     not_implemented,
 )
 from benchflow.suite.rules import skip_reason
+from benchflow.suite.suites import SUITES
 
 
 def _first_comment(path: os.PathLike[str]) -> str:
@@ -36,6 +38,18 @@ def _first_comment(path: os.PathLike[str]) -> str:
 
 
 def main(argv: list[str]) -> int:
+    suite_arg = next((a.split("=", 1)[1] for a in argv if a.startswith("suite=")), "torchbench")
+    if suite_arg not in SUITES:
+        allowed = ", ".join(sorted(SUITES))
+        print(
+            f"benchflow: error: suite={suite_arg!r} is not allowed; allowed: {allowed}",
+            file=sys.stderr,
+        )
+        return 2
+    if SUITES[suite_arg].models_list:  # huggingface, timm: the suite's own models
+        from benchflow.cli.suite_models import show
+
+        return show(SUITES[suite_arg], "cuda" if cuda_present() else "cpu")
     root_arg = next(
         (a.split("=", 1)[1] for a in argv if a.startswith("suite.torchbench_root=")), None
     )
