@@ -38,7 +38,7 @@ SWEEPS = {
 }
 
 register()
-register_suite_models()
+register_suite_models(["suite=huggingface,timm"])
 
 
 def composed(*overrides: str) -> Any:
@@ -140,6 +140,15 @@ def test_a_suite_model_runs_under_its_own_suite_only() -> None:
     with pytest.raises(ConfigError, match=r"'ghostnet_100' with model\.source=huggingface"):
         overrides = ["suite=huggingface", "model=ghostnet_100", "model.source=huggingface"]
         plan_job(composed(*overrides), 0, overrides)
+
+
+def test_a_suite_model_without_its_suite_is_refused_before_any_work(tmp_path: Path) -> None:
+    result = run_cli(["-m", "suite=timm", "model=mobilevit_s,BertForMaskedLM"], tmp_path)
+    assert result.returncode == 2
+    assert "model=BertForMaskedLM is a huggingface model; allowed: add suite=huggingface" in (
+        result.stderr
+    )
+    assert not (tmp_path / "multirun").exists()
 
 
 def test_each_runner_has_its_own_tolerance() -> None:

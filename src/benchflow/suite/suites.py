@@ -7,6 +7,7 @@ registers models from the mirrors alone.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -73,14 +74,34 @@ def model_names(suite: Suite) -> list[str]:
     return list((rules(suite).get("batch_size") or {}).get("inference") or {})
 
 
-def register_suite_models() -> None:
-    """Every suite model as a `model` option with its source, so `model=BertForMaskedLM`
-    composes with no YAML file per model."""
+def named(args: Sequence[str]) -> list[Suite]:
+    """The suites with models of their own that a command line chooses (`suite=timm`,
+    `suite=huggingface,timm` in a sweep)."""
+    chosen = {v.strip() for a in args if a.startswith("suite=") for v in a[6:].split(",")}
+    return [s for s in SUITES.values() if s.name in chosen and s.source]
+
+
+def register_suite_models(args: Sequence[str]) -> None:
+    """The models of each suite the command line chooses as `model` options with their
+    source, so `suite=huggingface model=BertForMaskedLM` composes with no YAML file
+    per model. Only those: `--help` and Hydra's list of options for an unknown model
+    stay the default suite's."""
     from benchflow.config.store import register
 
+    for suite in named(args):
+        # Hydra reads `/` in an option as a folder: the Hub-checkpoint entries
+        # (`meta-llama/Llama-3.2-1B`) cannot be options, nor be built offline anyway.
+        names = [n for n in model_names(suite) if "/" not in n]
+        register(names, source=suite.source or "")
+
+
+def unchosen_suite_model(args: Sequence[str]) -> str | None:
+    """An error for `model=<a huggingface or timm model>` without its `suite=`, whose
+    models are options only when it is chosen (Hydra would only say it found none)."""
+    chosen = {s.name for s in named(args)}
+    models = {v.strip() for a in args if a.startswith("model=") for v in a[6:].split(",")}
     for suite in SUITES.values():
-        if suite.source and suite.mirror.is_file():
-            # Hydra reads `/` in an option as a folder: the Hub-checkpoint entries
-            # (`meta-llama/Llama-3.2-1B`) cannot be options, nor be built offline anyway.
-            names = [n for n in model_names(suite) if "/" not in n]
-            register(names, source=suite.source)
+        if suite.source and suite.name not in chosen:
+            for name in sorted(models & set(model_names(suite))):
+                return f"model={name} is a {suite.name} model; allowed: add suite={suite.name}"
+    return None
