@@ -180,7 +180,7 @@ def test_models_lists_the_suites_models_and_whether_they_run(
     assert "Hugging Face Hub" in lines["T5Small"]
     assert lines["BertForMaskedLM"].split()[1:] == ["32", "yes"]
     assert models_cli.main(["suite=nope"]) == 2
-    assert "allowed: huggingface, timm, torchbench" in capsys.readouterr().err
+    assert "allowed: builtin, huggingface, timm, torchbench" in capsys.readouterr().err
 
 
 # --- inputs as the runners make them -----------------------------------------------

@@ -68,10 +68,15 @@ def rules(suite: Suite) -> dict[str, Any]:
     return data["rules"] if isinstance(data, dict) else {}
 
 
+def models_in(suite_rules: dict[str, Any]) -> list[str]:
+    """The models of a suite with a models list, in the list's order, from its rules (the
+    mirror keeps the list's batch sizes under batch_size.inference)."""
+    return list((suite_rules.get("batch_size") or {}).get("inference") or {})
+
+
 def model_names(suite: Suite) -> list[str]:
-    """The models of a suite with a models list, in the list's order (the mirror keeps the
-    list's batch sizes under batch_size.inference)."""
-    return list((rules(suite).get("batch_size") or {}).get("inference") or {})
+    """The models of a suite with a models list, read from its mirror."""
+    return models_in(rules(suite))
 
 
 def named(args: Sequence[str]) -> list[Suite]:

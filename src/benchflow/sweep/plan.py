@@ -120,7 +120,7 @@ def _resolve_model_source(cfg: BenchConfig) -> tuple[ModelConfig, SuiteConfig]:
 def _check_suite_model(cfg: BenchConfig) -> None:
     """A huggingface or timm model runs under its own suite, whose rules give its batch
     size, and must be one its suite lists."""
-    from benchflow.suite.suites import by_source, model_names
+    from benchflow.suite.suites import by_source, models_in
 
     name, source = cfg.model.name, cfg.model.source
     suite = by_source(source)
@@ -130,7 +130,7 @@ def _check_suite_model(cfg: BenchConfig) -> None:
             f"model={name} is a {suite.name} model (model.source={source}), but "
             f"suite={cfg.suite.name}; allowed: suite={suite.name}"
         )
-    names = model_names(suite)
+    names = models_in(cfg.suite.rules)
     if name not in names:
         raise ConfigError(
             f"model={name!r} with model.source={source} is not in suite {suite.name}; "
