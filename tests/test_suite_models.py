@@ -233,7 +233,7 @@ def _suite_sweeps(root: Path) -> dict[str, CliResult]:
     out = {}
     for suite, args in SWEEPS.items():
         (root / suite).mkdir()
-        out[suite] = run_cli(args, root / suite, timeout=600)
+        out[suite] = run_cli(args, root / suite)
     return out
 
 
