@@ -274,7 +274,7 @@ def test_a_real_timm_model_runs_offline(early_sweeps: EarlySweeps) -> None:
     ("args", "jobs"),
     [
         (["suite=timm", "model=mobilenetv2_100,ghostnet_100", "test=eval,train"], 12),
-        (["suite=huggingface", "model=ElectraForCausalLM,MobileBertForMaskedLM"], 6),
+        (["suite=huggingface", "model=ElectraForCausalLM,GPT2ForSequenceClassification"], 6),
     ],
 )
 def test_suite_models_on_every_cpu_backend(args: list[str], jobs: int, tmp_path: Path) -> None:
