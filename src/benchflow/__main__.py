@@ -37,11 +37,17 @@ def main() -> None:
     import hydra
 
     from benchflow.models.torchbench_index import register_torchbench
+    from benchflow.suite.suites import register_suite_models, unchosen_suite_model
 
     root = next(
         (a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("suite.torchbench_root=")), None
     )
     register_torchbench(root)
+    why = unchosen_suite_model(sys.argv[1:])
+    if why:
+        print(f"benchflow: error: {why}", file=sys.stderr)
+        raise SystemExit(2)
+    register_suite_models(sys.argv[1:])
 
     from benchflow.config.store import CONF_DIR
 

@@ -4,7 +4,8 @@ Reads config and the TorchBench checkout's files only (no torch, no model
 import): benchflow's models from conf/model/, the user's from their config folders
 (`--config-dir DIR`, as for a sweep), TorchBench models from the checkout,
 each checked against the suite's skip lists, its metadata.yaml and the packages
-its requirements.txt names.
+its requirements.txt names. `suite=huggingface|timm` lists that suite's models
+instead (benchflow.cli.suite_models).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from benchflow.models.torchbench_index import (
     not_implemented,
 )
 from benchflow.suite.rules import skip_reason
+from benchflow.suite.suites import SUITES
 
 
 def _first_comment(path: os.PathLike[str]) -> str:
@@ -37,6 +39,18 @@ def _first_comment(path: os.PathLike[str]) -> str:
 
 
 def main(argv: list[str]) -> int:
+    suite_arg = next((a.split("=", 1)[1] for a in argv if a.startswith("suite=")), "torchbench")
+    allowed = sorted(p.stem for p in (CONF_DIR / "suite").glob("*.yaml"))
+    if suite_arg not in allowed:
+        print(
+            f"benchflow: error: suite={suite_arg!r} is not allowed; allowed: {', '.join(allowed)}",
+            file=sys.stderr,
+        )
+        return 2
+    if suite_arg in SUITES and SUITES[suite_arg].models_list:  # huggingface, timm
+        from benchflow.cli.suite_models import show
+
+        return show(SUITES[suite_arg], "cuda" if cuda_present() else "cpu")
     root_arg = next(
         (a.split("=", 1)[1] for a in argv if a.startswith("suite.torchbench_root=")), None
     )

@@ -21,9 +21,11 @@ TEST_CHOICES = ("eval", "train")
 RETRY_CHOICES = ("failed", "none", "all")
 DTYPE_CHOICES = ("float32", "float64", "bfloat16", "float16", "amp", "amp_bf16", "amp_fp16")
 MATMUL_PRECISION_CHOICES = ("highest", "high", "medium")
-# Where a model comes from: auto picks torchbench (TorchBench has it), factory
-# (model.target is set) or builtin (model.builtin is set).
-MODEL_SOURCE_CHOICES = ("auto", "builtin", "torchbench", "factory")
+# Where a model comes from: auto picks factory (model.target is set), torchbench
+# (TorchBench has it) or builtin (model.builtin is set). A suite's own models
+# (huggingface, timm) carry their suite's name as their source.
+SUITE_MODEL_SOURCES = ("huggingface", "timm")
+MODEL_SOURCE_CHOICES = ("auto", "builtin", "torchbench", "factory", *SUITE_MODEL_SOURCES)
 SIZE_CHOICES = ("tiny", "small", "base", "large")
 # The timed step (`model.step`, benchflow.models.step): what each value times.
 STEPS = {
@@ -57,7 +59,7 @@ Settings = dict[str, Setting]  # dotted key (`model.size`) -> value
 @dataclass
 class ModelConfig:
     name: str = MISSING  # model name, e.g. llama; TorchBench's name when loaded from there
-    source: str = "auto"  # auto | builtin | torchbench | factory (see MODEL_SOURCE_CHOICES)
+    source: str = "auto"  # auto | builtin | torchbench | factory | huggingface | timm
     builtin: str | None = None  # "module:Class" of benchflow's own implementation, if any
     # Your own model: "module:function" returning (module, example_inputs) or
     # (module, example_inputs, loss_fn); the module is found from the launch folder too.
@@ -100,11 +102,12 @@ class MlflowConfig:
 
 @dataclass
 class SuiteConfig:
-    name: str = "builtin"  # builtin: no suite rules | torchbench: PyTorch's torchbench.yaml
+    # builtin: no suite rules | torchbench | huggingface | timm: PyTorch's <suite> yaml + list
+    name: str = "builtin"
     skip_lists: bool = True  # honour the suite's skip lists (false: the runner's --no-skip)
     fast: bool = False  # also skip the suite's `slow` and `very_slow` models
     torchbench_root: str | None = None  # pytorch/benchmark checkout; null: $TORCHBENCH_ROOT
-    rules: dict[str, Any] = field(default_factory=dict, metadata=BULKY)  # torchbench.yaml data
+    rules: dict[str, Any] = field(default_factory=dict, metadata=BULKY)  # the mirror's data
 
 
 @dataclass

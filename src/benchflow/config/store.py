@@ -93,9 +93,11 @@ def problem(argv: Sequence[str]) -> str | None:
     return None
 
 
-def register(models: Iterable[str] = ()) -> None:
-    """The schema, plus a `model` group option for each of `models` (TorchBench's, found
-    by benchflow.models.torchbench_index.register_torchbench) without a YAML file here.
+def register(models: Iterable[str] = (), source: str = "torchbench") -> None:
+    """The schema, plus a `model` group option for each of `models` without a YAML file
+    here, with model.source=`source`: TorchBench's (found by
+    benchflow.models.torchbench_index.register_torchbench) or a suite's (huggingface,
+    timm: benchflow.suite.suites.register_suite_models).
 
     So `model=<any TorchBench model>` composes with no YAML file per model, and
     Hydra's "available options" for an unknown model list them too.
@@ -105,4 +107,4 @@ def register(models: Iterable[str] = ()) -> None:
     own = {p.stem for p in (CONF_DIR / "model").glob("*.yaml")}
     for name in models:
         if name not in own:
-            cs.store(group="model", name=name, node={"name": name, "source": "torchbench"})
+            cs.store(group="model", name=name, node={"name": name, "source": source})

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from benchflow.suite.rules import listed as in_list
+from benchflow.suite.tolerance import RULES as SUITE_RULES
 
 
 def leaves(value: Any) -> list[torch.Tensor]:
@@ -35,9 +36,13 @@ def leaves(value: Any) -> list[torch.Tensor]:
 
 
 def tolerance(
-    rules: dict[str, Any], model: str, test: str, dtype: str, device: str
+    rules: dict[str, Any], model: str, test: str, dtype: str, device: str, suite: str = ""
 ) -> tuple[float, bool]:
-    """(tolerance, cosine) for a job, from the suite's `tolerance` lists."""
+    """(tolerance, cosine) for a job, from the suite's `tolerance` lists: the suite's own
+    rule where its runner has one (benchflow.suite.tolerance), else torchbench's."""
+    own = SUITE_RULES.get(suite)
+    if own is not None:
+        return own(rules, model, test, dtype, device)
 
     def listed(key: str) -> bool:
         return in_list(rules, f"tolerance.{key}", model)

@@ -70,7 +70,9 @@ def verify(
     cap = ((rules.get("accuracy") or {}).get("max_batch_size") or {}).get(name)
     if cap is not None and (batch is None or batch > int(cap)):
         batch = int(cap)
-    tol, cosine = tolerance(rules, name, test, cfg.dtype or "float32", cfg.accelerator.name)
+    tol, cosine = tolerance(
+        rules, name, test, cfg.dtype or "float32", cfg.accelerator.name, cfg.suite.name
+    )
     larger = listed(rules, "require_larger_multiplier_for_smaller_tensor", name)
 
     try:

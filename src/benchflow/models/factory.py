@@ -51,7 +51,7 @@ class FactoryModel:
             )
         given = {"batch_size": batch_size, "test": test, "size": size}
         made = build(**{k: v for k, v in given.items() if k in takes and v is not None})
-        module, inputs, self.loss_fn = _unpack(target, made)
+        module, inputs, self.compute_loss = _unpack(target, made)
         self.name, self.test = name, test
         args, kwargs = split_inputs(name, inputs)
         self.batch_size = batch_size or _default_batch(takes) or _leading_dim(args, kwargs)
@@ -80,7 +80,7 @@ class FactoryModel:
         assert self.optimizer is not None, "train() on a model built for eval"
         self.optimizer.zero_grad(set_to_none=True)
         outputs = self.model(*self.args, **self.kwargs)
-        loss = (self.loss_fn or reduce_to_scalar_loss)(outputs)
+        loss = (self.compute_loss or reduce_to_scalar_loss)(outputs)
         loss.backward()
         self.optimizer.step()
         return loss.detach()

@@ -8,6 +8,8 @@
   - train: zero the gradients, forward, reduce the outputs to a scalar loss as the
     dynamo benchmarks do (``torch._dynamo.testing.reduce_to_scalar_loss``: each
     tensor's mean, averaged over a tuple, list or dict), backward, optimizer step.
+    A model whose suite runner defines its own loss says so with ``compute_loss``
+    (huggingface: the model's own loss; timm: the reduction, scaled for some models).
     The optimizer is the experiment runner's: Adam, or SGD for the models it lists
     (:data:`SGD_MODELS`), both with lr=0.01.
   A compiling backend compiles this whole step function, as both references compile
@@ -113,9 +115,9 @@ class TimedStep:
         if kind != "module":
             raise ValueError(f"model.step={kind!r}; allowed values: {', '.join(STEP_CHOICES)}")
         self.module, self.args, self.kwargs = self._module_and_inputs(model)
-        # A factory model (model.target) may bring its own training loss.
-        self.loss_fn: Callable[[Any], torch.Tensor] = (
-            getattr(model, "loss_fn", None) or reduce_to_scalar_loss
+        # A model may bring its own training loss (a suite's runner's, a factory's).
+        self.loss: Callable[[Any], torch.Tensor] = (
+            getattr(model, "compute_loss", None) or reduce_to_scalar_loss
         )
         fn: Callable[..., Any]
         if test == "train":
@@ -164,7 +166,7 @@ class TimedStep:
     def _train_step(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         assert self.optimizer is not None
         self.optimizer.zero_grad(set_to_none=True)
-        loss = self.loss_fn(self.module(*args, **kwargs))
+        loss = self.loss(self.module(*args, **kwargs))
         loss.backward()
         self.optimizer.step()
         return loss

@@ -72,7 +72,7 @@ class RowError(ValueError):
 class ModelId:
     suite_name: str = ""
     model_name: str
-    model_source: str | None = None  # builtin | torchbench (None: the child never said)
+    model_source: str | None = None  # builtin | torchbench | huggingface | timm (None: unknown)
 
 
 @dataclass(frozen=True, kw_only=True)

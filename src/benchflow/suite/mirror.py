@@ -1,9 +1,13 @@
-"""Turn an upstream torchbench.yaml into benchflow's mirror, conf/suite/torchbench.yaml.
+"""Turn a suite's upstream files into benchflow's mirror, conf/suite/<suite>.yaml.
 
-Upstream uses YAML anchors and lists nested inside lists (`- *DETECTRON2_MODELS`);
-the mirror holds the same data with every list flattened and every empty list
-written as ``[]``, so Hydra reads it as plain data. Keys benchflow does not know
-are kept in the mirror and reported, never dropped.
+Upstream uses YAML anchors and lists nested inside lists (`- *DETECTRON2_MODELS`)
+and `- ~` for an empty list (timm_models.yaml); the mirror holds the same data with
+every list flattened and every empty list written as ``[]``, so Hydra reads it as
+plain data. Keys benchflow does not know are kept in the mirror and reported, never
+dropped. A suite with a models list (huggingface, timm: one batch size per model,
+which PyTorch's runner uses for training and inference alike) has it written into
+``batch_size.training`` and ``batch_size.inference``, where rules.py reads
+torchbench's per-test sizes.
 """
 
 from __future__ import annotations
@@ -12,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from benchflow.suite.suites import Suite
 
 # Key paths benchflow applies (rules.py) or knowingly passes through. A path
 # covers everything beneath it.
@@ -41,14 +47,22 @@ KNOWN = {
     "skip.freezing",
     "accuracy.skip",
     "accuracy.max_batch_size",
+    # huggingface.yaml and timm_models.yaml
+    "batch_size.divisors",
+    "only_fp32",
+    "only_inference",
+    "scaled_compute_loss",
 }
 
 HEADER = """\
-# PyTorch's benchmarks/dynamo/torchbench.yaml as benchflow config: the same data,
+# PyTorch's benchmarks/dynamo/{upstream} as benchflow config: the same data,
 # anchors resolved and nested lists flattened. GENERATED, do not edit by hand:
-#   python -m benchflow.suite sync PATH/TO/torchbench.yaml
-# Select it with suite=torchbench (the default). Rules applied: benchflow/suite/rules.py.
+#   python -m benchflow.suite sync PATH/TO/{upstream}
+# Select it with suite={name}{default}. Rules applied: benchflow/suite/rules.py.{with_list}
 """
+WITH_LIST = """
+# batch_size.training and .inference: {models_list}'s batch sizes (the runner uses
+# the list's for both tests)."""
 
 
 def flatten(value: Any) -> Any:
@@ -69,7 +83,7 @@ def flatten(value: Any) -> Any:
 def load_upstream(path: Path) -> dict[str, Any]:
     data = yaml.safe_load(path.read_text())
     if not isinstance(data, dict):
-        raise ValueError(f"{path}: not a torchbench.yaml (top level is not a mapping)")
+        raise ValueError(f"{path}: not a suite file (top level is not a mapping)")
     flat = flatten(data)
     # Keys with no value upstream (`very_slow: &VERY_SLOW_MODELS`) hold lists of models.
     return {k: ([] if v is None else v) for k, v in flat.items()}
@@ -89,13 +103,44 @@ def unknown_paths(data: dict[str, Any], prefix: str = "") -> list[str]:
     return found
 
 
-def render(rules: dict[str, Any]) -> str:
-    body = yaml.safe_dump({"name": "torchbench", "rules": rules}, sort_keys=False, width=100)
-    return HEADER + body
+def load_models_list(path: Path, separator: str) -> dict[str, int]:
+    """`name<separator>batch size` per line (huggingface_models_list.txt, timm_models_list.txt)."""
+    sizes: dict[str, int] = {}
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        name, sep, size = line.partition(separator)
+        if not sep or not size.strip().isdigit():
+            raise ValueError(f"{path}:{number}: {line!r} is not `name{separator}batch size`")
+        sizes[name.strip()] = int(size)
+    return sizes
 
 
-def sync(upstream: Path, out: Path) -> list[str]:
+def with_models_list(rules: dict[str, Any], sizes: dict[str, int]) -> dict[str, Any]:
+    """The list's batch sizes under batch_size.training and .inference (upstream's own
+    batch_size keys, such as divisors, stay beside them)."""
+    batch = dict(rules.get("batch_size") or {})
+    batch["training"] = dict(sizes)
+    batch["inference"] = dict(sizes)
+    return {**rules, "batch_size": batch}
+
+
+def render(rules: dict[str, Any], suite: Suite) -> str:
+    body = yaml.safe_dump({"name": suite.name, "rules": rules}, sort_keys=False, width=100)
+    with_list = WITH_LIST.format(models_list=suite.models_list) if suite.models_list else ""
+    default = " (the default)" if suite.name == "torchbench" else ""
+    header = HEADER.format(
+        upstream=suite.upstream, name=suite.name, with_list=with_list, default=default
+    )
+    return header + body
+
+
+def sync(upstream: Path, out: Path, suite: Suite, models_list: Path | None = None) -> list[str]:
     """Write the mirror; return the unknown key paths it kept."""
     rules = load_upstream(upstream)
-    out.write_text(render(rules))
+    if suite.models_list:
+        if models_list is None or suite.list_separator is None:
+            raise ValueError(f"suite {suite.name} needs its {suite.models_list}")
+        rules = with_models_list(rules, load_models_list(models_list, suite.list_separator))
+    out.write_text(render(rules, suite))
     return unknown_paths(rules)

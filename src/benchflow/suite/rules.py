@@ -4,8 +4,11 @@ Applied as PyTorch/XLA's experiment runner applies torchbench.yaml (seed 003):
 - inference runs in bfloat16, unless the model is in
   dtype.force_amp_for_fp16_bf16_models (AMP) or dtype.force_fp16_for_bf16_models
   (float16); training always uses AMP (bfloat16 AMP for dtype.amp_dtype_bfloat16);
-- the batch size is batch_size.{training,inference}[model] unless the user set
-  one; dont_change_batch_size wins over both (such models cannot run another);
+- the batch size is batch_size.{training,inference}[model] (for huggingface and
+  timm: their models list's), divided by batch_size.divisors[model] as their runners
+  divide it, unless the user set one; dont_change_batch_size wins over both (such
+  models cannot run another);
+- only_fp32 (huggingface.yaml) keeps a model in float32 for both tests;
 - skip.all, skip.test.<training|inference>, skip.device.<accelerator> and
   skip.multiprocess skip the job, naming the list; suite.skip_lists=false ignores
   them (the runner's --no-skip); suite.fast=true also skips `slow`/`very_slow`.
@@ -75,6 +78,8 @@ def decide(
         dtype, dtype_source = user_dtype, "user"
     elif suite.name == "builtin" or not rules:
         dtype, dtype_source = "float32", "model"
+    elif listed(rules, "only_fp32", model):
+        dtype, dtype_source = "float32", "suite"
     elif test == "train":
         amp_bf16 = listed(rules, "dtype.amp_dtype_bfloat16", model)
         dtype, dtype_source = ("amp_bf16" if amp_bf16 else "amp"), "suite"
@@ -91,7 +96,8 @@ def decide(
     elif user_batch_size is not None:
         batch, batch_source = user_batch_size, "user"
     elif model in suite_batch:
-        batch, batch_source = int(suite_batch[model]), "suite"
+        divisor = int((rules.get("batch_size", {}).get("divisors") or {}).get(model, 1))
+        batch, batch_source = max(int(suite_batch[model]) // divisor, 1), "suite"
     else:
         batch, batch_source = None, "model"
     return SuiteDecision(

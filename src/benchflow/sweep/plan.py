@@ -15,7 +15,7 @@ from typing import Any
 
 from benchflow import backends
 from benchflow.config.errors import ConfigError, InvalidCombination
-from benchflow.config.schema import BenchConfig, ModelConfig, SuiteConfig
+from benchflow.config.schema import SUITE_MODEL_SOURCES, BenchConfig, ModelConfig, SuiteConfig
 from benchflow.config.validate import parse
 from benchflow.core.job import Job
 from benchflow.core.machine import cuda_present
@@ -76,11 +76,16 @@ def validate(composed: Any) -> BenchConfig:
 
 
 def _resolve_model_source(cfg: BenchConfig) -> tuple[ModelConfig, SuiteConfig]:
-    """model.source auto -> torchbench (when TorchBench has the model) or builtin.
+    """model.source auto -> factory (model.target is set), torchbench (when TorchBench
+    has the model) or builtin.
 
     The TorchBench root is written into the config as an absolute path, so the
-    child, the fingerprint and the row all name the checkout that ran.
+    child, the fingerprint and the row all name the checkout that ran. A suite's own
+    model (huggingface, timm) is left as it is, once it is known to be its suite's.
     """
+    if cfg.model.source in SUITE_MODEL_SOURCES:
+        _check_suite_model(cfg)
+        return cfg.model, cfg.suite
     from benchflow.models.torchbench_index import (
         CLONE_HINT,
         TorchBenchNotFound,
@@ -127,6 +132,27 @@ def _factory(cfg: BenchConfig) -> ModelConfig:
     if why := problem(cfg.model.target):
         raise ConfigError(why)
     return dataclasses.replace(cfg.model, source="factory")
+
+
+def _check_suite_model(cfg: BenchConfig) -> None:
+    """A huggingface or timm model runs under its own suite, whose rules give its batch
+    size, and must be one its suite lists."""
+    from benchflow.suite.suites import by_source, models_in
+
+    name, source = cfg.model.name, cfg.model.source
+    suite = by_source(source)
+    assert suite is not None, f"no suite has model.source={source}"
+    if cfg.suite.name != suite.name:
+        raise InvalidCombination(
+            f"model={name} is a {suite.name} model (model.source={source}), but "
+            f"suite={cfg.suite.name}; allowed: suite={suite.name}"
+        )
+    names = models_in(cfg.suite.rules)
+    if name not in names:
+        raise ConfigError(
+            f"model={name!r} with model.source={source} is not in suite {suite.name}; "
+            f"allowed: {', '.join(names)}"
+        )
 
 
 def job_name(cfg: BenchConfig) -> str:

@@ -1,0 +1,47 @@
+"""`python -m benchflow models suite=huggingface|timm`: a suite's models, and whether
+each runs here: its skip lists applied, the models that need a download, and the
+package that builds them. Reads the mirror only (no torch, transformers or timm)."""
+
+from __future__ import annotations
+
+import importlib.util
+
+from benchflow.config.schema import SuiteConfig
+from benchflow.models.hub import needs_download
+from benchflow.suite.rules import TEST_KEY, skip_reason
+from benchflow.suite.suites import Suite, model_names, rules
+
+
+def status(config: SuiteConfig, name: str, device: str) -> str:
+    """`yes`, `<test> only (...)` or `no: ...`, naming the list or the download."""
+    blocked = {}
+    for test in TEST_KEY:
+        why = skip_reason(config, name, test, device)
+        if why:
+            blocked[test] = why.split("`")[1]  # the list's name, e.g. skip.device.cpu
+    if len(blocked) == len(TEST_KEY):
+        return "no: " + "; ".join(f"{t}: {w}" for t, w in blocked.items())
+    if needs_download(name):
+        return "no: needs a download from the Hugging Face Hub"
+    if blocked:
+        ((test, why),) = blocked.items()
+        other = next(t for t in TEST_KEY if t != test)
+        return f"{other} only ({test}: {why})"
+    return "yes"
+
+
+def show(suite: Suite, device: str) -> int:
+    config = SuiteConfig(name=suite.name, rules=rules(suite))
+    sizes = (config.rules.get("batch_size") or {}).get("inference") or {}
+    print(f"Suite {suite.name}: PyTorch's {suite.upstream} and {suite.models_list}, on this")
+    print(f"machine ({device}). `suite={suite.name} model=<name>` runs one; the models are")
+    print("built from their configurations with random weights, nothing is downloaded.")
+    print("Skip lists are applied (suite.skip_lists=false overrides them).\n")
+    missing = suite.package and importlib.util.find_spec(suite.package) is None
+    if missing:
+        print(f"{suite.package} is not installed: `uv sync --locked --extra suites`.\n")
+    print(f"{'model':<40} {'list batch size':>15}  runs here")
+    for name in model_names(suite):
+        state = f"no: {suite.package} is not installed" if missing else status(config, name, device)
+        print(f"{name:<40} {sizes.get(name, ''):>15}  {state}")
+    return 0

@@ -1,0 +1,87 @@
+"""A suite's model (huggingface, timm) behind the interface the harness uses.
+
+The module and its inputs are built on the host, seeded, in float32 (as PyTorch's
+runners build them), then cast to the job's dtype and moved to its device. The
+interface is TorchBench's: ``get_module()`` / ``set_module()``, ``example_inputs``,
+``batch_size``, and the model's own ``eval()`` / ``train()``; ``compute_loss`` is
+the suite runner's training loss, which the timed step uses in place of the
+default reduction (benchflow.models.step).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import nn
+
+# PyTorch's huggingface.py runs a model missing from its list at this batch size.
+DEFAULT_BATCH_SIZE = 16
+LEARNING_RATE = 0.01  # the own train() step's SGD, as the timed step's optimizers use
+
+Loss = Callable[[Any], torch.Tensor]
+
+
+def _cast_move(value: Any, device: torch.device, dtype: torch.dtype | None) -> Any:
+    if isinstance(value, torch.Tensor):
+        if dtype is not None and value.is_floating_point():
+            value = value.to(dtype)
+        return value.to(device)
+    if isinstance(value, dict):
+        return {k: _cast_move(v, device, dtype) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_cast_move(v, device, dtype) for v in value)
+    return value
+
+
+class SuiteModel:
+    """One suite model for one job: the module, its example inputs, its loss."""
+
+    def __init__(
+        self,
+        name: str,
+        test: str,
+        module: nn.Module,
+        inputs: dict[str, Any] | tuple[Any, ...],
+        loss: Loss,
+        batch_size: int,
+        device: torch.device,
+        dtype: torch.dtype | None,
+    ) -> None:
+        self.name, self.test, self.batch_size = name, test, batch_size
+        module.train(test == "train")
+        if dtype is not None:
+            module = module.to(dtype)
+        self.module: Any = module.to(device)
+        self.example_inputs = _cast_move(inputs, device, dtype)
+        self._loss = loss
+        self.optimizer: torch.optim.Optimizer | None = (
+            torch.optim.SGD(self.module.parameters(), lr=LEARNING_RATE) if test == "train" else None
+        )
+
+    def get_module(self) -> tuple[Any, Any]:
+        return self.module, self.example_inputs
+
+    def set_module(self, module: Any) -> None:
+        self.module = module
+
+    def compute_loss(self, outputs: Any) -> torch.Tensor:
+        return self._loss(outputs)
+
+    def _call(self) -> Any:
+        if isinstance(self.example_inputs, dict):
+            return self.module(**self.example_inputs)
+        return self.module(*self.example_inputs)
+
+    def eval(self) -> Any:
+        with torch.no_grad():
+            return self._call()
+
+    def train(self) -> torch.Tensor:
+        assert self.optimizer is not None, "train() on a model built for eval"
+        self.optimizer.zero_grad(set_to_none=True)
+        loss = self.compute_loss(self._call())
+        loss.backward()
+        self.optimizer.step()
+        return loss.detach()

@@ -1,0 +1,55 @@
+"""Accuracy tolerances of the suites whose runners define their own (PyTorch's
+huggingface.py and timm_models.py), from the lists in their mirrors.
+
+torchbench's rule is benchflow.harness.accuracy.tolerance's own; a suite here is
+looked up by name there. Each function returns (tolerance, cosine). Lists the
+runners read only under options benchflow has no counterpart for (max-autotune,
+freezing, xpu) are left out, so those models get the plain rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from benchflow.suite.rules import listed
+
+Rule = Callable[[dict[str, Any], str, str, str, str], tuple[float, bool]]
+
+
+def huggingface(
+    rules: dict[str, Any], model: str, test: str, dtype: str, device: str
+) -> tuple[float, bool]:
+    """huggingface.py: training 1e-2 (2e-2 for tolerance.higher_training); inference
+    1e-3, 4e-3 for higher_inference, 5e-3 for higher_inference_cpu on the CPU."""
+    cosine = listed(rules, "tolerance.cosine", model)
+    if test == "train":
+        return (2e-2 if listed(rules, "tolerance.higher_training", model) else 1e-2), cosine
+    if device == "cpu" and listed(rules, "tolerance.higher_inference_cpu", model):
+        return 5e-3, cosine
+    if listed(rules, "tolerance.higher_inference", model):
+        return 4e-3, cosine
+    return 1e-3, cosine
+
+
+def timm(
+    rules: dict[str, Any], model: str, test: str, dtype: str, device: str
+) -> tuple[float, bool]:
+    """timm_models.py: inference 1e-3; training 1e-2, 4e-2 for tolerance.higher_training
+    (and higher_amp under AMP), 8e-2 for even_higher, 16e-2 for highest_training."""
+    cosine = listed(rules, "tolerance.cosine", model)
+    if test != "train":
+        return 1e-3, cosine
+    if listed(rules, "tolerance.highest_training", model):
+        return 16e-2, cosine
+    if listed(rules, "tolerance.even_higher", model):
+        return 8e-2, cosine
+    amp = dtype.startswith("amp")
+    if listed(rules, "tolerance.higher_training", model) or (
+        amp and listed(rules, "tolerance.higher_amp", model)
+    ):
+        return 4e-2, cosine
+    return 1e-2, cosine
+
+
+RULES: dict[str, Rule] = {"huggingface": huggingface, "timm": timm}
