@@ -41,6 +41,14 @@ ALLOWED = {
     "(tests/conftest.py GRID) runs the same models and backends, widened, on tiny ones",
     "python -m benchflow -m model=llama,dlrm dynamo=openxla,inductor": "what `make run` runs",
     "make compare-xr": "needs pytorch/xla and TorchBench checkouts outside this repository",
+    "python -m benchflow -m suite=huggingface model=BertForMaskedLM,GPT2ForSequenceClassification "
+    "dynamo=none,inductor,openxla": "the suites' figures, many minutes at the suites' batch "
+    "sizes; test_suite_models_on_every_cpu_backend (full) runs every CPU backend on them",
+    "python -m benchflow -m suite=huggingface model=BertForMaskedLM,GPT2ForSequenceClassification "
+    "dynamo=none,inductor,openxla repeat=3 iterations_per_run=2": "the figures' sweep, as above",
+    "python -m benchflow -m suite=timm model=mobilenetv2_100,tf_efficientnet_b0,"
+    "deit_tiny_patch16_224.fb_in1k,mobilevit_s,ghostnet_100 dynamo=none,inductor,openxla "
+    "repeat=3 iterations_per_run=2": "the figures' sweep, as above",
 }
 
 
