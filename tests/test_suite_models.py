@@ -208,8 +208,8 @@ def test_huggingface_inputs_follow_the_runner() -> None:
 def test_the_timed_train_step_uses_the_suites_loss() -> None:
     import torch
 
+    from benchflow.models.held import HeldModel
     from benchflow.models.step import TimedStep
-    from benchflow.models.suite_model import SuiteModel
     from benchflow.models.timm_models import loss_for
 
     rules = plan_job(composed("suite=timm", "model=mobilevit_s"), 0, []).config.suite.rules
@@ -217,7 +217,7 @@ def test_the_timed_train_step_uses_the_suites_loss() -> None:
     for name, scale in (("mobilevit_s", 1000.0), ("ghostnet_100", 1.0)):  # scaled_compute_loss
         module = torch.nn.Linear(4, 3)
         want = module(*inputs).mean().item()  # the dynamo benchmarks' reduction
-        model = SuiteModel(
+        model = HeldModel(
             name, "train", module, inputs, loss_for(name, rules), 2, torch.device("cpu"), None
         )
         step = TimedStep(model, name=name, kind="module", test="train", prepare=None)

@@ -260,10 +260,9 @@ def their_models(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
 def _factory(target: str, test: str = "eval", batch_size: int | None = None) -> Any:
     import torch
 
-    from benchflow.models.factory import FactoryModel
+    from benchflow.models.factory import build
 
-    cpu = torch.device("cpu")
-    return FactoryModel(target, "mine", test, cpu, batch_size, "small", torch.float32)
+    return build(target, "mine", test, torch.device("cpu"), batch_size, "small", torch.float32)
 
 
 def test_a_factory_gets_the_batch_size_and_its_loss_trains_the_module_step(
@@ -275,11 +274,11 @@ def test_a_factory_gets_the_batch_size_and_its_loss_trains_the_module_step(
 
     model = _factory("mymodels:build_with_loss", test="train", batch_size=3)
     assert model.batch_size == 3 and model.example_inputs["input"].shape == (3, 8)
-    before = model.model.weight.detach().clone()
+    before = model.module.weight.detach().clone()
     step = TimedStep(model, name="mine", kind="module", test="train", prepare=None)
     step()
     assert their_models.LOSS_CALLS == ["train"]  # its own loss, not the default reduction
-    assert not torch.equal(before, model.model.weight.detach())  # the optimizer stepped
+    assert not torch.equal(before, model.module.weight.detach())  # the optimizer stepped
     own = TimedStep(model, name="mine", kind="torchbench", test="train", prepare=None)
     own()
     assert their_models.LOSS_CALLS == ["train", "train"]

@@ -7,83 +7,53 @@ benchflow passes those its signature names. Inputs are a tuple or list (position
 a dict (keyword arguments) or one tensor. ``loss_fn(outputs)`` makes the training
 step's scalar loss; without one, the outputs are reduced as the dynamo benchmarks do.
 
-Behind it is the interface every model has (models/base.py), so the timed step, every
-backend, verify, profiling and IR treat it as they treat a built-in model.
+It is held as a suite's model is (models/held.py), behind the interface every model
+has, so the timed step, every backend, verify, profiling and IR treat it as they
+treat a built-in model.
 """
 
 from __future__ import annotations
 
 import inspect
-import logging
 from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import nn
 
-from benchflow.models.base import moved
-from benchflow.models.step import split_inputs
+from benchflow.models.held import HeldModel
+from benchflow.models.step import reduce_to_scalar_loss, split_inputs
 from benchflow.models.target import load
-
-log = logging.getLogger(__name__)
 
 PARAMETERS = ("batch_size", "test", "size")  # what a factory may ask for, by name
 
 
-class FactoryModel:
-    def __init__(
-        self,
-        target: str,
-        name: str,
-        test: str,
-        device: torch.device,
-        batch_size: int | None,
-        size: str,
-        dtype: torch.dtype | None,
-    ) -> None:
-        build = load(target)
-        takes = inspect.signature(build).parameters
-        if batch_size is not None and "batch_size" not in takes:
-            raise ValueError(
-                f"model.target={target!r}: batch_size={batch_size} was asked for, but "
-                f"{build.__name__}() has no batch_size parameter; allowed: add one, or "
-                "leave batch_size unset (null) with a suite that sets none for this model"
-            )
-        given = {"batch_size": batch_size, "test": test, "size": size}
-        made = build(**{k: v for k, v in given.items() if k in takes and v is not None})
-        module, inputs, self.compute_loss = _unpack(target, made)
-        self.name, self.test = name, test
-        args, kwargs = split_inputs(name, inputs)
-        self.batch_size = batch_size or _default_batch(takes) or _leading_dim(args, kwargs)
-        self.model: nn.Module = moved(module, device, dtype)
-        self.model.train(test == "train")
-        self.example_inputs = moved(inputs, device, dtype)
-        self.args, self.kwargs = split_inputs(name, self.example_inputs)
-        # The model's own train() (model.step=torchbench): SGD, as the built-in models.
-        self.optimizer = (
-            torch.optim.SGD(self.model.parameters(), lr=1e-3) if test == "train" else None
+def build(
+    target: str,
+    name: str,
+    test: str,
+    device: torch.device,
+    batch_size: int | None,
+    size: str,
+    dtype: torch.dtype | None,
+) -> HeldModel:
+    """The factory's model for one job, held as a suite's model is (models/held.py)."""
+    fn = load(target)
+    takes = inspect.signature(fn).parameters
+    if batch_size is not None and "batch_size" not in takes:
+        raise ValueError(
+            f"model.target={target!r}: batch_size={batch_size} was asked for, but "
+            f"{fn.__name__}() has no batch_size parameter; allowed: add one, or "
+            "leave batch_size unset (null) with a suite that sets none for this model"
         )
-
-    def get_module(self) -> tuple[nn.Module, Any]:
-        return self.model, self.example_inputs
-
-    def set_module(self, module: nn.Module) -> None:
-        self.model = module
-
-    def eval(self) -> Any:
-        with torch.no_grad():
-            return self.model(*self.args, **self.kwargs)
-
-    def train(self) -> torch.Tensor:
-        from benchflow.models.step import reduce_to_scalar_loss
-
-        assert self.optimizer is not None, "train() on a model built for eval"
-        self.optimizer.zero_grad(set_to_none=True)
-        outputs = self.model(*self.args, **self.kwargs)
-        loss = (self.compute_loss or reduce_to_scalar_loss)(outputs)
-        loss.backward()
-        self.optimizer.step()
-        return loss.detach()
+    given = {"batch_size": batch_size, "test": test, "size": size}
+    made = fn(**{k: v for k, v in given.items() if k in takes and v is not None})
+    module, inputs, loss = _unpack(target, made)
+    args, kwargs = split_inputs(name, inputs)
+    batch = batch_size or _default_batch(takes) or _leading_dim(args, kwargs)
+    return HeldModel(
+        name, test, module, kwargs or args, loss or reduce_to_scalar_loss, batch, device, dtype
+    )
 
 
 def _unpack(target: str, made: Any) -> tuple[nn.Module, Any, Callable[[Any], Any] | None]:

@@ -23,8 +23,8 @@ import torch
 
 from benchflow.config.schema import BenchConfig
 from benchflow.models.errors import ModelSkipped
+from benchflow.models.held import DEFAULT_BATCH_SIZE, HeldModel
 from benchflow.models.hub import needs_download
-from benchflow.models.suite_model import DEFAULT_BATCH_SIZE, SuiteModel
 
 # Sequence length by the model name's prefix, first match wins; 128 otherwise.
 SEQUENCE_LENGTHS = (
@@ -114,9 +114,9 @@ def first_output(outputs: Any) -> torch.Tensor:
     return outputs[0]  # type: ignore[no-any-return]
 
 
-def load(cfg: BenchConfig, device: torch.device, dtype: torch.dtype | None) -> SuiteModel:
+def load(cfg: BenchConfig, device: torch.device, dtype: torch.dtype | None) -> HeldModel:
     name = cfg.model.name
     module = build_module(name)
     batch = cfg.batch_size or DEFAULT_BATCH_SIZE
     inputs = make_inputs(name, module.config, batch)
-    return SuiteModel(name, cfg.test.name, module, inputs, first_output, batch, device, dtype)
+    return HeldModel(name, cfg.test.name, module, inputs, first_output, batch, device, dtype)

@@ -48,11 +48,11 @@ def _builtin(cfg: BenchConfig, device: torch.device, dtype: torch.dtype | None) 
 
 
 def _factory(cfg: BenchConfig, device: torch.device, dtype: torch.dtype | None) -> Any:
-    from benchflow.models.factory import FactoryModel
+    from benchflow.models.factory import build
 
     m = cfg.model
     assert m.target, "validation requires model.target for model.source=factory"
-    return FactoryModel(m.target, m.name, cfg.test.name, device, cfg.batch_size, m.size, dtype)
+    return build(m.target, m.name, cfg.test.name, device, cfg.batch_size, m.size, dtype)
 
 
 def _in(module: str) -> Loader:

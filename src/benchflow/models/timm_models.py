@@ -21,8 +21,8 @@ from typing import Any
 import torch
 
 from benchflow.config.schema import BenchConfig
+from benchflow.models.held import DEFAULT_BATCH_SIZE, HeldModel
 from benchflow.models.step import reduce_to_scalar_loss
-from benchflow.models.suite_model import DEFAULT_BATCH_SIZE, SuiteModel
 from benchflow.suite.rules import listed
 
 SCALED_LOSS_DIVISOR = 1000.0
@@ -61,10 +61,10 @@ def loss_for(name: str, rules: dict[str, Any]) -> Callable[[Any], torch.Tensor]:
     return loss
 
 
-def load(cfg: BenchConfig, device: torch.device, dtype: torch.dtype | None) -> SuiteModel:
+def load(cfg: BenchConfig, device: torch.device, dtype: torch.dtype | None) -> HeldModel:
     name = cfg.model.name
     module = build_module(name)
     batch = cfg.batch_size or DEFAULT_BATCH_SIZE
     inputs = make_inputs(module, batch, cfg.test.name)
     loss = loss_for(name, cfg.suite.rules)
-    return SuiteModel(name, cfg.test.name, module, inputs, loss, batch, device, dtype)
+    return HeldModel(name, cfg.test.name, module, inputs, loss, batch, device, dtype)

@@ -1,11 +1,12 @@
-"""A suite's model (huggingface, timm) behind the interface the harness uses.
+"""A module held with its inputs and its loss, behind the interface the harness uses:
+a suite's model (huggingface, timm) or a user's factory model (model.target).
 
 The module and its inputs are built on the host, seeded, in float32 (as PyTorch's
 runners build them), then cast to the job's dtype and moved to its device. The
 interface is TorchBench's: ``get_module()`` / ``set_module()``, ``example_inputs``,
 ``batch_size``, and the model's own ``eval()`` / ``train()``; ``compute_loss`` is
-the suite runner's training loss, which the timed step uses in place of the
-default reduction (benchflow.models.step).
+the model's training loss (the suite runner's, or the factory's), which the timed
+step uses in place of the default reduction (benchflow.models.step).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from benchflow.models.base import moved
+
 # PyTorch's huggingface.py runs a model missing from its list at this batch size.
 DEFAULT_BATCH_SIZE = 16
 LEARNING_RATE = 0.01  # the own train() step's SGD, as the timed step's optimizers use
@@ -23,20 +26,9 @@ LEARNING_RATE = 0.01  # the own train() step's SGD, as the timed step's optimize
 Loss = Callable[[Any], torch.Tensor]
 
 
-def _cast_move(value: Any, device: torch.device, dtype: torch.dtype | None) -> Any:
-    if isinstance(value, torch.Tensor):
-        if dtype is not None and value.is_floating_point():
-            value = value.to(dtype)
-        return value.to(device)
-    if isinstance(value, dict):
-        return {k: _cast_move(v, device, dtype) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return type(value)(_cast_move(v, device, dtype) for v in value)
-    return value
-
-
-class SuiteModel:
-    """One suite model for one job: the module, its example inputs, its loss."""
+class HeldModel:
+    """One model for one job: the module, its example inputs (a dict of keyword
+    arguments, or a tuple of positional ones), its loss."""
 
     def __init__(
         self,
@@ -51,10 +43,8 @@ class SuiteModel:
     ) -> None:
         self.name, self.test, self.batch_size = name, test, batch_size
         module.train(test == "train")
-        if dtype is not None:
-            module = module.to(dtype)
-        self.module: Any = module.to(device)
-        self.example_inputs = _cast_move(inputs, device, dtype)
+        self.module: Any = moved(module, device, dtype)
+        self.example_inputs = moved(inputs, device, dtype)
         self._loss = loss
         self.optimizer: torch.optim.Optimizer | None = (
             torch.optim.SGD(self.module.parameters(), lr=LEARNING_RATE) if test == "train" else None
