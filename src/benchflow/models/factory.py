@@ -25,8 +25,6 @@ from benchflow.models.held import HeldModel
 from benchflow.models.step import reduce_to_scalar_loss, split_inputs
 from benchflow.models.target import load
 
-PARAMETERS = ("batch_size", "test", "size")  # what a factory may ask for, by name
-
 
 def build(
     target: str,
