@@ -114,6 +114,26 @@ CASES = [
         ("-m", "resume=true"),
         ("resume=true", "no sweep under multirun/", "hydra.sweep.dir="),
     ),
+    Case(
+        "rerun of nothing recorded",
+        ("rerun", "multirun/none"),
+        ("'multirun/none' is not a folder", "allowed: a sweep folder", "row_id"),
+    ),
+    Case(
+        "rerun with a sweep",
+        ("rerun", "multirun/none", "repeat=3,4"),
+        ("repeat=3,4", "runs each recorded job once", "allowed: one value per key"),
+    ),
+    Case(
+        "rerun with an unknown key",
+        ("rerun", "multirun/none", "repeats=3"),
+        ("repeats=3", "no key repeats", "allowed keys", "repeat,"),
+    ),
+    Case(
+        "same environment without a comparison",
+        ("report", "--require-same-env", "multirun/none"),
+        ("--require-same-env", "applies to a comparison", "allowed: --compare BASE"),
+    ),
 ]
 
 

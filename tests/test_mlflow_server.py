@@ -13,6 +13,7 @@ from tests.conftest import (
     EarlySweeps,
     MlflowServer,
     early,
+    read_rows,
     run_cli,
     sweep_runs,
 )
@@ -46,14 +47,26 @@ def _server_and_sweep(root: Path) -> tuple[MlflowServer, CliResult, CliResult | 
             if res.returncode == 0
             else []
         )
-        rep = None
+        rep = again = None
         if len(found) == 1:
             run_id = found[0].read_text().strip()
             rep = run_cli(["report", run_id, "--tracking-uri", url, "--out", "rep"], workdir)
+            # The sweep again, from its parent run on the server, in another folder; its
+            # runs in another experiment (not measured: the fingerprints stay).
+            elsewhere = root / "rerun"
+            elsewhere.mkdir()
+            again = run_cli(
+                ["rerun", run_id, "--tracking-uri", url, "mlflow.experiment=server_rerun"],
+                elsewhere,
+            )
     except BaseException:
         server.stop()
         raise
+    RERUNS[url] = again
     return server, res, rep
+
+
+RERUNS: dict[str, CliResult | None] = {}  # the server's URL -> the rerun of its sweep
 
 
 @pytest.fixture(scope="module")
@@ -93,3 +106,27 @@ def test_sweep_logs_to_a_real_server(served: tuple[str, CliResult, CliResult | N
         "| matmul_chain | eval | eager | ok |" in md
         and "| fault_raise | eval | eager | failed |" in md
     )
+
+
+def test_a_sweep_reruns_from_its_parent_run_on_a_real_server(
+    served: tuple[str, CliResult, CliResult | None],
+) -> None:
+    url, res, _ = served
+    again = RERUNS[url]
+    assert again is not None, "the sweep did not run"
+    assert again.returncode == 0, (again.stdout + again.stderr)[-3000:]
+    (old_folder,) = [p.parent for p in (res.cwd / "multirun").glob("*/*/results.jsonl")]
+    old = {r["row_id"]: r for r in read_rows(old_folder)}
+    (new_folder,) = again.sweep_dirs
+    new = read_rows(new_folder)
+    assert sorted(r["job"]["rerun_of"] for r in new) == sorted(old)
+    for row in new:
+        before = old[row["job"]["rerun_of"]]
+        assert row["job"]["fingerprint"] == before["job"]["fingerprint"]
+        assert row["status"] == before["status"]  # fault_raise fails again
+    ok = next(r for r in new if r["status"] == "ok")
+    assert ok["job"]["rerun_digest"] == "reproduced"
+    # The new runs are on the server, in the experiment the override named.
+    _, reruns = sweep_runs(url, "server_rerun")
+    assert {r.data.tags["benchflow.rerun_of"] for r in reruns} == set(old)
+    assert not (again.cwd / "mlflow.db").exists(), "fell back to the local store"

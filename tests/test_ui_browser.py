@@ -4,9 +4,10 @@ The session's grid sweep and `python -m benchflow ui` (MLflow's own server) over
 sweep's default store; the experiment link that command prints must open the runs
 table, which shows the sweep's parent run, its child runs folded under it, and, once
 the column is picked with "Columns", each child's `headline.per_iter_time_s` as the
-browser prints the value MLflow stored. Rows and columns are found by their text
-(run names, the column's header); a row's `row-id` is its run id. The screenshot is
-kept at test-artifacts/mlflow_ui_experiment.png, after a failure too.
+browser prints the value MLflow stored, and its `cpu.features` tag likewise. Rows and
+columns are found by their text (run names, the column's header); a row's `row-id` is
+its run id. The screenshot is kept at test-artifacts/mlflow_ui_experiment.png, after a
+failure too.
 
 Needs /usr/bin/chromium and /usr/bin/chromedriver (`make browser`, which `make test`
 runs, installs them with apt); without them the browser test is skipped, loudly.
@@ -44,6 +45,7 @@ CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
 SCREENSHOT = REPO / "test-artifacts" / "mlflow_ui_experiment.png"
 METRIC = "headline.per_iter_time_s"
+TAG = "cpu.features"  # a provenance fact, as a tag (results/environment.py)
 
 
 def _missing() -> str | None:
@@ -211,42 +213,55 @@ def test_experiment_page_shows_child_runs_and_a_metric(
         )
         assert run.info.run_name in row.text, (run.info.run_name, row.text)
 
-    # Show the metric as a column: Columns -> search -> pick it.
+    # Show the metric as a column, and the CPU's features (a tag, the provenance fact
+    # that tells a fast VM from an AVX2-only one): Columns -> search -> pick it.
+    # Each child's cell in that column shows the value MLflow stored, as the browser
+    # prints it.
+    column = _show_column(browser, wait, METRIC)
+    _cells_show(browser, column, {r: as_browser_prints(r.data.metrics[METRIC]) for r in timed})
+    column = _show_column(browser, wait, TAG)
+    assert all(c.data.tags[TAG] for c in children)
+    _cells_show(browser, column, {r: r.data.tags[TAG] for r in children})
+
+
+def _show_column(browser: Any, wait: Any, name: str) -> str:
+    """Pick a column by its name in the runs table's "Columns" menu; its col-id."""
     browser.find_element(By.XPATH, "//button[normalize-space()='Columns']").click()
     search = wait.until(
         ec.visibility_of_element_located((By.CSS_SELECTOR, "input[placeholder='Search columns']")),
         "'Columns' opened no 'Search columns' box",
     )
-    search.send_keys(METRIC)
+    search.send_keys(name)
     wait.until(
-        ec.element_to_be_clickable((By.XPATH, f"//*[normalize-space(text())='{METRIC}']")),
-        f"the column picker offers no {METRIC}",
+        ec.element_to_be_clickable((By.XPATH, f"//*[normalize-space(text())='{name}']")),
+        f"the column picker offers no {name}",
     ).click()
     search.send_keys(Keys.ESCAPE)
     header = wait.until(
         ec.visibility_of_element_located(
-            (By.XPATH, f"//*[@role='columnheader'][@col-id][normalize-space()='{METRIC}']")
+            (By.XPATH, f"//*[@role='columnheader'][@col-id][normalize-space()='{name}']")
         ),
-        f"no column header {METRIC} after picking it",
+        f"no column header {name} after picking it",
     )
-    column = header.get_attribute("col-id")
+    return str(header.get_attribute("col-id"))
 
-    # Each child's cell in that column shows the value MLflow stored, as the browser
-    # prints a number. Cells are found again at each poll: the table re-renders when
-    # MLflow refreshes the runs.
+
+def _cells_show(browser: Any, column: str, expected: dict[Any, str]) -> None:
+    """Each run's cell in the column shows its expected text. Cells are found again at
+    each poll: the table re-renders when MLflow refreshes the runs."""
     poll = WebDriverWait(browser, 60, ignored_exceptions=[StaleElementReferenceException])
-    for run in timed:
-        name, expected = run.info.run_name, as_browser_prints(run.data.metrics[METRIC])
+    for run, text in expected.items():
         cell = (By.XPATH, _run_row(run)[1] + f"//*[@role='gridcell'][@col-id='{column}']")
 
-        def shows(driver: Any, cell: tuple[str, str] = cell, expected: str = expected) -> bool:
-            return bool(driver.find_element(*cell).text.strip() == expected)
+        def shows(driver: Any, cell: tuple[str, str] = cell, text: str = text) -> bool:
+            return bool(driver.find_element(*cell).text.strip() == text)
 
         try:
             poll.until(shows)
         except TimeoutException:
             shown = [e.text for e in browser.find_elements(*cell)]
-            pytest.fail(f"{name}: {METRIC} is {expected} in MLflow, the page shows {shown}")
+            name = run.info.run_name
+            pytest.fail(f"{name}: {column} is {text} in MLflow, the page shows {shown}")
 
 
 def test_a_sigterm_to_benchflow_ui_alone_ends_every_mlflow_process(ui: ServerProcess) -> None:

@@ -14,6 +14,7 @@ SUBCOMMANDS = {
     "report": "benchflow.cli.report",  # tables, plots and the regression gate
     "ui": "benchflow.cli.ui",  # the MLflow UI over the runs' store
     "sync": "benchflow.cli.sync",  # upload to MLflow what a sweep could not log
+    "rerun": "benchflow.cli.rerun",  # run recorded jobs again, from their records
 }
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from benchflow import backends
 from benchflow.config.schema import DEFAULT_BASELINE
 from benchflow.report.sources import SourceError, Sweep, describe, load, meta_of
+from benchflow.results.environment import Difference, between_rows, speed_warning
 
 DESCRIPTION = """\
 Compare backends, sweeps and commits from benchflow results.
@@ -29,6 +30,9 @@ sweep's MLflow parent run.
 With --compare BASE, SOURCE is the candidate: every model whose median time got
 worse by more than --threshold, with the repeats' IQRs apart, is a regression,
 as is a model that passed in BASE and fails in SOURCE; the exit code is then 1.
+It first prints what differs between the two sides' environments (CPU features,
+versions, lock, TorchBench checkout, speed settings): a slowdown may come from there.
+--require-same-env makes such a difference an error (exit 2).
 """
 
 EPILOG = """\
@@ -37,6 +41,7 @@ examples:
   python -m benchflow report multirun/2026-11-22/10-06-10 --baseline none
   python -m benchflow report experiment:benchflow --tracking-uri http://127.0.0.1:5000
   python -m benchflow report NEW_SWEEP --compare OLD_SWEEP --threshold 5%   # CI gate
+  python -m benchflow report NEW_SWEEP --compare OLD_SWEEP --require-same-env
 
 exit codes: 0 done (no regression), 1 regression found (--compare), 2 bad input.
 """
@@ -102,6 +107,12 @@ def parser() -> argparse.ArgumentParser:
         help="slowdown that counts as a regression (default 0.05 = 5%%)",
     )
     p.add_argument(
+        "--require-same-env",
+        action="store_true",
+        help="with --compare: exit 2, before any report, when the two sides' environments "
+        "differ in a fact that changes speed (docs/reproducibility.md)",
+    )
+    p.add_argument(
         "--out",
         type=Path,
         help="output folder (default: <sweep>/report, or <sweep>/compare with --compare; "
@@ -145,8 +156,32 @@ def _default_out(sweep: Sweep, compare: bool) -> Path:
     return Path("reports") / f"{slug}-{name}"
 
 
+def environment_lines(diffs: list[Difference]) -> str:
+    """What a comparison prints up front about the two sides' environments."""
+    if not diffs:
+        return "environment: the same on both sides (every fact of docs/reproducibility.md)"
+    lines = []
+    speed = [d for d in diffs if d.speed]
+    if speed:
+        lines.append(f"environment: {len(speed)} difference(s) that can change speed:")
+        lines += [f"  {d}" for d in speed]
+        lines.append(f"  ({speed_warning(diffs)})")
+    else:
+        lines.append("environment: no difference that changes speed")
+    if other := [d for d in diffs if not d.speed]:
+        lines.append("  also different: " + "; ".join(map(str, other)))
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if args.require_same_env and not args.compare:
+        print(
+            "benchflow report: error: --require-same-env applies to a comparison; allowed: "
+            "--compare BASE with it, or no --require-same-env",
+            file=sys.stderr,
+        )
+        return 2
     from benchflow.report import output, render
     from benchflow.report.compare import compare
     from benchflow.report.model import build_report
@@ -165,9 +200,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     if base is not None:
         changes = compare(build_report(base.rows, baseline), report, args.threshold)
         title = f"benchflow compare: {base.label} -> {cand.label}"
+    diffs: list[Difference] = []
     if base is not None:
         print(f"baseline:  {base.label} ({describe(base)})")
         print(f"candidate: {cand.label} ({describe(cand)})")
+        diffs = between_rows(base.rows, cand.rows)
+        print(environment_lines(diffs))
+        speed = [d for d in diffs if d.speed]
+        if args.require_same_env and speed:
+            print(
+                "benchflow report: error: --require-same-env: the sides' environments "
+                f"differ in {', '.join(str(d) for d in speed)}; allowed: two sides whose "
+                "rows share every speed fact (docs/reproducibility.md), or no --require-same-env",
+                file=sys.stderr,
+            )
+            return 2
     render.print_terminal(report, title, changes)
 
     out = args.out or _default_out(cand, changes is not None)
@@ -176,6 +223,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         meta["compared against"] = f"{base.label} ({describe(base)})"
         meta["candidate"] = describe(cand)
         meta["threshold"] = f"{args.threshold:.1%}"
+        meta["environment"] = "; ".join(map(str, diffs)) or "the same"
     files = output.write(report, out, title, meta, changes, args.format)
     print(f"wrote {', '.join(str(f) for f in files)}")
     if not args.no_mlflow and cand.parent_run_id and cand.tracking_uri:
@@ -196,6 +244,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"against {base.label if base else ''}: {names}",
                 file=sys.stderr,
             )
+            if warning := speed_warning(diffs):
+                print(f"benchflow report: note: {warning}", file=sys.stderr)
             return 1
         print(
             f"no regression against {base.label if base else ''} (threshold {args.threshold:.1%})"

@@ -33,6 +33,18 @@ def fingerprint(cfg: BenchConfig) -> str:
 
 
 @dataclass(frozen=True)
+class Origin:
+    """`benchflow rerun`: the recorded row a job runs again (sweep/rerun.py), and what
+    its new row is checked against: the digest of its output and its provenance."""
+
+    row_id: str
+    fingerprint: str = ""
+    mlflow_run_id: str | None = None
+    digest: dict[str, Any] | None = None
+    provenance: dict[str, Any] = field(default_factory=dict)  # the row's, as recorded
+
+
+@dataclass(frozen=True)
 class Job:
     """One job of a sweep, resolved: what runs, and whether it runs at all."""
 
@@ -45,6 +57,7 @@ class Job:
     skip: str | None = None  # why it is not run on purpose (suite skip list, the model)
     notes: tuple[str, ...] = ()  # settings that do not apply to it, said once
     sources: dict[str, str] = field(default_factory=dict)  # dtype_source, batch_size_source
+    origin: Origin | None = None  # a rerun's: the row it runs again
 
     @property
     def fingerprint(self) -> str:
@@ -73,6 +86,7 @@ class Job:
             skip=data.get("skip"),
             notes=tuple(data.get("notes", ())),
             sources=dict(data.get("sources", {})),
+            origin=Origin(**data["origin"]) if data.get("origin") else None,
         )
 
 

@@ -17,8 +17,9 @@ from typing import Any
 
 import torch
 
-from benchflow.suite.rules import listed as in_list
-from benchflow.suite.tolerance import RULES as SUITE_RULES
+from benchflow.suite.tolerance import tolerance
+
+__all__ = ["Comparison", "compare", "leaves", "tolerance"]
 
 
 def leaves(value: Any) -> list[torch.Tensor]:
@@ -33,34 +34,6 @@ def leaves(value: Any) -> list[torch.Tensor]:
         if hasattr(value, attr):
             return leaves(getattr(value, attr))
     return []
-
-
-def tolerance(
-    rules: dict[str, Any], model: str, test: str, dtype: str, device: str, suite: str = ""
-) -> tuple[float, bool]:
-    """(tolerance, cosine) for a job, from the suite's `tolerance` lists: the suite's own
-    rule where its runner has one (benchflow.suite.tolerance), else torchbench's."""
-    own = SUITE_RULES.get(suite)
-    if own is not None:
-        return own(rules, model, test, dtype, device)
-
-    def listed(key: str) -> bool:
-        return in_list(rules, f"tolerance.{key}", model)
-
-    cosine = listed("cosine")
-    if dtype in ("float16", "amp", "amp_fp16", "amp_bf16"):
-        tol = 1e-2 if listed("higher_fp16") else 8e-2 if listed("even_higher") else 1e-3
-    elif dtype == "bfloat16":
-        tol = 1e-2 if listed("higher_bf16") else 8e-2 if listed("even_higher") else 1e-3
-    else:
-        tol = 1e-4
-    if test == "train" and device != "cpu":
-        tol = max(tol, 8e-3 if listed("even_higher") else 1e-3)
-    elif listed("higher"):
-        tol = max(tol, 1e-3)
-    elif listed("even_higher"):
-        tol = max(tol, 8e-3)
-    return tol, cosine
 
 
 @dataclass

@@ -30,8 +30,9 @@ from benchflow.core.job import JobSpec
 from benchflow.core.layout import JobDir
 from benchflow.core.status import Status
 from benchflow.models.errors import ModelSkipped
-from benchflow.results.child import ChildResult, ChildTimings, Timing, Versions
-from benchflow.runner.cpus import ENV_CPUS, pin_self
+from benchflow.results.child import ChildResult, ChildTimings, Digest, Timing, Versions
+from benchflow.results.provenance import job_env
+from benchflow.runner.cpus import ENV_CPUS, pin_self, span
 
 if TYPE_CHECKING:
     from benchflow.models.step import TimedStep
@@ -41,18 +42,44 @@ log = logging.getLogger("benchflow.child")
 AMP_DTYPES = {"amp": None, "amp_bf16": "bfloat16", "amp_fp16": "float16"}
 
 
-def versions() -> Versions:
+# A suite's model source, and the library whose version its rows record.
+SUITE_LIBRARIES = {"huggingface": "transformers", "timm": "timm"}
+
+
+def versions(model_source: str | None = None) -> Versions:
     def ver(dist: str) -> str | None:
         try:
             return metadata.version(dist)
         except metadata.PackageNotFoundError:
             return None
 
-    return {
+    out = {
         "python": platform.python_version(),
         "torch": ver("torch"),
         "torch_xla": ver("torch_xla"),
         "benchflow": ver("benchflow"),
+    }
+    if library := SUITE_LIBRARIES.get(model_source or ""):
+        out[library] = ver(library)
+    return out
+
+
+def gpu_info() -> dict[str, str | None] | None:
+    """The GPU a CUDA job runs on (None: none visible)."""
+    import torch
+
+    from benchflow.core.machine import nvidia_driver
+
+    if not torch.cuda.is_available():
+        return None
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    return {
+        "name": props.name,
+        "capability": f"{props.major}.{props.minor}",
+        "driver": nvidia_driver(),
+        "cuda": torch.version.cuda,
+        "cudnn": str(cudnn) if cudnn else None,
     }
 
 
@@ -104,6 +131,13 @@ def run(cfg: BenchConfig, backend: type[Backend], out_dir: Path) -> ChildResult:
 
     probes = backend.probes()
     setup_s = time.perf_counter() - t_setup
+    first: list[Digest] = []
+
+    def summarize_first(out: Any) -> None:
+        from benchflow.harness.accuracy import leaves
+        from benchflow.results.digest import digest
+
+        first.append(digest(leaves(out), of=backend.label))
 
     t_measure = time.perf_counter()
     m = measure(
@@ -119,6 +153,7 @@ def run(cfg: BenchConfig, backend: type[Backend], out_dir: Path) -> ChildResult:
         adaptive_repeat=cfg.adaptive_repeat,
         max_repeat=cfg.max_repeat,
         target_ci=cfg.target_ci,
+        on_first=summarize_first,
     )
     measure_s = time.perf_counter() - t_measure
 
@@ -183,6 +218,8 @@ def run(cfg: BenchConfig, backend: type[Backend], out_dir: Path) -> ChildResult:
         ),
         verification_code=code,
         verification_detail=detail,
+        gpu=gpu_info() if cfg.accelerator.name == "cuda" else None,
+        digest=first[0] if first else None,
     )
 
 
@@ -326,17 +363,22 @@ def main(argv: list[str]) -> int:
     log.info("pid %d, job %s, CPUs %s", os.getpid(), argv[0], cores or "all")
     if not steady_host_allocator():
         log.warning("no glibc mallopt: host allocations may page-fault on every step")
-    result = ChildResult(versions=versions())
+    cfg = job.config
+    result = ChildResult(
+        versions=versions(cfg.model.source),
+        env=job_env(),  # as the job started: before torch or the device set any
+        affinity=span(sorted(os.sched_getaffinity(0))),
+    )
     try:
-        cfg = job.config
         backend = backends.of_row(cfg.dynamo.name, cfg.xla.name)  # the config is resolved
         if cfg.memory_limit_gb:
             _limit_memory(cfg.memory_limit_gb)
         if job.ir:
             ir_pass(cfg, backend)
         else:
+            ran = run(cfg, backend, Path(job.result_path).parent)
             result = dataclasses.replace(
-                run(cfg, backend, Path(job.result_path).parent), versions=result.versions
+                ran, versions=result.versions, env=result.env, affinity=result.affinity
             )
     except ModelSkipped as exc:
         result.status, result.error = Status.SKIPPED, str(exc)

@@ -122,8 +122,10 @@ def measure(
     adaptive_repeat: bool = False,
     max_repeat: int = 50,
     target_ci: float = 0.02,
+    on_first: Callable[[Any], None] | None = None,
 ) -> Measurement:
-    """Run and time `step`; the device is synchronized before every end timestamp."""
+    """Run and time `step`; the device is synchronized before every end timestamp.
+    `on_first` is handed the first step's output once it was timed (results/digest.py)."""
     m = Measurement()
 
     before = [p.snapshot() for p in probes]
@@ -133,6 +135,8 @@ def measure(
     device.synchronize()
     m.first_iter_time_s = time.perf_counter() - start
     m.cold = _deltas(probes, before)
+    if on_first is not None:
+        on_first(out)  # outside every timed region and counter delta
     del out
     log.info("cold start (first iteration) %.4f s", m.first_iter_time_s)
 

@@ -23,7 +23,9 @@ SCHEMA_VERSION = 3
 Metrics = dict[str, float | list[float]]
 # One metric's statistics over the repeats: {"per_iter_time_s": {"median": ..., "iqr": ...}}.
 Summary = dict[str, dict[str, float]]
-Versions = dict[str, str | None]  # python, torch, torch_xla, benchflow
+Versions = dict[str, str | None]  # python, torch, torch_xla, benchflow (+ the suite's library)
+# A step's output, summarized: {"of": the backend, "leaves": [{shape, dtype, mean, ...}]}.
+Digest = dict[str, Any]
 
 
 def pick(cls: type, data: dict[str, Any]) -> dict[str, Any]:
@@ -107,6 +109,11 @@ class ChildResult:
     verification_code: str | None = None
     verification_detail: str | None = None
     child_wall_s: float | None = None
+    # What the child ran with: its environment's speed settings, its CPUs, its GPU.
+    env: dict[str, str] = field(default_factory=dict)
+    affinity: str | None = None
+    gpu: dict[str, str | None] | None = None
+    digest: Digest | None = None  # the first step's output, summarized (results/digest.py)
 
     def to_dict(self) -> dict[str, Any]:
         """The file's JSON; what the child did not get to is left out."""
@@ -141,4 +148,8 @@ class ChildResult:
             verification_code=data.get("verification_code"),
             verification_detail=data.get("verification_detail"),
             child_wall_s=data.get("child_wall_s"),
+            env=dict(data.get("env") or {}),
+            affinity=data.get("affinity"),
+            gpu=data.get("gpu"),
+            digest=data.get("digest"),
         )

@@ -1,19 +1,54 @@
-"""Where and how a result was made: host, hardware, code version, command, config hash."""
+"""Where and how a result was made: host, hardware, code, locked environment, command.
+
+The parent's part is read here, without torch, once per process (`provenance`); the
+child adds what only it sees (harness/child.py: versions, its CPUs and GPU, and its
+environment's speed settings, `speed_env`). results/environment.py says which of
+these facts make two results comparable.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import os
 import platform
 import subprocess
 import sys
+from collections.abc import Mapping
 from functools import cache
+from importlib import metadata
 from pathlib import Path
 
-from benchflow.core.machine import cpu_model_name
-from benchflow.results.row import Provenance
+from benchflow.core import machine
+from benchflow.results.row import Hardware, Provenance
+
+# The environment variables that change how fast a job runs (thread pools, the XLA and
+# Inductor compilers, PJRT, which GPUs), by name or prefix.
+SPEED_ENV = (
+    "OMP_",
+    "MKL_",
+    "KMP_",
+    "XLA_FLAGS",
+    "PJRT_",
+    "TORCHINDUCTOR_",
+    "TORCH_",
+    "CUDA_VISIBLE_DEVICES",
+)
+# Of those, where a job's compile caches live (a per-job folder, not a setting).
+CACHE_PLACES = ("TORCHINDUCTOR_CACHE_DIR", "XLA_PERSISTENT_CACHE_")
+
+
+def speed_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """The variables of `environ` that change speed (SPEED_ENV), caches' places left out."""
+    return {
+        k: v
+        for k, v in sorted(environ.items())
+        if k.startswith(SPEED_ENV) and not k.startswith(CACHE_PLACES)
+    }
 
 
 @cache
 def git_sha(where: str = ".") -> str | None:
+    """The commit checked out at `where`, "-dirty" when tracked files changed."""
     try:
         out = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=where, capture_output=True, text=True, timeout=5
@@ -27,19 +62,66 @@ def git_sha(where: str = ".") -> str | None:
         cwd=where,
         capture_output=True,
         text=True,
-        timeout=5,
+        timeout=30,
     ).stdout.strip()
     return out.stdout.strip() + ("-dirty" if dirty else "")
 
 
-def provenance(project_dir: Path) -> Provenance:
-    """The parent's part; the row adds the child's versions (build_row)."""
+def lock_file(project_dir: Path) -> Path | None:
+    """The uv.lock that built this environment: benchflow's checkout's when it runs
+    from one, else the working folder's (a project that installs benchflow); None."""
+    checkout = Path(__file__).resolve().parents[3]
+    for folder in (checkout, project_dir):
+        if (folder / "uv.lock").is_file() and (folder / "pyproject.toml").is_file():
+            return folder / "uv.lock"
+    return None
+
+
+@cache
+def _sha256_of(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@cache
+def packages() -> tuple[str, ...]:
+    """The installed distributions, `name==version`, sorted (the parent run's artifact)."""
+    found = {
+        f"{(dist.metadata['Name'] or '?').lower().replace('_', '-')}=={dist.version}"
+        for dist in metadata.distributions()
+    }
+    return tuple(sorted(found))
+
+
+@cache
+def packages_sha256() -> str:
+    return hashlib.sha256("\n".join(packages()).encode()).hexdigest()
+
+
+@cache
+def hardware() -> Hardware:
+    physical, logical = machine.core_counts()
+    return Hardware(
+        cpu_vendor=machine.cpu_vendor(),
+        cpu_features=list(machine.cpu_features()),
+        physical_cores=physical,
+        logical_cores=logical,
+        memory_bytes=machine.memory_bytes(),
+    )
+
+
+def provenance(project_dir: Path, torchbench_root: str | None = None) -> Provenance:
+    """The parent's part of a row's provenance; `torchbench_root` for a TorchBench model."""
+    lock = lock_file(project_dir)
     return Provenance(
         host=platform.node(),
-        cpu_model=cpu_model_name(),
+        cpu_model=machine.cpu_model_name(),
         platform=platform.platform(),
         git_sha=git_sha(str(project_dir)),
         command=_command_line(),
+        hardware=hardware(),
+        lock_sha256=_sha256_of(lock) if lock else None,
+        packages_sha256=packages_sha256(),
+        torchbench_sha=git_sha(torchbench_root) if torchbench_root else None,
     )
 
 
@@ -47,3 +129,19 @@ def _command_line() -> str:
     argv0 = sys.argv[0]
     prog = "python -m benchflow" if argv0.endswith("benchflow/__main__.py") else Path(argv0).name
     return " ".join([prog, *sys.argv[1:]])
+
+
+# A forked child's environment as its job started it: the zygote's from before its
+# imports (torch_xla's adds to XLA_FLAGS) with the job's own variables (runner/zygote.py).
+# None: this process was spawned for its job, and os.environ at its start is that.
+_started_with: dict[str, str] | None = None
+
+
+def remember_environ(environ: Mapping[str, str]) -> None:
+    global _started_with
+    _started_with = dict(environ)
+
+
+def job_env() -> dict[str, str]:
+    """The job's speed settings, as it was started (not what imports added since)."""
+    return speed_env(os.environ if _started_with is None else _started_with)

@@ -12,8 +12,12 @@ status and provenance. What result.json holds, and each line of results.jsonl:
  summary: {name: {median, min, max, mean, std, iqr, cv}},               Summary
  timing: {steady_state, unsteady_repeats, warmup_steps, ...} or {},     Timing
  timestamp, verification_code, verification_detail, status, error,
- job: {name, num, overrides, dir, notes, cpus, ..., fingerprint},       JobInfo
- provenance: {host, cpu_model, platform, git_sha, command, versions},   Provenance
+ job: {name, num, overrides, dir, notes, cpus, ..., fingerprint,
+       rerun_of, rerun_env, rerun_digest (a rerun's)},                  JobInfo
+ provenance: {host, cpu_model, platform, git_sha, command, versions,
+              hardware: {cpu_vendor, cpu_features, ..., affinity, gpu},
+              lock_sha256, packages_sha256, torchbench_sha, env},       Provenance
+ digest: {of, leaves: [{shape, dtype, mean, ...}]} (a job that timed),  Digest
  superseded_by (only once a later attempt of the same job replaced it)}
 
 The child writes its part (results/child.py, ChildResult) and the parent adds the
@@ -45,6 +49,7 @@ from benchflow.core.status import Status, status_of
 from benchflow.results.child import (
     SCHEMA_VERSION,
     ChildResult,
+    Digest,
     Metrics,
     Summary,
     Timing,
@@ -130,6 +135,9 @@ class JobInfo:
     child_measure_s: float | None = None
     child_verify_s: float | None = None
     fingerprint: str = ""  # the job's identity (core/job.py)
+    rerun_of: str | None = None  # `benchflow rerun`: the row_id this job reran
+    rerun_env: list[str] | None = None  # speed facts that differ from that row's
+    rerun_digest: str | None = None  # whether it reproduced that row's output digest
 
     @classmethod
     def of(cls, job: Job, dir: str | None = None) -> JobInfo:
@@ -152,8 +160,39 @@ class JobInfo:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Gpu:
+    """The job's GPU, as its child saw it (None on the row where there is none)."""
+
+    name: str | None = None
+    capability: str | None = None  # compute capability, "9.0"
+    driver: str | None = None
+    cuda: str | None = None  # the CUDA torch was built with
+    cudnn: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Hardware:
+    """The machine (core/machine.py), and the CPUs the job's child ran on."""
+
+    cpu_vendor: str | None = None
+    cpu_features: list[str] = field(default_factory=list)  # machine.KERNEL_FEATURES it has
+    physical_cores: int | None = None
+    logical_cores: int | None = None
+    memory_bytes: int | None = None
+    affinity: str | None = None  # the child's CPU affinity, "0-1"
+    gpu: Gpu | None = None
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Hardware:
+        gpu = data.get("gpu")
+        return cls(**{**pick(cls, data), "gpu": Gpu(**pick(Gpu, gpu)) if gpu else None})
+
+
+@dataclass(frozen=True, kw_only=True)
 class Provenance:
-    """Where and how the row was made (results/provenance.py); the child's versions."""
+    """Where and how the row was made (results/provenance.py): the parent's part (host,
+    code, lock and package set, TorchBench checkout) and the child's (versions, the
+    CPUs and GPU it ran on, the environment variables that change speed)."""
 
     host: str | None = None
     cpu_model: str | None = None
@@ -161,6 +200,36 @@ class Provenance:
     git_sha: str | None = None
     command: str | None = None
     versions: Versions = field(default_factory=dict)
+    hardware: Hardware | None = None  # None: a row from before it was recorded
+    lock_sha256: str | None = None  # uv.lock's (results/provenance.py: which one)
+    packages_sha256: str | None = None  # the installed distributions, name==version
+    torchbench_sha: str | None = None  # the TorchBench checkout's commit ("-dirty")
+    env: dict[str, str] = field(default_factory=dict)  # the child's speed settings
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Provenance:
+        hardware = data.get("hardware")
+        return cls(
+            **{
+                **pick(cls, data),
+                "hardware": Hardware.from_dict(hardware) if hardware else None,
+                "env": {str(k): str(v) for k, v in (data.get("env") or {}).items()},
+            }
+        )
+
+    def with_child(self, child: ChildResult) -> Provenance:
+        """This (the parent's) with what the child saw of its run."""
+        hardware = self.hardware or Hardware()
+        return dataclasses.replace(
+            self,
+            versions=child.versions,
+            env=child.env,
+            hardware=dataclasses.replace(
+                hardware,
+                affinity=child.affinity,
+                gpu=Gpu(**pick(Gpu, child.gpu)) if child.gpu else None,
+            ),
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -187,6 +256,7 @@ class ResultRow:
     job: JobInfo = field(default_factory=JobInfo)
     provenance: Provenance = field(default_factory=Provenance)
     superseded_by: str | None = None  # the row_id of the attempt that replaced this one
+    digest: Digest | None = None  # the first step's output, summarized (results/digest.py)
 
     @property
     def model_name(self) -> str:
@@ -232,6 +302,8 @@ class ResultRow:
             del out["config"]
         if self.superseded_by:
             out["superseded_by"] = self.superseded_by
+        if self.digest:
+            out["digest"] = self.digest
         return out
 
     @classmethod
@@ -266,8 +338,9 @@ class ResultRow:
                 status=status_of(data["status"], data.get("error")),
                 error=data.get("error"),
                 job=JobInfo.from_dict(data.get("job") or {}),
-                provenance=Provenance(**pick(Provenance, data.get("provenance") or {})),
+                provenance=Provenance.from_dict(data.get("provenance") or {}),
                 superseded_by=data.get("superseded_by"),
+                digest=data.get("digest"),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise RowError(f"not a result row ({type(exc).__name__}: {exc})") from None
@@ -323,7 +396,8 @@ def build_row(
         status=status,
         error=error,
         job=info or JobInfo.of(job),
-        provenance=dataclasses.replace(provenance or Provenance(), versions=child.versions),
+        provenance=(provenance or Provenance()).with_child(child),
+        digest=child.digest,
     )
 
 

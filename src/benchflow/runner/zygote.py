@@ -238,6 +238,11 @@ def _start(kind: str, cores: list[int] | None) -> Zygote:
     return Zygote(kind, cores)
 
 
+# The zygote's environment before its imports (serve): torch_xla's import adds to
+# XLA_FLAGS, which a spawned job would not have had when it started.
+_BEFORE_IMPORTS: dict[str, str] = {}
+
+
 def _run_child(request: dict[str, Any], preloaded: tuple[str, ...]) -> int:
     """In the forked child: become the job's process, as a spawned child would be."""
     os.setsid()
@@ -254,6 +259,9 @@ def _run_child(request: dict[str, Any], preloaded: tuple[str, ...]) -> int:
     env = dict(request["env"])
     if "XLA_FLAGS" in env and os.environ.get("XLA_FLAGS"):  # torch_xla's import set some
         env["XLA_FLAGS"] = f"{os.environ['XLA_FLAGS']} {env['XLA_FLAGS']}".strip()
+    from benchflow.results import provenance
+
+    provenance.remember_environ({**_BEFORE_IMPORTS, **request["env"]})
     os.environ.update(env)
     os.environ["BENCHFLOW_LAUNCH"] = "fork"  # the row says how the child started
     os.environ[ENV_PRELOADED] = ",".join(preloaded)
@@ -314,6 +322,8 @@ def _become_zygote(request: dict[str, Any]) -> None:
 
 def serve(kind: str, stdin: IO[bytes], stdout: IO[bytes]) -> None:
     t0 = time.perf_counter()
+    if not _BEFORE_IMPORTS:  # a zygote forked from another keeps that one's
+        _BEFORE_IMPORTS.update(os.environ)  # what its forked jobs record as their start
     allowed = os.sched_getaffinity(0)
     pin_self()  # import on the starting job's cores only
     preload = KINDS[kind]

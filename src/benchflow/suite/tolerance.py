@@ -1,8 +1,8 @@
 """Accuracy tolerances of the suites whose runners define their own (PyTorch's
 huggingface.py and timm_models.py), from the lists in their mirrors.
 
-torchbench's rule is benchflow.harness.accuracy.tolerance's own; a suite here is
-looked up by name there. Each function returns (tolerance, cosine). Lists the
+torchbench's rule is `tolerance`'s own (below); a suite here is looked up by name
+there. Each function returns (tolerance, cosine). Lists the
 runners read only under options benchflow has no counterpart for (max-autotune,
 freezing, xpu) are left out, so those models get the plain rule.
 """
@@ -53,3 +53,31 @@ def timm(
 
 
 RULES: dict[str, Rule] = {"huggingface": huggingface, "timm": timm}
+
+
+def tolerance(
+    rules: dict[str, Any], model: str, test: str, dtype: str, device: str, suite: str = ""
+) -> tuple[float, bool]:
+    """(tolerance, cosine) for a job, from the suite's `tolerance` lists: the suite's own
+    rule where its runner has one (RULES above), else torchbench's."""
+    own = RULES.get(suite)
+    if own is not None:
+        return own(rules, model, test, dtype, device)
+
+    def on(key: str) -> bool:
+        return listed(rules, f"tolerance.{key}", model)
+
+    cosine = on("cosine")
+    if dtype in ("float16", "amp", "amp_fp16", "amp_bf16"):
+        tol = 1e-2 if on("higher_fp16") else 8e-2 if on("even_higher") else 1e-3
+    elif dtype == "bfloat16":
+        tol = 1e-2 if on("higher_bf16") else 8e-2 if on("even_higher") else 1e-3
+    else:
+        tol = 1e-4
+    if test == "train" and device != "cpu":
+        tol = max(tol, 8e-3 if on("even_higher") else 1e-3)
+    elif on("higher"):
+        tol = max(tol, 1e-3)
+    elif on("even_higher"):
+        tol = max(tol, 8e-3)
+    return tol, cosine

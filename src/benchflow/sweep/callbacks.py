@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import sys
 import time
@@ -15,8 +14,9 @@ from omegaconf import DictConfig, OmegaConf
 from benchflow.config.schema import DEFAULT_BASELINE
 from benchflow.config.validate import ConfigError, parse
 from benchflow.core.layout import SweepDir
+from benchflow.results.environment import facts
 from benchflow.results.io import current, read_rows
-from benchflow.results.provenance import provenance
+from benchflow.results.provenance import packages, provenance
 from benchflow.results.row import ResultRow
 from benchflow.tracking.mlflow_runs import BASELINE_TAG, Tracker, check_reachable, safely
 from benchflow.tracking.sync import status_tags
@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from benchflow.report.model import Report
 
 log = logging.getLogger(__name__)
+
+PACKAGES = "packages.txt"  # the parent run's artifact: every installed distribution
 
 
 def _sweep(config: DictConfig) -> SweepDir:
@@ -115,9 +117,8 @@ def start_sweep(config: DictConfig) -> None:
     name = f"sweep {sweep.path.parent.name} {sweep.path.name}" + (
         f" ({experiment})" if experiment and experiment != "null" else ""
     )
-    # Where the sweep ran, as tags (the versions are the jobs': each run has its own).
-    where = dataclasses.asdict(provenance(project_dir))
-    del where["versions"]
+    # Where the sweep ran, as tags (versions, CPUs, env: the jobs' runs have their own).
+    prov = provenance(project_dir)
     run_id = safely(
         "start_run",
         tracker.start_run,
@@ -127,10 +128,13 @@ def start_sweep(config: DictConfig) -> None:
             "benchflow.kind": "sweep",
             "sweep_dir": str(sweep.path.resolve()),
             BASELINE_TAG: bench.baseline,
-            **where,
+            "command": prov.command,
+            **facts(prov, per_job=False),
         },
     )
     if run_id:
+        # The whole installed set, whose hash the rows carry as packages_sha256.
+        safely("packages", tracker.log_text, run_id, "\n".join(packages()) + "\n", PACKAGES)
         sweep.parent_run.write_text(run_id)
         sweep.tracking_uri.write_text(tracker.uri)
         log.info("MLflow parent run %s at %s", run_id, tracker.uri)

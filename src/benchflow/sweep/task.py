@@ -27,9 +27,10 @@ from benchflow.core.files import write_json_atomic
 from benchflow.core.job import Job, JobSpec, Plan
 from benchflow.core.layout import JobDir, SweepDir
 from benchflow.core.status import Status
+from benchflow.results.child import ChildResult
 from benchflow.results.io import current, read_rows, record_row, tally
 from benchflow.results.provenance import provenance
-from benchflow.results.row import JobInfo, ResultRow, build_row
+from benchflow.results.row import JobInfo, Provenance, ResultRow, build_row
 from benchflow.runner.cpus import child_env, cpu_slot, span
 from benchflow.runner.isolated import Outcome, join_prestart, run_isolated, start_zygote
 from benchflow.sweep import progress
@@ -221,16 +222,43 @@ def record(job: Job, where: Where, done: Execution) -> tuple[ResultRow, list[Res
     if timings:
         info.child_import_s, info.child_setup_s = timings.import_s, timings.setup_s
         info.child_measure_s, info.child_verify_s = timings.measure_s, timings.verify_s
+    cfg = job.config
+    tb_root = cfg.suite.torchbench_root if cfg.model.source == "torchbench" else None
+    prov = provenance(where.project_dir, tb_root)
+    if job.origin:
+        _check_rerun(job, info, prov.with_child(child or ChildResult()), child)
     row = build_row(
         job,
         status=outcome.status,
         error=outcome.error,
         info=info,
-        provenance=provenance(where.project_dir),
+        provenance=prov,
         child=child,
     )
     write_json_atomic(where.job_dir.result, row.to_dict())
     return row, record_row(where.sweep.results, row)
+
+
+def _check_rerun(job: Job, info: JobInfo, prov: Provenance, child: ChildResult | None) -> None:
+    """A rerun's row says which row it reran, which speed facts of the environment
+    differ from that row's, and whether it reproduced that row's output digest."""
+    from benchflow.results.digest import OTHER_CONFIG, check
+    from benchflow.results.environment import differences
+    from benchflow.suite.tolerance import tolerance
+
+    assert job.origin is not None
+    cfg = job.config
+    info.rerun_of = job.origin.row_id
+    before = Provenance.from_dict(job.origin.provenance)
+    info.rerun_env = [str(d) for d in differences([before], [prov]) if d.speed]
+    dtype = (child.dtype if child else None) or cfg.dtype or "float32"
+    tol, _ = tolerance(
+        cfg.suite.rules, cfg.model.name, cfg.test.name, dtype, cfg.accelerator.name, cfg.suite.name
+    )
+    same = job.fingerprint == job.origin.fingerprint
+    info.rerun_digest = (
+        check(job.origin.digest, child.digest if child else None, tol) if same else OTHER_CONFIG
+    )
 
 
 def finish(job: Job, where: Where, status: Status, tracker: Tracker | None) -> None:

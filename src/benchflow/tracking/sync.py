@@ -13,12 +13,14 @@ from typing import Any
 
 from benchflow.config.schema import Settings
 from benchflow.core.layout import JobDir, SweepDir
+from benchflow.results.environment import facts
 from benchflow.results.io import current, read_rows, tally
 from benchflow.results.row import ResultRow
 from benchflow.tracking.metrics import job_metrics
 from benchflow.tracking.mlflow_runs import Tracker
 
 LOGGED_TAG = "benchflow.logged"
+RERUN_TAG = "benchflow.rerun_of"  # the row_id a rerun's job ran again
 
 
 def log_job(tracker: Tracker, run_id: str, row: ResultRow, job_dir: Path) -> bool:
@@ -32,10 +34,11 @@ def log_job(tracker: Tracker, run_id: str, row: ResultRow, job_dir: Path) -> boo
             "error": (row.error or "")[:5000] or None,
             "model_source": row.model.model_source,
             "config_fingerprint": row.job.fingerprint,
-            "git_sha": row.provenance.git_sha,
-            "host": row.provenance.host,
             "accelerator_model": row.experiment.accelerator_model,
-            **{f"version.{k}": v for k, v in row.provenance.versions.items()},
+            # host, git_sha, versions, the CPU's features, the lock's hash, env.<VAR>...
+            **facts(row.provenance),
+            RERUN_TAG: row.job.rerun_of,
+            "rerun_digest": row.job.rerun_digest,
         },
     )
     job = JobDir(job_dir)

@@ -62,6 +62,16 @@ class BenchflowSweeper(BasicSweeper):
                 hydra_context, config_loader=self._planned
             )
 
+    def split_arguments(self, overrides: Any, max_batch_size: int | None) -> Any:  # type: ignore[override]
+        from benchflow.sweep import rerun
+
+        if rerun.PENDING is None:
+            return BasicSweeper.split_arguments(overrides, max_batch_size)
+        # `benchflow rerun`: the recorded jobs, each with the overrides that made it.
+        jobs = [list(job.overrides) for job in rerun.PENDING]
+        size = max_batch_size or len(jobs) or 1
+        return [jobs[i : i + size] for i in range(0, len(jobs), size)]
+
     def validate_batch_is_legal(self, batch: Sequence[Sequence[str]]) -> None:
         # Hydra's own check composes each job of the batch; the plan below composes every
         # job of the sweep once (the same call, the same errors), so it stands for both.
@@ -70,6 +80,7 @@ class BenchflowSweeper(BasicSweeper):
         self._checked = True
         from benchflow.config.errors import ConfigError
         from benchflow.core.job import Plan
+        from benchflow.sweep import rerun
         from benchflow.sweep.plan import plan_job
         from benchflow.sweep.task import zygote_kind
 
@@ -82,7 +93,13 @@ class BenchflowSweeper(BasicSweeper):
         for num, overrides in enumerate(all_jobs):
             composed = loader.load_sweep_config(self.config, list(overrides))
             try:
-                job = plan_job(composed, num, list(overrides))
+                # A rerun's job was planned from its record (sweep/rerun.py); composing
+                # its overrides here checks that its Hydra job can be made.
+                job = (
+                    rerun.PENDING[num]
+                    if rerun.PENDING
+                    else plan_job(composed, num, list(overrides))
+                )
             except ConfigError as exc:
                 errors.append(f"job {num} ({' '.join(overrides)}): {exc}")
                 continue

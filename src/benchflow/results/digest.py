@@ -1,0 +1,71 @@
+"""A small digest of a job's first output, and whether a rerun reproduced it.
+
+The child summarizes the first step's output (the cold call, read back after it was
+timed): for each of the first MAX_LEAVES tensors in it, its shape and dtype and a few
+statistics in float64. An eager job's digest is eager's output; any other job's is its
+backend's. No extra model run is made for it: that would cost a model build per job.
+
+A rerun reproduced a digest when the shapes and dtypes are the same and every statistic
+is within the suite's accuracy tolerance of the original, as `allclose` would judge
+two tensors: |new - old| <= tol x (1 + |old|). A different library or CPU may change
+the last bits of a result; the rerun then says which facts differ (results/environment.py).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from benchflow.results.child import Digest
+
+MAX_LEAVES = 8
+STATS = ("mean", "abs_mean", "rms", "min", "max")
+
+REPRODUCED = "reproduced"
+DIFFERS = "differs"
+NOT_RECORDED = "not recorded"
+OTHER_CONFIG = "not compared: the rerun changed the configuration (a new fingerprint)"
+
+
+def digest(tensors: list[Any], of: str) -> Digest:
+    """The digest of an output's tensors (host tensors, as accuracy.leaves gives them)."""
+    leaves = []
+    for t in tensors[:MAX_LEAVES]:
+        leaf: dict[str, Any] = {"shape": list(t.shape), "dtype": str(t.dtype).replace("torch.", "")}
+        x = t.detach().double() if t.is_floating_point() or t.is_complex() else t.double()
+        if x.is_complex():
+            x = x.abs()
+        finite = x.isfinite()
+        leaf["nonfinite"] = int((~finite).sum())
+        x = x[finite]
+        if x.numel():
+            leaf |= {
+                "mean": float(x.mean()),
+                "abs_mean": float(x.abs().mean()),
+                "rms": float(x.square().mean().sqrt()),
+                "min": float(x.min()),
+                "max": float(x.max()),
+            }
+        leaves.append(leaf)
+    return {"of": of, "tensors": len(tensors), "leaves": leaves}
+
+
+def check(old: Digest | None, new: Digest | None, tol: float) -> str:
+    """REPRODUCED, NOT_RECORDED (either side has none), or 'differs: <first difference>'."""
+    if not old or not new:
+        return NOT_RECORDED
+    if old.get("tensors") != new.get("tensors"):
+        return f"{DIFFERS}: {old.get('tensors')} output tensors, now {new.get('tensors')}"
+    for i, (a, b) in enumerate(zip(old.get("leaves", []), new.get("leaves", []), strict=False)):
+        for key in ("shape", "dtype", "nonfinite"):
+            if a.get(key) != b.get(key):
+                return f"{DIFFERS}: tensor {i} {key} {a.get(key)}, now {b.get(key)}"
+        for stat in STATS:
+            x, y = a.get(stat), b.get(stat)
+            if x is None or y is None:
+                if x != y:
+                    return f"{DIFFERS}: tensor {i} {stat} {x}, now {y}"
+                continue
+            if not math.isclose(y, x, rel_tol=0.0, abs_tol=tol * (1 + abs(x))):
+                return f"{DIFFERS}: tensor {i} {stat} {x:.6g}, now {y:.6g} (tolerance {tol:g})"
+    return REPRODUCED

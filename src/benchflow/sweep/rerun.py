@@ -1,0 +1,292 @@
+"""`python -m benchflow rerun WHAT`: recorded jobs, planned again from their records.
+
+A recorded job is its row and the resolved config it ran with: the job folder's
+``config.yaml`` (also each MLflow job run's artifact), or the sweep's ``plan.json``.
+The rerun's jobs are planned from those configs, not from the command line that made
+them, so the same row gives the same fingerprint (unless extra overrides change it),
+and each carries its origin (core/job.py Origin) so that its new row can say what it
+reran, what differs in its environment, and whether its output digest was reproduced.
+
+The sweeper (hydra_plugins/benchflow_sweeper) runs `PENDING` instead of expanding a grid.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import re
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from benchflow.config.errors import ConfigError
+from benchflow.config.schema import BenchConfig, config_from_dict
+from benchflow.core.job import Job, Origin
+from benchflow.core.layout import JobDir, SweepDir
+from benchflow.results.io import current, read_rows
+from benchflow.results.row import ResultRow, RowError
+
+log = logging.getLogger(__name__)
+
+# The jobs `benchflow rerun` hands to the sweeper (None: a sweep expands its grid).
+PENDING: list[Job] | None = None
+
+HEX32 = re.compile(r"^[0-9a-f]{32}$")
+
+
+class RerunError(Exception):
+    """WHAT names nothing that can be rerun; the message says what to pass instead."""
+
+
+@dataclass(frozen=True)
+class Recorded:
+    row: ResultRow
+    config: BenchConfig  # resolved, as the job ran
+
+
+# --- finding the records --------------------------------------------------------------
+
+
+def find(what: str, tracking_uri: str | None, project_dir: Path) -> list[Recorded]:
+    """The recorded jobs WHAT names: a row_id, a results.jsonl line, a sweep folder, a
+    results.jsonl or result.json file, or an MLflow run id (a sweep's parent run: all
+    its jobs). `row:<id>` and `run:<id>` say which kind an id is."""
+    text = what.strip()
+    if text.startswith("{"):
+        return [_from_line(text)]
+    path = Path(text).expanduser()
+    if path.exists():
+        return _from_path(path)
+    kind, _, value = text.partition(":")
+    if kind == "row" and value:
+        return _by_row_id(value, tracking_uri, project_dir, mlflow=True)
+    if kind == "run" and value:
+        return _from_run(value, _uri(tracking_uri, project_dir))
+    if HEX32.match(text):
+        found = _by_row_id(text, tracking_uri, project_dir, mlflow=False)
+        return found or _from_run(text, _uri(tracking_uri, project_dir), row_id=text)
+    raise RerunError(
+        f"{what!r} is not a folder, a file, a results.jsonl line or an id; allowed: a "
+        "sweep folder (multirun/<date>/<time>), a results.jsonl or result.json, one line "
+        "of results.jsonl, a row_id, or an MLflow run id (row:<id> / run:<id>)"
+    )
+
+
+def _uri(tracking_uri: str | None, project_dir: Path) -> str:
+    from benchflow.tracking.mlflow_runs import default_tracking_uri
+
+    return tracking_uri or default_tracking_uri(project_dir)
+
+
+def _from_line(text: str) -> Recorded:
+    try:
+        row = ResultRow.from_dict(json.loads(text))
+    except (json.JSONDecodeError, RowError) as exc:
+        raise RerunError(f"the line given is not a result row: {exc}") from None
+    return Recorded(row, _config_of(row, None))
+
+
+def _from_path(path: Path) -> list[Recorded]:
+    if path.is_dir() and SweepDir(path).results.exists():
+        path = SweepDir(path).results
+    elif path.is_dir() and JobDir(path).result.exists():
+        path = JobDir(path).result
+    if path.is_file() and path.suffix == ".jsonl":
+        rows = current(read_rows(path))
+        if not rows:
+            raise RerunError(f"{path}: no result rows")
+        return [Recorded(r, _config_of(r, path.parent)) for r in rows]
+    if path.is_file() and path.suffix == ".json":
+        try:
+            row = ResultRow.from_dict(json.loads(path.read_text()))
+        except (json.JSONDecodeError, RowError) as exc:
+            raise RerunError(f"{path}: {exc}") from None
+        return [Recorded(row, _config_of(row, None))]
+    raise RerunError(
+        f"{path}: has no results.jsonl or result.json; allowed: a sweep folder, a job "
+        "folder, a results.jsonl or a result.json"
+    )
+
+
+def _config_of(row: ResultRow, sweep_dir: Path | None) -> BenchConfig:
+    """The resolved config a row's job ran with: its folder's config.yaml, else the
+    sweep's plan.json entry of the same job."""
+    import yaml
+
+    config = JobDir(Path(row.job.dir)).config if row.job.dir else None
+    if config is not None and config.is_file():
+        return config_from_dict(yaml.safe_load(config.read_text()))
+    plan = SweepDir(sweep_dir).read_plan() if sweep_dir else None
+    job = plan.job(row.job.num) if plan else None
+    if job is not None and job.fingerprint == row.job.fingerprint:
+        return job.config
+    raise RerunError(
+        f"row {row.row_id} ({row.job.name}): its config is gone ({config or 'no job folder'} "
+        "and no plan.json entry); allowed: a row whose job folder or sweep folder is kept, "
+        "or its MLflow run id"
+    )
+
+
+def _by_row_id(
+    row_id: str, tracking_uri: str | None, project_dir: Path, *, mlflow: bool
+) -> list[Recorded]:
+    """The row with this id in a sweep under ./multirun, else (mlflow) the MLflow job run
+    whose `benchflow.logged` tag is it."""
+    for results in sorted((project_dir / "multirun").glob("**/results.jsonl")):
+        with results.open() as f:
+            lines = [line for line in f if row_id in line]
+        for row in (ResultRow.from_dict(json.loads(line)) for line in lines):
+            if row.row_id == row_id:
+                return [Recorded(row, _config_of(row, results.parent))]
+    if not mlflow:
+        return []
+    return _from_run(None, _uri(tracking_uri, project_dir), row_id=row_id)
+
+
+def _from_run(run_id: str | None, uri: str, row_id: str | None = None) -> list[Recorded]:
+    """An MLflow job run (its result.json and config.yaml artifacts), or a parent run's
+    job runs; run_id None: the job run whose `benchflow.logged` tag is row_id."""
+    from mlflow.tracking import MlflowClient
+
+    from benchflow.tracking.sync import LOGGED_TAG
+
+    client = MlflowClient(tracking_uri=uri)
+    run = None
+    if run_id is not None:
+        try:
+            run = client.get_run(run_id)
+        except Exception:
+            run = None
+    if run is None and row_id is not None:
+        found = client.search_runs(
+            [e.experiment_id for e in client.search_experiments()],
+            filter_string=f"tags.`{LOGGED_TAG}` = '{row_id}'",
+            max_results=1,
+        )
+        run = found[0] if found else None
+    if run is None:
+        raise RerunError(
+            f"{run_id or row_id}: no such row under ./multirun and no such MLflow run at "
+            f"{uri}; allowed: a row_id of a sweep here, or a run id of that store "
+            "(--tracking-uri for another)"
+        )
+    children = client.search_runs(
+        [run.info.experiment_id],
+        filter_string=f"tags.mlflow.parentRunId = '{run.info.run_id}'",
+        max_results=50000,
+    )
+    runs = sorted(children, key=lambda r: r.info.start_time) if children else [run]
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for job_run in runs:
+            if job_run.info.lifecycle_stage == "deleted":
+                continue  # superseded by a later attempt of the same job
+            try:
+                out.append(_recorded_run(client, job_run.info.run_id, Path(tmp)))
+            except Exception as exc:  # a run killed before its artifacts were logged
+                log.warning("MLflow run %s has no result.json or config.yaml: %s", job_run, exc)
+    if not out:
+        raise RerunError(f"MLflow run {run.info.run_id} at {uri}: no job run with its record")
+    return out
+
+
+def _recorded_run(client: Any, run_id: str, tmp: Path) -> Recorded:
+    import yaml
+
+    folder = tmp / run_id
+    folder.mkdir()
+    row_file = client.download_artifacts(run_id, "result.json", str(folder))
+    config_file = client.download_artifacts(run_id, "config.yaml", str(folder))
+    row = ResultRow.from_dict(json.loads(Path(row_file).read_text()))
+    row = dataclasses.replace(row, job=dataclasses.replace(row.job, mlflow_run_id=run_id))
+    return Recorded(row, config_from_dict(yaml.safe_load(Path(config_file).read_text())))
+
+
+# --- planning the rerun ---------------------------------------------------------------
+
+
+def plan(
+    records: Sequence[Recorded], extras: Sequence[str], config_dirs: Sequence[str]
+) -> list[Job]:
+    """One job per record, from its recorded config; `extras` (key=value) change it
+    exactly as they would change the job's composition (`changes`)."""
+    from omegaconf import OmegaConf
+
+    from benchflow.sweep.plan import plan_job
+
+    jobs = []
+    for num, rec in enumerate(records):
+        recorded = list(rec.row.job.overrides)
+        node = OmegaConf.structured(rec.config)
+        for key, value in changes(recorded, extras, config_dirs).items():
+            OmegaConf.update(node, key, value, merge=False, force_add=False)
+        job = plan_job(node, num, [*recorded, *extras])
+        if not extras:
+            # The record stands as it ran: re-resolving a resolved config changes
+            # nothing, except where the machine did (a TorchBench root that moved).
+            job = dataclasses.replace(
+                job,
+                name=rec.row.job.name or job.name,
+                config=rec.config,
+                sources={
+                    k: v
+                    for k, v in (
+                        ("dtype_source", rec.row.experiment.dtype_source),
+                        ("batch_size_source", rec.row.experiment.batch_size_source),
+                    )
+                    if v
+                },
+            )
+        origin = Origin(
+            row_id=rec.row.row_id,
+            fingerprint=rec.row.job.fingerprint,
+            mlflow_run_id=rec.row.job.mlflow_run_id,
+            digest=rec.row.digest,
+            provenance=rec.row.to_dict()["provenance"],
+        )
+        jobs.append(dataclasses.replace(job, origin=origin))
+    return jobs
+
+
+_COMPOSED: dict[tuple[str, ...], dict[str, Any]] = {}
+
+
+def changes(
+    recorded: Sequence[str], extras: Sequence[str], config_dirs: Sequence[str]
+) -> dict[str, Any]:
+    """The leaves `extras` change in a job's composed config: Hydra composes the job's
+    recorded overrides with and without them, and the difference is applied to the
+    recorded config. So `dynamo=inductor` changes the dynamo node as a sweep would."""
+    if not extras:
+        return {}
+    before = _composed(tuple(recorded), tuple(config_dirs))
+    after = _composed((*recorded, *extras), tuple(config_dirs))
+    return {k: v for k, v in after.items() if k not in before or before[k] != v}
+
+
+def _composed(overrides: tuple[str, ...], config_dirs: tuple[str, ...]) -> dict[str, Any]:
+    """A job's composed config, flat ({"dynamo.name": ...}), without the hydra node."""
+    key = (*config_dirs, "|", *overrides)
+    if key not in _COMPOSED:
+        from hydra import compose, initialize_config_dir
+        from hydra.errors import HydraException
+        from omegaconf import OmegaConf
+        from omegaconf.errors import OmegaConfBaseException
+
+        from benchflow.config.store import CONF_DIR
+        from benchflow.tracking.mlflow_runs import flatten
+
+        search = [f"hydra.searchpath=[{','.join('file://' + d for d in config_dirs)}]"]
+        try:
+            with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+                cfg = compose("config", overrides=[*(search if config_dirs else []), *overrides])
+        except (HydraException, OmegaConfBaseException) as exc:
+            raise ConfigError(f"{' '.join(overrides)}: {exc}") from None
+        data = OmegaConf.to_container(cfg, resolve=True)
+        assert isinstance(data, dict)
+        data.pop("hydra", None)
+        _COMPOSED[key] = flatten(data)
+    return _COMPOSED[key]
