@@ -41,7 +41,14 @@ def _recorded_and_rerun(root: Path) -> dict[str, CliResult]:
     out["folder"] = run_cli(["rerun", str(folder)], work)
     first = read_rows(folder)[0]
     out["run_id"] = run_cli(["rerun", first["job"]["mlflow_run_id"], "repeat=4"], work)
+    # One results.jsonl line, as if it came from an environment locked otherwise.
+    second = read_rows(folder)[1]
+    second["provenance"]["lock_sha256"] = OTHER_LOCK
+    out["line"] = run_cli(["rerun", json.dumps(second)], work)
     return out
+
+
+OTHER_LOCK = "0" * 64
 
 
 def _runs(early_sweeps: EarlySweeps) -> dict[str, CliResult]:
@@ -49,11 +56,6 @@ def _runs(early_sweeps: EarlySweeps) -> dict[str, CliResult]:
     for name, res in runs.items():
         assert res.returncode == 0, (name, (res.stdout + res.stderr)[-3000:])
     return runs
-
-
-def _sweep_rows(res: CliResult, suffix: str) -> list[dict[str, Any]]:
-    (folder,) = [d for d in res.sweep_dirs if d.name.endswith(suffix)]
-    return read_rows(folder)
 
 
 def test_a_sweep_folder_rerun_gives_its_fingerprints_and_links_each_row(
@@ -66,8 +68,8 @@ def test_a_sweep_folder_rerun_gives_its_fingerprints_and_links_each_row(
     old = {r["row_id"]: r for r in read_rows(original)}
     reruns = [d for d in runs["folder"].sweep_dirs if "-rerun" in d.name]
     new = [r for d in reruns for r in read_rows(d) if r["job"]["rerun_of"] in old]
-    new = [r for r in new if r["config"]["repeat"] == 3]  # not the repeat=4 rerun
-    assert sorted(r["job"]["rerun_of"] for r in new) == sorted(old)
+    new = [r for r in new if r["config"]["repeat"] == 3 and not r["job"]["rerun_env"]]
+    assert sorted(r["job"]["rerun_of"] for r in new) == sorted(old)  # not the edited line's
     for row in new:
         before = old[row["job"]["rerun_of"]]
         assert row["row_id"] != before["row_id"] and row["status"] == "ok"
@@ -113,6 +115,29 @@ def test_a_rerun_from_an_mlflow_run_id_with_an_override_gets_a_new_fingerprint(
     assert len(row["metrics"]["per_iter_time_s"]) == 4
     assert row["job"]["rerun_digest"] == OTHER_CONFIG
     assert "NEW fingerprint" in runs["run_id"].stdout
+
+
+def test_a_rerun_in_another_locked_environment_says_so_in_its_row(
+    early_sweeps: EarlySweeps,
+) -> None:
+    runs = _runs(early_sweeps)
+    second = read_rows(runs["sweep"].sweep_dirs[0])[1]
+    lock = hashlib.sha256((REPO / "uv.lock").read_bytes()).hexdigest()
+    out = runs["line"].stdout
+    assert f"lock_sha256: {OTHER_LOCK} -> {lock}   (can change speed)" in out  # before it ran
+    rows = [
+        r
+        for d in runs["line"].sweep_dirs
+        if "-rerun" in d.name
+        for r in read_rows(d)
+        if r["job"]["rerun_env"]
+    ]
+    (row,) = rows
+    assert row["job"]["rerun_of"] == second["row_id"]
+    assert row["job"]["fingerprint"] == second["job"]["fingerprint"]
+    assert row["job"]["rerun_env"] == [f"lock_sha256: {OTHER_LOCK} -> {lock}"]
+    assert row["job"]["rerun_digest"] == REPRODUCED  # the output did not change
+    assert f"environment differs: lock_sha256: {OTHER_LOCK} -> {lock}" in out
 
 
 def _cpuinfo_features() -> set[str]:
