@@ -178,6 +178,7 @@ def meta_of(sweep: Sweep, baseline: str) -> Meta:
         "baseline": baseline,
         "host": prov.host,
         "cpu": prov.cpu_model,
+        "cpu features": ",".join(prov.hardware.cpu_features) if prov.hardware else None,
         "git": prov.git_sha,
         "torch": prov.versions.get("torch"),
         "torch_xla": prov.versions.get("torch_xla"),
