@@ -26,6 +26,7 @@ from benchflow.results.io import (
 )
 from benchflow.results.row import (
     SCHEMA_VERSION,
+    Hardware,
     JobInfo,
     Provenance,
     ResultRow,
@@ -149,10 +150,23 @@ def _child() -> ChildResult:
 def test_a_row_reads_back_as_it_was_written() -> None:
     info = JobInfo.of(_job(), "/sweep/3")
     info.cpus, info.wall_time_s, info.returncode, info.child_setup_s = "0-1", 9.0, 0, 2.0
-    row = build_row(_job(), status=Status.OK, error=None, info=info, child=_child(),
-                    provenance=Provenance(host="h", git_sha="abc"))  # fmt: skip
+    child = dataclasses.replace(
+        _child(),
+        env={"OMP_NUM_THREADS": "2"},
+        affinity="0-1",
+        gpu={"name": "H200", "capability": "9.0", "driver": "550", "cuda": "12.8", "cudnn": None},
+        digest={"of": "inductor", "tensors": 1, "leaves": [{"shape": [2], "mean": 0.5}]},
+    )
+    hardware = Hardware(cpu_vendor="GenuineIntel", cpu_features=["avx2"], logical_cores=2)
+    row = build_row(_job(), status=Status.OK, error=None, info=info, child=child,
+                    provenance=Provenance(host="h", git_sha="abc", hardware=hardware,
+                                          lock_sha256="l"))  # fmt: skip
     data = json.loads(json.dumps(row.to_dict()))  # as results.jsonl holds it
     assert ResultRow.from_dict(data) == row
+    prov = data["provenance"]  # the parent's facts, and the child's
+    assert prov["hardware"]["affinity"] == "0-1" and prov["hardware"]["cpu_features"] == ["avx2"]
+    assert prov["hardware"]["gpu"]["name"] == "H200" and prov["env"] == {"OMP_NUM_THREADS": "2"}
+    assert prov["lock_sha256"] == "l" and data["digest"]["of"] == "inductor"
     assert data["status"] == "ok" and data["schema_version"] == SCHEMA_VERSION == 3
     assert data["backend"] == "inductor" and data["config"]["model.name"] == "llama"
     assert data["experiment"]["dtype"] == "bfloat16" and data["experiment"]["batch_size"] == 4
@@ -254,3 +268,33 @@ def test_a_plan_names_the_baseline_its_jobs_share() -> None:
     assert Plan.of(on, 2, []).baseline == job.config.baseline
     assert Plan.of([*on, eager], 3, []).baseline is None  # they differ: none is the sweep's
     assert Plan.of([], 0, []).baseline is None
+
+
+def test_known_rows_parses_only_what_was_appended_and_rereads_a_rewrite(tmp_path: Path) -> None:
+    """The parent asks for the sweep's rows once per job: each line is parsed once, a
+    line being written is left for later, and a rewritten file is read whole again."""
+    from benchflow.results import io
+
+    path = tmp_path / "results.jsonl"
+    rows = [
+        build_row(dataclasses.replace(_job(), num=i, config=_cfg(seed=i)), status=Status.OK,
+                  error=None, child=_child())
+        for i in range(3)
+    ]  # fmt: skip
+    assert io.known_rows(path) == []  # no file yet
+    for row in rows[:2]:
+        record_row(path, row)
+    assert io.known_rows(path) == read_rows(path) == rows[:2]
+    parsed = io._SEEN[path].lines
+    record_row(path, rows[2])  # as another process's job would
+    with path.open("ab") as f:
+        f.write(b'{"row_id": "half-writ')  # a writer in the middle of its line
+    assert io.known_rows(path) == rows
+    assert io._SEEN[path].lines == parsed + 1  # the new line only; not the half one
+    # A rerun of job 0 supersedes its row: the file is rewritten (another inode, or the
+    # same number again); the mark is seen, and the torn line is skipped as corrupt.
+    again = dataclasses.replace(rows[0], row_id="again")
+    assert [r.row_id for r in record_row(path, again)] == [rows[0].row_id]
+    known = io.known_rows(path)
+    assert known == read_rows(path) and known[0].superseded_by == "again"
+    assert [r.row_id for r in current(known)] == [rows[1].row_id, rows[2].row_id, "again"]

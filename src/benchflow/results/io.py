@@ -9,7 +9,9 @@
   history stays, as written (an older schema's rows too), and exactly one row per job
   is current.
 - ``read_jsonl``: a reader that reports and skips lines it cannot parse;
-  ``read_rows``: the same, typed, also skipping objects that are no row.
+  ``read_rows``: the same, typed, also skipping objects that are no row;
+  ``known_rows``: read_rows for a process that asks again and again (a sweep's parent,
+  once per job): it parses only what was appended since it last asked.
 """
 
 from __future__ import annotations
@@ -73,6 +75,14 @@ def record_row(path: Path, row: ResultRow) -> list[ResultRow]:
     ``superseded_by`` = the new row's id, in place (the file is rewritten atomically).
     Returns the rows it superseded. Unparseable lines are kept as they are."""
     with _locked(path):
+        # Under the lock no one appends: the rows known are the file's. Most jobs have
+        # no earlier row, and are one append; only a rerun reads the file whole.
+        if not any(
+            r.job.fingerprint == row.job.fingerprint and not r.superseded_by
+            for r in known_rows(path)
+        ):
+            _append_line(path, row.to_dict())
+            return []
         lines = (
             path.read_text(encoding="utf-8", errors="replace").splitlines() if path.exists() else []
         )
@@ -99,6 +109,59 @@ def record_row(path: Path, row: ResultRow) -> list[ResultRow]:
         write_text_atomic(path, "\n".join(out) + "\n")
     replaced = (_row_of(old, path, lineno) for lineno, old in superseded)
     return [r for r in replaced if r is not None]
+
+
+class _Seen:
+    """What this process has read of one results.jsonl: its rows, up to `offset`."""
+
+    # Bytes before `offset` compared on each read: a whole-file rewrite (a superseded
+    # row marked) may get the old inode number back, but not these bytes in place.
+    CHECK = 64
+
+    def __init__(self, inode: tuple[int, int]) -> None:
+        self.inode = inode
+        self.offset = 0
+        self.tail = b""  # the CHECK bytes before offset, as read
+        self.lines = 0
+        self.rows: list[ResultRow] = []
+
+
+_SEEN: dict[Path, _Seen] = {}
+
+
+def known_rows(path: Path) -> list[ResultRow]:
+    """read_rows(path), read incrementally: a process that asks again (a sweep's parent,
+    once per job) parses only the lines appended since, so the cost of a job's reads
+    does not grow with the sweep. A rewritten file is read again whole. The list is
+    this process's own: do not change it."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        _SEEN.pop(path, None)
+        return []
+    try:
+        st = os.fstat(fd)
+        seen = _SEEN.get(path)
+        if (
+            seen is None
+            or seen.inode != (st.st_dev, st.st_ino)
+            or st.st_size < seen.offset
+            or os.pread(fd, len(seen.tail), seen.offset - len(seen.tail)) != seen.tail
+        ):
+            seen = _SEEN[path] = _Seen((st.st_dev, st.st_ino))
+        data = os.pread(fd, st.st_size - seen.offset, seen.offset)
+    finally:
+        os.close(fd)
+    end = data.rfind(b"\n") + 1  # whole lines only: a writer may be mid-line
+    for line in data[:end].decode("utf-8", errors="replace").split("\n")[:-1]:
+        seen.lines += 1
+        obj = _parse(line, path, seen.lines)
+        if obj is not None and (row := _row_of(obj, path, seen.lines)) is not None:
+            seen.rows.append(row)
+    if end:
+        seen.offset += end
+        seen.tail = data[max(0, end - _Seen.CHECK) : end]
+    return seen.rows
 
 
 def current(rows: list[ResultRow]) -> list[ResultRow]:
@@ -136,15 +199,21 @@ def _objects(path: Path) -> list[tuple[int, dict[str, Any]]]:
         return found
     with path.open(encoding="utf-8", errors="replace") as f:
         for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                data = json.loads(line)
-            except json.JSONDecodeError as exc:
-                log.warning("%s:%d: skipped a corrupt line (%s)", path, lineno, exc.msg)
-                continue
-            if isinstance(data, dict):
+            if (data := _parse(line, path, lineno)) is not None:
                 found.append((lineno, data))
-            else:
-                log.warning("%s:%d: skipped a line that is not a JSON object", path, lineno)
     return found
+
+
+def _parse(line: str, path: Path, lineno: int) -> dict[str, Any] | None:
+    """One line's JSON object (None: blank, or logged as not one)."""
+    if not line.strip():
+        return None
+    try:
+        data = json.loads(line)
+    except json.JSONDecodeError as exc:
+        log.warning("%s:%d: skipped a corrupt line (%s)", path, lineno, exc.msg)
+        return None
+    if not isinstance(data, dict):
+        log.warning("%s:%d: skipped a line that is not a JSON object", path, lineno)
+        return None
+    return data

@@ -28,7 +28,7 @@ from benchflow.core.job import Job, JobSpec, Plan
 from benchflow.core.layout import JobDir, SweepDir
 from benchflow.core.status import Status
 from benchflow.results.child import ChildResult
-from benchflow.results.io import current, read_rows, record_row, tally
+from benchflow.results.io import current, known_rows, record_row, tally
 from benchflow.results.provenance import provenance
 from benchflow.results.row import JobInfo, Provenance, ResultRow, build_row
 from benchflow.runner.cpus import child_env, cpu_slot, span
@@ -93,7 +93,7 @@ class Execution:
 def run_job(cfg: DictConfig) -> ResultRow:
     where = Where.from_hydra()
     job = planned(where, cfg)
-    history = read_rows(where.sweep.results) if where.multirun else []
+    history = list(known_rows(where.sweep.results)) if where.multirun else []
     previous = current_row(history, job.fingerprint)
     if previous is not None and not previous.status.runs_again(job.config.retry):
         progress.kept(previous, where.num, where.total, job.config.retry)
@@ -110,7 +110,7 @@ def run_job(cfg: DictConfig) -> ResultRow:
         for old in replaced:
             if old_run := old.job.mlflow_run_id:
                 safely("supersede", tracker.supersede, old_run, run_id)
-    progress.report(row, where.num, where.total, tally(current(read_rows(where.sweep.results))))
+    progress.report(row, where.num, where.total, tally(current(known_rows(where.sweep.results))))
     finish(job, where, row.status, tracker)
     return row
 
