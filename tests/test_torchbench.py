@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.conftest import SessionSweep
+from tests.conftest import TORCHBENCH_FIXTURE, SessionSweep
 
 from benchflow.config.errors import ConfigError
 from benchflow.config.schema import BenchConfig, ModelConfig, SuiteConfig
@@ -115,6 +115,12 @@ def test_models_run_from_torchbench_with_their_own_steps(
     assert rows[("tb_mlp", "eval")]["experiment"]["batch_size_source"] == "model"
     # The built-in llama still runs as built-in: the fixture has no llama.
     assert rows[("llama", "eval")]["model"]["model_source"] == "builtin"
+    # A TorchBench row names the checkout it ran (here the fixture, inside this repository).
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=TORCHBENCH_FIXTURE, capture_output=True, text=True
+    ).stdout.strip()
+    assert rows[("tb_mlp", "eval")]["provenance"]["torchbench_sha"].split("-")[0] == head
+    assert rows[("llama", "eval")]["provenance"]["torchbench_sha"] is None
 
 
 def test_train_returning_an_error_is_skipped_not_a_fast_success(
