@@ -29,7 +29,7 @@ from benchflow.config.schema import (
     BenchConfig,
 )
 
-__all__ = ["ConfigError", "InvalidCombination", "check_values", "parse"]
+__all__ = ["ConfigError", "InvalidCombination", "check_values", "parse", "typed"]
 
 
 def _choice(key: str, value: Any, allowed: tuple[str, ...] | list[str]) -> None:
@@ -106,6 +106,14 @@ def check_values(cfg: BenchConfig) -> None:
 
 def parse(composed: Any) -> BenchConfig:
     """Composed DictConfig (or dict) -> checked, unresolved BenchConfig. Raises ConfigError."""
+    cfg = typed(composed)
+    check_values(cfg)
+    return cfg
+
+
+def typed(composed: Any) -> BenchConfig:
+    """Composed DictConfig (or dict) -> BenchConfig: its keys and types checked, not yet
+    its values (:func:`check_values`). Raises ConfigError."""
     from omegaconf import DictConfig, OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
@@ -125,5 +133,4 @@ def parse(composed: Any) -> BenchConfig:
         key = getattr(exc, "full_key", None)
         raise ConfigError(f"{key}: {exc.msg}" if key else str(exc)) from None
     assert isinstance(cfg, BenchConfig)
-    check_values(cfg)
     return cfg

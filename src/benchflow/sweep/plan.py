@@ -21,7 +21,15 @@ from benchflow.core.job import Job
 from benchflow.core.machine import cuda_present
 from benchflow.core.status import INVALID_PREFIX
 
-__all__ = ["ConfigError", "InvalidCombination", "backend_of", "job_name", "plan_job", "resolve"]
+__all__ = [
+    "ConfigError",
+    "InvalidCombination",
+    "backend_of",
+    "job_name",
+    "plan_config",
+    "plan_job",
+    "resolve",
+]
 
 
 def backend_of(cfg: BenchConfig) -> type[backends.Backend]:
@@ -169,7 +177,14 @@ def plan_job(composed: Any, num: int, overrides: Sequence[str], *, single: bool 
     """One composed config -> its Job. Raises ConfigError for a bad value (the sweep
     must not start); an invalid combination is a Job that never runs (`invalid`),
     except for a single run (`single`), where it is an error too."""
-    cfg = parse(composed)
+    return plan_config(parse(composed), num, overrides, single=single)
+
+
+def plan_config(
+    cfg: BenchConfig, num: int, overrides: Sequence[str], *, single: bool = False
+) -> Job:
+    """:func:`plan_job` for a config already parsed and checked (benchflow.config.validate.parse,
+    or a sweep's fast composition, benchflow.sweep.compose)."""
     try:
         resolved = resolve(cfg)
     except InvalidCombination as exc:
