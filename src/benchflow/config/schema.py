@@ -8,6 +8,7 @@ rules live in :mod:`benchflow.config.validate`, applied once at the edge.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, is_dataclass
+from pathlib import Path
 from typing import Any, get_type_hints
 
 from omegaconf import MISSING
@@ -228,6 +229,13 @@ def is_measured(key: str) -> bool:
             return False
         node = get_type_hints(node).get(part)
     return True
+
+
+def config_from_yaml(path: Path) -> BenchConfig:
+    """A job's config.yaml (its folder's, or its MLflow run's artifact), typed again."""
+    import yaml
+
+    return config_from_dict(yaml.safe_load(path.read_text()))
 
 
 def config_from_dict(data: dict[str, Any]) -> BenchConfig:

@@ -26,7 +26,7 @@ from benchflow.core.layout import JobDir, SweepDir
 from benchflow.report.model import Meta
 from benchflow.results.io import read_rows
 from benchflow.results.row import Provenance, ResultRow, RowError
-from benchflow.tracking.mlflow_runs import BASELINE_TAG, default_tracking_uri
+from benchflow.tracking.mlflow_runs import BASELINE_TAG, default_tracking_uri, job_runs
 
 log = logging.getLogger(__name__)
 
@@ -128,12 +128,8 @@ def _from_run(run_id: str, uri: str) -> Sweep:
         run = client.get_run(run_id)
     except Exception as exc:
         raise SourceError(f"MLflow run {run_id} not found at {uri}: {exc}") from None
-    children = client.search_runs(
-        [run.info.experiment_id],
-        filter_string=f"tags.mlflow.parentRunId = '{run_id}'",
-        max_results=5000,
-    )
-    rows = _rows_of(client, list(children) or [run])
+    runs, children = job_runs(client, run)
+    rows = _rows_of(client, runs)
     if not rows:
         raise SourceError(f"MLflow run {run_id} at {uri}: no job run with a result.json")
     return Sweep(

@@ -32,9 +32,8 @@ def digest(tensors: list[Any], of: str) -> Digest:
     leaves = []
     for t in tensors[:MAX_LEAVES]:
         leaf: dict[str, Any] = {"shape": list(t.shape), "dtype": str(t.dtype).replace("torch.", "")}
-        x = t.detach().double() if t.is_floating_point() or t.is_complex() else t.double()
-        if x.is_complex():
-            x = x.abs()
+        x = t.detach()
+        x = (x.abs() if x.is_complex() else x).double()  # a complex value by its modulus
         finite = x.isfinite()
         leaf["nonfinite"] = int((~finite).sum())
         x = x[finite]

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from benchflow.config.errors import ConfigError
-from benchflow.config.schema import BenchConfig, config_from_dict
+from benchflow.config.schema import BenchConfig, config_from_yaml
 from benchflow.core.job import Job, Origin
 from benchflow.core.layout import JobDir, SweepDir
 from benchflow.results.io import current, read_rows
@@ -114,11 +114,9 @@ def _from_path(path: Path) -> list[Recorded]:
 def _config_of(row: ResultRow, sweep_dir: Path | None) -> BenchConfig:
     """The resolved config a row's job ran with: its folder's config.yaml, else the
     sweep's plan.json entry of the same job."""
-    import yaml
-
     config = JobDir(Path(row.job.dir)).config if row.job.dir else None
     if config is not None and config.is_file():
-        return config_from_dict(yaml.safe_load(config.read_text()))
+        return config_from_yaml(config)
     plan = SweepDir(sweep_dir).read_plan() if sweep_dir else None
     job = plan.job(row.job.num) if plan else None
     if job is not None and job.fingerprint == row.job.fingerprint:
@@ -151,6 +149,7 @@ def _from_run(run_id: str | None, uri: str, row_id: str | None = None) -> list[R
     job runs; run_id None: the job run whose `benchflow.logged` tag is row_id."""
     from mlflow.tracking import MlflowClient
 
+    from benchflow.tracking.mlflow_runs import job_runs
     from benchflow.tracking.sync import LOGGED_TAG
 
     client = MlflowClient(tracking_uri=uri)
@@ -173,12 +172,7 @@ def _from_run(run_id: str | None, uri: str, row_id: str | None = None) -> list[R
             f"{uri}; allowed: a row_id of a sweep here, or a run id of that store "
             "(--tracking-uri for another)"
         )
-    children = client.search_runs(
-        [run.info.experiment_id],
-        filter_string=f"tags.mlflow.parentRunId = '{run.info.run_id}'",
-        max_results=50000,
-    )
-    runs = sorted(children, key=lambda r: r.info.start_time) if children else [run]
+    runs, _ = job_runs(client, run)
     out = []
     with tempfile.TemporaryDirectory() as tmp:
         for job_run in runs:
@@ -194,15 +188,13 @@ def _from_run(run_id: str | None, uri: str, row_id: str | None = None) -> list[R
 
 
 def _recorded_run(client: Any, run_id: str, tmp: Path) -> Recorded:
-    import yaml
-
     folder = tmp / run_id
     folder.mkdir()
     row_file = client.download_artifacts(run_id, "result.json", str(folder))
     config_file = client.download_artifacts(run_id, "config.yaml", str(folder))
     row = ResultRow.from_dict(json.loads(Path(row_file).read_text()))
     row = dataclasses.replace(row, job=dataclasses.replace(row.job, mlflow_run_id=run_id))
-    return Recorded(row, config_from_dict(yaml.safe_load(Path(config_file).read_text())))
+    return Recorded(row, config_from_yaml(Path(config_file)))
 
 
 # --- planning the rerun ---------------------------------------------------------------

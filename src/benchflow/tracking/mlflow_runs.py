@@ -232,6 +232,19 @@ class Tracker:
         self.client.set_terminated(run_id, status=status_of(status).mlflow_run_status)
 
 
+def job_runs(client: Any, run: Any) -> tuple[list[Any], bool]:
+    """(the job runs a run id stands for, whether it is a sweep's parent run): its
+    child runs, oldest first, or the run itself when it has none."""
+    children = client.search_runs(
+        [run.info.experiment_id],
+        filter_string=f"tags.mlflow.parentRunId = '{run.info.run_id}'",
+        max_results=50000,
+    )
+    if not children:
+        return [run], False
+    return sorted(children, key=lambda r: r.info.start_time), True
+
+
 def safely(what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
     """Run a tracking call; on failure warn and go on (results are on disk)."""
     try:

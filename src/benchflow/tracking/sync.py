@@ -9,7 +9,6 @@ current row whose run is missing or incomplete, so running it twice adds nothing
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from benchflow.config.schema import Settings
 from benchflow.core.layout import JobDir, SweepDir
@@ -85,11 +84,11 @@ def job_params(settings: Settings, backend: str) -> Settings:
 
 
 def _params_of(row: ResultRow, job: JobDir) -> Settings:
-    from benchflow.config.schema import config_from_dict, measured_flat
+    from benchflow.config.schema import config_from_yaml, measured_flat
 
     settings = row.config  # schema 2; older rows: from the job's config.yaml
     if settings is None:
-        settings = measured_flat(config_from_dict(_load_yaml(job.config)))
+        settings = measured_flat(config_from_yaml(job.config))
     return job_params(settings, row.backend)
 
 
@@ -97,13 +96,13 @@ def sync(sweep_dir: Path, tracking_uri: str | None = None) -> dict[str, int]:
     """Log every current row of the sweep that MLflow lacks. Returns counts."""
     import dataclasses
 
-    from benchflow.config.schema import MlflowConfig, config_from_dict
+    from benchflow.config.schema import MlflowConfig, config_from_yaml
 
     sweep = SweepDir(sweep_dir)
     rows = current(read_rows(sweep.results))
     if not rows:
         raise SystemExit(f"benchflow sync: error: {sweep_dir} has no results.jsonl rows")
-    cfg = config_from_dict(_load_yaml(JobDir(Path(rows[0].job.dir or "")).config))
+    cfg = config_from_yaml(JobDir(Path(rows[0].job.dir or "")).config)
     uri = tracking_uri or sweep.recorded_tracking_uri()
     mlflow_cfg = dataclasses.replace(cfg.mlflow, tracking_uri=uri or cfg.mlflow.tracking_uri)
     assert isinstance(mlflow_cfg, MlflowConfig)
@@ -134,9 +133,3 @@ def sync(sweep_dir: Path, tracking_uri: str | None = None) -> dict[str, int]:
     tracker.set_tags(parent, status_tags(rows))
     tracker.end_run(parent, "ok")
     return counts
-
-
-def _load_yaml(path: Path) -> Any:
-    import yaml
-
-    return yaml.safe_load(path.read_text())
