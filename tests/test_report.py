@@ -217,6 +217,20 @@ def test_markdown_csv_and_self_contained_html() -> None:
     assert not re.search(r"(src|href)=['\"]https?:", page)  # nothing fetched from outside
 
 
+def test_a_plot_names_its_configurations_only_while_a_legend_can_be_read() -> None:
+    from benchflow.report.plots import MAX_LEGEND, times_figure
+
+    def legend_and_notes(n: int) -> tuple[bool, list[str]]:
+        rows = [row("a", "eager", [0.01] * 3, overrides=(f"seed={i}",)) for i in range(n)]
+        ax = times_figure(build_report(rows, "eager")).axes[0]
+        return ax.get_legend() is not None, [t.get_text() for t in ax.texts]
+
+    has_legend, notes = legend_and_notes(MAX_LEGEND)
+    assert has_legend and not any("configurations" in t for t in notes)
+    has_legend, notes = legend_and_notes(MAX_LEGEND + 1)
+    assert not has_legend and any(f"{MAX_LEGEND + 1} configurations" in t for t in notes)
+
+
 def test_headline_metrics_sort_together() -> None:
     m = headline_metrics(ROWS[1])
     assert set(m) == {
