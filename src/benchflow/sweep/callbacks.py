@@ -18,7 +18,7 @@ from benchflow.results.environment import facts
 from benchflow.results.io import current, read_rows
 from benchflow.results.provenance import packages, provenance
 from benchflow.results.row import ResultRow
-from benchflow.tracking.mlflow_runs import BASELINE_TAG, Tracker, check_reachable, safely
+from benchflow.tracking.mlflow_runs import BASELINE_TAG, check_reachable, safely, tracker_for
 from benchflow.tracking.sync import status_tags
 
 if TYPE_CHECKING:
@@ -59,7 +59,7 @@ class SweepCallback(Callback):
         run_id = sweep.parent_run_id()
         if not bench.mlflow.enabled or not run_id:
             return
-        tracker = safely("connection", Tracker, bench.mlflow, Path(config.hydra.runtime.cwd))
+        tracker = safely("connection", tracker_for, bench.mlflow, Path(config.hydra.runtime.cwd))
         if tracker is None:
             return
         safely("tags", tracker.set_tags, run_id, status_tags(rows))
@@ -101,7 +101,7 @@ def start_sweep(config: DictConfig) -> None:
     if not bench.mlflow.enabled:
         return
     project_dir = Path(config.hydra.runtime.cwd)
-    tracker = safely("connection", Tracker, bench.mlflow, project_dir)
+    tracker = safely("connection", tracker_for, bench.mlflow, project_dir)
     if tracker is None:
         return
     earlier = sweep.parent_run_id()

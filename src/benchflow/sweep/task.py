@@ -19,10 +19,11 @@ from pathlib import Path
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from benchflow import backends
 from benchflow.config.errors import ConfigError
+from benchflow.config.schema import config_to_yaml
 from benchflow.core.files import write_json_atomic
 from benchflow.core.job import Job, JobSpec, Plan
 from benchflow.core.layout import JobDir, SweepDir
@@ -37,7 +38,7 @@ from benchflow.sweep import progress
 from benchflow.sweep.ir import dump_inductor_code, dump_ir
 from benchflow.sweep.plan import plan_job
 from benchflow.sweep.resume import attempts, current_row
-from benchflow.tracking.mlflow_runs import Tracker, check_reachable, safely
+from benchflow.tracking.mlflow_runs import Tracker, check_reachable, safely, tracker_for
 from benchflow.tracking.sync import job_params, log_job
 
 log = logging.getLogger(__name__)
@@ -98,7 +99,7 @@ def run_job(cfg: DictConfig) -> ResultRow:
     if previous is not None and not previous.status.runs_again(job.config.retry):
         progress.kept(previous, where.num, where.total, job.config.retry)
         return previous  # resume: the recorded result stands
-    OmegaConf.save(OmegaConf.structured(job.config), where.job_dir.config)
+    config_to_yaml(job.config, where.job_dir.config)
     tracker = _open_tracker(job, where)
     run_id = _start_run(tracker, job, where)
     done = execute(job, where)
@@ -139,7 +140,9 @@ def _unless_aborted(job: Job, where: Where) -> Job:
 def _open_tracker(job: Job, where: Where) -> Tracker | None:
     if not job.config.mlflow.enabled:
         return None
-    tracker: Tracker | None = safely("connection", Tracker, job.config.mlflow, where.project_dir)
+    tracker: Tracker | None = safely(
+        "connection", tracker_for, job.config.mlflow, where.project_dir
+    )
     return tracker
 
 

@@ -176,33 +176,45 @@ class Tracker:
         return run_id
 
     def log_params(self, run_id: str, params: dict[str, Any]) -> None:
-        from mlflow.entities import Param
-
-        items = [Param(k, str(v)[:6000]) for k, v in params.items()]
-        for chunk in _chunks(items, 100):
-            self.client.log_batch(run_id, params=chunk, synchronous=True)
+        self.log_batch(run_id, params=params)
 
     def log_metrics(
         self, run_id: str, metrics: dict[str, float], series: dict[str, list[float]]
     ) -> None:
-        """Scalars at step 0; each series as its metric's history, the repeat as the step."""
-        import time
-
-        from mlflow.entities import Metric
-
-        now = int(time.time() * 1000)
-        items = [Metric(k, float(v), now, 0) for k, v in metrics.items()]
-        for name, values in series.items():
-            items += [Metric(name, float(v), now, i) for i, v in enumerate(values)]
-        for chunk in _chunks(items, 1000):
-            self.client.log_batch(run_id, metrics=chunk, synchronous=True)
+        self.log_batch(run_id, metrics=metrics, series=series)
 
     def set_tags(self, run_id: str, tags: dict[str, Any]) -> None:
-        from mlflow.entities import RunTag
+        self.log_batch(run_id, tags=tags)
 
-        items = [RunTag(k, str(v)[:8000]) for k, v in tags.items() if v is not None]
-        for chunk in _chunks(items, 100):
-            self.client.log_batch(run_id, tags=chunk, synchronous=True)
+    def log_batch(
+        self,
+        run_id: str,
+        *,
+        metrics: dict[str, float] | None = None,
+        series: dict[str, list[float]] | None = None,
+        params: dict[str, Any] | None = None,
+        tags: dict[str, Any] | None = None,
+    ) -> None:
+        """Metrics (scalars at step 0; each series as its metric's history, the repeat as
+        the step), params and tags, in as few of MLflow's log_batch calls as its limits
+        allow (a job's: one)."""
+        import itertools
+        import time
+
+        from mlflow.entities import Metric, Param, RunTag
+
+        now = int(time.time() * 1000)
+        items = [Metric(k, float(v), now, 0) for k, v in (metrics or {}).items()]
+        for name, values in (series or {}).items():
+            items += [Metric(name, float(v), now, i) for i, v in enumerate(values)]
+        kept = [Param(k, str(v)[:6000]) for k, v in (params or {}).items()]
+        marks = [RunTag(k, str(v)[:8000]) for k, v in (tags or {}).items() if v is not None]
+        # Per call, MLflow takes 1,000 metrics, 100 params, 100 tags, 1,000 in all.
+        calls: Iterable[tuple[list[Any], list[Any], list[Any]]] = itertools.zip_longest(
+            _chunks(items, 800), _chunks(kept, 100), _chunks(marks, 100), fillvalue=[]
+        )
+        for m, p, t in calls:
+            self.client.log_batch(run_id, metrics=m, params=p, tags=t, synchronous=True)
 
     def log_files(
         self, run_id: str, files: Iterable[Path], artifact_path: str | None = None
@@ -243,6 +255,18 @@ def job_runs(client: Any, run: Any) -> tuple[list[Any], bool]:
     if not children:
         return [run], False
     return sorted(children, key=lambda r: r.info.start_time), True
+
+
+_TRACKERS: dict[tuple[str | None, str, str], Tracker] = {}
+
+
+def tracker_for(cfg: MlflowConfig, project_dir: Path) -> Tracker:
+    """This process's Tracker for a store and experiment: made once (a client, and the
+    experiment looked up or created), not once per job of a sweep."""
+    key = (cfg.tracking_uri, cfg.experiment, str(project_dir.resolve()))
+    if key not in _TRACKERS:
+        _TRACKERS[key] = Tracker(cfg, project_dir)
+    return _TRACKERS[key]
 
 
 def safely(what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:

@@ -24,10 +24,12 @@ RERUN_TAG = "benchflow.rerun_of"  # the row_id a rerun's job ran again
 
 def log_job(tracker: Tracker, run_id: str, row: ResultRow, job_dir: Path) -> bool:
     """Everything a job's run holds; the `benchflow.logged` tag, set last, says it is complete."""
-    tracker.log_metrics(run_id, *job_metrics(row))  # the curated few; the rest: result.json
-    tracker.set_tags(
+    metrics, series = job_metrics(row)  # the curated few; the rest: result.json
+    tracker.log_batch(
         run_id,
-        {
+        metrics=metrics,
+        series=series,
+        tags={
             "status": row.status.value,
             "verification_code": row.verification_code,
             "error": (row.error or "")[:5000] or None,
