@@ -121,7 +121,7 @@ def run_runner(args: argparse.Namespace, out: Path) -> Path:
         *sorted({f"--dynamo={d}" for _, d in flags}),
         f"--test={args.test}",
         f"--filter=^({'|'.join(args.models)})$",
-        f"--repeat={args.repeat + 1}",  # + the first, which compiles
+        f"--repeat={args.runner_repeat or args.repeat + 1}",  # + the first, which compiles
         f"--iterations-per-run={args.iterations_per_run}",
         f"--output-dirname={results}",
         "--no-resume",
@@ -324,6 +324,11 @@ def main(argv: list[str] | None = None) -> int:
         "runner's own default: benchflow is given XLA_DISABLE_FUNCTIONALIZATION=1)",
     )
     p.add_argument("--repeat", type=int, default=5, help="steady repeats on each side")
+    p.add_argument(
+        "--runner-repeat",
+        type=int,
+        help="the runner's --repeat, its compiling first repeat included (default: --repeat + 1)",
+    )
     p.add_argument("--iterations-per-run", type=int, default=10)
     p.add_argument("--warmup", type=int, default=1, help="benchflow's warm-up steps")
     p.add_argument("--tolerance", type=float, default=0.10)
@@ -357,14 +362,18 @@ def main(argv: list[str] | None = None) -> int:
         t = time.perf_counter()
         bf_files = run_benchflow(args, out)
         walls["benchflow"] = time.perf_counter() - t
-    rows = compare(
-        args.models, args.backends, read_runner(xr_file), read_benchflow(bf_files), args.tolerance
-    )
+    runner_sides, bf_sides = read_runner(xr_file), read_benchflow(bf_files)
+    rows = compare(args.models, args.backends, runner_sides, bf_sides, args.tolerance)
+    if walls:  # for make bench: both walls, and how many jobs each side ran ok
+        ok = {"runner": runner_sides, "benchflow": bf_sides}
+        counts = {f"{k}_ok": sum(s.status == "ok" for s in v.values()) for k, v in ok.items()}
+        (out / "walls.json").write_text(json.dumps({**walls, **counts}))
     header = [
         f"# benchflow vs the experiment runner ({time.strftime('%Y-%m-%d %H:%M')})",
         "",
         f"- machine: {machine()}",
-        f"- test {args.test}, model.step={args.step}; runner --repeat={args.repeat + 1} "
+        f"- test {args.test}, model.step={args.step}; "
+        f"runner --repeat={args.runner_repeat or args.repeat + 1} "
         f"(its first repeat compiles, left out), benchflow repeat={args.repeat} "
         f"warmup={args.warmup}; --iterations-per-run={args.iterations_per_run} on both; "
         f"XLA functionalization {args.functionalization} on both",

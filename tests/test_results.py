@@ -141,7 +141,7 @@ def _child() -> ChildResult:
         metrics={"per_iter_time_s": [0.1, 0.2, 0.3], "first_iter_time_s": 1.0},
         summary={"per_iter_time_s": {"median": 0.2, "iqr": 0.1}},
         timing=Timing(steady_state=False, unsteady_repeats=[Unsteady(0, "dynamo made 1 graph")]),
-        child_timings=ChildTimings(import_s=1.0, setup_s=2.0, measure_s=3.0, verify_s=0.5),
+        child_timings=ChildTimings(import_s=1.0, build_s=2.0, timed_s=3.0, verify_s=0.5, done=9.5),
         verification_code="PASS",
         child_wall_s=7.0,
     )
@@ -149,7 +149,8 @@ def _child() -> ChildResult:
 
 def test_a_row_reads_back_as_it_was_written() -> None:
     info = JobInfo.of(_job(), "/sweep/3")
-    info.cpus, info.wall_time_s, info.returncode, info.child_setup_s = "0-1", 9.0, 0, 2.0
+    info.cpus, info.wall_time_s, info.returncode = "0-1", 9.0, 0
+    info.phases = {"gap": 0.5, "start": 1.0, "build": 2.0, "other": 6.0}
     child = dataclasses.replace(
         _child(),
         env={"OMP_NUM_THREADS": "2"},

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from benchflow import backends
 from benchflow.backends.base import Backend
 from benchflow.config.schema import BenchConfig
+from benchflow.core import clock
 from benchflow.core.files import write_json_atomic
 from benchflow.core.job import JobSpec
 from benchflow.core.layout import JobDir
@@ -106,7 +107,6 @@ def run(cfg: BenchConfig, backend: type[Backend], out_dir: Path) -> ChildResult:
     device = backend.make_device(cfg.accelerator.name)
     import_s = time.perf_counter() - t_import
 
-    t_setup = time.perf_counter()
     device.set_matmul_precision(cfg.matmul_precision)
     # A CPU slot sets OMP_NUM_THREADS for a spawned child; a forked one loaded OpenMP
     # before it got its environment, so the slot's size is set here too.
@@ -124,13 +124,16 @@ def run(cfg: BenchConfig, backend: type[Backend], out_dir: Path) -> ChildResult:
     def run_step(s: TimedStep, autocast_type: str | None) -> Any:
         return prec.step(s, autocast_type)
 
+    clock.take("move")
+    t_build = time.perf_counter()
     timed = build(device.torch_device, model_dtype, True, cfg.batch_size)
+    move_s = clock.take("move")
+    build_s = time.perf_counter() - t_build - move_s
 
     def step() -> Any:
         return run_step(timed, device.autocast_type)
 
     probes = backend.probes()
-    setup_s = time.perf_counter() - t_setup
     first: list[Digest] = []
 
     def summarize_first(out: Any) -> None:
@@ -159,7 +162,9 @@ def run(cfg: BenchConfig, backend: type[Backend], out_dir: Path) -> ChildResult:
 
     _dump_counters(cfg, backend, out_dir)  # the timed run's counters, before profiling adds to them
     profiled: dict[str, float] = {}
+    profile_s = 0.0
     if cfg.profile.name == "torch":
+        t_profile = time.perf_counter()
         profiled = profile_pass(step, device, cfg.profile, out_dir / "profile")
         if cfg.profile.compile and backend.compiles:
             profiled |= profile_compile(
@@ -171,6 +176,7 @@ def run(cfg: BenchConfig, backend: type[Backend], out_dir: Path) -> ChildResult:
                 out_dir / "profile",
             )
 
+        profile_s = time.perf_counter() - t_profile
     code, detail = "VERIFIER_SKIPPED", None
     verify_s = 0.0
     accuracy: dict[str, float] = {}
@@ -214,7 +220,15 @@ def run(cfg: BenchConfig, backend: type[Backend], out_dir: Path) -> ChildResult:
             timer_resolution_s=time.get_clock_info("perf_counter").resolution,
         ),
         child_timings=ChildTimings(
-            import_s=import_s, setup_s=setup_s, measure_s=measure_s, verify_s=verify_s
+            import_s=import_s,
+            build_s=build_s,
+            move_s=move_s,
+            compile_s=m.first_iter_time_s,
+            warmup_s=m.warmup_time_s,
+            # the timed repeats, with the loop's own syncs and counter reads
+            timed_s=max(measure_s - m.first_iter_time_s - m.warmup_time_s, 0.0),
+            profile_s=profile_s,
+            verify_s=verify_s,
         ),
         verification_code=code,
         verification_detail=detail,
@@ -388,5 +402,9 @@ def main(argv: list[str]) -> int:
         result.error = f"{type(exc).__name__}: {exc}"
         log.error("job %s:\n%s", result.status, traceback.format_exc())
     result.child_wall_s = time.perf_counter() - t0
+    if result.child_timings is not None:  # the parent splits its wall with these
+        result.child_timings = dataclasses.replace(
+            result.child_timings, entered=t0, done=time.perf_counter()
+        )
     write_json_atomic(Path(job.result_path), result.to_dict())
     return 0 if result.status is not Status.FAILED else 1

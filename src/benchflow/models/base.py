@@ -14,6 +14,8 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
+from benchflow.core.clock import spent
+
 
 class BenchModel(abc.ABC):
     """One benchmarkable workload: a module, its inputs and its step."""
@@ -50,11 +52,12 @@ class BenchModel(abc.ABC):
         # device's RNG, then moved: the seed's rule for XLA devices.
         module = self.build_module(**self.SIZES[size])
         inputs = self.make_inputs(module, self.batch_size)
-        if dtype is not None:
-            module = module.to(dtype)
-            inputs = tuple(_cast_floating(x, dtype) for x in inputs)
-        self.model: nn.Module = module.to(self.device)
-        self.example_inputs: tuple[Any, ...] = tuple(_to_device(x, self.device) for x in inputs)
+        with spent("move"):
+            if dtype is not None:
+                module = module.to(dtype)
+                inputs = tuple(_cast_floating(x, dtype) for x in inputs)
+            self.model: nn.Module = module.to(self.device)
+            self.example_inputs: tuple[Any, ...] = tuple(_to_device(x, self.device) for x in inputs)
         self.model.train(test == "train")
         # The optimizer is made after the move, so it holds the device parameters.
         self.optimizer: torch.optim.Optimizer | None = (

@@ -17,6 +17,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from benchflow.core.clock import spent
 from benchflow.models.base import moved
 
 # PyTorch's huggingface.py runs a model missing from its list at this batch size.
@@ -43,8 +44,9 @@ class HeldModel:
     ) -> None:
         self.name, self.test, self.batch_size = name, test, batch_size
         module.train(test == "train")
-        self.module: Any = moved(module, device, dtype)
-        self.example_inputs = moved(inputs, device, dtype)
+        with spent("move"):
+            self.module: Any = moved(module, device, dtype)
+            self.example_inputs = moved(inputs, device, dtype)
         self._loss = loss
         self.optimizer: torch.optim.Optimizer | None = (
             torch.optim.SGD(self.module.parameters(), lr=LEARNING_RATE) if test == "train" else None

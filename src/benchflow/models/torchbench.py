@@ -29,6 +29,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from benchflow.core.clock import spent
 from benchflow.models.base import moved
 from benchflow.models.errors import MissingDependency, ModelSkipped
 from benchflow.models.torchbench_index import not_implemented
@@ -103,7 +104,8 @@ class TorchBenchModel:
         self.name, self.test = name, test
         self.batch_size = int(self.tb.batch_size)
         if device.type != init_device or dtype is not None:
-            self._move_state(device, dtype)
+            with spent("move"):
+                self._move_state(device, dtype)
 
     def _move_state(self, device: torch.device, dtype: torch.dtype | None) -> None:
         """Move every tensor and module the model keeps, so its own step runs there.

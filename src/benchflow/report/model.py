@@ -30,6 +30,7 @@ from benchflow import backends
 from benchflow.config.schema import DEFAULT_BASELINE, Setting, is_measured
 from benchflow.core.status import INVALID_PREFIX, Status
 from benchflow.results.headline import headline_of
+from benchflow.results.phases import PHASES
 from benchflow.results.row import ResultRow
 from benchflow.results.stats import geomean
 
@@ -218,13 +219,25 @@ class Report:
     steps: list[str] = field(default_factory=list)  # the timed steps (model.step) rows ran
     notes: list[str] = field(default_factory=list)
     invalid: list[Invalid] = field(default_factory=list)  # jobs that never ran
+    # Where each job's time went (results/phases.py), in the order the jobs ran.
+    time_spent: list[JobTime] = field(default_factory=list)
 
     @property
     def configs(self) -> list[Config]:
         return _configs(self.entries)
 
+    def phase_totals(self) -> dict[str, float]:
+        return {k: sum(t.phases.get(k, 0.0) for t in self.time_spent) for k in PHASES}
+
     def lookup(self) -> dict[tuple[str, str, str], Entry]:
         return {e.key: e for e in self.entries}
+
+
+@dataclass(frozen=True)
+class JobTime:
+    name: str
+    status: Status
+    phases: dict[str, float]
 
 
 @dataclass(frozen=True)
@@ -331,6 +344,11 @@ def build_report(rows: Sequence[ResultRow], baseline: str = DEFAULT_BASELINE) ->
         steps=sorted({r.experiment.step for r in rows if r.status is not Status.SKIPPED}),
         notes=notes,
         invalid=invalid,
+        time_spent=[
+            JobTime(r.job.name, r.status, r.job.phases)
+            for r in sorted(rows, key=lambda r: r.job.started_at or 0.0)
+            if r.job.phases
+        ],
     )
 
 

@@ -13,6 +13,7 @@ from benchflow.core.status import Status
 from benchflow.core.units import NOT_APPLICABLE, format_time
 from benchflow.report.compare import Change
 from benchflow.report.model import Entry, Meta, Report, Summary
+from benchflow.results.phases import MODEL_WORK, PHASES
 
 ENTRY_HEADER = [
     "model",
@@ -38,6 +39,8 @@ SUMMARY_HEADER = [
 ]
 INVALID_HEADER = ["model", "test", "settings", "why it never ran"]
 INVALID_TITLE = "Invalid combinations (never run; no configuration)"
+TIME_TITLE = "Where the time went"
+TIME_HEADER = ["job", "status", *PHASES, "total"]
 CHANGE_HEADER = ["model", "test", "config", "baseline", "candidate", "change", "verdict", "detail"]
 
 
@@ -123,6 +126,30 @@ def change_cells(c: Change) -> list[str]:
     ]
 
 
+def time_rows(report: Report) -> list[list[str]]:
+    """The sweep's seconds by phase (all jobs, then each job's share of it), then each
+    job's, in the order they ran."""
+    totals = report.phase_totals()
+    whole = sum(totals.values())
+    lines = [
+        ["all jobs", "", *(f"{totals[k]:.2f}" for k in PHASES), f"{whole:.2f}"],
+        ["share", "", *(f"{totals[k] / whole:.1%}" if whole else "" for k in PHASES), ""],
+    ]
+    for t in report.time_spent:
+        cells = [f"{t.phases.get(k, 0.0):.2f}" for k in PHASES]
+        lines.append([t.name, str(t.status), *cells, f"{sum(t.phases.values()):.2f}"])
+    return lines
+
+
+def time_note() -> str:
+    return (
+        "seconds from the end of the job before (gap: the parent's work) to the end of "
+        f"this job; the model's own work is {', '.join(MODEL_WORK)}; start (fork or spawn, "
+        "imports), teardown and other are the harness's overhead; the sweep's own start-up "
+        "is the first job's gap."
+    )
+
+
 def markdown_table(header: Sequence[str], body: Sequence[Sequence[str]]) -> str:
     def esc(cell: str) -> str:
         return (cell or " ").replace("|", "\\|").replace("\n", " ")
@@ -173,6 +200,15 @@ def to_markdown(report: Report, title: str, changes: Sequence[Change] | None = N
             f"## {INVALID_TITLE}",
             "",
             markdown_table(INVALID_HEADER, invalid_rows(report)),
+            "",
+        ]
+    if report.time_spent:
+        parts += [
+            f"## {TIME_TITLE}",
+            "",
+            markdown_table(TIME_HEADER, time_rows(report)),
+            "",
+            time_note(),
             "",
         ]
     parts += [f"- {n}" for n in report.notes]
@@ -285,6 +321,10 @@ def print_terminal(report: Report, title: str, changes: Sequence[Change] | None 
         for line in invalid_rows(report):
             table.add_row(*line, style="yellow")
         console.print(table)
+    if report.time_spent:
+        table = Table(*TIME_HEADER[2:-1], "total", title=f"{TIME_TITLE.lower()} (s, all jobs)")
+        table.add_row(*time_rows(report)[0][2:])
+        console.print(table)
     for note in report.notes:
         console.print(f"note: {note}")
 
@@ -355,6 +395,12 @@ def to_html(
         parts += [
             f"<h2>{html.escape(INVALID_TITLE)}</h2>",
             _html_table(INVALID_HEADER, invalid_rows(report)),
+        ]
+    if report.time_spent:
+        parts += [
+            f"<h2>{html.escape(TIME_TITLE)}</h2>",
+            _html_table(TIME_HEADER, time_rows(report)),
+            f"<p class='note'>{html.escape(time_note())}</p>",
         ]
     parts += [f"<p class='note'>note: {html.escape(n)}</p>" for n in report.notes]
     parts.append("</body></html>")

@@ -72,17 +72,28 @@ class Timing:
 
 @dataclass(frozen=True)
 class ChildTimings:
-    """Where the child's time went, in seconds (imports are not model work)."""
+    """Where the child's time went, in seconds (results/phases.py defines each phase;
+    imports are not model work), and the child's clock (CLOCK_MONOTONIC, which the
+    parent shares) when it started and when it wrote its result."""
 
     import_s: float = 0.0
-    setup_s: float = 0.0
-    measure_s: float = 0.0
+    build_s: float = 0.0
+    move_s: float = 0.0
+    compile_s: float = 0.0
+    warmup_s: float = 0.0
+    timed_s: float = 0.0
+    profile_s: float = 0.0
     verify_s: float = 0.0
+    entered: float | None = None
+    done: float | None = None
 
-    @property
-    def model_work_s(self) -> float:
-        """Building, timing and checking the model."""
-        return self.setup_s + self.measure_s + self.verify_s
+    def phases(self) -> dict[str, float]:
+        """{phase: seconds} for results.phases.breakdown."""
+        return {
+            name.removesuffix("_s"): value
+            for name, value in dataclasses.asdict(self).items()
+            if name.endswith("_s")
+        }
 
 
 # Written even when null: a reader tells "no error" from an old file without the key.
@@ -144,7 +155,7 @@ class ChildResult:
             metrics=dict(data.get("metrics") or {}),
             summary=dict(data.get("summary") or {}),
             timing=Timing.from_dict(data.get("timing") or {}),
-            child_timings=ChildTimings(**timings) if timings else None,
+            child_timings=ChildTimings(**pick(ChildTimings, timings)) if timings else None,
             verification_code=data.get("verification_code"),
             verification_detail=data.get("verification_detail"),
             child_wall_s=data.get("child_wall_s"),

@@ -127,13 +127,12 @@ class JobInfo:
     attempt: int | None = None  # 1 + earlier rows of the same job in the sweep folder
     mlflow_run_id: str | None = None
     wall_time_s: float | None = None  # the child's, as the parent saw it
-    model_work_s: float | None = None  # the child's setup, measure and verify
+    model_work_s: float | None = None  # the model's phases (results/phases.MODEL_WORK)
     overhead_s: float | None = None  # wall_time_s - model_work_s (None: no child result)
     returncode: int | None = None
-    child_import_s: float | None = None  # the child's ChildTimings, when it reported them
-    child_setup_s: float | None = None
-    child_measure_s: float | None = None
-    child_verify_s: float | None = None
+    # Where the job's time went, in seconds, by results/phases.PHASES: from the previous
+    # job's end (`gap`) to this one's, every second in one phase.
+    phases: dict[str, float] | None = None
     fingerprint: str = ""  # the job's identity (core/job.py)
     rerun_of: str | None = None  # `benchflow rerun`: the row_id this job reran
     rerun_env: list[str] | None = None  # speed facts that differ from that row's

@@ -38,6 +38,11 @@ class Outcome:
     returncode: int | None
     wall_time_s: float
     result: ChildResult | None  # the child's result.json, when it wrote one
+    # This process's clock (time.perf_counter: CLOCK_MONOTONIC, as the child's) when
+    # the child was launched and when it was seen gone: the row's phases split the wall
+    # with the child's own clock readings.
+    launched: float | None = None
+    ended: float | None = None
 
 
 def _kill_group(pid: int) -> list[psutil.Process]:
@@ -115,8 +120,8 @@ def run_isolated(
             return _interrupted(time.perf_counter() - start)
         # Grandchildren (compile workers) must not outlive their job.
         _kill_tree(proc)
-    wall = time.perf_counter() - start
-    return _classify(returncode, wall, result_path, stderr_path)
+    ended = time.perf_counter()
+    return _classify(returncode, start, ended, result_path, stderr_path)
 
 
 def _timed_out(timeout_s: float, wall: float) -> Outcome:
@@ -167,7 +172,7 @@ def _run_forked(
         return _timed_out(timeout_s, time.perf_counter() - start)
     # Grandchildren (compile workers) must not outlive their job.
     psutil.wait_procs(_kill_group(pid), timeout=5)
-    return _classify(returncode, time.perf_counter() - start, result_path, stderr_path)
+    return _classify(returncode, start, time.perf_counter(), result_path, stderr_path)
 
 
 def start_zygote(kind: str, cores: list[int]) -> float | None:
@@ -222,7 +227,10 @@ def _reap(zygote: Any, pid: int) -> None:
     psutil.wait_procs(descendants, timeout=5)
 
 
-def _classify(returncode: int | None, wall: float, result_path: Path, stderr_path: Path) -> Outcome:
+def _classify(
+    returncode: int | None, launched: float, ended: float, result_path: Path, stderr_path: Path
+) -> Outcome:
+    wall = ended - launched
     result = None
     if result_path.exists():
         try:
@@ -230,10 +238,10 @@ def _classify(returncode: int | None, wall: float, result_path: Path, stderr_pat
         except (json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
             result = None  # half a file, or no child's: told from the exit, as a crash
     if result is not None:
-        return Outcome(result.status, result.error, returncode, wall, result)
+        return Outcome(result.status, result.error, returncode, wall, result, launched, ended)
     if returncode is not None and returncode < 0:
         sig = signal.Signals(-returncode).name
         error = f"killed by {sig}; stderr tail:\n{_tail(stderr_path)}"
     else:
         error = f"exit code {returncode} without a result; stderr tail:\n{_tail(stderr_path)}"
-    return Outcome(Status.CRASHED, error, returncode, wall, None)
+    return Outcome(Status.CRASHED, error, returncode, wall, None, launched, ended)

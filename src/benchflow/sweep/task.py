@@ -28,6 +28,7 @@ from benchflow.core.files import write_json_atomic
 from benchflow.core.job import Job, JobSpec, Plan
 from benchflow.core.layout import JobDir, SweepDir
 from benchflow.core.status import Status
+from benchflow.results import phases
 from benchflow.results.child import ChildResult
 from benchflow.results.io import current, known_rows, record_row, tally
 from benchflow.results.provenance import provenance
@@ -89,6 +90,8 @@ class Execution:
 
     outcome: Outcome
     info: JobInfo  # the row's `job`, as far as the run got
+    gap_s: float = 0.0  # the parent's work since its previous job's end (phases.py)
+    ir_s: float = 0.0  # the IR passes' children
 
 
 def run_job(cfg: DictConfig) -> ResultRow:
@@ -169,6 +172,7 @@ def execute(job: Job, where: Where) -> Execution:
     backend = backends.get(job.backend)
     join_prestart()  # the sweep's zygotes, started while it set up (basic launcher)
     asked = time.perf_counter()
+    gap_from = _previous_end()
     with cpu_slot(cfg.cpus_per_job, f"{job.name} in {where.sweep.path}", progress.note) as cores:
         info.cpus, info.cpu_wait_s = span(cores), time.perf_counter() - asked
         env = child_env(cores, cfg.num_threads) | compile_cache_env(job, where.job_dir)
@@ -176,11 +180,35 @@ def execute(job: Job, where: Where) -> Execution:
         if zygote:
             start_zygote(zygote, cores)  # once per worker and kind, on this slot's cores
         info.started_at = time.time()  # with wall_time_s: when the child ran
+        launching = time.perf_counter()
         outcome = _run_child(job, where, env, zygote)
+        ir_s = 0.0
         if outcome.status == Status.OK:
-            info.ir_files = _extra_passes(job, backend, where.job_dir, env, info.notes)
+            info.ir_files, ir_s = _extra_passes(job, backend, where.job_dir, env, info.notes)
+        _job_ended()
     shutil.rmtree(where.job_dir.compile_cache, ignore_errors=True)  # MBs of generated code
-    return Execution(outcome, info)
+    launched = outcome.launched or launching  # (a timeout's outcome has no clock readings)
+    return Execution(outcome, info, gap_s=launched - gap_from, ir_s=ir_s)
+
+
+# When this process's last job's children ended (time.perf_counter): the next job's
+# `gap` phase starts there.
+_last_end: float | None = None
+
+
+def _job_ended() -> None:
+    global _last_end
+    _last_end = time.perf_counter()
+
+
+def _previous_end() -> float:
+    """The end of this process's previous job, or its own start for its first job (a
+    sweep's first job's gap is the command's start-up and planning)."""
+    if _last_end is not None:
+        return _last_end
+    import psutil
+
+    return time.perf_counter() - (time.time() - psutil.Process().create_time())
 
 
 def _extra_passes(
@@ -189,11 +217,17 @@ def _extra_passes(
     job_dir: JobDir,
     env: dict[str, str],
     notes: list[str],
-) -> list[str]:
-    """The IR passes a job asked for and its backend has: separate, untimed children."""
-    cfg, files = job.config, []
+) -> tuple[list[str], float]:
+    """The IR passes a job asked for and its backend has: separate, untimed children.
+    Returns their files and how long they took (0: none applied)."""
+    cfg, start = job.config, time.perf_counter()
+    files: list[str] = []
     spec = _job_spec(job, job_dir)
-    if (cfg.ir.formats or cfg.ir.xla_dump) and backend.has_xla_ir():
+    xla_ir = bool(cfg.ir.formats or cfg.ir.xla_dump) and backend.has_xla_ir()
+    inductor_code = cfg.ir.inductor_code and backend.generates_code
+    if not (xla_ir or inductor_code):
+        return files, 0.0
+    if xla_ir:
         ir_files, ir_notes = dump_ir(
             spec,
             job_dir.path,
@@ -205,11 +239,11 @@ def _extra_passes(
         )
         files += ir_files
         notes += ir_notes
-    if cfg.ir.inductor_code and backend.generates_code:
+    if inductor_code:
         code_files, code_notes = dump_inductor_code(spec, job_dir.path, cfg.timeout_s, env)
         files += code_files
         notes += code_notes
-    return files
+    return files, time.perf_counter() - start
 
 
 def record(job: Job, where: Where, done: Execution) -> tuple[ResultRow, list[ResultRow]]:
@@ -217,14 +251,27 @@ def record(job: Job, where: Where, done: Execution) -> tuple[ResultRow, list[Res
     earlier rows of the same job it superseded there."""
     outcome, info, child = done.outcome, done.info, done.outcome.result
     timings = child.child_timings if child else None
-    # In-child model work: building, timing and checking the model (not imports).
-    model_work = timings.model_work_s if timings else 0.0
+    ran = not (job.invalid or job.skip)
+    info.phases = (
+        None
+        if not ran
+        else phases.breakdown(
+            gap=done.gap_s,
+            wall=outcome.wall_time_s,
+            ir=done.ir_s,
+            child=timings.phases() if timings else None,
+            entered=timings.entered if timings else None,
+            done=timings.done if timings else None,
+            launched=outcome.launched,
+            ended=outcome.ended,
+        )
+    )
+    # In-child model work: building, moving, compiling, timing and checking the model;
+    # the rest of the child's wall (imports, exit) is overhead.
+    model_work = phases.model_work(info.phases) if info.phases else 0.0
     info.wall_time_s, info.model_work_s = outcome.wall_time_s, model_work
-    info.overhead_s = outcome.wall_time_s - model_work if child else None
+    info.overhead_s = outcome.wall_time_s - info.model_work_s if child else None
     info.returncode = outcome.returncode
-    if timings:
-        info.child_import_s, info.child_setup_s = timings.import_s, timings.setup_s
-        info.child_measure_s, info.child_verify_s = timings.measure_s, timings.verify_s
     cfg = job.config
     tb_root = cfg.suite.torchbench_root if cfg.model.source == "torchbench" else None
     prov = provenance(where.project_dir, tb_root)
