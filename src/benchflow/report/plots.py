@@ -33,10 +33,16 @@ def _label(model: str, test: str, tests: set[str]) -> str:
     return model if len(tests) == 1 else f"{model}\n({test})"
 
 
+# Past this many bars, bars are too thin to carry a label: no value or "n/a" text
+# on each (a thousand-configuration sweep's plots took seconds to lay them out).
+MAX_LABELLED_BARS = 200
+
+
 def _grouped(
     report: Report, configs: list[Any], value: Any, ylabel: str, log: bool, floor: float = 0.0
 ) -> Any:
-    """Grouped bars per model; bars grow from `floor` (1.0 for speedups: up is faster)."""
+    """Grouped bars per model; bars grow from `floor` (1.0 for speedups: up is faster).
+    Drawn in one call for all the bars and one for all the error bars."""
     from matplotlib.figure import Figure
 
     models = _models(report)
@@ -46,8 +52,10 @@ def _grouped(
     fig = Figure(figsize=(min(MAX_WIDTH_IN, max(6.0, width_in)), 4.2))
     ax = fig.add_subplot()
     width = 0.8 / max(1, len(configs))
-    colors = [f"C{i}" for i in range(len(configs))]
-    labelled: set[Any] = set()
+    colors = [f"C{i % 10}" for i in range(len(configs))]  # matplotlib's cycle of ten
+    bars: list[tuple[float, float, str]] = []  # x, value, colour
+    errors: list[tuple[float, float, float, float]] = []  # x, value, below, above
+    missing: list[float] = []  # ran without a number: "n/a"
     for i, config in enumerate(configs):
         for m, (model, test) in enumerate(models):
             x = m - 0.4 + width * (i + 0.5)
@@ -56,28 +64,40 @@ def _grouped(
                 continue  # never ran: an empty slot
             v = value(e)
             if v is None:
-                ax.text(
-                    x,
-                    0.02,
-                    "n/a",
-                    transform=ax.get_xaxis_transform(),
-                    ha="center",
-                    fontsize=7,
-                    color="grey",
-                    rotation=90,
-                )
+                missing.append(x)
                 continue
             height, err = v
-            ax.bar(
+            bars.append((x, height, colors[i]))
+            if err is not None:
+                errors.append((x, height, err[0], err[1]))
+    if bars:
+        xs, heights, bar_colors = zip(*bars, strict=True)
+        ax.bar(
+            xs,
+            [abs(h - floor) for h in heights],
+            width,
+            bottom=[min(h, floor) for h in heights],
+            color=bar_colors,
+        )
+    if len(configs) <= MAX_LEGEND:  # a legend entry per configuration that has a bar
+        shown = {c for _, _, c in bars}
+        for color, config in zip(colors, configs, strict=True):
+            if color in shown:
+                ax.bar([], [], color=color, label=config.label)
+    if len(bars) + len(missing) <= MAX_LABELLED_BARS:
+        for x in missing:
+            ax.text(
                 x,
-                abs(height - floor),
-                width,
-                bottom=min(height, floor),
-                color=colors[i],
-                label=None if config in labelled else config.label,
+                0.02,
+                "n/a",
+                transform=ax.get_xaxis_transform(),
+                ha="center",
+                fontsize=7,
+                color="grey",
+                rotation=90,
             )
-            labelled.add(config)
-            if floor:  # speedups: the value at the bar's end
+        if floor:  # speedups: the value at the bar's end
+            for x, height, _ in bars:
                 ax.annotate(
                     f"{height:.2f}x",
                     (x, height),
@@ -86,16 +106,17 @@ def _grouped(
                     ha="center",
                     fontsize=7,
                 )
-            if err is not None:
-                ax.errorbar(
-                    x,
-                    height,
-                    yerr=[[err[0]], [err[1]]],
-                    fmt="none",
-                    ecolor="black",
-                    elinewidth=0.8,
-                    capsize=2,
-                )
+    if errors:
+        ex, ey, below, above = zip(*errors, strict=True)
+        ax.errorbar(
+            ex,
+            ey,
+            yerr=[below, above],
+            fmt="none",
+            ecolor="black",
+            elinewidth=0.8,
+            capsize=2,
+        )
     crowded = width_in > MAX_WIDTH_IN
     ax.set_xticks(
         range(len(models)),
@@ -111,19 +132,16 @@ def _grouped(
     return fig, ax, colors
 
 
-# A legend of more configurations than this is not read, only drawn: a 1,000-seed sweep's
-# took 8 of the report's 13 s of drawing. Past it, the plot says where the names are.
 MAX_LEGEND = 40
 
 
-def _legend(ax: Any) -> None:
-    handles = ax.get_legend_handles_labels()[0]
-    if not handles:
-        return  # nothing ran with a number: no legend (and no matplotlib warning)
-    if len(handles) > MAX_LEGEND:
-        note = f"{len(handles)} configurations:\ntoo many to name here;\nsee the tables"
+def _legend(ax: Any, configs: int) -> None:
+    if configs > MAX_LEGEND:
+        note = f"{configs} configurations:\ntoo many to name here;\nsee the tables"
         ax.text(1.01, 1.0, note, transform=ax.transAxes, va="top", fontsize=7)
         return
+    if not ax.get_legend_handles_labels()[0]:
+        return  # nothing ran with a number: no legend (and no matplotlib warning)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
 
 
@@ -152,7 +170,7 @@ def speedup_figure(report: Report) -> Any:
                 label=f"{config.label} geomean {s.geomean_speedup:.2f}x",
             )
     ax.set_title(f"Speedup per model over {report.baseline}")
-    _legend(ax)
+    _legend(ax, len(configs))
     fig.tight_layout()
     return fig
 
@@ -170,7 +188,7 @@ def times_figure(report: Report) -> Any:
         report, report.configs, value, "median per-iteration time (ms, log)", log=True
     )
     ax.set_title("Time per model (error bars: IQR over repeats)")
-    _legend(ax)
+    _legend(ax, len(report.configs))
     fig.tight_layout()
     return fig
 

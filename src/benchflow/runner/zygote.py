@@ -337,7 +337,9 @@ def serve(kind: str, stdin: IO[bytes], stdout: IO[bytes]) -> None:
     if no_select:
         del os.environ["PJRT_SELECT_DEFAULT_DEVICE"]
     # Modules every job imports next; cheap, but not free.
-    import benchflow.harness.child  # noqa: F401
+    import benchflow.harness.child
+
+    benchflow.harness.child.preload()
 
     # Forked children pin themselves to their own job's cores.
     os.sched_setaffinity(0, allowed)

@@ -104,13 +104,14 @@ def run_job(cfg: DictConfig) -> ResultRow:
         return previous  # resume: the recorded result stands
     config_to_yaml(job.config, where.job_dir.config)
     tracker = _open_tracker(job, where)
-    run_id = _start_run(tracker, job, where)
+    run_id = _start_run(tracker, job, where)  # its params are logged with its results
     done = execute(job, where)
     done.info.attempt = attempts(history, job.fingerprint) + 1
     done.info.mlflow_run_id = run_id
     row, replaced = record(job, where, done)
     if tracker and run_id:
-        safely("logging", log_job, tracker, run_id, row, where.job_dir.path)
+        params = job_params(job.settings, job.backend)
+        safely("logging", log_job, tracker, run_id, row, where.job_dir.path, params)
         for old in replaced:
             if old_run := old.job.mlflow_run_id:
                 safely("supersede", tracker.supersede, old_run, run_id)
@@ -153,10 +154,7 @@ def _start_run(tracker: Tracker | None, job: Job, where: Where) -> str | None:
     if tracker is None:
         return None
     parent_id = where.sweep.parent_run_id() if where.multirun else None
-    params = job_params(job.settings, job.backend)
-    run_id: str | None = safely(
-        "start_run", tracker.start_run, job.name, parent_id=parent_id, params=params
-    )
+    run_id: str | None = safely("start_run", tracker.start_run, job.name, parent_id=parent_id)
     return run_id
 
 

@@ -194,10 +194,11 @@ class Tracker:
         series: dict[str, list[float]] | None = None,
         params: dict[str, Any] | None = None,
         tags: dict[str, Any] | None = None,
+        last_tags: dict[str, Any] | None = None,
     ) -> None:
         """Metrics (scalars at step 0; each series as its metric's history, the repeat as
         the step), params and tags, in as few of MLflow's log_batch calls as its limits
-        allow (a job's: one)."""
+        allow (a job's: one); `last_tags` go in the last call."""
         import itertools
         import time
 
@@ -210,11 +211,38 @@ class Tracker:
         kept = [Param(k, str(v)[:6000]) for k, v in (params or {}).items()]
         marks = [RunTag(k, str(v)[:8000]) for k, v in (tags or {}).items() if v is not None]
         # Per call, MLflow takes 1,000 metrics, 100 params, 100 tags, 1,000 in all.
-        calls: Iterable[tuple[list[Any], list[Any], list[Any]]] = itertools.zip_longest(
-            _chunks(items, 800), _chunks(kept, 100), _chunks(marks, 100), fillvalue=[]
+        calls: list[tuple[list[Any], list[Any], list[Any]]] = list(
+            itertools.zip_longest(
+                _chunks(items, 800), _chunks(kept, 100), _chunks(marks, 100), fillvalue=[]
+            )
         )
+        last = [RunTag(k, str(v)[:8000]) for k, v in (last_tags or {}).items() if v is not None]
+        if last and calls and len(calls[-1][2]) + len(last) <= 100:
+            m, p, t = calls.pop()
+            calls.append((m, p, [*t, *last]))
+        elif last:
+            calls.append(([], [], last))
         for m, p, t in calls:
             self.client.log_batch(run_id, metrics=m, params=p, tags=t, synchronous=True)
+
+    def log_tree(self, run_id: str, files: dict[str, Path]) -> None:
+        """{artifact path: local file} in one upload: linked (copied across file systems)
+        into one folder, logged as a whole."""
+        import os
+        import shutil
+
+        if not files:
+            return
+        first = next(iter(files.values()))
+        with tempfile.TemporaryDirectory(prefix=".artifacts-", dir=first.parent) as tmp:
+            for name, path in files.items():
+                target = Path(tmp) / name
+                target.parent.mkdir(parents=True, exist_ok=True)
+                try:
+                    os.link(path, target)
+                except OSError:
+                    shutil.copy2(path, target)
+            self.client.log_artifacts(run_id, tmp)
 
     def log_files(
         self, run_id: str, files: Iterable[Path], artifact_path: str | None = None

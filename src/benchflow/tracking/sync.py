@@ -22,40 +22,59 @@ LOGGED_TAG = "benchflow.logged"
 RERUN_TAG = "benchflow.rerun_of"  # the row_id a rerun's job ran again
 
 
-def log_job(tracker: Tracker, run_id: str, row: ResultRow, job_dir: Path) -> bool:
-    """Everything a job's run holds; the `benchflow.logged` tag, set last, says it is complete."""
+def log_job(
+    tracker: Tracker,
+    run_id: str,
+    row: ResultRow,
+    job_dir: Path,
+    params: Settings | None = None,
+) -> bool:
+    """Everything a job's run holds, in three calls: its files (one upload), then one
+    log_batch of its params, metrics and tags, whose last tag, `benchflow.logged` = the
+    row's `row_id`, says it is complete; then its end."""
     metrics, series = job_metrics(row)  # the curated few; the rest: result.json
+    tracker.log_tree(run_id, job_artifacts(JobDir(job_dir)))
+    tags = {
+        "status": row.status.value,
+        "verification_code": row.verification_code,
+        "error": (row.error or "")[:5000] or None,
+        "model_source": row.model.model_source,
+        "config_fingerprint": row.job.fingerprint,
+        "accelerator_model": row.experiment.accelerator_model,
+        # host, git_sha, versions, the CPU's features, the lock's hash, env.<VAR>...
+        **facts(row.provenance),
+        RERUN_TAG: row.job.rerun_of,
+        "rerun_digest": row.job.rerun_digest,
+    }
     tracker.log_batch(
         run_id,
         metrics=metrics,
         series=series,
-        tags={
-            "status": row.status.value,
-            "verification_code": row.verification_code,
-            "error": (row.error or "")[:5000] or None,
-            "model_source": row.model.model_source,
-            "config_fingerprint": row.job.fingerprint,
-            "accelerator_model": row.experiment.accelerator_model,
-            # host, git_sha, versions, the CPU's features, the lock's hash, env.<VAR>...
-            **facts(row.provenance),
-            RERUN_TAG: row.job.rerun_of,
-            "rerun_digest": row.job.rerun_digest,
-        },
+        params=params,
+        tags=tags,
+        last_tags={LOGGED_TAG: row.row_id},
     )
-    job = JobDir(job_dir)
-    tracker.log_files(run_id, [job.config, job.result])
-    tracker.log_files(run_id, list(job_dir.glob("*.log")), "logs")
-    dumps = [job.xla_metrics, job.dynamo_counters]
-    tracker.log_files(run_id, [p for p in dumps if p.exists()], "dumps")
-    tracker.log_files(run_id, job.hydra.glob("*.yaml"), "hydra")
-    tracker.log_files(run_id, sorted(job.profile.glob("*")), "profile")
-    tracker.log_files(run_id, sorted(job.ir.glob("graphs.*")), "ir")
-    tracker.log_files(run_id, sorted(job.inductor_code.glob("*.py")), "ir/inductor")
-    if job.xla_dump.is_dir():
-        tracker.client.log_artifacts(run_id, str(job.xla_dump), "ir/xla_dump")
-    tracker.set_tags(run_id, {LOGGED_TAG: row.row_id})
     tracker.end_run(run_id, row.status)
     return True
+
+
+def job_artifacts(job: JobDir) -> dict[str, Path]:
+    """A job's files as its run holds them: {path in the run's artifacts: local file}."""
+    out = {p.name: p for p in (job.config, job.result)}
+    folders = {
+        "logs": sorted(job.path.glob("*.log")),
+        "dumps": [p for p in (job.xla_metrics, job.dynamo_counters) if p.exists()],
+        "hydra": sorted(job.hydra.glob("*.yaml")),
+        "profile": sorted(job.profile.glob("*")),
+        "ir": sorted(job.ir.glob("graphs.*")),
+        "ir/inductor": sorted(job.inductor_code.glob("*.py")),
+    }
+    for folder, paths in folders.items():
+        out |= {f"{folder}/{p.name}": p for p in paths}
+    if job.xla_dump.is_dir():
+        dump = job.xla_dump
+        out |= {f"ir/xla_dump/{p.relative_to(dump)}": p for p in sorted(dump.rglob("*"))}
+    return {name: path for name, path in out.items() if path.is_file()}
 
 
 def _job_run(tracker: Tracker, row: ResultRow) -> tuple[str | None, bool]:
@@ -124,10 +143,10 @@ def sync(sweep_dir: Path, tracking_uri: str | None = None) -> dict[str, int]:
             counts["complete"] += 1
             continue
         job = JobDir(Path(row.job.dir or ""))
+        params = _params_of(row, job)
         if run_id is None:
-            params = _params_of(row, job)
-            run_id = tracker.start_run(row.job.name, parent_id=parent, params=params)
-        log_job(tracker, run_id, row, job.path)
+            run_id = tracker.start_run(row.job.name, parent_id=parent)
+        log_job(tracker, run_id, row, job.path, params=params)
         counts["logged"] += 1
     tracker.log_files(parent, [sweep.results])
     if sweep.report.is_dir():
