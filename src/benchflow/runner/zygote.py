@@ -7,11 +7,23 @@ parent's timeout kills its whole group), starts from the zygote's pristine state
 (nothing was seeded, compiled, or placed on a device there), and runs the same
 ``benchflow.harness.child.main`` a spawned child runs.
 
-Three kinds, each started on first use: ``torch`` (torch imported), ``dynamo`` (and
-the compile stack: dynamo and Inductor, 10 s here) and ``xla`` (torch_xla and dynamo:
-importing torch_xla costs 6-9 s here, more than most jobs); the backend says which
-(``Backend.zygote``). Training jobs of eager backends fork from ``dynamo`` too: building
-a torch.optim optimizer imports torch._dynamo (5 s here, in every such job otherwise).
+Four kinds (KINDS), each started on first use: ``torch`` (torch imported), ``dynamo``
+(and the compile stack: dynamo and Inductor, 10 s here), ``inductor`` (the same, then
+Inductor's C++ toolchain check: which compiler, which vector ISAs build and load,
+17-35 s here in every Inductor job's first call otherwise) and ``xla`` (torch_xla, its
+dynamo bridge and dynamo: importing torch_xla costs 6-9 s here, more than most jobs);
+the backend says which (``Backend.zygote``). Training jobs of eager backends fork from
+``dynamo`` too: building a torch.optim optimizer imports torch._dynamo (5 s here, in
+every such job otherwise).
+
+Nothing is compiled, cached or started in a zygote. The compile stack is imported,
+never used; the toolchain check's answer is the machine's and stays in memory, and
+the test library it builds goes to a scratch Inductor cache, removed after (no job's
+cache, nor the one the zygote inherited, sees it); its compiler and loader processes
+have exited before the zygote is ready. Inductor's compile workers start at a job's
+first compile, in the job. Before its first fork a zygote checks this (``pristine``:
+no child process, no thread beyond torch's import's, no CUDA context, no PJRT client)
+and exits otherwise: its jobs are then spawned.
 torch_xla's import sets up no device: PJRT's client is created at a child's first
 device use, so children forked after the import get their own client. The import
 does read some settings, so the zygote imports it with ``PJRT_SELECT_DEFAULT_DEVICE=0``
