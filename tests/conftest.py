@@ -213,6 +213,7 @@ CASES = [
     *("acc_wrong_when_compiled", "acc_raises_in_eager", "acc_nondeterministic", "verify_crash"),
     "xla_timing",
     *("recompiles_fixed", "recompiles_adaptive", "recompiles_lazy_xla", "zygote_probe"),
+    *("zygote_probe_inductor", "zygote_probe_xla"),
     *("profile_graph_breaks", "profile_lazy_dlrm", "profile_off", "profile_on"),
     *("graph_breaks_openxla", "graph_breaks_lazy"),
     *("ir_openxla", "ir_eager"),
@@ -223,6 +224,9 @@ CASES = [
     *("tb_step_module", "tb_step_torchbench", "tb_dict_train", "tb_holder_lazy_xla"),
     *("ff_raise", "ff_after"),  # last: fail_fast=true skips every job after it
 ]
+
+
+ZYGOTES_INDUCTOR_CACHE = "zygotes-inductor-cache"  # the cases sweep's, under its folder
 
 
 @dataclass
@@ -336,6 +340,10 @@ def _session_sweeps(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[s
             ["-m", SEARCHPATH, "+case=" + ",".join(CASES)],
             cases,
             BENCHFLOW_CACHE_DIR=str(cases / "cache"),  # the warm-cache cases' shared cache
+            # what the zygotes inherit; each job sets its own: nothing may be written here
+            TORCHINDUCTOR_CACHE_DIR=str(cases / ZYGOTES_INDUCTOR_CACHE),
+            # Inductor's compile workers as on 2 cores (a one-core job's Inductor has none)
+            TORCHINDUCTOR_COMPILE_THREADS="2",
             TORCHBENCH_ROOT=str(TORCHBENCH_FIXTURE),  # its models become `model` options
         ),
         "grid": _Background(GRID, tmp_path_factory.mktemp("grid")),

@@ -184,7 +184,8 @@ def test_backends_answer_what_the_stages_ask() -> None:
     assert lazy.has_xla_ir() and oxla.has_xla_ir() and not ind.has_xla_ir()
     assert ind.generates_code and not oxla.generates_code
     assert oxla.zygote({}) == "xla" and lazy.zygote({}) == "xla"
-    assert ind.zygote({}) == "dynamo" and eager.zygote({}) == "torch"
+    assert ind.zygote({}) == "inductor" and eager.zygote({}) == "torch"  # + its C++ toolchain
+    assert backends.get("aot_eager").zygote({}) == "dynamo"
     # an optimizer's construction imports dynamo: training forks from the compile stack
     assert eager.zygote({}, trains=True) == "dynamo" and lazy.zygote({}, trains=True) == "xla"
     # any other XLA variable (a persistent cache's) counts as read at torch_xla's import,
@@ -192,7 +193,7 @@ def test_backends_answer_what_the_stages_ask() -> None:
     assert oxla.zygote({"XLA_PERSISTENT_CACHE_PATH": "/c"}) == "dynamo"
     # the IR dump's variables are read at the first sync, XLA_FLAGS at the first device use
     ir_env = {"XLA_SAVE_TENSORS_FILE": "/g", "XLA_SAVE_TENSORS_FMT": "hlo", "XLA_FLAGS": "--x"}
-    assert oxla.zygote(ir_env) == "xla" and ind.zygote(ir_env) == "dynamo"
+    assert oxla.zygote(ir_env) == "xla" and ind.zygote(ir_env) == "inductor"
     assert backends.baseline_label("none") == "eager"
 
 

@@ -5,6 +5,9 @@ from one job to the next, and a crash or a timeout still ends only its own job."
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -12,6 +15,7 @@ from typing import Any
 import psutil
 from tests.conftest import (
     SEARCHPATH,
+    ZYGOTES_INDUCTOR_CACHE,
     EarlySweeps,
     SessionSweep,
     early,
@@ -20,6 +24,19 @@ from tests.conftest import (
     start_cli,
     wait_for_text,
 )
+
+from benchflow.runner.zygote import KINDS
+
+# The probe cases (tests.models.faults.ZygoteProbe) and the zygote each forks from.
+PROBES = {"zygote_probe": "dynamo", "zygote_probe_inductor": "inductor", "zygote_probe_xla": "xla"}
+# The sweep's log line of each zygote that got ready (runner/zygote.py: Zygote.wait_ready)
+READY = re.compile(r"the (?P<kind>\w+) zygote \(pid \d+\) preloaded in [\d.]+ s: (?P<state>\{.*\})")
+
+
+def probed(row: dict[str, Any]) -> list[dict[str, Any]]:
+    """What a ZygoteProbe job printed: at build time, then after its first step."""
+    out = (Path(row["job"]["dir"]) / "stdout.log").read_text().splitlines()
+    return [json.loads(line) for line in out if line.startswith("{")]
 
 
 def test_leaky_model_detects_shared_state(cases_sweep: SessionSweep) -> None:
@@ -70,11 +87,10 @@ def test_xla_jobs_fork_from_a_zygote_that_imported_torch_xla(cases_sweep: Sessio
     for row in rows:
         timing = row["timing"]
         assert timing["launch"] == "fork"
-        if timing["compile_cache"] == "cold":  # the xla zygote: torch_xla (and dynamo)
-            expected = ["torch", "torch_xla", "torch._dynamo"]
-        else:  # XLA settings in the job's environment: torch_xla imported after the fork
-            expected = ["torch", "torch._dynamo", "torch._inductor.compile_fx"]
-        assert timing["preloaded"] == expected, row["job"]["name"]
+        # cold: the xla zygote (torch_xla and dynamo); warm: XLA settings in the job's
+        # environment, so torch_xla is imported after the fork (from the compile stack's)
+        expected = KINDS["xla"] if timing["compile_cache"] == "cold" else KINDS["dynamo"]
+        assert timing["preloaded"] == list(expected), row["job"]["name"]
         assert row["experiment"]["xla"] == "PJRT"
         assert row["metrics"]["xla_ExecuteTime_number"][0] >= 2  # it really ran on XLA
         # torch_xla's import (6-9 s) is not paid by a job forked after it
@@ -85,24 +101,100 @@ def test_xla_jobs_fork_from_a_zygote_that_imported_torch_xla(cases_sweep: Sessio
 def test_compiled_jobs_fork_from_a_zygote_that_imported_the_compile_stack(
     cases_sweep: SessionSweep,
 ) -> None:
-    stack = ["torch", "torch._dynamo", "torch._inductor.compile_fx"]
+    stack = list(KINDS["dynamo"])
     for name in ("recompiles_fixed", "acc_wrong_when_compiled", "profile_graph_breaks"):
         row = cases_sweep.case(name)
         assert row["timing"]["preloaded"] == stack, name
     assert cases_sweep.case("good")["timing"]["preloaded"] == ["torch"]  # eager: torch alone
     # eager training too: building its optimizer imports dynamo, which it finds imported
     assert cases_sweep.case("tb_mlp_train")["timing"]["preloaded"] == stack
+    # Inductor's own: the same, and its C++ toolchain checked (a call, run in the zygote)
+    inductor = cases_sweep.case("zygote_probe_inductor")["timing"]["preloaded"]
+    assert inductor[: len(stack)] == stack and inductor[-1].endswith("valid_vec_isa_list()")
 
 
-def test_the_compile_stack_zygote_starts_nothing(cases_sweep: SessionSweep) -> None:
-    """Imported, never used: after compiled jobs (aot_eager) ran in their own children,
-    a job forked from the same zygote finds no other process of it (no compile-worker
-    pool: Inductor starts its workers at its first compile, in a job's child)."""
-    row = cases_sweep.case("zygote_probe")
-    assert row["status"] == "ok", row["error"]
-    assert row["timing"]["launch"] == "fork"
-    assert row["timing"]["preloaded"] == ["torch", "torch._dynamo", "torch._inductor.compile_fx"]
-    assert cases_sweep.case("recompiles_fixed")["job"]["num"] < row["job"]["num"]
+def test_the_compile_stack_zygotes_start_nothing(cases_sweep: SessionSweep) -> None:
+    """Imported (Inductor's toolchain checked), never used: a job forked from each
+    compile-stack zygote (aot_eager's after other compiled jobs ran from it) finds no
+    other process of it, and no thread but its main one. The zygotes were forked from
+    the torch one, and a fork keeps only the thread that forked: any other would be one
+    the preloads started (a PJRT client runs 6 on this VM, Inductor's pools their own)."""
+    for case, kind in PROBES.items():
+        row = cases_sweep.case(case)
+        assert row["status"] == "ok", (case, row["error"])  # else: the zygote had processes
+        assert row["timing"]["launch"] == "fork"
+        assert row["timing"]["preloaded"] == list(KINDS[kind]), case
+        built = probed(row)[0]
+        assert built["zygote_threads"] == [built["zygote_pid"]], (case, built)
+    compiled_before = cases_sweep.case("recompiles_fixed")["job"]["num"]
+    assert compiled_before < cases_sweep.case("zygote_probe")["job"]["num"]
+
+
+def test_the_zygotes_write_nothing_to_inductors_cache(cases_sweep: SessionSweep) -> None:
+    """Inductor's toolchain check builds and loads a test library in Inductor's cache:
+    the inductor zygote runs it with that cache in a folder of its own, removed after.
+    The cache the zygotes inherit (the sweep's TORCHINDUCTOR_CACHE_DIR; each job sets
+    its own) was never created, and the Inductor job's own was empty before it compiled."""
+    assert not (cases_sweep.cwd / ZYGOTES_INDUCTOR_CACHE).exists()
+    built = probed(cases_sweep.case("zygote_probe_inductor"))[0]
+    assert built["cache_files"] == []
+
+
+def test_no_zygote_holds_a_pjrt_client_or_a_cuda_context(cases_sweep: SessionSweep) -> None:
+    """Before it forks anything, each zygote checks its own state (zygote.pristine:
+    torch_xla's own test of whether its runtime exists, which creates none; CUDA's;
+    its processes and threads) and would refuse to run jobs otherwise; the sweep's log
+    says what it found."""
+    found = {m["kind"]: json.loads(m["state"]) for m in READY.finditer(cases_sweep.result.stdout)}
+    assert set(found) == set(KINDS), cases_sweep.result.stdout[-3000:]
+    assert "torch_xla" in KINDS["xla"]  # its check is the runtime's own, not a default
+    for kind, state in found.items():
+        assert state["xla_runtime_initialized"] is False and state["cuda_initialized"] is False
+        assert state["children"] == [], (kind, state)
+        if kind != "torch":  # forked from the torch zygote (which has numpy's OpenBLAS threads)
+            assert state["threads"] == 1, (kind, state)
+
+
+def test_a_forked_inductor_job_compiles_cold_with_workers_of_its_own(
+    cases_sweep: SessionSweep,
+) -> None:
+    """The zygote checked Inductor's toolchain; the job still compiles its graph itself,
+    from an empty cache, and its first compile starts Inductor's compile workers (on
+    the CPU a thread pool, `compile_threads` wide: TORCHINDUCTOR_COMPILE_THREADS=2 in
+    the sweep's environment, as on 2 cores; one core gets none) in the job, while the
+    zygote still has its one thread and no process. The aot_eager probe, which
+    compiles no code, is the control: no such pool."""
+    row = cases_sweep.case("zygote_probe_inductor")
+    cold = row["metrics"]
+    assert cold["cold_dynamo_compile_time_s"] > 0 and cold["cold_dynamo_unique_graphs"] >= 1
+    assert cold["cold_inductor_fxgraph_cache_miss"] >= 1
+    assert cold["cold_inductor_fxgraph_cache_hit"] == 0
+    built, stepped = probed(row)
+    assert stepped["compile_threads"] == 2
+    assert any(t.startswith("ThreadPoolExecutor") for t in stepped["threads"]), stepped
+    assert stepped["zygote_threads"] == [built["zygote_pid"]], stepped
+    assert stepped["zygote_others"] == [] and stepped["own"] == []  # Triton's pool: CUDA only
+    _, control = probed(cases_sweep.case("zygote_probe"))
+    assert not any(t.startswith("ThreadPoolExecutor") for t in control["threads"]), control
+
+
+def test_a_zygote_with_a_thread_or_a_process_refuses_to_fork() -> None:
+    """The check a zygote runs before its first fork can fail: a thread started and a
+    process left running after the preloads are named, and the zygote is not used."""
+    code = (
+        "import subprocess, threading, time\n"
+        "from benchflow.runner.zygote import ZygoteError, pristine\n"
+        "threads = pristine(1)['threads']\n"
+        "threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
+        "sleeper = subprocess.Popen(['sleep', '60'])\n"
+        "try:\n"
+        "    pristine(threads)\n"
+        "except ZygoteError as exc:\n"
+        "    print(exc)\n"
+        "sleeper.kill()\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert "not forking from this zygote (threads: 2; children: ['sleep 60'])" in out.stdout, out
 
 
 def test_the_compile_stack_zygote_is_forked_from_the_torch_one(cases_sweep: SessionSweep) -> None:
@@ -110,8 +202,7 @@ def test_the_compile_stack_zygote_is_forked_from_the_torch_one(cases_sweep: Sess
     forked from that one, so torch was imported once, and it belongs to no process of
     the sweep (it outlives neither: test_crash_and_timeout_end_only_their_own_job)."""
     row = cases_sweep.case("zygote_probe")
-    out = (Path(row["job"]["dir"]) / "stdout.log").read_text().splitlines()
-    (seen,) = [json.loads(line) for line in out if line.startswith('{"zygote"')]
+    seen = probed(row)[0]
     assert seen["zygote"][-2:] == ["benchflow.runner.zygote", "torch"], seen
     assert "benchflow" not in " ".join(seen["its_parent"]), seen  # not the sweep's child
     assert cases_sweep.case("good")["job"]["num"] < row["job"]["num"]  # an eager job first

@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from torch import nn
@@ -292,31 +293,69 @@ class LeakyTwice(Leaky):
 
 
 class ZygoteProbe(_Tiny):
-    """Fails at build time if the preforked interpreter it was forked from has started
-    any process besides this job's child (a compile-worker pool, say): the compile
-    stack is imported there, never used. It prints, as JSON on its stdout, the
-    zygote's command line and its parent's (a zygote forked from the torch one keeps
-    that one's command line, and no process of the sweep is its parent). Spawned, it
-    checks and prints nothing."""
+    """Looks, from a job forked from a preforked interpreter, at what that zygote
+    started or made: the compile stack is imported there, never used. At build time
+    (the job has made its device, not compiled) it fails if the zygote has any process
+    besides this job's child (a compile-worker pool, say), and prints as JSON on its
+    stdout the zygote's command line and its parent's (a zygote forked from the torch
+    one keeps that one's command line, and no process of the sweep is its parent), the
+    zygote's threads, and the files already in this job's Inductor cache. After its
+    first step (the compile) it prints the threads and processes that step started
+    (Inductor's compile workers: this job's, not the zygote's) and the zygote's again.
+    Spawned, it checks and prints nothing."""
 
     def build_module(self, width: int) -> nn.Module:
-        import json
-
         import psutil
 
         from benchflow.runner.zygote import ENV_PRELOADED
 
-        if os.environ.get(ENV_PRELOADED):
-            me = os.getpid()
+        self.first_step = bool(os.environ.get(ENV_PRELOADED))  # forked: report it
+        if self.first_step:
             zygote = psutil.Process(os.getppid())
-            others = [
-                f"{p.pid}: {' '.join(p.cmdline())}"
-                for p in zygote.children(recursive=True)
-                if p.pid != me
-            ]
+            others = _others_of(zygote)
             if others:
                 raise RuntimeError("the zygote started processes: " + "; ".join(others))
             parent = zygote.parent()
-            seen = {"zygote": zygote.cmdline(), "its_parent": parent.cmdline() if parent else []}
-            print(json.dumps(seen))
+            cache = Path(os.environ["TORCHINDUCTOR_CACHE_DIR"])
+            _say(
+                zygote=zygote.cmdline(),
+                its_parent=parent.cmdline() if parent else [],
+                zygote_pid=zygote.pid,
+                zygote_threads=[t.id for t in zygote.threads()],
+                cache_files=[str(f) for f in cache.rglob("*")] if cache.exists() else [],
+            )
         return super().build_module(width)
+
+    def eval(self) -> Any:
+        out = super().eval()
+        if self.first_step:
+            self.first_step = False
+            import threading
+
+            import psutil
+            from torch._inductor import config
+
+            me = psutil.Process()
+            zygote = me.parent()
+            _say(
+                after_first_step=me.pid,
+                compile_threads=config.compile_threads,
+                threads=sorted(t.name for t in threading.enumerate()),
+                own=[[p.ppid(), *p.cmdline()] for p in me.children(recursive=True)],
+                zygote_threads=[t.id for t in zygote.threads()],
+                zygote_others=_others_of(zygote),
+            )
+        return out
+
+
+def _others_of(zygote: Any) -> list[str]:
+    """The zygote's processes, but for the job that asks (its child)."""
+    me = os.getpid()
+    procs = zygote.children(recursive=True)
+    return [f"{p.pid}: {' '.join(p.cmdline())}" for p in procs if p.pid != me]
+
+
+def _say(**seen: Any) -> None:
+    import json
+
+    print(json.dumps(seen), flush=True)

@@ -41,6 +41,7 @@ class Backend:
     has_compile_step: ClassVar[bool] = True  # its first call compiles (the report's compile)
     accelerators: ClassVar[tuple[str, ...]] = ("cpu", "cuda")  # resolved accelerator values
     generates_code: ClassVar[bool] = False  # ir.inductor_code: its generated source kept
+    compile_zygote: ClassVar[str] = "dynamo"  # the zygote (runner/zygote.py KINDS) it compiles in
 
     # --- facts derived from the above (parent side, no torch) -----------------------
 
@@ -58,14 +59,17 @@ class Backend:
     def zygote(cls, env: dict[str, str], trains: bool = False) -> str:
         """The preforked interpreter its jobs fork from (runner/zygote.py): torch_xla
         preloaded only for XLA backends whose environment does not change what torch_xla
-        reads at import; the compile stack for backends that compile, and for training
-        (building a torch.optim optimizer imports torch._dynamo: 5 s here, per job)."""
+        reads at import; the compile stack for backends that compile (`compile_zygote`:
+        Inductor's adds its C++ toolchain check), and for training (building a
+        torch.optim optimizer imports torch._dynamo: 5 s here, per job)."""
         read_at_import = [
             k for k in env if k.startswith(("XLA_", "PJRT_")) and k not in XLA_ENV_READ_LATER
         ]
         if cls.on_xla and not read_at_import:
             return "xla"
-        return "dynamo" if cls.compiles or trains else "torch"
+        if cls.compiles:
+            return cls.compile_zygote
+        return "dynamo" if trains else "torch"
 
     @classmethod
     def cache_env(cls, root: str, persistent: bool) -> dict[str, str]:

@@ -9,3 +9,4 @@ class Inductor(DynamoBackend):
     dynamo = "inductor"
     summary = "TorchInductor (C++ on CPU, Triton on CUDA)"
     generates_code = True
+    compile_zygote = "inductor"  # its C++ toolchain checked once there, not in each job

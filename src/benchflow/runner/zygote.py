@@ -7,11 +7,23 @@ parent's timeout kills its whole group), starts from the zygote's pristine state
 (nothing was seeded, compiled, or placed on a device there), and runs the same
 ``benchflow.harness.child.main`` a spawned child runs.
 
-Three kinds, each started on first use: ``torch`` (torch imported), ``dynamo`` (and
-the compile stack: dynamo and Inductor, 10 s here) and ``xla`` (torch_xla and dynamo:
-importing torch_xla costs 6-9 s here, more than most jobs); the backend says which
-(``Backend.zygote``). Training jobs of eager backends fork from ``dynamo`` too: building
-a torch.optim optimizer imports torch._dynamo (5 s here, in every such job otherwise).
+Four kinds (KINDS), each started on first use: ``torch`` (torch imported), ``dynamo``
+(and the compile stack: dynamo and Inductor, 10 s here), ``inductor`` (the same, then
+Inductor's C++ toolchain check: which compiler, which vector ISAs build and load,
+17-35 s here in every Inductor job's first call otherwise) and ``xla`` (torch_xla, its
+dynamo bridge and dynamo: importing torch_xla costs 6-9 s here, more than most jobs);
+the backend says which (``Backend.zygote``). Training jobs of eager backends fork from
+``dynamo`` too: building a torch.optim optimizer imports torch._dynamo (5 s here, in
+every such job otherwise).
+
+Nothing is compiled, cached or started in a zygote. The compile stack is imported,
+never used; the toolchain check's answer is the machine's and stays in memory, and
+the test library it builds goes to a scratch Inductor cache, removed after (no job's
+cache, nor the one the zygote inherited, sees it); its compiler and loader processes
+have exited before the zygote is ready. Inductor's compile workers start at a job's
+first compile, in the job. Before its first fork a zygote checks this (``pristine``:
+no child process, no thread beyond torch's import's, no CUDA context, no PJRT client)
+and exits otherwise: its jobs are then spawned.
 torch_xla's import sets up no device: PJRT's client is created at a child's first
 device use, so children forked after the import get their own client. The import
 does read some settings, so the zygote imports it with ``PJRT_SELECT_DEFAULT_DEVICE=0``
@@ -44,6 +56,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import importlib
 import json
 import logging
 import os
@@ -55,6 +68,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -64,17 +78,25 @@ from benchflow.runner.cpus import ENV_CPUS, pin_self
 
 log = logging.getLogger(__name__)
 
-# What each kind of zygote imports before it forks.
+# What each kind of zygote preloads before it forks: modules it imports and, written
+# as calls ("module.function()"), pure checks whose answers stay in memory.
 # The compile stack (dynamo 5-6 s, Inductor's compile_fx 4-5 s on 2 cores) is imported,
 # never used: no graph is compiled, no cache written, no compile-worker pool started
-# (Inductor starts its pool at its first compile, in the child).
+# (Inductor starts its pool at its first compile, in the child). Inductor's C++
+# toolchain check (which compiler, which vector ISAs build and load: 17-35 s here, in
+# every Inductor job's first call otherwise) runs with Inductor's cache in a scratch
+# folder, removed after it (_scratch_inductor_cache): the test library it builds is
+# read by no job. torch_xla's import brings its dynamo bridge (openxla); no PJRT client.
+COMPILE_STACK = ("torch", "torch._dynamo", "torch._inductor.compile_fx")
 KINDS = {
     "torch": ("torch",),
-    "dynamo": ("torch", "torch._dynamo", "torch._inductor.compile_fx"),
-    "xla": ("torch", "torch_xla", "torch._dynamo"),
+    "dynamo": COMPILE_STACK,  # aot_eager, cudagraphs, eager training (its optimizer)
+    "inductor": (*COMPILE_STACK, "torch._inductor.cpu_vec_isa.valid_vec_isa_list()"),
+    "xla": ("torch", "torch_xla", "torch_xla._dynamo.dynamo_bridge", "torch._dynamo"),
 }
 BASE = "torch"  # every kind imports it first: the other kinds fork from a zygote of it
 ENV_PRELOADED = "BENCHFLOW_PRELOADED"  # in a forked child: what was imported before it
+INDUCTOR_CACHE = "TORCHINDUCTOR_CACHE_DIR"  # Inductor's on-disk cache; a job sets its own
 CONNECT_TIMEOUT_S = 60.0  # a zygote forked from the base connects at once, before importing
 
 
@@ -164,6 +186,13 @@ class Zygote:
                     raise ZygoteError(f"the zygote did not start: {msg}")
                 self._ready = True
                 self.import_s = float(msg["ready"])
+                log.info(
+                    "the %s zygote (pid %d) preloaded in %.1f s: %s",
+                    self.kind,
+                    self.pid,
+                    self.import_s,
+                    json.dumps(msg.get("state")),
+                )
         return self.import_s
 
     def fork(
@@ -236,6 +265,61 @@ def _start(kind: str, cores: list[int] | None) -> Zygote:
         except (ZygoteError, OSError) as exc:
             log.warning("could not fork the %s zygote from the %s one (%s)", kind, BASE, exc)
     return Zygote(kind, cores)
+
+
+def _preload(name: str) -> None:
+    """Import a module, or call a check ("module.function()", see KINDS)."""
+    if not name.endswith("()"):
+        importlib.import_module(name)
+        return
+    module, _, function = name[:-2].rpartition(".")
+    with _scratch_inductor_cache():
+        getattr(importlib.import_module(module), function)()
+
+
+@contextlib.contextmanager
+def _scratch_inductor_cache() -> Iterator[None]:
+    """Inductor's cache (TORCHINDUCTOR_CACHE_DIR: the source and library a check builds,
+    their locks) in a folder of this zygote's own, removed after; the variable as it
+    was (Inductor sets it when it is unset)."""
+    before = os.environ.get(INDUCTOR_CACHE)
+    folder = tempfile.mkdtemp(prefix="benchflow-zygote-inductor-")
+    os.environ[INDUCTOR_CACHE] = folder
+    try:
+        yield
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+        if before is None:
+            os.environ.pop(INDUCTOR_CACHE, None)
+        else:
+            os.environ[INDUCTOR_CACHE] = before
+
+
+def _threads() -> int:
+    return len(os.listdir("/proc/self/task"))
+
+
+def pristine(threads: int) -> dict[str, Any]:
+    """This process's state, as a zygote must fork it: no thread besides the `threads`
+    it had once torch was imported, no child process (the checks' compilers and
+    loaders have exited; no compile-worker pool), no CUDA context, no PJRT client.
+    Raises ZygoteError naming what is not so."""
+    torch, torch_xla = sys.modules.get("torch"), sys.modules.get("torch_xla")
+    now = _threads()
+    state: dict[str, Any] = {
+        "threads": now,
+        "children": [" ".join(p.cmdline()) for p in psutil.Process().children()],
+        "cuda_initialized": bool(torch and torch.cuda.is_initialized()),
+        # torch_xla's own test, which creates nothing (torch_xla.runtime asks it so)
+        "xla_runtime_initialized": bool(
+            torch_xla and torch_xla._XLAC._xla_runtime_is_initialized()
+        ),
+    }
+    wrong = [f"threads: {now}"] if now > threads else []
+    wrong += [f"{k}: {v}" for k, v in state.items() if k != "threads" and v]
+    if wrong:
+        raise ZygoteError(f"not forking from this zygote ({'; '.join(wrong)})")
+    return state
 
 
 # The zygote's environment before its imports (serve): torch_xla's import adds to
@@ -332,8 +416,11 @@ def serve(kind: str, stdin: IO[bytes], stdout: IO[bytes]) -> None:
     no_select = "torch_xla" in preload and "PJRT_SELECT_DEFAULT_DEVICE" not in os.environ
     if no_select:
         os.environ["PJRT_SELECT_DEFAULT_DEVICE"] = "0"
-    for module in preload:
-        __import__(module)
+    threads = _threads()  # a zygote forked from the base: 1 (fork keeps one thread)
+    for name in preload:
+        _preload(name)
+        if name == BASE:  # numpy's import starts OpenBLAS's threads; nothing after may
+            threads = _threads()
     if no_select:
         del os.environ["PJRT_SELECT_DEFAULT_DEVICE"]
     # Modules every job imports next; cheap, but not free.
@@ -344,12 +431,13 @@ def serve(kind: str, stdin: IO[bytes], stdout: IO[bytes]) -> None:
     # Forked children pin themselves to their own job's cores.
     os.sched_setaffinity(0, allowed)
     os.environ.pop(ENV_CPUS, None)
+    state = pristine(threads)  # raises if the preloads started or created anything
 
     def say(data: dict[str, Any]) -> None:
         stdout.write((json.dumps(data) + "\n").encode())
         stdout.flush()
 
-    say({"ready": time.perf_counter() - t0})
+    say({"ready": time.perf_counter() - t0, "state": state})
     for line in stdin:
         request = json.loads(line)
         if "zygote" in request:
