@@ -38,6 +38,13 @@ answers ``{"pid", "returncode"}`` (negative: killed by that signal, as Popen). T
 ``torch`` zygote the parent may instead write ``{"zygote": KIND, "socket": PATH,
 "cpus"}``; it answers ``{"zygote_pid"}`` once the new zygote is forked, which then
 connects to PATH and says ``{"ready"}`` there after its imports.
+
+share_build=true: a zygote of any kind may also fork a *model's* zygote, with
+``"build": {"key", "job", "env", "cwd", "log"}`` in that request: it builds the model
+of the job file ``job`` (benchflow.harness.prebuilt) in the job's environment and
+folder, its output to ``log``, and says ``{"ready", "build_s"}``, or
+``{"not_built": why}`` and exits; its forks are the jobs with the same build key. A
+process keeps one model zygote at a time, so one model's memory is held at a time.
 """
 
 from __future__ import annotations
@@ -86,17 +93,24 @@ class Zygote:
     """The parent's handle on one zygote process."""
 
     def __init__(
-        self, kind: str = "torch", cores: list[int] | None = None, base: Zygote | None = None
+        self,
+        kind: str = "torch",
+        cores: list[int] | None = None,
+        base: Zygote | None = None,
+        build: dict[str, Any] | None = None,
     ) -> None:
-        """A fresh interpreter of `kind`, or (`base`: a running ``torch`` zygote) one
-        forked from it. `cores`: where its imports run."""
+        """A fresh interpreter of `kind`, or (`base`: a running zygote) one forked from
+        it; `build` (with `base` of the same kind): the zygote of that model. `cores`:
+        where its imports (and build) run."""
         self.kind = kind
         self._ready = False
         self._ready_lock = threading.Lock()  # a pre-start thread and a job may both wait
         self.proc: subprocess.Popen[bytes] | None = None
         self._sock: socket.socket | None = None
+        self.build_s: float | None = None
+        self._closed = False
         if base is not None:
-            self._fork_from(base, cores)
+            self._fork_from(base, cores, build)
             return
         # The import runs on the cores of the job that asked for the zygote (its CPU
         # slot), so it never competes with a job timing on other cores.
@@ -116,7 +130,9 @@ class Zygote:
         self._out: IO[bytes] = self.proc.stdout
         self._in: IO[bytes] = self.proc.stdin
 
-    def _fork_from(self, base: Zygote, cores: list[int] | None) -> None:
+    def _fork_from(
+        self, base: Zygote, cores: list[int] | None, build: dict[str, Any] | None
+    ) -> None:
         folder = tempfile.mkdtemp(prefix="benchflow-zygote-")  # 0700: ours alone
         path = os.path.join(folder, "s")
         try:
@@ -125,7 +141,8 @@ class Zygote:
                 listener.listen(1)
                 listener.settimeout(CONNECT_TIMEOUT_S)
                 base.wait_ready()
-                base._say({"zygote": self.kind, "socket": path, "cpus": cores or []})
+                request = {"zygote": self.kind, "socket": path, "cpus": cores or []}
+                base._say(request | ({"build": build} if build else {}))
                 msg = base._read(CONNECT_TIMEOUT_S)
                 if msg is None or not msg.get("zygote_pid"):  # 0: its fork failed
                     raise ZygoteError(f"the {base.kind} zygote did not fork a zygote: {msg}")
@@ -160,10 +177,13 @@ class Zygote:
         with self._ready_lock:
             if not self._ready:
                 msg = self._read(timeout)
+                if msg is not None and "not_built" in msg:
+                    raise ZygoteError(f"the model was not built: {msg['not_built']}")
                 if msg is None or "ready" not in msg:
                     raise ZygoteError(f"the zygote did not start: {msg}")
                 self._ready = True
                 self.import_s = float(msg["ready"])
+                self.build_s = msg.get("build_s")
         return self.import_s
 
     def fork(
@@ -197,14 +217,19 @@ class Zygote:
             return False
 
     def close(self) -> None:
+        if self._closed:  # (its pid may be another process's by now)
+            return
+        self._closed = True
         with contextlib.suppress(Exception):
             self._in.close()  # end of its input: its loop ends, it exits
             if self._sock is not None:  # (a socket ends only when every reader is closed)
                 self._sock.shutdown(socket.SHUT_WR)
             if self.proc is not None:
                 self.proc.wait(timeout=10)
-            else:
-                psutil.Process(self.pid).wait(timeout=10)
+            else:  # not our child: exited once a zombie, whenever init reaps it
+                deadline = time.monotonic() + 10
+                while self.alive() and time.monotonic() < deadline:
+                    time.sleep(0.01)
         if self._sock is not None:
             self._sock.close()
         if self.alive():
@@ -236,6 +261,40 @@ def _start(kind: str, cores: list[int] | None) -> Zygote:
         except (ZygoteError, OSError) as exc:
             log.warning("could not fork the %s zygote from the %s one (%s)", kind, BASE, exc)
     return Zygote(kind, cores)
+
+
+_model: tuple[str, str, Zygote] | None = None  # kind, build key, the zygote of that model
+_not_buildable: set[tuple[str, str]] = set()  # (kind, key) whose zygote could not build
+
+
+def for_build(kind: str, build: dict[str, Any] | None, timeout_s: float) -> Zygote | None:
+    """This process's zygote that built the model of `build` (its ``key``) from its
+    `kind` zygote, started now if it has none for that key (closing the one before it:
+    one model is held at a time); None where it cannot build it (the job then forks from
+    the `kind` zygote and builds its own). `build` None: close the one held."""
+    global _model
+    wanted = (kind, build["key"]) if build else None
+    if _model is not None and (_model[:2] != wanted or not _model[2].alive()):
+        _model[2].close()
+        _model = None
+    if build is None or wanted is None or wanted in _not_buildable:
+        return None
+    if _model is None:
+        cores = [int(c) for c in build["env"].get(ENV_CPUS, "").split(",") if c]
+        zygote = None
+        try:
+            zygote = Zygote(kind, cores, base=shared(kind, cores), build=build)
+            atexit.register(zygote.close)
+            zygote.wait_ready(timeout_s)
+        except (ZygoteError, OSError) as exc:
+            log.warning("no shared build for this model (%s): its jobs build their own", exc)
+            _not_buildable.add(wanted)
+            if zygote is not None:
+                zygote.close()
+            return None
+        log.info("model built once for its jobs in %.2f s (pid %d)", zygote.build_s, zygote.pid)
+        _model = (kind, wanted[1], zygote)
+    return _model[2]
 
 
 # The zygote's environment before its imports (serve): torch_xla's import adds to
@@ -308,7 +367,7 @@ def _become_zygote(request: dict[str, Any]) -> None:
         sock.connect(request["socket"])
         if request.get("cpus"):
             os.environ[ENV_CPUS] = ",".join(map(str, request["cpus"]))
-        serve(request["zygote"], sock.makefile("rb"), sock.makefile("wb"))
+        serve(request["zygote"], sock.makefile("rb"), sock.makefile("wb"), request.get("build"))
         code = 0
     except BaseException:
         import traceback
@@ -320,7 +379,48 @@ def _become_zygote(request: dict[str, Any]) -> None:
         os._exit(code)
 
 
-def serve(kind: str, stdin: IO[bytes], stdout: IO[bytes]) -> None:
+def _build(build: dict[str, Any]) -> float:
+    """Build the model of the job file ``build["job"]`` here (harness/prebuilt.py), in
+    that job's environment and folder, its output (prints, log lines) to ``build["log"]``;
+    the zygote's own environment, output and logging are as they were after."""
+    from benchflow.core.job import JobSpec
+    from benchflow.harness.prebuilt import build_here
+    from benchflow.models.sharing import build_key
+
+    job = JobSpec.from_dict(json.loads(Path(build["job"]).read_text()))
+    if build_key(job.config) != build["key"]:
+        raise ZygoteError(f"job {build['job']} has another build key than {build['key']}")
+    environ = dict(os.environ)
+    out = os.open(build["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    saved = os.dup(1), os.dup(2)
+    handler = logging.StreamHandler(sys.stderr)
+    root = logging.getLogger()
+    level = root.level
+    try:
+        for fd in (1, 2):
+            os.dup2(out, fd)
+        root.addHandler(handler)
+        root.setLevel(logging.INFO)
+        os.environ.update(build["env"])
+        os.chdir(build["cwd"])
+        return build_here(job.config)
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        root.removeHandler(handler)
+        root.setLevel(level)
+        os.environ.clear()
+        os.environ.update(environ)
+        for fd, copy in zip((1, 2), saved, strict=True):
+            os.dup2(copy, fd)
+            os.close(copy)
+        os.close(out)
+
+
+def serve(
+    kind: str, stdin: IO[bytes], stdout: IO[bytes], build: dict[str, Any] | None = None
+) -> None:
     t0 = time.perf_counter()
     if not _BEFORE_IMPORTS:  # a zygote forked from another keeps that one's
         _BEFORE_IMPORTS.update(os.environ)  # what its forked jobs record as their start
@@ -339,15 +439,22 @@ def serve(kind: str, stdin: IO[bytes], stdout: IO[bytes]) -> None:
     # Modules every job imports next; cheap, but not free.
     import benchflow.harness.child  # noqa: F401
 
-    # Forked children pin themselves to their own job's cores.
-    os.sched_setaffinity(0, allowed)
-    os.environ.pop(ENV_CPUS, None)
-
     def say(data: dict[str, Any]) -> None:
         stdout.write((json.dumps(data) + "\n").encode())
         stdout.flush()
 
-    say({"ready": time.perf_counter() - t0})
+    built: dict[str, float] = {}
+    if build is not None:  # a model's zygote: the build on the first job's cores
+        try:
+            built["build_s"] = _build(build)
+        except Exception as exc:  # the jobs build their own and report it as theirs
+            say({"not_built": f"{type(exc).__name__}: {exc}"[:2000]})
+            return
+    # Forked children pin themselves to their own job's cores.
+    os.sched_setaffinity(0, allowed)
+    os.environ.pop(ENV_CPUS, None)
+
+    say({"ready": time.perf_counter() - t0} | built)
     for line in stdin:
         request = json.loads(line)
         if "zygote" in request:
