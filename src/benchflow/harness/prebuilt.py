@@ -106,8 +106,10 @@ def taken_build_s() -> float | None:
 
 
 # BENCHFLOW_BUILD_RECORD=FILE: each job's child appends to FILE what its first build made
-# (hashes of the weights, the inputs and the RNG state after it, placed on the job's
-# device): how tests/test_prefork.py checks that a shared build and a job's own agree.
+# (hashes of the weights, the inputs and the RNG state after it, as placed on the job's
+# device; tensors off the CPU by dtype and shape only: a transfer would add to the
+# device's counters): how tests/test_prefork.py checks that a shared build and a job's
+# own agree.
 ENV_RECORD = "BENCHFLOW_BUILD_RECORD"
 _recorded = False
 
@@ -119,38 +121,46 @@ def record(model: Any) -> None:
     if not path or _recorded:
         return
     _recorded = True
+    line: dict[str, Any] = {"job": sys.argv[-1], "parent_pid": os.getppid()}
+    line["prebuilt"] = _taken_s is not None
+    try:
+        line |= _hashes(model)
+    except Exception as exc:  # a record, never the job's failure
+        line["error"] = f"{type(exc).__name__}: {exc}"
+    with open(path, "a") as f:  # one short line, appended whole
+        f.write(json.dumps(line) + "\n")
+
+
+def _hashes(model: Any) -> dict[str, str | None]:
     import random
 
     import numpy as np
     import torch
 
-    def tensors_hash(value: Any) -> str:
+    def tensors(value: Any) -> str:
         h = hashlib.sha256()
         items = value.items() if isinstance(value, dict) else enumerate(value)
         for name, t in items:
             if isinstance(t, torch.Tensor):
-                flat = t.detach().cpu().contiguous().reshape(-1)
-                h.update(f"{name}:{t.dtype}:{tuple(t.shape)}:".encode())
-                h.update(flat.view(torch.uint8).numpy().tobytes())
+                h.update(f"{name}:{t.dtype}:{tuple(t.shape)}:{t.device.type}".encode())
+                if t.device.type == "cpu":
+                    flat = t.detach().contiguous().reshape(-1)
+                    h.update(flat.view(torch.uint8).numpy().tobytes())
         return h.hexdigest()[:16]
 
-    def text_hash(value: Any) -> str:
+    def text(value: Any) -> str:
         return hashlib.sha256(repr(value).encode()).hexdigest()[:16]
 
     try:
         module, inputs = model.get_module()
     except NotImplementedError:
         module, inputs = None, ()
-    line = {
-        "job": sys.argv[-1],
-        "prebuilt": _taken_s is not None,
-        "weights": tensors_hash(module.state_dict())
-        if isinstance(module, torch.nn.Module)
-        else None,
-        "inputs": tensors_hash(inputs if isinstance(inputs, (dict, list, tuple)) else (inputs,)),
+    if not isinstance(inputs, (dict, list, tuple)):
+        inputs = (inputs,)
+    return {
+        "weights": tensors(module.state_dict()) if isinstance(module, torch.nn.Module) else None,
+        "inputs": tensors(inputs),
         "torch_rng": hashlib.sha256(torch.get_rng_state().numpy().tobytes()).hexdigest()[:16],
-        "numpy_rng": text_hash(np.random.get_state()),
-        "python_rng": text_hash(random.getstate()),
+        "numpy_rng": text(np.random.get_state()),
+        "python_rng": text(random.getstate()),
     }
-    with open(path, "a") as f:  # one short line, appended whole
-        f.write(json.dumps(line) + "\n")
