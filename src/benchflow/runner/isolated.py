@@ -143,7 +143,8 @@ def _run_forked(
 ) -> Outcome | None:
     """The job as a child forked from this process's zygote (or its model's); None if
     the zygote cannot be used (it is then reported, and the caller spawns instead)."""
-    from benchflow.runner.zygote import ZygoteError, for_build, shared
+    from benchflow.runner.model_zygote import for_build
+    from benchflow.runner.zygote import ZygoteError, shared
 
     try:
         zygote = shared(kind)  # started already by start_zygote(), normally

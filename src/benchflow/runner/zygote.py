@@ -41,10 +41,9 @@ connects to PATH and says ``{"ready"}`` there after its imports.
 
 share_build=true: a zygote of any kind may also fork a *model's* zygote, with
 ``"build": {"key", "job", "env", "cwd", "log"}`` in that request: it builds the model
-of the job file ``job`` (benchflow.harness.prebuilt) in the job's environment and
-folder, its output to ``log``, and says ``{"ready", "build_s"}``, or
-``{"not_built": why}`` and exits; its forks are the jobs with the same build key. A
-process keeps one model zygote at a time, so one model's memory is held at a time.
+of the job file ``job`` (runner/model_zygote.py) in the job's environment and folder,
+its output to ``log``, and says ``{"ready", "build_s"}``, or ``{"not_built": why}`` and
+exits; its forks are the jobs with the same build key.
 """
 
 from __future__ import annotations
@@ -263,40 +262,6 @@ def _start(kind: str, cores: list[int] | None) -> Zygote:
     return Zygote(kind, cores)
 
 
-_model: tuple[str, str, Zygote] | None = None  # kind, build key, the zygote of that model
-_not_buildable: set[tuple[str, str]] = set()  # (kind, key) whose zygote could not build
-
-
-def for_build(kind: str, build: dict[str, Any] | None, timeout_s: float) -> Zygote | None:
-    """This process's zygote that built the model of `build` (its ``key``) from its
-    `kind` zygote, started now if it has none for that key (closing the one before it:
-    one model is held at a time); None where it cannot build it (the job then forks from
-    the `kind` zygote and builds its own). `build` None: close the one held."""
-    global _model
-    wanted = (kind, build["key"]) if build else None
-    if _model is not None and (_model[:2] != wanted or not _model[2].alive()):
-        _model[2].close()
-        _model = None
-    if build is None or wanted is None or wanted in _not_buildable:
-        return None
-    if _model is None:
-        cores = [int(c) for c in build["env"].get(ENV_CPUS, "").split(",") if c]
-        zygote = None
-        try:
-            zygote = Zygote(kind, cores, base=shared(kind, cores), build=build)
-            atexit.register(zygote.close)
-            zygote.wait_ready(timeout_s)
-        except (ZygoteError, OSError) as exc:
-            log.warning("no shared build for this model (%s): its jobs build their own", exc)
-            _not_buildable.add(wanted)
-            if zygote is not None:
-                zygote.close()
-            return None
-        log.info("model built once for its jobs in %.2f s (pid %d)", zygote.build_s, zygote.pid)
-        _model = (kind, wanted[1], zygote)
-    return _model[2]
-
-
 # The zygote's environment before its imports (serve): torch_xla's import adds to
 # XLA_FLAGS, which a spawned job would not have had when it started.
 _BEFORE_IMPORTS: dict[str, str] = {}
@@ -379,45 +344,6 @@ def _become_zygote(request: dict[str, Any]) -> None:
         os._exit(code)
 
 
-def _build(build: dict[str, Any]) -> float:
-    """Build the model of the job file ``build["job"]`` here (harness/prebuilt.py), in
-    that job's environment and folder, its output (prints, log lines) to ``build["log"]``;
-    the zygote's own environment, output and logging are as they were after."""
-    from benchflow.core.job import JobSpec
-    from benchflow.harness.prebuilt import build_here
-    from benchflow.models.sharing import build_key
-
-    job = JobSpec.from_dict(json.loads(Path(build["job"]).read_text()))
-    if build_key(job.config) != build["key"]:
-        raise ZygoteError(f"job {build['job']} has another build key than {build['key']}")
-    environ = dict(os.environ)
-    out = os.open(build["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    saved = os.dup(1), os.dup(2)
-    handler = logging.StreamHandler(sys.stderr)
-    root = logging.getLogger()
-    level = root.level
-    try:
-        for fd in (1, 2):
-            os.dup2(out, fd)
-        root.addHandler(handler)
-        root.setLevel(logging.INFO)
-        os.environ.update(build["env"])
-        os.chdir(build["cwd"])
-        return build_here(job.config)
-    finally:
-        with contextlib.suppress(Exception):
-            sys.stdout.flush()
-            sys.stderr.flush()
-        root.removeHandler(handler)
-        root.setLevel(level)
-        os.environ.clear()
-        os.environ.update(environ)
-        for fd, copy in zip((1, 2), saved, strict=True):
-            os.dup2(copy, fd)
-            os.close(copy)
-        os.close(out)
-
-
 def serve(
     kind: str, stdin: IO[bytes], stdout: IO[bytes], build: dict[str, Any] | None = None
 ) -> None:
@@ -445,8 +371,10 @@ def serve(
 
     built: dict[str, float] = {}
     if build is not None:  # a model's zygote: the build on the first job's cores
+        from benchflow.runner.model_zygote import build_model
+
         try:
-            built["build_s"] = _build(build)
+            built["build_s"] = build_model(build)
         except Exception as exc:  # the jobs build their own and report it as theirs
             say({"not_built": f"{type(exc).__name__}: {exc}"[:2000]})
             return
