@@ -222,6 +222,11 @@ CASES = [
     *("tb_needs_pkg", "tb_needs_download", "tb_global_state", "tb_after_global_state"),
     *("tb_lazy_xla_train", "tb_openxla_train"),
     *("tb_step_module", "tb_step_torchbench", "tb_dict_train", "tb_holder_lazy_xla"),
+    # share_build=true and false, built-in and TorchBench, eval and train; a second job
+    # of each training build, listed apart: the sweep runs it right after the first
+    *("share_llama_eval_on", "share_llama_eval_off", "share_llama_train_on"),
+    *("share_llama_train_off", "share_tb_eval_on", "share_tb_eval_off", "share_tb_train_on"),
+    *("share_tb_train_off", "share_llama_train_again", "share_tb_train_again"),
     *("ff_raise", "ff_after"),  # last: fail_fast=true skips every job after it
 ]
 
@@ -245,6 +250,12 @@ class SessionSweep:
 
     def rows(self) -> list[dict[str, Any]]:
         return self.result.rows()
+
+    def builds(self) -> dict[str, dict[str, Any]]:
+        """What each job's first build made (BENCHFLOW_BUILD_RECORD), by job folder."""
+        lines = (self.cwd / "builds.jsonl").read_text().splitlines()
+        records = [json.loads(line) for line in lines]
+        return {str(Path(r["job"]).parent): r for r in records}
 
     def case(self, name: str) -> dict[str, Any]:
         """The row of `+case=NAME`."""
@@ -345,6 +356,7 @@ def _session_sweeps(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[s
             # Inductor's compile workers as on 2 cores (a one-core job's Inductor has none)
             TORCHINDUCTOR_COMPILE_THREADS="2",
             TORCHBENCH_ROOT=str(TORCHBENCH_FIXTURE),  # its models become `model` options
+            BENCHFLOW_BUILD_RECORD=str(cases / "builds.jsonl"),  # what each job built
         ),
         "grid": _Background(GRID, tmp_path_factory.mktemp("grid")),
     }

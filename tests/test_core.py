@@ -106,6 +106,7 @@ def test_the_measured_mark_is_read_by_fingerprint_params_and_resume() -> None:
         {"timeout_s": 5.0},
         {"mlflow": MlflowConfig(experiment="x")},
         {"prefork": False},
+        {"share_build": True},
         {"retry": "all"},
         {"baseline": "eager"},
         {"memory_limit_gb": 2.0},
@@ -237,6 +238,36 @@ def test_settings_that_do_not_apply_are_notes_in_a_sweep_and_errors_alone() -> N
     assert any("has no XLA IR" in n for n in job.notes)
     with pytest.raises(ConfigError, match="has no XLA IR"):
         plan_job(composed(*overrides), 0, overrides, single=True)
+
+
+def test_jobs_share_a_build_only_where_the_build_is_the_same() -> None:
+    from benchflow.models.sharing import build_key
+    from benchflow.sweep.task import build_key as job_key
+
+    def job(*overrides: str) -> Job:
+        return plan_job(composed("model=llama", "share_build=true", *overrides), 0, overrides)
+
+    base = job()
+    assert job_key(base) == build_key(base.config) is not None
+    # what the build does not read: the backend, timing, verify
+    for other in (("dynamo=inductor",), ("repeat=2", "warmup=0"), ("verify=true",)):
+        assert job_key(job(*other)) == job_key(base), other
+    # what it reads, or the dtype it is cast to
+    for other in (("seed=1",), ("test=train",), ("batch_size=2",), ("model.size=tiny",)):
+        assert job_key(job(*other)) != job_key(base), other
+    assert job_key(job("dtype=float32")) != job_key(base)  # llama's suite default: bfloat16
+    assert job_key(job("prefork=false")) is None
+    assert any("prefork=false" in n for n in job("prefork=false").notes)
+    assert job_key(plan_job(composed("model=llama"), 0, [])) is None  # off by default
+
+
+def test_the_jobs_of_a_build_run_together_each_kind_in_turn() -> None:
+    from benchflow.sweep.order import run_order
+
+    builds = [("m", "torch"), None, ("n", "dynamo"), ("m", "dynamo"), ("m", "torch"), None]
+    # m's jobs at its first's place (torch ones, then dynamo), then the rest in order
+    assert run_order(builds) == [0, 4, 3, 1, 2, 5]
+    assert run_order([None, None, ("m", "torch")]) == [0, 1, 2]
 
 
 def test_cuda_without_a_gpu_and_too_many_threads_are_refused() -> None:

@@ -264,3 +264,49 @@ def test_a_dead_zygote_ends_only_the_running_job(early_sweeps: EarlySweeps) -> N
     assert rows[1]["timing"]["launch"] == "fork"
     assert rows[0]["job"]["wall_time_s"] < 30  # not left to run into timeout_s
     assert not got["left"], got["left"]
+
+
+SHARED = [(model, test) for model in ("llama", "tb") for test in ("eval", "train")]
+
+
+def test_a_shared_build_is_the_build_a_job_makes_itself(cases_sweep: SessionSweep) -> None:
+    """share_build=true: a built-in model and a TorchBench one, eval and train, built once
+    in a zygote of their own and finished (cast, moved) in each job, give the job the
+    weights, inputs and RNG state (torch, numpy, Python) of a job that built its own, the
+    same first output and the same verify code."""
+    builds = cases_sweep.builds()
+    for model, test in SHARED:
+        on, off = (cases_sweep.case(f"share_{model}_{test}_{v}") for v in ("on", "off"))
+        assert [on["status"], off["status"]] == ["ok", "ok"], [on["error"], off["error"]]
+        assert on["timing"]["shared_build_s"] is not None, model  # it did share
+        assert off["timing"]["shared_build_s"] is None
+        built_on, built_off = builds[on["job"]["dir"]], builds[off["job"]["dir"]]
+        assert [built_on["prebuilt"], built_off["prebuilt"]] == [True, False]
+        assert "error" not in built_on and "error" not in built_off, built_on
+        for what in ("weights", "inputs", "torch_rng", "numpy_rng", "python_rng"):
+            assert built_on[what] == built_off[what], (model, test, what)
+        assert on["digest"] == off["digest"] and on["digest"], (model, test)
+        assert on["verification_code"] == off["verification_code"] == "PASS", (model, test)
+
+
+def test_jobs_of_one_build_fork_from_one_zygote_in_turn(cases_sweep: SessionSweep) -> None:
+    """A second job of a build is forked from the zygote that built it, after the first
+    one trained its own copy: it finds the model as built (the first one's writes stayed
+    in that job), and the sweep ran it right after the first (listed apart)."""
+    builds = cases_sweep.builds()
+    for model in ("llama", "tb"):
+        first, again = (cases_sweep.case(f"share_{model}_train_{v}") for v in ("on", "again"))
+        assert again["status"] == "ok", again["error"]
+        assert again["job"]["num"] == first["job"]["num"] + 1
+        built_first, built_again = builds[first["job"]["dir"]], builds[again["job"]["dir"]]
+        assert built_again["parent_pid"] == built_first["parent_pid"]  # the model's zygote
+        assert again["timing"]["shared_build_s"] == first["timing"]["shared_build_s"]
+        for what in ("weights", "inputs", "torch_rng", "numpy_rng", "python_rng"):
+            assert built_again[what] == built_first[what], (model, what)
+        assert again["digest"] == first["digest"], model
+    # the zygote built the model it forks for: its jobs' parent is not the kind's zygote
+    off = builds[cases_sweep.case("share_llama_train_off")["job"]["dir"]]
+    assert (
+        off["parent_pid"]
+        != builds[cases_sweep.case("share_llama_train_on")["job"]["dir"]]["parent_pid"]
+    )

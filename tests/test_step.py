@@ -31,7 +31,7 @@ root, cpu = Path(sys.argv[1]), torch.device("cpu")
 out = {}
 
 def step(name, test, kind, dtype=None, prepare=None, as_name=None):
-    model = TorchBenchModel(root, name, test, cpu, "cpu", None, dtype)
+    model = TorchBenchModel(root, name, test, "cpu", None).place(cpu, dtype)
     return TimedStep(model, name=as_name or name, kind=kind, test=test, prepare=prepare)
 
 step("tb_two_steps", "eval", "module")  # puts the checkout on sys.path

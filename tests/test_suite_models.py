@@ -217,9 +217,8 @@ def test_the_timed_train_step_uses_the_suites_loss() -> None:
     for name, scale in (("mobilevit_s", 1000.0), ("ghostnet_100", 1.0)):  # scaled_compute_loss
         module = torch.nn.Linear(4, 3)
         want = module(*inputs).mean().item()  # the dynamo benchmarks' reduction
-        model = HeldModel(
-            name, "train", module, inputs, loss_for(name, rules), 2, torch.device("cpu"), None
-        )
+        model = HeldModel(name, "train", module, inputs, loss_for(name, rules), 2)
+        model.place(torch.device("cpu"), None)
         step = TimedStep(model, name=name, kind="module", test="train", prepare=None)
         assert step.loss == model.compute_loss
         assert step().item() == pytest.approx(want / scale, rel=1e-5)

@@ -199,7 +199,7 @@ def test_bare_tensor_eval_is_returned_as_a_tuple() -> None:
         "from pathlib import Path\n"
         "from benchflow.models.torchbench import TorchBenchModel\n"
         "cpu = torch.device('cpu')\n"
-        "m = TorchBenchModel(Path(sys.argv[1]), 'tb_bare', 'eval', cpu, 'cpu', None, None)\n"
+        "m = TorchBenchModel(Path(sys.argv[1]), 'tb_bare', 'eval', 'cpu', None).place(cpu, None)\n"
         "out = m.eval(); assert isinstance(out, tuple) and len(out) == 1, type(out)\n"
         "assert isinstance(m.tb.eval(), torch.Tensor)  # the model itself returns a bare tensor\n"
         "print('ok', m.batch_size)\n"

@@ -262,7 +262,9 @@ def _factory(target: str, test: str = "eval", batch_size: int | None = None) -> 
 
     from benchflow.models.factory import build
 
-    return build(target, "mine", test, torch.device("cpu"), batch_size, "small", torch.float32)
+    return build(target, "mine", test, batch_size, "small").place(
+        torch.device("cpu"), torch.float32
+    )
 
 
 def test_a_factory_gets_the_batch_size_and_its_loss_trains_the_module_step(

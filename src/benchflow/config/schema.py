@@ -166,6 +166,8 @@ class BenchConfig:
     # --- not measured: how jobs run and are reported ---
     # Fork jobs from a process that imported torch (+torch_xla).
     prefork: bool = field(default=True, metadata=UNMEASURED)
+    # With prefork: jobs with the same model build fork from one process that built it.
+    share_build: bool = field(default=False, metadata=UNMEASURED)
     # Hard limit for one job's child process, compile included.
     timeout_s: float = field(default=900.0, metadata=UNMEASURED)
     # The child caps its own data memory; over it: oom.

@@ -118,6 +118,7 @@ def run(cfg: BenchConfig, backend: type[Backend], out_dir: Path) -> ChildResult:
     t_import = time.perf_counter()
     import torch
 
+    from benchflow.harness import prebuilt
     from benchflow.harness.profiling import profile_compile, profile_pass
     from benchflow.harness.timing import measure
     from benchflow.harness.verify import verify
@@ -235,6 +236,7 @@ def run(cfg: BenchConfig, backend: type[Backend], out_dir: Path) -> ChildResult:
             launch=os.environ.get("BENCHFLOW_LAUNCH", "spawn"),
             # forked: what the zygote had imported (the rest was imported in the job)
             preloaded=[m for m in os.environ.get("BENCHFLOW_PRELOADED", "").split(",") if m],
+            shared_build_s=prebuilt.taken_build_s(),
             timer_resolution_s=time.get_clock_info("perf_counter").resolution,
         ),
         child_timings=ChildTimings(
@@ -318,11 +320,25 @@ def build_step(
     """A fresh model and its timed step (`model.step`): the same seed gives the same
     weights and inputs every time; `compiled`: prepared by the backend (torch.compile,
     or as it is)."""
+    from benchflow.harness import prebuilt
     from benchflow.models.registry import load_model
     from benchflow.models.step import TimedStep
 
-    seed_everything(cfg.seed)
-    model = load_model(dataclasses.replace(cfg, batch_size=batch_size), target, dtype)
+    job_cfg = dataclasses.replace(cfg, batch_size=batch_size)
+    built = prebuilt.take(job_cfg)  # share_build: seeded and built before the fork
+    if built is None:
+        seed_everything(cfg.seed)
+        model = load_model(job_cfg, target, dtype)
+    else:
+        log.info(
+            "model %s built before the fork (%.2f s), dtype %s",
+            cfg.model.name,
+            built.build_s,
+            dtype,
+        )
+        with clock.spent("move"):
+            model = built.model.place(target, dtype)
+    prebuilt.record(model)
     prepare = (lambda fn: backend.prepare(fn, cfg.dynamo)) if compiled else None
     return TimedStep(
         model, name=cfg.model.name, kind=cfg.model.step, test=cfg.test.name, prepare=prepare

@@ -14,8 +14,6 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from benchflow.core.clock import spent
-
 
 class BenchModel(abc.ABC):
     """One benchmarkable workload: a module, its inputs and its step."""
@@ -35,6 +33,18 @@ class BenchModel(abc.ABC):
         size: str = "small",
         dtype: torch.dtype | None = None,
     ) -> None:
+        self._build(test, batch_size, size)
+        self.place(torch.device(device), dtype)
+
+    @classmethod
+    def on_host(cls, test: str, batch_size: int | None = None, size: str = "small") -> BenchModel:
+        """Built on the host as ``__init__`` builds it, not yet cast or moved: `place`
+        finishes it (a model built once for the jobs that share its build)."""
+        self = cls.__new__(cls)
+        self._build(test, batch_size, size)
+        return self
+
+    def _build(self, test: str, batch_size: int | None, size: str) -> None:
         if test not in ("train", "eval"):
             raise ValueError(f"test must be 'train' or 'eval', got {test!r}")
         if size not in self.SIZES:
@@ -43,26 +53,30 @@ class BenchModel(abc.ABC):
                 f"allowed: {sorted(self.SIZES)}"
             )
         self.test = test
-        self.device = torch.device(device)
         self.size = size
         self.batch_size = batch_size or (
             self.DEFAULT_TRAIN_BSIZE if test == "train" else self.DEFAULT_EVAL_BSIZE
         )
         # Built on the host so that weights and inputs do not depend on the
-        # device's RNG, then moved: the seed's rule for XLA devices.
-        module = self.build_module(**self.SIZES[size])
-        inputs = self.make_inputs(module, self.batch_size)
-        with spent("move"):
-            if dtype is not None:
-                module = module.to(dtype)
-                inputs = tuple(_cast_floating(x, dtype) for x in inputs)
-            self.model: nn.Module = module.to(self.device)
-            self.example_inputs: tuple[Any, ...] = tuple(_to_device(x, self.device) for x in inputs)
-        self.model.train(test == "train")
+        # device's RNG, then moved (`place`): the seed's rule for XLA devices.
+        self.model: nn.Module = self.build_module(**self.SIZES[size])
+        self.example_inputs: tuple[Any, ...] = self.make_inputs(self.model, self.batch_size)
+
+    def place(self, device: torch.device, dtype: torch.dtype | None) -> BenchModel:
+        """Cast to `dtype` and move to `device`; then the test's mode and optimizer."""
+        self.device = device
+        module, inputs = self.model, self.example_inputs
+        if dtype is not None:
+            module = module.to(dtype)
+            inputs = tuple(_cast_floating(x, dtype) for x in inputs)
+        self.model = module.to(self.device)
+        self.example_inputs = tuple(_to_device(x, self.device) for x in inputs)
+        self.model.train(self.test == "train")
         # The optimizer is made after the move, so it holds the device parameters.
         self.optimizer: torch.optim.Optimizer | None = (
-            torch.optim.SGD(self.model.parameters(), lr=1e-3) if test == "train" else None
+            torch.optim.SGD(self.model.parameters(), lr=1e-3) if self.test == "train" else None
         )
+        return self
 
     # -- what each model defines -------------------------------------------------
     @abc.abstractmethod

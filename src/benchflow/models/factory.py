@@ -30,12 +30,11 @@ def build(
     target: str,
     name: str,
     test: str,
-    device: torch.device,
     batch_size: int | None,
     size: str,
-    dtype: torch.dtype | None,
 ) -> HeldModel:
-    """The factory's model for one job, held as a suite's model is (models/held.py)."""
+    """The factory's model for one job, held as a suite's model is (models/held.py), as
+    built (HeldModel.place casts and moves it)."""
     fn = load(target)
     takes = inspect.signature(fn).parameters
     if batch_size is not None and "batch_size" not in takes:
@@ -49,9 +48,7 @@ def build(
     module, inputs, loss = _unpack(target, made)
     args, kwargs = split_inputs(name, inputs)
     batch = batch_size or _default_batch(takes) or _leading_dim(args, kwargs)
-    return HeldModel(
-        name, test, module, kwargs or args, loss or reduce_to_scalar_loss, batch, device, dtype
-    )
+    return HeldModel(name, test, module, kwargs or args, loss or reduce_to_scalar_loss, batch)
 
 
 def _unpack(target: str, made: Any) -> tuple[nn.Module, Any, Callable[[Any], Any] | None]:

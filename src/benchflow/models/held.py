@@ -17,7 +17,6 @@ from typing import Any
 import torch
 from torch import nn
 
-from benchflow.core.clock import spent
 from benchflow.models.base import moved
 
 # PyTorch's huggingface.py runs a model missing from its list at this batch size.
@@ -39,18 +38,24 @@ class HeldModel:
         inputs: dict[str, Any] | tuple[Any, ...],
         loss: Loss,
         batch_size: int,
-        device: torch.device,
-        dtype: torch.dtype | None,
     ) -> None:
+        """As built on the host, in float32; `place` casts and moves it."""
         self.name, self.test, self.batch_size = name, test, batch_size
-        module.train(test == "train")
-        with spent("move"):
-            self.module: Any = moved(module, device, dtype)
-            self.example_inputs = moved(inputs, device, dtype)
+        self.module: Any = module
+        self.example_inputs = inputs
         self._loss = loss
+
+    def place(self, device: torch.device, dtype: torch.dtype | None) -> HeldModel:
+        """Cast to `dtype` and move to `device`; then the test's mode and optimizer."""
+        self.module.train(self.test == "train")
+        self.module = moved(self.module, device, dtype)
+        self.example_inputs = moved(self.example_inputs, device, dtype)
         self.optimizer: torch.optim.Optimizer | None = (
-            torch.optim.SGD(self.module.parameters(), lr=LEARNING_RATE) if test == "train" else None
+            torch.optim.SGD(self.module.parameters(), lr=LEARNING_RATE)
+            if self.test == "train"
+            else None
         )
+        return self
 
     def get_module(self) -> tuple[Any, Any]:
         return self.module, self.example_inputs

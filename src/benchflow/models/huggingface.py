@@ -114,9 +114,10 @@ def first_output(outputs: Any) -> torch.Tensor:
     return outputs[0]  # type: ignore[no-any-return]
 
 
-def load(cfg: BenchConfig, device: torch.device, dtype: torch.dtype | None) -> HeldModel:
+def load(cfg: BenchConfig) -> HeldModel:
+    """The job's model as built, in float32 (HeldModel.place casts and moves it)."""
     name = cfg.model.name
     module = build_module(name)
     batch = cfg.batch_size or DEFAULT_BATCH_SIZE
     inputs = make_inputs(name, module.config, batch)
-    return HeldModel(name, cfg.test.name, module, inputs, first_output, batch, device, dtype)
+    return HeldModel(name, cfg.test.name, module, inputs, first_output, batch)

@@ -8,19 +8,28 @@ import importlib
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
 from benchflow.config.schema import BenchConfig
+from benchflow.core.clock import spent
 from benchflow.models.base import BenchModel
 
 log = logging.getLogger(__name__)
 
-Loader = Callable[[BenchConfig, torch.device, "torch.dtype | None"], Any]
+
+class Built(Protocol):
+    """A model as built (seeded, on the host, or on CUDA for TorchBench on cuda), before
+    its dtype and device: `place` casts and moves it, and returns the model a job runs."""
+
+    def place(self, device: torch.device, dtype: torch.dtype | None) -> Any: ...
 
 
-def _torchbench(cfg: BenchConfig, device: torch.device, dtype: torch.dtype | None) -> Any:
+Builder = Callable[[BenchConfig], Built]
+
+
+def _torchbench(cfg: BenchConfig) -> Built:
     from benchflow.models.torchbench import TorchBenchModel
 
     assert cfg.suite.torchbench_root, "validation resolves the TorchBench root"
@@ -28,45 +37,42 @@ def _torchbench(cfg: BenchConfig, device: torch.device, dtype: torch.dtype | Non
         Path(cfg.suite.torchbench_root),
         cfg.model.name,
         cfg.test.name,
-        device,
         cfg.accelerator.name,
         cfg.batch_size,
-        dtype,
     )
 
 
-def _builtin(cfg: BenchConfig, device: torch.device, dtype: torch.dtype | None) -> Any:
+def _builtin(cfg: BenchConfig) -> Built:
     m = cfg.model
     assert m.builtin, f"model {m.name!r} has no built-in implementation"
     module_name, _, class_name = m.builtin.partition(":")
     cls = getattr(importlib.import_module(module_name), class_name)
     if not (isinstance(cls, type) and issubclass(cls, BenchModel)):
         raise TypeError(f"model.builtin={m.builtin!r} is not a BenchModel subclass")
-    return cls(
-        test=cfg.test.name, device=device, batch_size=cfg.batch_size, size=m.size, dtype=dtype
-    )
+    return cls.on_host(test=cfg.test.name, batch_size=cfg.batch_size, size=m.size)
 
 
-def _factory(cfg: BenchConfig, device: torch.device, dtype: torch.dtype | None) -> Any:
+def _factory(cfg: BenchConfig) -> Built:
     from benchflow.models.factory import build
 
     m = cfg.model
     assert m.target, "validation requires model.target for model.source=factory"
-    return build(m.target, m.name, cfg.test.name, device, cfg.batch_size, m.size, dtype)
+    return build(m.target, m.name, cfg.test.name, cfg.batch_size, m.size)
 
 
-def _in(module: str) -> Loader:
+def _in(module: str) -> Builder:
     """The `load` function of a suite's model module, imported when a job needs it (it
     imports transformers or timm)."""
 
-    def load(cfg: BenchConfig, device: torch.device, dtype: torch.dtype | None) -> Any:
-        return importlib.import_module(module).load(cfg, device, dtype)
+    def load(cfg: BenchConfig) -> Built:
+        built: Built = importlib.import_module(module).load(cfg)
+        return built
 
     return load
 
 
 # model.source (resolved by validation: never `auto` here) -> what builds the model
-LOADERS: dict[str, Loader] = {
+BUILDERS: dict[str, Builder] = {
     "builtin": _builtin,
     "torchbench": _torchbench,
     "factory": _factory,
@@ -75,7 +81,14 @@ LOADERS: dict[str, Loader] = {
 }
 
 
+def build_model(cfg: BenchConfig) -> Built:
+    """The job's model as built, before its dtype and device (seed first)."""
+    return BUILDERS[cfg.model.source](cfg)
+
+
 def load_model(cfg: BenchConfig, device: torch.device, dtype: torch.dtype | None) -> Any:
     m = cfg.model
     log.info("model %s from %s, batch size %s, dtype %s", m.name, m.source, cfg.batch_size, dtype)
-    return LOADERS[m.source](cfg, device, dtype)
+    built = build_model(cfg)
+    with spent("move"):  # the row's `move` phase (results/phases.py)
+        return built.place(device, dtype)

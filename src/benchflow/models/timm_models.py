@@ -61,10 +61,11 @@ def loss_for(name: str, rules: dict[str, Any]) -> Callable[[Any], torch.Tensor]:
     return loss
 
 
-def load(cfg: BenchConfig, device: torch.device, dtype: torch.dtype | None) -> HeldModel:
+def load(cfg: BenchConfig) -> HeldModel:
+    """The job's model as built, in float32 (HeldModel.place casts and moves it)."""
     name = cfg.model.name
     module = build_module(name)
     batch = cfg.batch_size or DEFAULT_BATCH_SIZE
     inputs = make_inputs(module, batch, cfg.test.name)
     loss = loss_for(name, cfg.suite.rules)
-    return HeldModel(name, cfg.test.name, module, inputs, loss, batch, device, dtype)
+    return HeldModel(name, cfg.test.name, module, inputs, loss, batch)

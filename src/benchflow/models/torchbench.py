@@ -29,7 +29,6 @@ from typing import Any
 import torch
 from torch import nn
 
-from benchflow.core.clock import spent
 from benchflow.models.base import moved
 from benchflow.models.errors import MissingDependency, ModelSkipped
 from benchflow.models.torchbench_index import not_implemented
@@ -81,20 +80,20 @@ class TorchBenchModel:
         root: Path,
         name: str,
         test: str,
-        device: torch.device,
         accelerator: str,
         batch_size: int | None,
-        dtype: torch.dtype | None,
     ) -> None:
+        """The model as TorchBench builds it, on the host (on CUDA for accelerator=cuda);
+        `place` casts and moves it."""
         reason = not_implemented(root, name, accelerator, test)
         if reason:
             raise ModelSkipped(reason)
         prepare_import(root)
         try:
             module = importlib.import_module(f"torchbenchmark.models.{name}")
-            init_device = "cuda" if accelerator == "cuda" else "cpu"
+            self.init_device = "cuda" if accelerator == "cuda" else "cpu"
             self.tb = module.Model(
-                test=test, device=init_device, batch_size=batch_size, extra_args=[]
+                test=test, device=self.init_device, batch_size=batch_size, extra_args=[]
             )
         except (ModelSkipped, NotImplementedError) as exc:
             raise ModelSkipped(f"TorchBench's {name} cannot run {test}: {exc}") from exc
@@ -103,9 +102,12 @@ class TorchBenchModel:
         torch.set_default_device(None)  # some models set it for the whole process
         self.name, self.test = name, test
         self.batch_size = int(self.tb.batch_size)
-        if device.type != init_device or dtype is not None:
-            with spent("move"):
-                self._move_state(device, dtype)
+
+    def place(self, device: torch.device, dtype: torch.dtype | None) -> TorchBenchModel:
+        """On the job's device, in its dtype (nothing to do where it was built as is)."""
+        if device.type != self.init_device or dtype is not None:
+            self._move_state(device, dtype)
+        return self
 
     def _move_state(self, device: torch.device, dtype: torch.dtype | None) -> None:
         """Move every tensor and module the model keeps, so its own step runs there.

@@ -55,6 +55,9 @@ class Timing:
     compile_cache: str | None = None
     launch: str | None = None  # spawn | fork
     preloaded: list[str] = field(default_factory=list)  # forked: what the zygote imported
+    # share_build: seconds the model's build took in the interpreter the job forked from
+    # (null: the job built its own model)
+    shared_build_s: float | None = None
     timer_resolution_s: float | None = None
 
     def to_dict(self) -> dict[str, Any]:

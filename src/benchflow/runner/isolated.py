@@ -85,17 +85,19 @@ def run_isolated(
     log_prefix: str = "",
     env: dict[str, str] | None = None,
     prefork: str | None = None,
+    build_key: str | None = None,
 ) -> Outcome:
     """Run ``python -m benchflow.harness job_file``; logs go to job_dir/{stdout,stderr}.log.
     prefork: fork it from this process's zygote of that kind (``torch``, ``xla``: what
-    it imported already) instead."""
+    it imported already) instead; build_key (share_build): from the zygote that built
+    the model of that key, where one can (job_dir/build.log: the build's output)."""
     result_path = result_path or job_dir / "child_result.json"
     result_path.unlink(missing_ok=True)
     stdout_path = job_dir / f"{log_prefix}stdout.log"
     stderr_path = job_dir / f"{log_prefix}stderr.log"
     if prefork:
         forked = _run_forked(
-            prefork, job_file, timeout_s, result_path, stdout_path, stderr_path, env
+            prefork, job_file, timeout_s, result_path, stdout_path, stderr_path, env, build_key
         )
         if forked is not None:
             return forked
@@ -142,14 +144,20 @@ def _run_forked(
     stdout_path: Path,
     stderr_path: Path,
     env: dict[str, str] | None,
+    build_key: str | None = None,
 ) -> Outcome | None:
-    """The job as a child forked from this process's zygote; None if the zygote cannot
-    be used (it is then reported, and the caller spawns instead)."""
+    """The job as a child forked from this process's zygote (or its model's); None if
+    the zygote cannot be used (it is then reported, and the caller spawns instead)."""
+    from benchflow.runner.model_zygote import for_build
     from benchflow.runner.zygote import ZygoteError, shared
 
     try:
         zygote = shared(kind)  # started already by start_zygote(), normally
         zygote.wait_ready()
+        if build_key:  # before the job's clock starts, as the zygote's own start
+            build = {"key": build_key, "job": str(job_file), "env": env or {}}
+            build |= {"cwd": str(Path.cwd()), "log": str(stdout_path.parent / "build.log")}
+            zygote = for_build(kind, build, timeout_s) or zygote
         start = time.perf_counter()
         pid = zygote.fork(job_file, Path.cwd(), env or {}, stdout_path, stderr_path)
     except (ZygoteError, OSError) as exc:

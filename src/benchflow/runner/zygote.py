@@ -50,6 +50,12 @@ answers ``{"pid", "returncode"}`` (negative: killed by that signal, as Popen). T
 ``torch`` zygote the parent may instead write ``{"zygote": KIND, "socket": PATH,
 "cpus"}``; it answers ``{"zygote_pid"}`` once the new zygote is forked, which then
 connects to PATH and says ``{"ready"}`` there after its imports.
+
+share_build=true: a zygote of any kind may also fork a *model's* zygote, with
+``"build": {"key", "job", "env", "cwd", "log"}`` in that request: it builds the model
+of the job file ``job`` (runner/model_zygote.py) in the job's environment and folder,
+its output to ``log``, and says ``{"ready", "build_s"}``, or ``{"not_built": why}`` and
+exits; its forks are the jobs with the same build key.
 """
 
 from __future__ import annotations
@@ -108,17 +114,24 @@ class Zygote:
     """The parent's handle on one zygote process."""
 
     def __init__(
-        self, kind: str = "torch", cores: list[int] | None = None, base: Zygote | None = None
+        self,
+        kind: str = "torch",
+        cores: list[int] | None = None,
+        base: Zygote | None = None,
+        build: dict[str, Any] | None = None,
     ) -> None:
-        """A fresh interpreter of `kind`, or (`base`: a running ``torch`` zygote) one
-        forked from it. `cores`: where its imports run."""
+        """A fresh interpreter of `kind`, or (`base`: a running zygote) one forked from
+        it; `build` (with `base` of the same kind): the zygote of that model. `cores`:
+        where its imports (and build) run."""
         self.kind = kind
         self._ready = False
         self._ready_lock = threading.Lock()  # a pre-start thread and a job may both wait
         self.proc: subprocess.Popen[bytes] | None = None
         self._sock: socket.socket | None = None
+        self.build_s: float | None = None
+        self._closed = False
         if base is not None:
-            self._fork_from(base, cores)
+            self._fork_from(base, cores, build)
             return
         # The import runs on the cores of the job that asked for the zygote (its CPU
         # slot), so it never competes with a job timing on other cores.
@@ -138,7 +151,9 @@ class Zygote:
         self._out: IO[bytes] = self.proc.stdout
         self._in: IO[bytes] = self.proc.stdin
 
-    def _fork_from(self, base: Zygote, cores: list[int] | None) -> None:
+    def _fork_from(
+        self, base: Zygote, cores: list[int] | None, build: dict[str, Any] | None
+    ) -> None:
         folder = tempfile.mkdtemp(prefix="benchflow-zygote-")  # 0700: ours alone
         path = os.path.join(folder, "s")
         try:
@@ -147,7 +162,8 @@ class Zygote:
                 listener.listen(1)
                 listener.settimeout(CONNECT_TIMEOUT_S)
                 base.wait_ready()
-                base._say({"zygote": self.kind, "socket": path, "cpus": cores or []})
+                request = {"zygote": self.kind, "socket": path, "cpus": cores or []}
+                base._say(request | ({"build": build} if build else {}))
                 msg = base._read(CONNECT_TIMEOUT_S)
                 if msg is None or not msg.get("zygote_pid"):  # 0: its fork failed
                     raise ZygoteError(f"the {base.kind} zygote did not fork a zygote: {msg}")
@@ -182,6 +198,8 @@ class Zygote:
         with self._ready_lock:
             if not self._ready:
                 msg = self._read(timeout)
+                if msg is not None and "not_built" in msg:
+                    raise ZygoteError(f"the model was not built: {msg['not_built']}")
                 if msg is None or "ready" not in msg:
                     raise ZygoteError(f"the zygote did not start: {msg}")
                 self._ready = True
@@ -193,6 +211,7 @@ class Zygote:
                     self.import_s,
                     json.dumps(msg.get("state")),
                 )
+                self.build_s = msg.get("build_s")
         return self.import_s
 
     def fork(
@@ -226,14 +245,19 @@ class Zygote:
             return False
 
     def close(self) -> None:
+        if self._closed:  # (its pid may be another process's by now)
+            return
+        self._closed = True
         with contextlib.suppress(Exception):
             self._in.close()  # end of its input: its loop ends, it exits
             if self._sock is not None:  # (a socket ends only when every reader is closed)
                 self._sock.shutdown(socket.SHUT_WR)
             if self.proc is not None:
                 self.proc.wait(timeout=10)
-            else:
-                psutil.Process(self.pid).wait(timeout=10)
+            else:  # not our child: exited once a zombie, whenever init reaps it
+                deadline = time.monotonic() + 10
+                while self.alive() and time.monotonic() < deadline:
+                    time.sleep(0.01)
         if self._sock is not None:
             self._sock.close()
         if self.alive():
@@ -392,7 +416,7 @@ def _become_zygote(request: dict[str, Any]) -> None:
         sock.connect(request["socket"])
         if request.get("cpus"):
             os.environ[ENV_CPUS] = ",".join(map(str, request["cpus"]))
-        serve(request["zygote"], sock.makefile("rb"), sock.makefile("wb"))
+        serve(request["zygote"], sock.makefile("rb"), sock.makefile("wb"), request.get("build"))
         code = 0
     except BaseException:
         import traceback
@@ -404,7 +428,9 @@ def _become_zygote(request: dict[str, Any]) -> None:
         os._exit(code)
 
 
-def serve(kind: str, stdin: IO[bytes], stdout: IO[bytes]) -> None:
+def serve(
+    kind: str, stdin: IO[bytes], stdout: IO[bytes], build: dict[str, Any] | None = None
+) -> None:
     t0 = time.perf_counter()
     if not _BEFORE_IMPORTS:  # a zygote forked from another keeps that one's
         _BEFORE_IMPORTS.update(os.environ)  # what its forked jobs record as their start
@@ -428,16 +454,25 @@ def serve(kind: str, stdin: IO[bytes], stdout: IO[bytes]) -> None:
 
     benchflow.harness.child.preload()
 
-    # Forked children pin themselves to their own job's cores.
-    os.sched_setaffinity(0, allowed)
-    os.environ.pop(ENV_CPUS, None)
-    state = pristine(threads)  # raises if the preloads started or created anything
-
     def say(data: dict[str, Any]) -> None:
         stdout.write((json.dumps(data) + "\n").encode())
         stdout.flush()
 
-    say({"ready": time.perf_counter() - t0, "state": state})
+    built: dict[str, float] = {}
+    if build is not None:  # a model's zygote: the build on the first job's cores
+        from benchflow.runner.model_zygote import build_model
+
+        try:
+            built["build_s"] = build_model(build)
+        except Exception as exc:  # the jobs build their own and report it as theirs
+            say({"not_built": f"{type(exc).__name__}: {exc}"[:2000]})
+            return
+    # Forked children pin themselves to their own job's cores.
+    os.sched_setaffinity(0, allowed)
+    os.environ.pop(ENV_CPUS, None)
+    state = pristine(threads)  # raises if the preloads (or the build) started anything
+
+    say({"ready": time.perf_counter() - t0, "state": state} | built)
     for line in stdin:
         request = json.loads(line)
         if "zygote" in request:

@@ -173,6 +173,17 @@ def job_name(cfg: BenchConfig) -> str:
     return "·".join(parts)
 
 
+def _not_shared(cfg: BenchConfig) -> str | None:
+    """Why a job with share_build=true builds its own model anyway (None: it shares)."""
+    from benchflow.models.sharing import build_device
+
+    if not cfg.prefork:
+        return "prefork=false (the model is built in the preforked interpreter)"
+    if (where := build_device(cfg)) != "cpu":
+        return f"TorchBench builds {cfg.model.name} on the job's device ({where}), not the host"
+    return None
+
+
 def plan_job(composed: Any, num: int, overrides: Sequence[str], *, single: bool = False) -> Job:
     """One composed config -> its Job. Raises ConfigError for a bad value (the sweep
     must not start); an invalid combination is a Job that never runs (`invalid`),
@@ -229,6 +240,8 @@ def _with_rules(cfg: BenchConfig, num: int, overrides: tuple[str, ...], single: 
             f"dynamo={cfg.dynamo.name} with xla={cfg.xla.name}: it has no XLA IR; "
             "allowed: xla=PJRT or dynamo=openxla (or ir=none)"
         )
+    if cfg.share_build and not single and (why := _not_shared(cfg)):
+        notes.append(f"share_build=true, but {why}: it builds its own model")
     if notes and single and not skip:
         raise ConfigError(notes[0])  # a single run asked for something it cannot have
     return Job(

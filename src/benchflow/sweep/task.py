@@ -28,6 +28,7 @@ from benchflow.core.files import write_json_atomic
 from benchflow.core.job import Job, JobSpec, Plan
 from benchflow.core.layout import JobDir, SweepDir
 from benchflow.core.status import Status
+from benchflow.models import sharing
 from benchflow.results import phases
 from benchflow.results.child import ChildResult
 from benchflow.results.io import current, known_rows, record_row, tally
@@ -334,6 +335,15 @@ def zygote_kind(job: Job, env: dict[str, str] | None = None) -> str | None:
     return backends.get(job.backend).zygote(env, trains=job.config.test.name == "train")
 
 
+def build_key(job: Job) -> str | None:
+    """share_build=true: the key of the job's model build, which it shares with the
+    sweep's other jobs of that key (None: it builds its own)."""
+    cfg = job.config
+    if not (cfg.share_build and cfg.prefork) or job.invalid or job.skip:
+        return None
+    return sharing.build_key(cfg)
+
+
 def compile_cache_env(job: Job, job_dir: JobDir) -> dict[str, str]:
     """compile_cache=cold: a fresh Inductor cache for this job (and XLA's in-memory one,
     which dies with the child), so compile times never depend on what ran before.
@@ -360,4 +370,5 @@ def _run_child(job: Job, where: Where, env: dict[str, str], zygote: str | None) 
             job.config.timeout_s,
             env=env,
             prefork=zygote,
+            build_key=build_key(job) if zygote else None,
         )

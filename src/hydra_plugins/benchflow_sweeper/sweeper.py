@@ -27,7 +27,9 @@ from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from benchflow.core.layout import SweepDir
 
 if TYPE_CHECKING:
+    from benchflow.core.job import Job
     from benchflow.sweep.compose import Composer
+    from benchflow.sweep.order import Build
 
 
 class _PlannedConfigs:
@@ -81,15 +83,13 @@ class BenchflowSweeper(BasicSweeper):
         from benchflow.sweep import rerun
         from benchflow.sweep.compose import Composer
         from benchflow.sweep.plan import plan_config
-        from benchflow.sweep.task import zygote_kind
+        from benchflow.sweep.task import build_key, zygote_kind
 
         assert self.config is not None and self.hydra_context is not None
         composer = Composer(self.hydra_context.config_loader, self.config)
         if self._planned is not None:
             self._planned.composer = composer
         jobs, errors = [], []
-        kinds: list[str] = []  # the zygotes the jobs fork from, in the order first needed
-        cpus_per_job = None
         all_jobs = [job for chunk in (self.overrides or []) for job in chunk]
         for num, overrides in enumerate(all_jobs):
             try:
@@ -100,16 +100,23 @@ class BenchflowSweeper(BasicSweeper):
             except ConfigError as exc:
                 errors.append(f"job {num} ({' '.join(overrides)}): {exc}")
                 continue
-            runs = not (job.invalid or job.skip)  # others start no child, need no zygote
-            if runs and (kind := zygote_kind(job)) and kind not in kinds:
-                kinds.append(kind)
-                cpus_per_job = job.config.cpus_per_job
             jobs.append(job)
         if errors:
             print("benchflow: error: the sweep has bad values; nothing was run.", file=sys.stderr)
             for line in errors:
                 print(f"  {line}", file=sys.stderr)
             raise SystemExit(2)
+        if not rerun.PENDING:  # (a rerun runs the recorded jobs in their recorded order)
+            jobs = self._in_run_order(
+                jobs, [(k, zygote_kind(j) or "") if (k := build_key(j)) else None for j in jobs]
+            )
+        kinds: list[str] = []  # the zygotes the jobs fork from, in the order first needed
+        cpus_per_job = None
+        for job in jobs:
+            runs = not (job.invalid or job.skip)  # others start no child, need no zygote
+            if runs and (kind := zygote_kind(job)) and kind not in kinds:
+                kinds.append(kind)
+                cpus_per_job = job.config.cpus_per_job
         sweep = SweepDir(Path(self.config.hydra.sweep.dir))
         sweep.path.mkdir(parents=True, exist_ok=True)
         # sweep_args: the command line's overrides, so `resume=true` can find this folder.
@@ -124,3 +131,20 @@ class BenchflowSweeper(BasicSweeper):
         from benchflow.sweep.callbacks import start_sweep
 
         start_sweep(self.config)  # the MLflow parent run, now that the grid is valid
+
+    def _in_run_order(self, jobs: list[Job], builds: list[Build | None]) -> list[Job]:
+        """The jobs in the order they run (benchflow.sweep.order: those sharing a model
+        build together), numbered in that order; Hydra's batches are reordered in place
+        (the first is the batch being checked, which the launcher runs next)."""
+        from benchflow.sweep.order import run_order
+
+        order = run_order(builds)
+        batches = self.overrides or []
+        if order == sorted(order) or not all(isinstance(b, list) for b in batches):
+            return jobs
+        moved = [jobs[i] for i in order]
+        flat = [list(job.overrides) for job in moved]
+        for batch in batches:
+            assert isinstance(batch, list)
+            batch[:], flat = flat[: len(batch)], flat[len(batch) :]
+        return [dataclasses.replace(job, num=num) for num, job in enumerate(moved)]

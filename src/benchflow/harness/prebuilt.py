@@ -1,0 +1,166 @@
+"""share_build: the model built once, in a preforked interpreter of its own, for every
+job with the same build (benchflow.models.sharing.build_key).
+
+That interpreter (runner/zygote.py) runs :func:`build_here` as the job's child would
+run its build: the allocator's settings, the matmul precision, the seed, then the
+model's construction; its jobs are forked from it after, each with its own copy
+(copy-on-write), and the first build of each job (:func:`take`) finishes that copy
+(``place``: the dtype cast and device move) instead of building again. Verify, the
+compile profile and IR passes build their own models, as without sharing.
+
+The build runs on one thread: GNU OpenMP (libgomp, torch's CPU thread pool) cannot
+fork once it has run a parallel region on more than one thread (a child's next
+parallel region waits for pool threads that were not forked: it hangs), so the
+process that forks jobs must never have used more than one. An op of the build whose
+result depends on the thread count (a large reduction, a matmul) may then differ in
+its last bits from the build of a job that runs on more threads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from benchflow.config.schema import BenchConfig
+from benchflow.models.sharing import build_key
+
+
+@dataclass
+class Prebuilt:
+    key: str  # the build key it was built for
+    model: Any  # as built: benchflow.models.registry.Built
+    build_s: float
+    # Python's `random` after the build: a fork reseeds it in the child (os.register_at_fork
+    # in the random module), so a job forked from here would not find it as built
+    python_rng: Any = None
+
+
+_prebuilt: Prebuilt | None = None
+
+
+def threads_alive() -> int:
+    """This process's threads (Linux)."""
+    return len(os.listdir("/proc/self/task"))
+
+
+def build_here(cfg: BenchConfig) -> float:
+    """In a model's zygote: build the model of `cfg` as its job's child would, before the
+    dtype cast and device move; returns how long it took. Raises what the build raises,
+    and RuntimeError if the build left a thread running (forking would then be unsafe)."""
+    global _prebuilt
+    import torch
+
+    from benchflow.harness.child import seed_everything, steady_host_allocator
+    from benchflow.models.registry import build_model
+
+    key = build_key(cfg)
+    assert key is not None, "only a job built on the host shares its build"
+    t0 = time.perf_counter()
+    before = threads_alive()
+    steady_host_allocator()  # as the job's child, so the model's memory is laid out alike
+    torch.set_float32_matmul_precision(cfg.matmul_precision)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # see above: no OpenMP pool in a process that forks
+    try:
+        seed_everything(cfg.seed)
+        model = build_model(cfg)
+    finally:
+        torch.set_num_threads(threads)  # a child forked from here sets its own
+    if (after := threads_alive()) > before:
+        raise RuntimeError(
+            f"building {cfg.model.name} started {after - before} thread(s); a process "
+            "forked from here could deadlock"
+        )
+    import random
+
+    _prebuilt = Prebuilt(key, model, time.perf_counter() - t0, random.getstate())
+    return _prebuilt.build_s
+
+
+def take(cfg: BenchConfig) -> Prebuilt | None:
+    """In a job's child: the model built before the fork, if it was built for this
+    config; once (every later build of the job builds anew)."""
+    global _prebuilt, _taken_s
+    found, _prebuilt = _prebuilt, None
+    if found is None or found.key != build_key(cfg):
+        return None
+    import random
+
+    random.setstate(found.python_rng)  # as the build left it, before the fork reseeded it
+    _taken_s = found.build_s
+    return found
+
+
+_taken_s: float | None = None
+
+
+def taken_build_s() -> float | None:
+    """The seconds of the shared build this job's model came from (None: the job
+    built its own)."""
+    return _taken_s
+
+
+# BENCHFLOW_BUILD_RECORD=FILE: each job's child appends to FILE what its first build made
+# (hashes of the weights, the inputs and the RNG state after it, as placed on the job's
+# device; tensors off the CPU by dtype and shape only: a transfer would add to the
+# device's counters): how tests/test_prefork.py checks that a shared build and a job's
+# own agree.
+ENV_RECORD = "BENCHFLOW_BUILD_RECORD"
+_recorded = False
+
+
+def record(model: Any) -> None:
+    """With BENCHFLOW_BUILD_RECORD set, the first build's record (once per process)."""
+    global _recorded
+    path = os.environ.get(ENV_RECORD)
+    if not path or _recorded:
+        return
+    _recorded = True
+    line: dict[str, Any] = {"job": sys.argv[-1], "parent_pid": os.getppid()}
+    line["prebuilt"] = _taken_s is not None
+    try:
+        line |= _hashes(model)
+    except Exception as exc:  # a record, never the job's failure
+        line["error"] = f"{type(exc).__name__}: {exc}"
+    with open(path, "a") as f:  # one short line, appended whole
+        f.write(json.dumps(line) + "\n")
+
+
+def _hashes(model: Any) -> dict[str, str | None]:
+    import random
+
+    import numpy as np
+    import torch
+
+    def tensors(value: Any) -> str:
+        h = hashlib.sha256()
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for name, t in items:
+            if isinstance(t, torch.Tensor):
+                h.update(f"{name}:{t.dtype}:{tuple(t.shape)}:{t.device.type}".encode())
+                if t.device.type == "cpu":
+                    flat = t.detach().contiguous().reshape(-1)
+                    h.update(flat.view(torch.uint8).numpy().tobytes())
+        return h.hexdigest()[:16]
+
+    def text(value: Any) -> str:
+        return hashlib.sha256(repr(value).encode()).hexdigest()[:16]
+
+    try:
+        module, inputs = model.get_module()
+    except NotImplementedError:
+        module, inputs = None, ()
+    if not isinstance(inputs, (dict, list, tuple)):
+        inputs = (inputs,)
+    return {
+        "weights": tensors(module.state_dict()) if isinstance(module, torch.nn.Module) else None,
+        "inputs": tensors(inputs),
+        "torch_rng": hashlib.sha256(torch.get_rng_state().numpy().tobytes()).hexdigest()[:16],
+        "numpy_rng": text(np.random.get_state()),
+        "python_rng": text(random.getstate()),
+    }
