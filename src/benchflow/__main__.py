@@ -251,21 +251,5 @@ def _load_or_exit(path: object, choice: str) -> object:
         raise SystemExit(2) from None
 
 
-def _leave() -> None:
-    """The end of `python -m benchflow`: exit handlers run (zygotes closed, logs flushed),
-    then the process leaves without tearing the interpreter down. A sweep's parent
-    holds every job's composed config (Hydra keeps them with the jobs' returns);
-    freeing them one by one took seconds at 1,000 jobs, and everything a sweep
-    writes is on disk and closed by then."""
-    import atexit
-    import os
-
-    atexit._run_exitfuncs()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
-
-
 if __name__ == "__main__":
     main()
-    _leave()
