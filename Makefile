@@ -69,8 +69,11 @@ test: setup browser docs ## Run the default test suite (real torch_xla, Inductor
 test-full: setup browser ## Run every test, including the long end-to-end ones
 	$(PY) -m pytest -m "full or not full"
 
-bench: setup ## Harness benchmarks: orchestration overhead, timing fidelity vs torch.utils.benchmark
-	$(PY) benchmarks/harness_bench.py --out benchmarks/RESULTS.md
+# With XLA_CHECKOUT= and TORCHBENCH_ROOT= (as for compare-xr) it adds the TorchBench grid
+# against the experiment runner (about 15 minutes more).
+bench: setup ## Harness benchmarks: time per phase, a 1,000-job sweep, timing fidelity (XLA_CHECKOUT=, TORCHBENCH_ROOT=: the TorchBench grid too)
+	$(if $(and $(XLA_CHECKOUT),$(TORCHBENCH_ROOT)),$(UV) sync --locked --extra ray --extra suites --extra torchbench)
+	$(PY) benchmarks/harness_bench.py --out benchmarks/RESULTS.md $(if $(and $(XLA_CHECKOUT),$(TORCHBENCH_ROOT)),--xla $(XLA_CHECKOUT) --torchbench $(TORCHBENCH_ROOT))
 
 # benchmarks/compare_xr.py: both checkouts outside this project, found by path, e.g.
 #   make compare-xr XLA_CHECKOUT=~/src/xla TORCHBENCH_ROOT=~/src/benchmark MODELS=llama,dlrm

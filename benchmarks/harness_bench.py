@@ -1,11 +1,18 @@
 """`make bench`: measure the harness itself, not the models.
 
-(a) Orchestration overhead per job: a real sweep through the CLI; for each job,
-    its wall time in the parent minus the in-child model work (setup + timed
-    loop). The rest is interpreter start, imports, and result/MLflow handling.
+(a) Where the time goes: a real 16-job sweep through the CLI, spawned and forked;
+    each job's phases (results/phases.py: the parent's gap, start, build, move,
+    compile, warm-up, timed, checks, teardown), and the sweep's figures from them.
 (b) Timing fidelity: benchflow's per-iteration median for a CPU model, eager and
     compiled by Inductor, against torch.utils.benchmark.Timer's median for the same
     callable, in one process, interleaved over a few rounds.
+(c) A 1,000-job tiny eager sweep with MLflow on (--jobs): when the first job starts,
+    the marginal cost of a job, whether the gap between jobs grows, and everything
+    outside the jobs (issue 16's targets beside each).
+(d) With --xla and --torchbench: the TorchBench grid (llama, dlrm, BERT_pytorch,
+    lennard_jones x eager, lazy XLA, inductor, openxla; eval) run by the experiment
+    runner and by benchflow on this machine (benchmarks/compare_xr.py): both walls,
+    and benchflow's time per job and phase.
 
 Writes a dated section to --out (benchmarks/RESULTS.md) and prints it.
 """
