@@ -91,7 +91,9 @@ def test_adaptive_warmup_reaches_the_steady_state(compiled_rows: list[dict[str, 
     assert adaptive["metrics"]["dynamo_unique_graphs"] == [0.0, 0.0, 0.0]
     steady = statistics.median(fixed["metrics"]["per_iter_time_s"][1:])
     got = adaptive["summary"]["per_iter_time_s"]["median"]
-    assert 0.5 * steady < got < 2 * steady, (got, steady)
+    # near the steady time, far from a recompile's (> 5x a steady step, as above); the
+    # margin is wide because the session's other sweep runs beside this tiny model
+    assert 0.25 * steady < got < 4 * steady, (got, steady)
     flags = timing_flags(ResultRow.from_dict(adaptive))
     assert not flags or flags[0].startswith("noisy")
 

@@ -178,9 +178,10 @@ def execute(job: Job, where: Where) -> Execution:
         zygote = zygote_kind(job, env)
         if zygote:
             start_zygote(zygote, cores)  # once per worker and kind, on this slot's cores
-        info.started_at = time.time()  # with wall_time_s: when the child ran
-        launching = time.perf_counter()
+        started_at, launching = time.time(), time.perf_counter()
         outcome = _run_child(job, where, env, zygote)
+        # with wall_time_s: when the child ran (after a model's zygote built it, if any)
+        info.started_at = started_at + ((outcome.launched or launching) - launching)
         ir_s = 0.0
         if outcome.status == Status.OK:
             info.ir_files, ir_s = _extra_passes(job, backend, where.job_dir, env, info.notes)
