@@ -288,7 +288,7 @@ def grid(xla: Path, torchbench: Path) -> list[str]:
         "| | experiment runner v2.9.0 | benchflow |",
         "|---|---|---|",
         f"| sweep wall, s | {runner:.0f} | {ours:.0f} ({ours / runner:.2f}x) |",
-        f"| jobs ok | {walls.get('runner_ok', '-')} of 16 | "
+        f"| jobs ok | {walls.get('runner_ok', '-')} of {len(GRID_MODELS.split(',')) * 4} | "
         f"{sum(r['status'] == 'ok' for r in ran)} of {len(ran)} |",
         "| steps timed per job | 3 (the first compiles) | 5 (cold + 1 warm-up + 3) |",
         "",
