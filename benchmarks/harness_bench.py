@@ -316,6 +316,10 @@ def main() -> None:
     sweep = QUICK if args.quick else SWEEP
     _, spawned = orchestration(sweep, prefork=False)
     table_a, fig = orchestration(sweep, prefork=True)
+    # (c) and (d) before (b): (b) runs torch in this process, and the sweeps after it
+    # once ran several times slower (its threads or compile workers were still there)
+    table_c = big_sweep(args.jobs)[0] if args.jobs else []
+    table_d = grid(args.xla, args.torchbench) if args.xla and args.torchbench else []
     table_b = fidelity()
     when = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
     parts = [
@@ -336,16 +340,10 @@ def main() -> None:
         *table_b,
         "",
     ]
-    if args.jobs:
-        table_c, _ = big_sweep(args.jobs)
+    if table_c:
         parts += [f"(c) A {args.jobs}-job sweep:", "", *table_c, ""]
-    if args.xla and args.torchbench:
-        parts += [
-            "(d) The TorchBench grid against the experiment runner",
-            "",
-            *grid(args.xla, args.torchbench),
-            "",
-        ]
+    if table_d:
+        parts += ["(d) The TorchBench grid against the experiment runner", "", *table_d, ""]
     text = "\n".join(parts)
     print(text)
     if args.out:

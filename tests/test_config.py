@@ -7,6 +7,7 @@ import dataclasses
 import pytest
 from hydra import compose, initialize_config_dir
 from hydra.errors import MissingConfigException
+from tests.conftest import SessionSweep
 
 from benchflow.config.errors import ConfigError, InvalidCombination
 from benchflow.config.schema import BenchConfig
@@ -137,3 +138,31 @@ def test_every_schema_field_has_a_comment() -> None:
             assert commented or "default_factory" in lines[i], (
                 f"{cls.__name__}.{f.name} lacks a comment (on its line or the line above)"
             )
+
+
+def test_a_written_config_reads_back_as_omegaconf_types_it(cases_sweep: SessionSweep) -> None:
+    """config_from_dict's direct path (what asdict wrote) gives what OmegaConf's merge
+    onto the schema gives, for every job of the cases sweep; a value of another type
+    takes the merge, which converts it, and an unknown key is named."""
+    import dataclasses
+    import json
+
+    from omegaconf import OmegaConf
+
+    from benchflow.config.schema import BenchConfig, config_from_dict
+
+    (plan,) = cases_sweep.cwd.glob("multirun/*/*/plan.json")
+    jobs = json.loads(plan.read_text())["jobs"]
+    assert len(jobs) > 50
+    for job in jobs:
+        data = job["config"]
+        merged = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(BenchConfig), data))
+        assert config_from_dict(data) == merged, job["name"]
+    data = jobs[0]["config"]
+    edited = config_from_dict({**data, "repeat": "7", "target_ci": 1})
+    assert edited.repeat == 7 and edited.target_ci == 1.0  # converted, as Hydra would
+    assert dataclasses.replace(edited, repeat=data["repeat"], target_ci=data["target_ci"]) == (
+        config_from_dict(data)
+    )
+    with pytest.raises(Exception, match="no_such_key"):
+        config_from_dict({**data, "no_such_key": 1})
