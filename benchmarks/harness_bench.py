@@ -60,9 +60,16 @@ FIDELITY_ROUNDS = 5
 def run_sweep(sweep: list[str], cwd: str) -> tuple[list[dict], float, float]:
     """Run a sweep through the CLI in `cwd`; (its rows, its command's start and end as
     epoch seconds, the clock the rows' `job.started_at` use)."""
+    # benchflow's own models: with $TORCHBENCH_ROOT set (make bench's (d) sets it), a
+    # model that TorchBench also has would be TorchBench's
+    env = {k: v for k, v in os.environ.items() if k != "TORCHBENCH_ROOT"}
     start = time.time()
     proc = subprocess.run(
-        [sys.executable, "-m", "benchflow", *sweep], cwd=cwd, capture_output=True, text=True
+        [sys.executable, "-m", "benchflow", *sweep],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env=env,
     )
     end = time.time()
     if proc.returncode != 0:
