@@ -209,14 +209,18 @@ class Tracker:
         for name, values in (series or {}).items():
             items += [Metric(name, float(v), now, i) for i, v in enumerate(values)]
         kept = [Param(k, str(v)[:6000]) for k, v in (params or {}).items()]
-        marks = [RunTag(k, str(v)[:8000]) for k, v in (tags or {}).items() if v is not None]
+
+        def run_tags(values: dict[str, Any] | None) -> list[Any]:
+            return [RunTag(k, str(v)[:8000]) for k, v in (values or {}).items() if v is not None]
+
+        marks = run_tags(tags)
         # Per call, MLflow takes 1,000 metrics, 100 params, 100 tags, 1,000 in all.
         calls: list[tuple[list[Any], list[Any], list[Any]]] = list(
             itertools.zip_longest(
                 _chunks(items, 800), _chunks(kept, 100), _chunks(marks, 100), fillvalue=[]
             )
         )
-        last = [RunTag(k, str(v)[:8000]) for k, v in (last_tags or {}).items() if v is not None]
+        last = run_tags(last_tags)
         if last and calls and len(calls[-1][2]) + len(last) <= 100:
             m, p, t = calls.pop()
             calls.append((m, p, [*t, *last]))
