@@ -88,6 +88,7 @@ lint: setup ## ruff (lint + format check) and mypy on src/
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/ruff format --check src tests benchmarks
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports --no-cache
 
 format: setup ## Apply ruff's formatting and safe fixes
 	$(VENV)/bin/ruff format src tests benchmarks

@@ -7,9 +7,11 @@ from __future__ import annotations
 import dataclasses
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
+from tests.conftest import REPO
 
 from benchflow import backends
 from benchflow.config.errors import ConfigError, InvalidCombination
@@ -290,40 +292,39 @@ def test_cuda_without_a_gpu_and_too_many_threads_are_refused() -> None:
 
 # --- layers ---------------------------------------------------------------------------
 
-# docs/architecture.md: lowest first; a package imports only its own layer or below.
-LAYERS = [
-    {"config"},
-    {"core"},
-    {"backends"},
-    {"models", "suite"},
-    {"results"},
-    {"runner", "harness"},
-    {"tracking"},
-    {"report"},
-    {"sweep"},
-    {"cli"},
-]
+# The architecture is import-linter's contracts in pyproject.toml (`make lint` checks
+# them too): the layers, lowest last there, and no two modules of a package importing
+# each other. Every import counts, inside functions and under TYPE_CHECKING too.
 
 
-def test_no_package_imports_one_above_it() -> None:
+def _layers() -> list[str]:
+    from importlinter.api import read_configuration
+
+    contracts = read_configuration(str(REPO / "pyproject.toml"))["contracts_options"]
+    return next(c["layers"] for c in contracts if c["id"] == "layers")
+
+
+def test_the_import_contracts_hold() -> None:
+    """benchflow's packages import only from their own layer or below, and no module
+    circle exists (lint-imports exits 1 on a tree whose harness imports runner)."""
+    lint = Path(sys.executable).parent / "lint-imports"
+    done = subprocess.run(
+        [str(lint), "--no-cache", "pyproject.toml"], cwd=REPO, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Contracts: 2 kept, 0 broken." in done.stdout
+
+
+def test_every_package_has_its_layer_and_the_docs_say_the_same_order() -> None:
     import re
-    from pathlib import Path
 
     import benchflow
 
-    level = {pkg: n for n, layer in enumerate(LAYERS) for pkg in layer}
+    layers = _layers()
     src = Path(benchflow.__file__).parent
     packages = {p.name for p in src.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
-    assert packages == set(level), "a new package needs its place in LAYERS and the docs"
-    upward = []
-    for path in src.rglob("*.py"):
-        pkg = path.relative_to(src).parts[0]
-        if pkg not in level:
-            continue  # __main__.py: the entry point, above everything
-        text = path.read_text()
-        deps = re.findall(r"^\s*from benchflow\.(\w+)", text, re.M)
-        deps += re.findall(r"^\s*from benchflow import (\w+)", text, re.M)
-        for dep in deps:
-            if level.get(dep, -1) > level[pkg]:
-                upward.append(f"{path.relative_to(src)} imports benchflow.{dep}")
-    assert upward == []
+    assert packages | {"__main__"} == set(layers), "a new package needs its layer and the docs"
+    text = (REPO / "docs" / "architecture.md").read_text()
+    line = re.search(r"\*\*Layers\*\*, lowest first: (.*?)\. A module", text, re.S)
+    assert line, "docs/architecture.md states the layers"
+    assert re.findall(r"`([\w.]+)`", line.group(1)) == list(reversed(layers))

@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 from tests.conftest import SEARCHPATH, CliResult, EarlySweeps, early, run_cli, sweep_runs
 
+from benchflow.core import cpus
 from benchflow.core.layout import SweepDir
 from benchflow.results.headline import median_time
 from benchflow.results.row import ResultRow
-from benchflow.runner import cpus
 from benchflow.tracking.sync import LOGGED_TAG
 
 # 4 jobs: 2 that time a model and 2 that fail in their step (a failure must be the same
@@ -193,7 +193,7 @@ def test_a_job_waits_while_another_process_holds_its_cores(
             sys.executable,
             "-c",
             "import sys, time\n"
-            "from benchflow.runner.cpus import cpu_slot\n"
+            "from benchflow.core.cpus import cpu_slot\n"
             "with cpu_slot(1, 'the other sweep'):\n"
             "    print('held', flush=True); time.sleep(3)\n",
         ],

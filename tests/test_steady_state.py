@@ -183,7 +183,7 @@ def test_adaptive_repeat_stops_when_the_interval_is_tight_and_at_its_cap() -> No
 ALLOCATOR = r"""
 import ctypes, resource
 import torch
-from benchflow.harness.child import M_MMAP_THRESHOLD, M_TRIM_THRESHOLD, steady_host_allocator
+from benchflow.harness.process import M_MMAP_THRESHOLD, M_TRIM_THRESHOLD, steady_host_allocator
 
 def faults_per_step():
     seen = []

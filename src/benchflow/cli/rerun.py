@@ -143,9 +143,9 @@ def _now_vs_recorded(
     """What differs between the recorded environment and the one a job started now
     would have, in the facts known before a job runs (not the CPUs a job gets, its GPU,
     nor the variables benchflow sets for each job)."""
+    from benchflow.core.cpus import child_env
     from benchflow.harness.child import versions
     from benchflow.results.provenance import provenance, speed_env
-    from benchflow.runner.cpus import child_env
 
     per_job_env = set(child_env([0], None))
 

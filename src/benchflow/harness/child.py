@@ -8,7 +8,6 @@ log; a crash leaves no result.json, and the parent reports it from the exit code
 
 from __future__ import annotations
 
-import ctypes
 import dataclasses
 import json
 import logging
@@ -26,14 +25,15 @@ from benchflow import backends
 from benchflow.backends.base import Backend
 from benchflow.config.schema import BenchConfig
 from benchflow.core import clock
+from benchflow.core.cpus import ENV_CPUS, pin_self, span
 from benchflow.core.files import write_json_atomic
 from benchflow.core.job import JobSpec
 from benchflow.core.layout import JobDir
 from benchflow.core.status import Status
+from benchflow.harness.process import limit_memory, seed_everything, steady_host_allocator
 from benchflow.models.errors import ModelSkipped
 from benchflow.results.child import ChildResult, ChildTimings, Digest, Timing, Versions
 from benchflow.results.provenance import job_env
-from benchflow.runner.cpus import ENV_CPUS, pin_self, span
 
 if TYPE_CHECKING:
     from benchflow.models.step import TimedStep
@@ -102,25 +102,15 @@ def preload() -> None:
     from benchflow.models import bert, dlrm, llama, resnet  # noqa: F401  (the built-ins)
 
 
-def seed_everything(seed: int) -> None:
-    import random
-
-    import numpy as np
-    import torch
-
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-
-
 def run(cfg: BenchConfig, backend: type[Backend], out_dir: Path) -> ChildResult:
     """Build, prepare and time one job. Returns the child's part of the result row."""
     t_import = time.perf_counter()
+    import scipy.stats  # noqa: F401  (the timing loop's interval: an import, not timed work)
     import torch
 
     from benchflow.harness import prebuilt
     from benchflow.harness.profiling import profile_compile, profile_pass
-    from benchflow.harness.timing import measure
+    from benchflow.harness.timing import Sampling, measure
     from benchflow.harness.verify import verify
 
     device = backend.make_device(cfg.accelerator.name)
@@ -165,16 +155,21 @@ def run(cfg: BenchConfig, backend: type[Backend], out_dir: Path) -> ChildResult:
     m = measure(
         step,
         device,
-        repeat=cfg.repeat,
-        iterations_per_run=cfg.iterations_per_run,
+        sampling=Sampling(
+            repeat=cfg.repeat,
+            iterations_per_run=cfg.iterations_per_run,
+            adaptive_repeat=cfg.adaptive_repeat,
+            max_repeat=cfg.max_repeat,
+            target_ci=cfg.target_ci,
+            min_run_time_s=cfg.min_run_time_s,
+            timed_budget_s=cfg.timed_budget_s,
+            slowdown=cfg.slowdown or 0.0,
+        ),
         warmup=cfg.warmup,
         probes=probes,
         trace_time=backend.on_xla,
         adaptive_warmup=cfg.adaptive_warmup,
         max_warmup=cfg.max_warmup,
-        adaptive_repeat=cfg.adaptive_repeat,
-        max_repeat=cfg.max_repeat,
-        target_ci=cfg.target_ci,
         on_first=summarize_first,
     )
     measure_s = time.perf_counter() - t_measure
@@ -231,7 +226,12 @@ def run(cfg: BenchConfig, backend: type[Backend], out_dir: Path) -> ChildResult:
             warmup_steps=m.warmup_steps,
             warmup_settled=m.warmup_settled,
             repeats=len(m.per_repeat.get("per_iter_time_s", [])),
+            adaptive=cfg.repeat is None or cfg.adaptive_repeat,
+            stop=m.stop,
             ci_rel=m.ci_rel,
+            iterations_per_run=m.iterations_per_run,
+            calibrated=m.calibrated,
+            calibration_steps=m.calibration_steps,
             compile_cache=cfg.compile_cache,
             launch=os.environ.get("BENCHFLOW_LAUNCH", "spawn"),
             # forked: what the zygote had imported (the rest was imported in the job)
@@ -345,43 +345,6 @@ def build_step(
     )
 
 
-# glibc's mallopt parameters (malloc.h) and the values a job's child sets.
-M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
-MMAP_THRESHOLD = 32 * 1024**2  # glibc's own ceiling for it on 64-bit
-TRIM_THRESHOLD = 1024**3
-
-
-def steady_host_allocator() -> bool:
-    """Make the host's malloc reuse freed memory instead of handing it back each step.
-
-    torch's CPU allocator asks glibc's malloc for every tensor. By default glibc maps a
-    block of 128 KiB or more anew (mmap) and unmaps it when freed, and gives back
-    (trims) free memory above the heap's top; it raises both thresholds only after the
-    process frees such a block, so whether a step's temporaries page-fault on every
-    call depends on what the process allocated before. Measured on a 2-core VM: llama
-    eval 106 ms/iter with 21k page faults a step, 88 ms with none;
-    pyhpc_isoneutral_mixing on Inductor 431-448 ms against 367-375 ms. Fixed thresholds
-    (blocks under 32 MiB come from the heap, which keeps up to 1 GiB free) give every
-    job the steady state; blocks of 32 MiB or more are still mapped per use. Returns
-    False where the C library has no mallopt (not glibc)."""
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):
-        return False
-    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    return bool(
-        mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD) and mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD)
-    )
-
-
-def _limit_memory(gb: float) -> None:
-    """memory_limit_gb: RLIMIT_DATA caps the heap and every private anonymous mapping
-    (Linux >= 4.7), which is where tensors live; compile workers inherit it."""
-    limit = int(gb * 1024**3)
-    resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
-    log.info("memory limit: %.2f GiB of data (RLIMIT_DATA)", gb)
-
-
 def _out_of_memory(exc: BaseException) -> bool:
     if isinstance(exc, MemoryError):
         return True
@@ -420,7 +383,7 @@ def main(argv: list[str]) -> int:
     try:
         backend = backends.of_row(cfg.dynamo.name, cfg.xla.name)  # the config is resolved
         if cfg.memory_limit_gb:
-            _limit_memory(cfg.memory_limit_gb)
+            limit_memory(cfg.memory_limit_gb)
         if job.ir:
             ir_pass(cfg, backend)
         else:

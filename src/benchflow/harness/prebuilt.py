@@ -18,12 +18,15 @@ its last bits from the build of a job that runs on more threads.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import logging
 import os
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from benchflow.config.schema import BenchConfig
@@ -55,7 +58,7 @@ def build_here(cfg: BenchConfig) -> float:
     global _prebuilt
     import torch
 
-    from benchflow.harness.child import seed_everything, steady_host_allocator
+    from benchflow.harness.process import seed_everything, steady_host_allocator
     from benchflow.models.registry import build_model
 
     key = build_key(cfg)
@@ -164,3 +167,41 @@ def _hashes(model: Any) -> dict[str, str | None]:
         "numpy_rng": text(np.random.get_state()),
         "python_rng": text(random.getstate()),
     }
+
+
+def build_from_request(build: dict[str, Any]) -> float:
+    """In the model's zygote: build the model of the job file ``build["job"]``
+    (build_here) in that job's environment and folder, its output (prints, log
+    lines) to ``build["log"]``; the zygote's environment, output and logging are as they
+    were after."""
+    from benchflow.core.job import JobSpec
+
+    job = JobSpec.from_dict(json.loads(Path(build["job"]).read_text()))
+    if build_key(job.config) != build["key"]:
+        raise ValueError(f"job {build['job']} has another build key than {build['key']}")
+    environ = dict(os.environ)
+    out = os.open(build["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    saved = os.dup(1), os.dup(2)
+    handler = logging.StreamHandler(sys.stderr)
+    root = logging.getLogger()
+    level = root.level
+    try:
+        for fd in (1, 2):
+            os.dup2(out, fd)
+        root.addHandler(handler)
+        root.setLevel(logging.INFO)
+        os.environ.update(build["env"])
+        os.chdir(build["cwd"])
+        return build_here(job.config)
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        root.removeHandler(handler)
+        root.setLevel(level)
+        os.environ.clear()
+        os.environ.update(environ)
+        for fd, copy in zip((1, 2), saved, strict=True):
+            os.dup2(copy, fd)
+            os.close(copy)
+        os.close(out)

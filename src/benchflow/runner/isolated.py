@@ -206,7 +206,7 @@ def prestart_zygotes(kinds: list[str], cpus_per_job: int | None) -> None:
     global _prestart
 
     def start_all() -> None:
-        from benchflow.runner.cpus import cpu_slot
+        from benchflow.core.cpus import cpu_slot
         from benchflow.runner.zygote import BASE, shared
 
         what = f"benchflow: starting the {', '.join(kinds)} zygote(s)"

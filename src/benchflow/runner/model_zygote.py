@@ -12,15 +12,10 @@ and build their own, reporting what happens as their own.
 from __future__ import annotations
 
 import atexit
-import contextlib
-import json
 import logging
-import os
-import sys
-from pathlib import Path
 from typing import Any
 
-from benchflow.runner.cpus import ENV_CPUS
+from benchflow.core.cpus import ENV_CPUS
 from benchflow.runner.zygote import Zygote, ZygoteError, shared
 
 log = logging.getLogger(__name__)
@@ -57,43 +52,3 @@ def for_build(kind: str, build: dict[str, Any], timeout_s: float) -> Zygote | No
         log.info("model built once for its jobs in %.2f s (pid %d)", zygote.build_s, zygote.pid)
         _model = (kind, wanted[1], zygote)
     return _model[2]
-
-
-def build_model(build: dict[str, Any]) -> float:
-    """In the model's zygote: build the model of the job file ``build["job"]``
-    (harness/prebuilt.py) in that job's environment and folder, its output (prints, log
-    lines) to ``build["log"]``; the zygote's environment, output and logging are as they
-    were after."""
-    from benchflow.core.job import JobSpec
-    from benchflow.harness.prebuilt import build_here
-    from benchflow.models.sharing import build_key
-
-    job = JobSpec.from_dict(json.loads(Path(build["job"]).read_text()))
-    if build_key(job.config) != build["key"]:
-        raise ZygoteError(f"job {build['job']} has another build key than {build['key']}")
-    environ = dict(os.environ)
-    out = os.open(build["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    saved = os.dup(1), os.dup(2)
-    handler = logging.StreamHandler(sys.stderr)
-    root = logging.getLogger()
-    level = root.level
-    try:
-        for fd in (1, 2):
-            os.dup2(out, fd)
-        root.addHandler(handler)
-        root.setLevel(logging.INFO)
-        os.environ.update(build["env"])
-        os.chdir(build["cwd"])
-        return build_here(job.config)
-    finally:
-        with contextlib.suppress(Exception):
-            sys.stdout.flush()
-            sys.stderr.flush()
-        root.removeHandler(handler)
-        root.setLevel(level)
-        os.environ.clear()
-        os.environ.update(environ)
-        for fd, copy in zip((1, 2), saved, strict=True):
-            os.dup2(copy, fd)
-            os.close(copy)
-        os.close(out)

@@ -80,7 +80,7 @@ from typing import IO, Any
 
 import psutil
 
-from benchflow.runner.cpus import ENV_CPUS, pin_self
+from benchflow.core.cpus import ENV_CPUS, pin_self
 
 log = logging.getLogger(__name__)
 
@@ -93,14 +93,17 @@ log = logging.getLogger(__name__)
 # every Inductor job's first call otherwise) runs with Inductor's cache in a scratch
 # folder, removed after it (_scratch_inductor_cache): the test library it builds is
 # read by no job. torch_xla's import brings its dynamo bridge (openxla); no PJRT client.
-COMPILE_STACK = ("torch", "torch._dynamo", "torch._inductor.compile_fx")
+# Every kind imports these first (scipy.stats: the timing loop's median interval, 1-2 s;
+# like numpy's, its OpenBLAS starts an idle thread pool at import, before the check).
+BASE_MODULES = ("torch", "scipy.stats")
+COMPILE_STACK = (*BASE_MODULES, "torch._dynamo", "torch._inductor.compile_fx")
 KINDS = {
-    "torch": ("torch",),
+    "torch": BASE_MODULES,
     "dynamo": COMPILE_STACK,  # aot_eager, cudagraphs, eager training (its optimizer)
     "inductor": (*COMPILE_STACK, "torch._inductor.cpu_vec_isa.valid_vec_isa_list()"),
-    "xla": ("torch", "torch_xla", "torch_xla._dynamo.dynamo_bridge", "torch._dynamo"),
+    "xla": (*BASE_MODULES, "torch_xla", "torch_xla._dynamo.dynamo_bridge", "torch._dynamo"),
 }
-BASE = "torch"  # every kind imports it first: the other kinds fork from a zygote of it
+BASE = "torch"  # the kind the other kinds fork from, once a zygote of it runs
 ENV_PRELOADED = "BENCHFLOW_PRELOADED"  # in a forked child: what was imported before it
 INDUCTOR_CACHE = "TORCHINDUCTOR_CACHE_DIR"  # Inductor's on-disk cache; a job sets its own
 CONNECT_TIMEOUT_S = 60.0  # a zygote forked from the base connects at once, before importing
@@ -445,7 +448,7 @@ def serve(
     threads = _threads()  # a zygote forked from the base: 1 (fork keeps one thread)
     for name in preload:
         _preload(name)
-        if name == BASE:  # numpy's import starts OpenBLAS's threads; nothing after may
+        if name in BASE_MODULES:  # numpy's and scipy's OpenBLAS threads; nothing after may
             threads = _threads()
     if no_select:
         del os.environ["PJRT_SELECT_DEFAULT_DEVICE"]
@@ -460,10 +463,10 @@ def serve(
 
     built: dict[str, float] = {}
     if build is not None:  # a model's zygote: the build on the first job's cores
-        from benchflow.runner.model_zygote import build_model
+        from benchflow.harness.prebuilt import build_from_request
 
         try:
-            built["build_s"] = build_model(build)
+            built["build_s"] = build_from_request(build)
         except Exception as exc:  # the jobs build their own and report it as theirs
             say({"not_built": f"{type(exc).__name__}: {exc}"[:2000]})
             return

@@ -24,6 +24,7 @@ from omegaconf import DictConfig
 from benchflow import backends
 from benchflow.config.errors import ConfigError
 from benchflow.config.schema import config_to_yaml
+from benchflow.core.cpus import child_env, cpu_slot, span
 from benchflow.core.files import write_json_atomic
 from benchflow.core.job import Job, JobSpec, Plan
 from benchflow.core.layout import JobDir, SweepDir
@@ -34,7 +35,6 @@ from benchflow.results.child import ChildResult
 from benchflow.results.io import current, known_rows, record_row, tally
 from benchflow.results.provenance import provenance
 from benchflow.results.row import JobInfo, Provenance, ResultRow, build_row
-from benchflow.runner.cpus import child_env, cpu_slot, span
 from benchflow.runner.isolated import Outcome, join_prestart, run_isolated, start_zygote
 from benchflow.sweep import progress
 from benchflow.sweep.ir import dump_inductor_code, dump_ir

@@ -1,0 +1,59 @@
+"""The job's process, set up alike wherever its model is built: the RNGs seeded, the
+host allocator made steady, and the memory limit. The child (child.py) and a model's
+zygote (prebuilt.py) both call these before they build a model."""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import resource
+
+log = logging.getLogger(__name__)
+
+
+def seed_everything(seed: int) -> None:
+    import random
+
+    import numpy as np
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+# glibc's mallopt parameters (malloc.h) and the values a job's child sets.
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+MMAP_THRESHOLD = 32 * 1024**2  # glibc's own ceiling for it on 64-bit
+TRIM_THRESHOLD = 1024**3
+
+
+def steady_host_allocator() -> bool:
+    """Make the host's malloc reuse freed memory instead of handing it back each step.
+
+    torch's CPU allocator asks glibc's malloc for every tensor. By default glibc maps a
+    block of 128 KiB or more anew (mmap) and unmaps it when freed, and gives back
+    (trims) free memory above the heap's top; it raises both thresholds only after the
+    process frees such a block, so whether a step's temporaries page-fault on every
+    call depends on what the process allocated before. Measured on a 2-core VM: llama
+    eval 106 ms/iter with 21k page faults a step, 88 ms with none;
+    pyhpc_isoneutral_mixing on Inductor 431-448 ms against 367-375 ms. Fixed thresholds
+    (blocks under 32 MiB come from the heap, which keeps up to 1 GiB free) give every
+    job the steady state; blocks of 32 MiB or more are still mapped per use. Returns
+    False where the C library has no mallopt (not glibc)."""
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    return bool(
+        mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD) and mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD)
+    )
+
+
+def limit_memory(gb: float) -> None:
+    """memory_limit_gb: RLIMIT_DATA caps the heap and every private anonymous mapping
+    (Linux >= 4.7), which is where tensors live; compile workers inherit it."""
+    limit = int(gb * 1024**3)
+    resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+    log.info("memory limit: %.2f GiB of data (RLIMIT_DATA)", gb)

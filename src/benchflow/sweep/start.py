@@ -1,0 +1,114 @@
+"""A sweep's front door: every job planned and checked before any starts, then the
+sweep's folder, plan.json, the preforked interpreters and the MLflow parent run.
+
+Hydra's sweeper (hydra_plugins/benchflow_sweeper) hands over the command line's grid,
+or a plan made elsewhere (`benchflow rerun` plans its jobs from their records), and
+launches the jobs of the :class:`~benchflow.core.job.Plan` this returns, in its order.
+A refused sweep stops here, before its folder exists.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from benchflow.config.errors import ConfigError
+from benchflow.core.job import Job, Plan
+from benchflow.core.layout import SweepDir
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
+
+    from benchflow.sweep.compose import Composer
+
+
+class SweepRefused(Exception):
+    """Some jobs of the sweep have bad values: nothing may run. One line per job."""
+
+    def __init__(self, lines: Sequence[str]) -> None:
+        super().__init__("\n".join(lines))
+        self.lines = list(lines)
+
+
+def read_plan(path: str | Path) -> Plan:
+    """A plan written by another command (`benchflow rerun`), to run as it stands."""
+    return Plan.from_dict(json.loads(Path(path).read_text()))
+
+
+def plan_sweep(
+    composer: Composer,
+    grid: Sequence[Sequence[str]],
+    sweep_args: Sequence[str],
+    given: Plan | None = None,
+) -> Plan:
+    """Every job of the sweep, planned (sweep/plan.py) and numbered in the order it runs.
+
+    `grid` holds each job's overrides, as Hydra expands the command line; `given`, a plan
+    made elsewhere, whose jobs run as planned, in their order (its jobs' overrides must
+    still make a Hydra job: each is composed once here). Raises SweepRefused naming
+    every job with a bad value."""
+    from benchflow.sweep.plan import plan_config
+
+    jobs: list[Job] = []
+    errors: list[str] = []
+    for num, overrides in enumerate(grid):
+        try:
+            typed = composer.typed(overrides)
+            planned = given.job(num) if given else plan_config(typed, num, overrides)
+        except ConfigError as exc:
+            errors.append(f"job {num} ({' '.join(overrides)}): {exc}")
+            continue
+        assert planned is not None, f"the given plan has no job {num}"
+        jobs.append(planned)
+    if errors:
+        raise SweepRefused(errors)
+    if given is None:
+        jobs = in_run_order(jobs)
+    return Plan.of(jobs, len(grid), sweep_args)
+
+
+def in_run_order(jobs: Sequence[Job]) -> list[Job]:
+    """The jobs in the order they run (sweep/order.py: those that share a model build
+    together), each numbered by its place."""
+    from benchflow.sweep.order import run_order
+    from benchflow.sweep.task import build_key, zygote_kind
+
+    builds = [(k, zygote_kind(j) or "") if (k := build_key(j)) else None for j in jobs]
+    order = run_order(builds)
+    if order == sorted(order):
+        return list(jobs)
+    return [dataclasses.replace(jobs[i], num=num) for num, i in enumerate(order)]
+
+
+def jobs_of(plan: Plan) -> list[Job]:
+    """The plan's jobs, by number."""
+    found = [plan.job(num) for num in range(plan.total)]
+    assert all(found), "a plan holds every job of its sweep"
+    return [job for job in found if job is not None]
+
+
+def begin(config: DictConfig, plan: Plan, *, prestart: bool) -> None:
+    """The sweep may run: its folder and plan.json, the zygotes its jobs fork from
+    (`prestart`: when they run in this process, started while the MLflow store and parent
+    run are set up, not after), and the MLflow parent run."""
+    from benchflow.sweep.callbacks import start_sweep
+    from benchflow.sweep.task import zygote_kind
+
+    sweep = SweepDir(Path(config.hydra.sweep.dir))
+    sweep.path.mkdir(parents=True, exist_ok=True)
+    sweep.write_plan(plan)
+    kinds: list[str] = []  # the zygotes the jobs fork from, in the order first needed
+    cpus_per_job = None
+    for job in jobs_of(plan):
+        runs = not (job.invalid or job.skip)  # others start no child, need no zygote
+        if runs and (kind := zygote_kind(job)) and kind not in kinds:
+            kinds.append(kind)
+            cpus_per_job = job.config.cpus_per_job
+    if kinds and prestart:
+        from benchflow.runner.isolated import prestart_zygotes
+
+        prestart_zygotes(kinds, cpus_per_job)
+    start_sweep(config)
