@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -27,9 +28,13 @@ compile time, memory compression ratio), writes report.md, report.csv,
 summary.csv, report.html (+ speedup.png, times.png) and logs them to the
 sweep's MLflow parent run.
 
-With --compare BASE, SOURCE is the candidate: every model whose median time got
-worse by more than --threshold, with the repeats' IQRs apart, is a regression,
-as is a model that passed in BASE and fails in SOURCE; the exit code is then 1.
+With --compare BASE, SOURCE is the candidate, and each row gets a verdict from its
+raw per-repeat samples: regression (the Mann-Whitney U test significant at 5% after
+Benjamini-Hochberg over the rows, and slower than --threshold), improvement, no
+significant change (the change's 95% interval within ±threshold), or insufficient
+data (the samples cannot tell). A regression, or a model that passed in BASE and
+fails in SOURCE, makes the exit code 1; one measured on a busy host is "suspicious"
+and does not (docs/reports.md).
 It first prints what differs between the two sides' environments (CPU features,
 versions, lock, TorchBench checkout, speed settings): a slowdown may come from there.
 --require-same-env makes such a difference an error (exit 2).
@@ -247,7 +252,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             if warning := speed_warning(diffs):
                 print(f"benchflow report: note: {warning}", file=sys.stderr)
             return 1
+        tally = Counter(c.verdict for c in changes)
         print(
-            f"no regression against {base.label if base else ''} (threshold {args.threshold:.1%})"
+            f"no regression against {base.label if base else ''} (threshold {args.threshold:.1%}): "
+            + ", ".join(f"{n} {verdict}" for verdict, n in tally.most_common())
         )
     return 0

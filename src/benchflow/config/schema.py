@@ -150,14 +150,21 @@ class BenchConfig:
     profile: ProfileConfig = field(default_factory=ProfileConfig)
     ir: IrConfig = field(default_factory=IrConfig)
     suite: SuiteConfig = field(default_factory=SuiteConfig)
-    repeat: int = 5  # timed repeats; summaries are taken over these
-    iterations_per_run: int = 5  # steps per repeat, timed together and divided
+    # Timed repeats: null: adaptive (at least 6, then until the median's 95% interval is
+    # within target_ci, timed_budget_s or max_repeat) | N: exactly N (docs/timing.md).
+    repeat: int | None = None
+    # Steps per repeat, timed together and divided; null: calibrated so that a repeat
+    # lasts at least min_run_time_s | N: exactly N.
+    iterations_per_run: int | None = None
     warmup: int = 2  # untimed steps before the first repeat; the first is reported as cold start
     adaptive_warmup: bool = False  # after `warmup`, step until nothing compiles and times settle
     max_warmup: int = 50  # the cap on adaptive warm-up steps (warmup included)
-    adaptive_repeat: bool = False  # after `repeat`, add repeats until the CI is within target_ci
+    adaptive_repeat: bool = False  # with repeat=N: N at least, then adaptive as repeat=null
     max_repeat: int = 50  # the cap on adaptive repeats
-    target_ci: float = 0.02  # adaptive repeats: 95% CI half-width / median to reach
+    target_ci: float = 0.02  # adaptive repeats: the median's 95% interval, ± this fraction of it
+    # Diagnostics: every timed step made this fraction slower by a busy-wait on the host
+    # (0.05: 5%), to check that a comparison catches a known slowdown; null: none.
+    slowdown: float | None = field(default=None, metadata=OPTIONAL)
     compile_cache: str = "cold"  # cold: a fresh Inductor/XLA cache per job | warm: shared
     batch_size: int | None = None  # null: the suite's or the model's default for the test
     dtype: str | None = None  # null: suite default (float32 for built-ins); bfloat16, amp, ...
@@ -172,6 +179,10 @@ class BenchConfig:
     prefork: bool = field(default=True, metadata=UNMEASURED)
     # With prefork: jobs with the same model build fork from one process that built it.
     share_build: bool = field(default=False, metadata=UNMEASURED)
+    # Calibration: the shortest a repeat may last (timer ticks, scheduler noise; docs/timing.md).
+    min_run_time_s: float = field(default=0.05, metadata=UNMEASURED)
+    # Adaptive repeats stop once the timed repeats have taken this long (at least 6 first).
+    timed_budget_s: float = field(default=5.0, metadata=UNMEASURED)
     # Hard limit for one job's child process, compile included.
     timeout_s: float = field(default=900.0, metadata=UNMEASURED)
     # The child caps its own data memory; over it: oom.

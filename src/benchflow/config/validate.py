@@ -69,7 +69,10 @@ def check_values(cfg: BenchConfig) -> None:
     _at_least("max_repeat", cfg.max_repeat, 1)
     _at_least("target_ci", cfg.target_ci, 0, exclusive=True)
     _choice("compile_cache", cfg.compile_cache, COMPILE_CACHE_CHOICES)
-    if cfg.adaptive_repeat and cfg.max_repeat < cfg.repeat:
+    _at_least("min_run_time_s", cfg.min_run_time_s, 0, exclusive=True)
+    _at_least("timed_budget_s", cfg.timed_budget_s, 0, exclusive=True)
+    _at_least("slowdown", cfg.slowdown, 0)
+    if cfg.adaptive_repeat and cfg.repeat is not None and cfg.max_repeat < cfg.repeat:
         raise ConfigError(
             f"max_repeat={cfg.max_repeat} is below repeat={cfg.repeat} with adaptive_repeat=true;"
             f" allowed: max_repeat >= {cfg.repeat}"

@@ -1,4 +1,4 @@
-"""The timed loop: cold start, warm-up, then `repeat` x `iterations_per_run` steps.
+"""The timed loop: cold start, warm-up, calibration, then the timed repeats.
 
 What each number means (seeds 000/001/003):
 - ``first_iter_time_s``: the very first step, synchronized; includes compilation.
@@ -8,12 +8,17 @@ What each number means (seeds 000/001/003):
   sync, i.e. tracing; device execution is not in it.
 - counter deltas (XLA CompileTime/ExecuteTime, dynamo) per repeat.
 
+How many samples (:class:`Sampling`, docs/timing.md): a count the user gives is taken
+as it is. Left unset, ``iterations_per_run`` is calibrated so that one repeat lasts at
+least ``min_run_time_s``, and repeats are added until the median's 95% interval
+(results/intervals.py) is within ``target_ci`` of the median, or ``timed_budget_s`` is
+spent, or ``max_repeat`` is reached; the row says which rule stopped it.
+
 Steady state is checked, not assumed: a repeat in which XLA compiled, dynamo made
 a new graph or spent compile time, is named in ``Measurement.unsteady`` (the row
 gets ``timing.steady_state=false`` and the reason). ``adaptive_warmup`` keeps
 warming up, one synchronized step at a time, until no step compiles and the last
-few step times agree, with a cap; ``adaptive_repeat`` adds repeats until the
-median's confidence interval is tight enough, with a cap.
+few step times agree, with a cap.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from typing import Any, Protocol
 
 from benchflow.backends.device import Device
 from benchflow.results.child import Summary, Unsteady
+from benchflow.results.intervals import fewest_for_interval, median_ci
 from benchflow.results.stats import summarize
 
 log = logging.getLogger(__name__)
@@ -39,16 +45,67 @@ class Probe(Protocol):
     def delta(self, before: Any, after: Any) -> dict[str, float]: ...
 
 
+@dataclass(frozen=True)
+class Sampling:
+    """How many samples a job takes (the config's repeat, iterations_per_run, ...).
+
+    ``repeat`` None: adaptive (at least FEWEST, then until precision, budget or cap);
+    a number: exactly that many, unless ``adaptive_repeat`` makes it a minimum.
+    ``iterations_per_run`` None: calibrated to ``min_run_time_s``; a number: as given."""
+
+    repeat: int | None = None
+    iterations_per_run: int | None = None
+    adaptive_repeat: bool = False
+    max_repeat: int = 50
+    target_ci: float = 0.02
+    min_run_time_s: float = 0.05
+    timed_budget_s: float = 5.0
+    slowdown: float = 0.0  # diagnostics: each timed step made this fraction slower
+
+    @property
+    def adaptive(self) -> bool:
+        return self.repeat is None or self.adaptive_repeat
+
+    @property
+    def fewest(self) -> int:
+        """The repeats an adaptive rule takes before it may stop for precision."""
+        return max(self.repeat or 0, fewest_for_interval())
+
+
+# Why the repeats stopped (the row's timing.stop): the count asked for was taken; the
+# median's interval reached target_ci; timed_budget_s was spent; max_repeat was reached.
+STOP_COUNT, STOP_PRECISION, STOP_BUDGET, STOP_CAP = "count", "precision", "budget", "cap"
+
+
+def stop_reason(per_iter: list[float], elapsed_s: float, rule: Sampling) -> str | None:
+    """Why the timed repeats stop after these samples (None: take another)."""
+    n = len(per_iter)
+    if not rule.adaptive:
+        return STOP_COUNT if n >= (rule.repeat or 1) else None
+    if n >= rule.max_repeat:
+        return STOP_CAP
+    if n < rule.fewest:
+        return None
+    ci = median_ci(per_iter)
+    if ci is not None and ci.rel_half_width(statistics.median(per_iter)) <= rule.target_ci:
+        return STOP_PRECISION
+    return STOP_BUDGET if elapsed_s >= rule.timed_budget_s else None
+
+
 @dataclass
 class Measurement:
     first_iter_time_s: float = 0.0
-    warmup_time_s: float = 0.0
+    warmup_time_s: float = 0.0  # warm-up and calibration steps
     per_repeat: dict[str, list[float]] = field(default_factory=dict)
     cold: dict[str, float] = field(default_factory=dict)  # probe deltas over the first step
     warmup_steps: int = 0
     warmup_settled: bool | None = None  # adaptive warm-up: settled before its cap
     unsteady: list[Unsteady] = field(default_factory=list)  # repeats that compiled
-    ci_rel: float | None = None  # the median's 95% CI half-width over the median
+    iterations_per_run: int = 1  # as used: given, or calibrated
+    calibrated: bool = False  # iterations_per_run was calibrated to min_run_time_s
+    calibration_steps: int = 0
+    stop: str | None = None  # STOP_*: why the repeats stopped
+    ci_rel: float | None = None  # the median's 95% interval: larger half-width / median
 
     @property
     def steady_state(self) -> bool:
@@ -99,29 +156,56 @@ def settled(times: list[float]) -> bool:
     return last > 0 and abs(last - before) / last <= SETTLE_SPREAD
 
 
-def median_ci_rel(values: list[float]) -> float | None:
-    """Half-width of a 95% confidence interval of the mean (normal approximation, the
-    spread `torch.utils.benchmark` reports), relative to the median."""
-    if len(values) < 2:
-        return None
-    mid = statistics.median(values)
-    return 1.96 * statistics.stdev(values) / math.sqrt(len(values)) / mid if mid > 0 else None
+def _spin(seconds: float) -> None:
+    """Busy-wait on the host (the `slowdown` diagnostic): no sleep, whose wake-up is late
+    by a scheduler tick."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def _run(step: Callable[[], Any], device: Device, steps: int) -> float:
+    """`steps` steps cut one by one, then a waiting synchronize: seconds taken."""
+    start = time.perf_counter()
+    for _ in range(steps):
+        out = step()
+        device.mark_step()
+        del out
+    device.synchronize()
+    return time.perf_counter() - start
+
+
+# A repeat never holds more steps than this, whatever the calibration finds.
+MAX_ITERATIONS_PER_RUN = 1_000_000
+
+
+def calibrate(
+    step: Callable[[], Any], device: Device, min_run_time_s: float
+) -> tuple[int, float, int]:
+    """The fewest steps per repeat whose run lasts at least `min_run_time_s`, found as
+    pyperf finds its loops: runs of growing length, each grown by what the last one fell
+    short (at most 10x), until one is long enough. Returns (steps per repeat, seconds
+    per step in the last run, steps taken)."""
+    n, taken = 1, 0
+    while True:
+        elapsed = _run(step, device, n)
+        taken += n
+        if elapsed >= min_run_time_s or n >= MAX_ITERATIONS_PER_RUN:
+            return n, elapsed / n, taken
+        grow = min(10.0, 1.05 * min_run_time_s / elapsed) if elapsed > 0 else 10.0
+        n = min(MAX_ITERATIONS_PER_RUN, max(n + 1, math.ceil(n * grow)))
 
 
 def measure(
     step: Callable[[], Any],
     device: Device,
     *,
-    repeat: int,
-    iterations_per_run: int,
+    sampling: Sampling,
     warmup: int,
     probes: list[Probe],
     trace_time: bool,
     adaptive_warmup: bool = False,
     max_warmup: int = 50,
-    adaptive_repeat: bool = False,
-    max_repeat: int = 50,
-    target_ci: float = 0.02,
     on_first: Callable[[Any], None] | None = None,
 ) -> Measurement:
     """Run and time `step`; the device is synchronized before every end timestamp.
@@ -164,12 +248,25 @@ def measure(
                 m.warmup_settled = True
                 break
         log.info("adaptive warm-up: %d steps, settled=%s", m.warmup_steps, m.warmup_settled)
+    step_s = None  # one step's time, where calibration or the slowdown needs it
+    if sampling.iterations_per_run is None:
+        m.iterations_per_run, step_s, m.calibration_steps = calibrate(
+            step, device, sampling.min_run_time_s
+        )
+        m.calibrated = True
+        log.info("calibrated: %d step(s) per repeat (%.6f s a step)", m.iterations_per_run, step_s)
+    else:
+        m.iterations_per_run = sampling.iterations_per_run
+        if sampling.slowdown:
+            step_s = statistics.median(_run(step, device, 1) for _ in range(3))
+            m.calibration_steps = 3
     m.warmup_time_s = time.perf_counter() - start
+    delay_s = sampling.slowdown * step_s if sampling.slowdown and step_s else 0.0
 
+    iterations = m.iterations_per_run
+    timed_start = time.perf_counter()
     r = 0
-    while r < repeat or (
-        adaptive_repeat and r < max_repeat and (m.ci_rel is None or m.ci_rel > target_ci)
-    ):
+    while m.stop is None:
         before = [p.snapshot() for p in probes]
         traced = 0.0
         device.reset_peak_memory()
@@ -177,22 +274,24 @@ def measure(
         # in a timed repeat (a full collect between repeats would cool the caches).
         gc.disable()
         start = time.perf_counter()
-        for _ in range(iterations_per_run):
+        for _ in range(iterations):
             t0 = time.perf_counter()
             # Keep the output alive until the step is cut (a lazy device prunes what
             # nothing refers to), then drop it, as a plain loop would: holding it over
             # the next step changes what the allocator can reuse.
             out = step()
+            if delay_s:
+                _spin(delay_s)
             traced += time.perf_counter() - t0
             device.mark_step()
             del out
         device.synchronize()
         total = time.perf_counter() - start
         gc.enable()
-        metrics = {"total_time_s": total, "per_iter_time_s": total / iterations_per_run}
+        metrics = {"total_time_s": total, "per_iter_time_s": total / iterations}
         if trace_time:
             metrics["trace_total_time_s"] = traced
-            metrics["trace_per_iter_time_s"] = traced / iterations_per_run
+            metrics["trace_per_iter_time_s"] = traced / iterations
         peak = device.peak_memory_bytes()
         if peak is not None:
             metrics["peak_device_memory_bytes"] = peak
@@ -202,7 +301,11 @@ def measure(
         if reason := compiled(delta):
             m.unsteady.append(Unsteady(r, reason))
             log.warning("repeat %d is not steady state: %s", r, reason)
-        m.ci_rel = median_ci_rel(m.per_repeat["per_iter_time_s"])
         log.info("repeat %d: %.6f s/iter", r, metrics["per_iter_time_s"])
+        per_iter = m.per_repeat["per_iter_time_s"]
+        m.stop = stop_reason(per_iter, time.perf_counter() - timed_start, sampling)
         r += 1
+    ci = median_ci(per_iter)
+    m.ci_rel = ci.rel_half_width(statistics.median(per_iter)) if ci else None
+    log.info("%d repeat(s), stopped by %s, 95%% interval ±%s", r, m.stop, m.ci_rel)
     return m

@@ -1,15 +1,23 @@
-"""Baseline sweep against candidate sweep: the regression gate.
+"""Baseline sweep against candidate sweep: each row's verdict, and the regression gate.
 
-A model's time *regressed* when both rules hold:
-  1. candidate median > baseline median x (1 + threshold), and
-  2. the repeats' interquartile ranges do not overlap (candidate Q1 > baseline Q3).
-Rule 2 keeps noise from being called a regression: when the spreads overlap,
-the slowdown is reported as "slower, within noise" and does not fail the gate.
-With a single repeat the IQR is empty and rule 1 decides alone.
-An improvement is the mirror image. A job that passed in the baseline and did
-not in the candidate (a failure, a crash, a timeout, or accuracy that broke) is
-*broken* and fails the gate too. Models only one side ran are listed, never
-dropped, and do not fail it.
+A row both sides timed is judged on its raw per-repeat samples and a minimum effect
+(`threshold`, 5% by default), together (docs/reports.md):
+
+- the Mann-Whitney U test of the two sides' samples gives a p-value; the p-values of
+  all the rows compared are adjusted together by Benjamini-Hochberg, so that at most
+  5% of the rows called changed are false alarms (results/intervals.py);
+- the change is the ratio of the medians (candidate / baseline), with its 95% interval.
+
+regression: significant (adjusted p < 0.05) and slower than 1 + threshold;
+improvement: significant and faster than 1 / (1 + threshold);
+no significant change: the ratio's interval lies within ±threshold: any change there
+is smaller than the threshold, with 95% confidence;
+insufficient data: neither can be said: the sample sizes could never reach p < 0.05
+(3 against 3 repeats), or the interval is wider than the threshold allows.
+A regression on a side that ran on a busy host (results/host.py) is `suspicious`: it is
+shown, and does not fail the gate. A job that passed in the baseline and not in the
+candidate (a failure, a crash, a timeout, or accuracy that broke) is *broken* and fails
+the gate. Models only one side ran are listed, never dropped, and do not fail it.
 """
 
 from __future__ import annotations
@@ -17,11 +25,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from benchflow.report.model import Entry, Report
+from benchflow.results.intervals import ALPHA, Interval, adjust, mann_whitney, min_p_value, ratio_ci
 
-REGRESSED = "regressed"
+REGRESSION = "regression"
+IMPROVEMENT = "improvement"
+NO_CHANGE = "no significant change"
+INSUFFICIENT = "insufficient data"
+SUSPICIOUS = "suspicious"  # a regression measured on a busy host: shown, not failing
 BROKEN = "broken"
-IMPROVED = "improved"
-FAILING = (REGRESSED, BROKEN)
+FAILING = (REGRESSION, BROKEN)
+GOOD = (IMPROVEMENT, "fixed")
 
 
 @dataclass
@@ -33,6 +46,9 @@ class Change:
     cand: Entry | None
     verdict: str
     detail: str
+    ratio_ci: Interval | None = None  # candidate / baseline median, 95%
+    p_value: float | None = None  # Mann-Whitney U, two-sided
+    q_value: float | None = None  # the p-value adjusted over the comparison's rows (BH)
 
     @property
     def ratio(self) -> float | None:
@@ -46,7 +62,8 @@ class Change:
         return self.verdict in FAILING
 
 
-def _judge(base: Entry, cand: Entry, threshold: float) -> tuple[str, str]:
+def _by_status(base: Entry, cand: Entry) -> tuple[str, str] | None:
+    """The verdict when a side did not pass (None: both passed, judge their times)."""
     if base.passed and not cand.passed:
         what = cand.status if cand.status != "ok" else f"accuracy {cand.verification}"
         return BROKEN, f"passed in the baseline, {what} in the candidate {cand.error}".rstrip()
@@ -54,19 +71,27 @@ def _judge(base: Entry, cand: Entry, threshold: float) -> tuple[str, str]:
         return "fixed", "passes now"
     if not base.passed:
         return "still failing", cand.status if cand.status != "ok" else cand.verification
-    assert base.time_s and cand.time_s
-    ratio = cand.time_s / base.time_s
-    apart_slower = (cand.q1_s or cand.time_s) > (base.q3_s or base.time_s)
-    apart_faster = (cand.q3_s or cand.time_s) < (base.q1_s or base.time_s)
-    if ratio > 1 + threshold:
-        if apart_slower:
-            return REGRESSED, f"{ratio - 1:+.1%}, IQRs apart"
-        return "slower, within noise", f"{ratio - 1:+.1%}, IQRs overlap"
-    if ratio < 1 / (1 + threshold):
-        if apart_faster:
-            return IMPROVED, f"{ratio - 1:+.1%}, IQRs apart"
-        return "faster, within noise", f"{ratio - 1:+.1%}, IQRs overlap"
-    return "same", f"{ratio - 1:+.1%}, within {threshold:.0%}"
+    return None
+
+
+def _judge_times(change: Change, threshold: float) -> tuple[str, str]:
+    """A timed row's verdict from its adjusted p-value, ratio and interval."""
+    assert change.base and change.cand
+    nb, nc = len(change.base.samples), len(change.cand.samples)
+    ratio, ci, q = change.ratio, change.ratio_ci, change.q_value
+    assert ratio is not None
+    effect = f"{ratio - 1:+.1%}"
+    if q is None or min_p_value(nb, nc) >= ALPHA:
+        return INSUFFICIENT, (f"{effect}; {nb} against {nc} repeats can never reach p < {ALPHA:g}")
+    where = f"95% CI {ci.low - 1:+.1%} to {ci.high - 1:+.1%}" if ci else "no CI"
+    upper, lower = 1 + threshold, 1 / (1 + threshold)
+    if q < ALPHA and ratio > upper:
+        return REGRESSION, f"{effect} ({where}), p={q:.2g} after BH"
+    if q < ALPHA and ratio < lower:
+        return IMPROVEMENT, f"{effect} ({where}), p={q:.2g} after BH"
+    if ci and lower <= ci.low and ci.high <= upper:
+        return NO_CHANGE, f"{effect} ({where}): within ±{threshold:.0%}"
+    return INSUFFICIENT, f"{effect} ({where}) is wider than ±{threshold:.0%}, p={q:.2g}"
 
 
 def compare(base: Report, cand: Report, threshold: float) -> list[Change]:
@@ -74,7 +99,7 @@ def compare(base: Report, cand: Report, threshold: float) -> list[Change]:
     if threshold < 0:
         raise ValueError(f"threshold must be >= 0, got {threshold}")
     b, c = base.lookup(), cand.lookup()
-    changes = []
+    changes: list[Change] = []
     for key in [*b, *(k for k in c if k not in b)]:
         model, test, config = key
         be, ce = b.get(key), c.get(key)
@@ -83,6 +108,16 @@ def compare(base: Report, cand: Report, threshold: float) -> list[Change]:
         elif ce is None:
             verdict, detail = "missing", "only in the baseline"
         else:
-            verdict, detail = _judge(be, ce, threshold)
+            verdict, detail = _by_status(be, ce) or ("", "")
         changes.append(Change(model, test, config, be, ce, verdict, detail))
+    timed = [ch for ch in changes if not ch.verdict]
+    for ch in timed:
+        assert ch.base and ch.cand
+        ch.p_value = mann_whitney(ch.base.samples, ch.cand.samples)
+        ch.ratio_ci = ratio_ci(ch.cand.samples, ch.base.samples)
+    tested = [ch for ch in timed if ch.p_value is not None]
+    for ch, q in zip(tested, adjust([ch.p_value or 1.0 for ch in tested]), strict=True):
+        ch.q_value = q
+    for ch in timed:
+        ch.verdict, ch.detail = _judge_times(ch, threshold)
     return changes

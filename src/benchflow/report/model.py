@@ -11,7 +11,11 @@ Definitions (the PyTorch HUD's, restated in docs/reports.md):
   (counted as passing, and the summary says how many were verified).
 - passrate: passed models / models that have a row, ``skipped`` rows excluded.
 - speedup: baseline median per-iteration time / this configuration's, per model,
-  where both passed; the geomean is over those models only.
+  where both passed, with its 95% interval (results/intervals.py: the ratio of two
+  medians); the geomean is over those models, with its interval, and the summary
+  names every model it leaves out and why. A noisy row stays in: its interval carries
+  the doubt. Left out are the rows whose median is biased, not just uncertain: a timed
+  repeat compiled (not steady), or a repeat lasted under 1000 timer ticks.
 - compile time: the cold-start step's excess over a steady step
   (``first_iter_time_s - median per_iter_time_s``, at least 0): what tracing and
   compiling added to the first call, for every backend alike.
@@ -30,6 +34,7 @@ from benchflow import backends
 from benchflow.config.schema import DEFAULT_BASELINE, Setting, is_measured
 from benchflow.core.status import INVALID_PREFIX, Status
 from benchflow.results.headline import headline_of
+from benchflow.results.intervals import Interval, geomean_ratio_ci, ratio_ci
 from benchflow.results.phases import PHASES
 from benchflow.results.row import ResultRow
 from benchflow.results.stats import geomean
@@ -110,16 +115,20 @@ class Entry:
     time_s: float | None  # median per-iteration time
     q1_s: float | None
     q3_s: float | None
+    ci_low_s: float | None  # the median's 95% interval (None: under 6 repeats)
+    ci_high_s: float | None
     repeats: int
     compile_s: float | None
     peak_bytes: float | None
     memory_kind: str | None  # "device" or "host RSS"
     verification: str
     cv: float | None = None  # coefficient of variation of the per-iteration times
-    flags: list[str] = field(default_factory=list)  # why the timing is not to be trusted
+    flags: list[str] = field(default_factory=list)  # why the median is biased: no geomean
     speedup: float | None = None
+    speedup_ci: Interval | None = None  # the speedup's 95% interval
+    baseline_samples: list[float] = field(default_factory=list)  # the speedup's reference
     memory_ratio: float | None = None
-    in_geomean: bool = True  # False: this row or its baseline is flagged
+    in_geomean: bool = True  # False: left out of its summary's geomean (`note` says why)
     note: str = ""
     compiles: bool = True  # False: the backend compiles nothing, compile time is no number
 
@@ -136,6 +145,11 @@ class Entry:
         if self.q1_s is None or self.q3_s is None:
             return None
         return self.q3_s - self.q1_s
+
+    @property
+    def samples(self) -> list[float]:
+        """The per-repeat per-iteration times (the raw samples a comparison tests)."""
+        return self.row.series("per_iter_time_s") if self.time_s is not None else []
 
     @property
     def error(self) -> str:
@@ -157,6 +171,8 @@ def make_entry(row: ResultRow, config: Config) -> Entry:
         time_s=h.time_s,
         q1_s=h.q1_s,
         q3_s=h.q3_s,
+        ci_low_s=h.ci_low_s,
+        ci_high_s=h.ci_high_s,
         repeats=h.repeats,
         compile_s=h.compile_s,
         peak_bytes=h.peak_bytes,
@@ -166,9 +182,9 @@ def make_entry(row: ResultRow, config: Config) -> Entry:
     )
 
 
-# A row's timing is flagged, and kept out of the geomean, when its repeats vary by more
-# than this, when a timed repeat compiled, or when a repeat lasts a few timer ticks.
-CV_LIMIT = 0.10
+# A row's median is biased, not just uncertain, and kept out of the geomean (named in
+# the summary), when a timed repeat compiled, or when a repeat lasts a few timer ticks.
+# Noise is no flag: the median's interval carries it.
 RESOLUTION_FACTOR = 1000
 
 
@@ -179,9 +195,6 @@ def timing_flags(row: ResultRow) -> list[str]:
         first = timing.unsteady_repeats[0] if timing.unsteady_repeats else None
         where = f"{first.repeat} {first.reason}" if first else "None None"
         flags.append(f"not steady: repeat {where}")
-    summary = row.summary.get("per_iter_time_s") or {}
-    if (cv := summary.get("cv")) is not None and cv > CV_LIMIT:
-        flags.append(f"noisy: CV {cv:.0%} > {CV_LIMIT:.0%}")
     totals = row.series("total_time_s")
     resolution = timing.timer_resolution_s if timing else None
     if resolution and totals and min(totals) < RESOLUTION_FACTOR * resolution:
@@ -199,11 +212,16 @@ class Summary:
     verified: int  # of the passed, how many had accuracy checked (PASS)
     skipped: int
     geomean_speedup: float | None
-    speedup_models: int
+    speedup_models: int  # the models in the geomean
+    geomean_ci: Interval | None  # its 95% interval (None: a model in it has under 2 repeats)
     mean_compile_s: float | None
     memory_ratio: float | None
     memory_models: int
     compiles: bool = True  # False: no model of it compiles (eager): no compile time
+    baseline: bool = False  # the configuration the speedups are over
+    # Models not skipped that the geomean leaves out, each with why (a failure on either
+    # side, no baseline row, a biased median).
+    left_out: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def passrate(self) -> float | None:
@@ -315,6 +333,8 @@ def build_report(rows: Sequence[ResultRow], baseline: str = DEFAULT_BASELINE) ->
             e.note = f"{_outcome(e)}: not in the geomean"
         elif e.time_s and ref.time_s:
             e.speedup = ref.time_s / e.time_s
+            e.baseline_samples = ref.samples
+            e.speedup_ci = ratio_ci(ref.samples, e.samples)
             if e.flags or ref.flags:
                 e.in_geomean = False
                 e.note = "; ".join(e.flags or [f"{base}: {f}" for f in ref.flags])
@@ -326,11 +346,11 @@ def build_report(rows: Sequence[ResultRow], baseline: str = DEFAULT_BASELINE) ->
             e.note = f"{_outcome(e)}: {e.model} has no baseline"
         elif e.config.backend == base and e.flags:
             e.note = "; ".join(e.flags)
-    flagged = sum(bool(e.flags) for e in entries)
-    if flagged:
+    biased = sum(bool(e.flags) for e in entries)
+    if biased:
         notes.append(
-            f"{flagged} row(s) have timing not to be trusted (see their notes); "
-            "their speedups are shown but left out of the geomean"
+            f"{biased} row(s) have a biased median (see their notes): their speedups are "
+            "shown, and the summary names them among the models its geomean leaves out"
         )
     summaries = [
         _summarize(config, [e for e in entries if e.config == config], base)
@@ -373,10 +393,12 @@ def _configs(entries: Sequence[Entry]) -> list[Config]:
 def _summarize(config: Config, entries: list[Entry], base: str) -> Summary:
     counted = [e for e in entries if e.status.counts_in_passrate]
     passed = [e for e in counted if e.passed]
-    speedups = [e.speedup for e in passed if e.speedup and e.in_geomean]
+    is_base = config.backend == base
+    in_geomean = [e for e in passed if is_base or (e.speedup and e.in_geomean)]
+    left_out = [(e.model, _why_left_out(e)) for e in counted if e not in in_geomean]
     compiles = [e.compile_s for e in passed if e.compile_s is not None]
     ratios = [e.memory_ratio for e in passed if e.memory_ratio]
-    is_base = config.backend == base
+    speedups = [e.speedup for e in in_geomean if e.speedup]
     return Summary(
         config=config,
         models=len(counted),
@@ -384,9 +406,24 @@ def _summarize(config: Config, entries: list[Entry], base: str) -> Summary:
         verified=sum(e.verification == "PASS" for e in passed),
         skipped=len(entries) - len(counted),
         geomean_speedup=1.0 if is_base and passed else (geomean(speedups) if speedups else None),
-        speedup_models=len(passed) if is_base else len(speedups),
+        speedup_models=len(in_geomean),
+        geomean_ci=None if is_base or not speedups else _geomean_ci(in_geomean),
         mean_compile_s=statistics.fmean(compiles) if compiles else None,
         memory_ratio=1.0 if is_base and passed else (statistics.fmean(ratios) if ratios else None),
         memory_models=len(ratios),
         compiles=any(e.compiles for e in entries),
+        baseline=is_base,
+        left_out=left_out,
     )
+
+
+def _why_left_out(e: Entry) -> str:
+    if not e.passed:
+        return _outcome(e)
+    return e.note.removesuffix(": not in the geomean") or "no speedup"
+
+
+def _geomean_ci(in_geomean: list[Entry]) -> Interval | None:
+    """The geomean speedup's interval: every model's baseline and own samples resampled."""
+    pairs = [(e.baseline_samples, e.samples) for e in in_geomean]
+    return geomean_ratio_ci(pairs) if all(len(a) > 1 and len(b) > 1 for a, b in pairs) else None

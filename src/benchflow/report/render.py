@@ -11,8 +11,9 @@ from typing import Any
 from benchflow.config.schema import STEPS
 from benchflow.core.status import Status
 from benchflow.core.units import NOT_APPLICABLE, format_time
-from benchflow.report.compare import Change
+from benchflow.report.compare import GOOD, Change
 from benchflow.report.model import Entry, Meta, Report, Summary
+from benchflow.results.intervals import Interval
 from benchflow.results.phases import MODEL_WORK, PHASES
 
 ENTRY_HEADER = [
@@ -21,9 +22,9 @@ ENTRY_HEADER = [
     "config",
     "status",
     "time (median)",
-    "IQR",
+    "95% CI",
     "CV",
-    "speedup",
+    "speedup (95% CI)",
     "compile",
     "peak mem",
     "verify",
@@ -32,7 +33,8 @@ ENTRY_HEADER = [
 SUMMARY_HEADER = [
     "config",
     "passrate",
-    "geomean speedup",
+    "geomean speedup (95% CI)",
+    "left out of the geomean",
     "mean compile",
     "memory ratio",
     "skipped",
@@ -58,18 +60,33 @@ def _x(value: float | None) -> str:
     return f"{value:.2f}x" if value is not None else "-"
 
 
+def _x_ci(value: float | None, ci: Interval | None) -> str:
+    """A ratio with its interval: "1.02x (0.98-1.06)"."""
+    if value is None:
+        return "-"
+    return f"{value:.2f}x" + (f" ({ci.low:.2f}-{ci.high:.2f})" if ci else " (no CI)")
+
+
+def time_ci(low: float | None, high: float | None) -> str:
+    """The median's interval, in the time's unit; "-" under 6 repeats."""
+    if low is None or high is None:
+        return "-"
+    return f"{format_time(low)} to {format_time(high)}"
+
+
 def entry_cells(e: Entry, baseline: str) -> list[str]:
     mem = _bytes(e.peak_bytes)
     if e.peak_bytes and e.memory_kind != "device":
         mem += f" ({e.memory_kind})"
-    speed = "(baseline)" if e.config.backend == baseline and e.passed else _x(e.speedup)
+    is_base = e.config.backend == baseline and e.passed
+    speed = "(baseline)" if is_base else _x_ci(e.speedup, e.speedup_ci)
     return [
         e.model,
         e.test,
         e.config.label,
         e.status.value,
         format_time(e.time_s),
-        format_time(e.iqr_s) if e.time_s is not None else "-",
+        time_ci(e.ci_low_s, e.ci_high_s),
         f"{e.cv:.1%}" if e.cv is not None and e.time_s is not None else "-",
         speed,
         format_time(e.compile_s) if e.compiles else NOT_APPLICABLE,
@@ -85,9 +102,11 @@ def summary_cells(s: Summary) -> list[str]:
         rate += ", accuracy not checked"
     elif s.verified < s.passed:
         rate += f", {s.verified} of them verified"
-    speed = _x(s.geomean_speedup)
+    speed = (
+        _x(s.geomean_speedup) if s.geomean_ci is None else _x_ci(s.geomean_speedup, s.geomean_ci)
+    )
     if s.geomean_speedup is not None:
-        speed += f" over {s.speedup_models}"
+        speed += f" over {s.speedup_models} of {s.models}"
     memory = _x(s.memory_ratio)
     if s.memory_ratio is not None and s.memory_models:
         memory += f" over {s.memory_models}"
@@ -95,6 +114,7 @@ def summary_cells(s: Summary) -> list[str]:
         s.config.label,
         rate,
         speed,
+        "; ".join(f"{model}: {why}" for model, why in s.left_out) or "none",
         format_time(s.mean_compile_s) if s.compiles else NOT_APPLICABLE,
         memory,
         str(s.skipped),
@@ -111,7 +131,7 @@ def change_cells(c: Change) -> list[str]:
             return "-"
         if e.time_s is None or not e.passed:
             return e.status.value if e.status is not Status.OK else e.verification
-        return f"{format_time(e.time_s)} (IQR {format_time(e.iqr_s or 0.0)})"
+        return f"{format_time(e.time_s)} ({time_ci(e.ci_low_s, e.ci_high_s)}, {e.repeats} rep.)"
 
     ratio = c.ratio
     return [
@@ -163,13 +183,17 @@ def definitions(report: Report) -> str:
     steps = "; ".join(f"model.step={s}: {STEPS.get(s, s)}" for s in report.steps)
     return (
         (f"timed step: {steps}. " if steps else "")
-        + "time: median per-iteration time over the repeats (IQR: their interquartile range; "
-        "CV: their std / mean); "
-        f"speedup: {report.baseline} time / this time (> 1 is faster); "
+        + "time: median per-iteration time over the repeats; 95% CI: the interval that "
+        "holds the median with 95% confidence (order statistics; none under 6 repeats); "
+        "CV: the repeats' std / mean; "
+        f"speedup: {report.baseline} time / this time (> 1 is faster), with the 95% interval "
+        "of that ratio of medians (bootstrap); "
         "compile: first call minus a steady step; "
         f"memory ratio: {report.baseline} peak / this peak; "
         "passrate: ran ok and accuracy did not fail, over models not skipped; "
-        "geomean and means over models where both this configuration and the baseline passed."
+        "geomean and means over models where both this configuration and the baseline passed "
+        "(the geomean's interval: bootstrap over every model's repeats; the models it leaves "
+        "out are named)."
     )
 
 
@@ -241,8 +265,12 @@ def entries_csv(report: Report) -> str:
         ("per_iter_time_median_s", lambda e: _num(e.time_s)),
         ("per_iter_time_q1_s", lambda e: timed(e.q1_s, e)),
         ("per_iter_time_q3_s", lambda e: timed(e.q3_s, e)),
+        ("per_iter_time_ci_low_s", lambda e: timed(e.ci_low_s, e)),
+        ("per_iter_time_ci_high_s", lambda e: timed(e.ci_high_s, e)),
         ("repeats", lambda e: e.repeats),
         ("speedup", lambda e: _num(e.speedup)),
+        ("speedup_ci_low", lambda e: _num(e.speedup_ci.low if e.speedup_ci else None)),
+        ("speedup_ci_high", lambda e: _num(e.speedup_ci.high if e.speedup_ci else None)),
         ("compile_time_s", lambda e: _num(e.compile_s)),
         ("peak_memory_bytes", lambda e: _num(e.peak_bytes)),
         ("memory_kind", lambda e: e.memory_kind or ""),
@@ -264,7 +292,10 @@ def summary_csv(report: Report) -> str:
         ("skipped", lambda s: s.skipped),
         ("passrate", lambda s: _num(s.passrate)),
         ("geomean_speedup", lambda s: _num(s.geomean_speedup)),
+        ("geomean_ci_low", lambda s: _num(s.geomean_ci.low if s.geomean_ci else None)),
+        ("geomean_ci_high", lambda s: _num(s.geomean_ci.high if s.geomean_ci else None)),
         ("speedup_models", lambda s: s.speedup_models),
+        ("left_out", lambda s: "; ".join(f"{m}: {why}" for m, why in s.left_out)),
         ("mean_compile_time_s", lambda s: _num(s.mean_compile_s)),
         ("memory_compression_ratio", lambda s: _num(s.memory_ratio)),
         ("memory_models", lambda s: s.memory_models),
@@ -280,6 +311,10 @@ def changes_csv(changes: Sequence[Change]) -> str:
         ("baseline_time_s", lambda c: _num(c.base.time_s if c.base else None)),
         ("candidate_time_s", lambda c: _num(c.cand.time_s if c.cand else None)),
         ("ratio", lambda c: _num(c.ratio)),
+        ("ratio_ci_low", lambda c: _num(c.ratio_ci.low if c.ratio_ci else None)),
+        ("ratio_ci_high", lambda c: _num(c.ratio_ci.high if c.ratio_ci else None)),
+        ("p_value", lambda c: _num(c.p_value)),
+        ("q_value", lambda c: _num(c.q_value)),
         ("verdict", lambda c: c.verdict),
         ("detail", lambda c: c.detail),
     ]
@@ -300,7 +335,7 @@ def print_terminal(report: Report, title: str, changes: Sequence[Change] | None 
     if changes is not None:
         table = Table(*CHANGE_HEADER, title=f"{title}: against the baseline sweep")
         for c in changes:
-            style = "red" if c.fails else ("green" if c.verdict in ("improved", "fixed") else None)
+            style = "red" if c.fails else ("green" if c.verdict in GOOD else None)
             table.add_row(*change_cells(c), style=style)
         console.print(table)
     table = Table(*ENTRY_HEADER, title=title)
@@ -366,10 +401,7 @@ def to_html(
         + "</p>",
     ]
     if changes is not None:
-        classes = [
-            "bad" if c.fails else ("good" if c.verdict in ("improved", "fixed") else "")
-            for c in changes
-        ]
+        classes = ["bad" if c.fails else ("good" if c.verdict in GOOD else "") for c in changes]
         parts += [
             "<h2>Against the baseline sweep</h2>",
             _html_table(CHANGE_HEADER, [change_cells(c) for c in changes], classes),

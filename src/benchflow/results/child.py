@@ -16,7 +16,7 @@ from benchflow.core.status import Status
 
 # Of the row (results/row.py) and of the child's part of it: the child and the parent
 # are the same checkout, the version says which rows a reader is given.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # Per-repeat series (`per_iter_time_s`: one value per repeat) and scalars (the cold
 # call's counters, accuracy, profile numbers): what `metrics` holds.
@@ -51,7 +51,14 @@ class Timing:
     warmup_steps: int | None = None
     warmup_settled: bool | None = None  # adaptive warm-up: settled before its cap
     repeats: int | None = None
-    ci_rel: float | None = None  # the median's 95% CI half-width over the median
+    adaptive: bool | None = None  # repeats added until a stop rule (repeat=null), or counted
+    stop: str | None = None  # why they stopped: count | precision | budget | cap
+    # The median's 95% interval (order statistics): its larger half-width / the median
+    # (null: too few repeats for one).
+    ci_rel: float | None = None
+    iterations_per_run: int | None = None  # steps per repeat, as used
+    calibrated: bool | None = None  # iterations_per_run calibrated to min_run_time_s
+    calibration_steps: int | None = None  # untimed steps the calibration took
     compile_cache: str | None = None
     launch: str | None = None  # spawn | fork
     preloaded: list[str] = field(default_factory=list)  # forked: what the zygote imported

@@ -1,7 +1,8 @@
 """The few numbers a row is compared on, read once from a row for the report, the
 progress line and MLflow alike (no torch, no I/O).
 
-- time: median per-iteration seconds over the timed repeats, with their quartiles;
+- time: median per-iteration seconds over the timed repeats, with their quartiles and
+  the median's 95% interval (results/intervals.py; None below 6 repeats);
 - compile: the cold-start step's excess over a steady step (``first_iter_time_s -
   median``, at least 0), only for backends whose first call compiles;
 - peak memory: the device allocator's peak where the device has one, else the
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 
 from benchflow import backends
 from benchflow.core.status import Status
+from benchflow.results.intervals import fewest_for_interval, median_ci
 from benchflow.results.row import ResultRow
 from benchflow.results.stats import quantile
 
@@ -27,6 +29,8 @@ class Headline:
     time_s: float | None  # median per-iteration time (None unless ok)
     q1_s: float | None
     q3_s: float | None
+    ci_low_s: float | None  # the median's 95% interval (None: too few repeats)
+    ci_high_s: float | None
     repeats: int
     cv: float | None  # coefficient of variation of the per-iteration times
     compiles: bool  # the backend's first call compiles (else compile time does not apply)
@@ -45,6 +49,8 @@ class Headline:
         out = {
             "headline.per_iter_time_s": self.time_s,
             "headline.per_iter_time_iqr_s": self.iqr_s if self.time_s is not None else None,
+            "headline.per_iter_time_ci_low_s": self.ci_low_s if self.time_s is not None else None,
+            "headline.per_iter_time_ci_high_s": self.ci_high_s if self.time_s is not None else None,
             "headline.compile_time_s": self.compile_s,
             "headline.peak_memory_bytes": self.peak_bytes,
             "headline.throughput_samples_per_s": throughput,
@@ -87,12 +93,15 @@ def headline_of(row: ResultRow) -> Headline:
     host_peak = _median_of(row.metrics.get("peak_host_rss_bytes"))
     peak, kind = (device_peak, "device") if device_peak else (host_peak, "host RSS")
     cv = summary.get("cv")
+    ci = _interval(summary, per_repeat)
     return Headline(
         status=row.status,
         backend=row.backend,
         time_s=float(median) if median is not None and ok else None,
         q1_s=q1,
         q3_s=q3,
+        ci_low_s=ci[0] if ci and ok else None,
+        ci_high_s=ci[1] if ci and ok else None,
         repeats=len(per_repeat),
         cv=float(cv) if cv is not None and ok else None,
         compiles=compiles,
@@ -100,6 +109,17 @@ def headline_of(row: ResultRow) -> Headline:
         peak_bytes=peak if ok else None,
         memory_kind=kind if ok and peak else None,
     )
+
+
+def _interval(summary: dict[str, float], per_repeat: list[float]) -> tuple[float, float] | None:
+    """The median's 95% interval: as the child recorded it, else (rows before schema 4)
+    from the per-repeat values, by the same definition."""
+    if "ci_low" in summary and "ci_high" in summary:
+        return float(summary["ci_low"]), float(summary["ci_high"])
+    if len(per_repeat) < fewest_for_interval():
+        return None
+    ci = median_ci(per_repeat)
+    return (ci.low, ci.high) if ci else None
 
 
 def headline_metrics(row: ResultRow) -> dict[str, float]:

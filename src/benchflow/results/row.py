@@ -7,10 +7,11 @@ status and provenance. What result.json holds, and each line of results.jsonl:
               dtype, model_size, matmul_precision, num_threads,
               dtype_source, batch_size_source},                         Experiment
  backend, config: {measured setting: value, flat},                      Settings
- repeat, iterations_per_run, warmup,
+ repeat, iterations_per_run, warmup,  (as taken: adaptive, calibrated)
  metrics: {name: value, or per repeat [values]},                        Metrics
- summary: {name: {median, min, max, mean, std, iqr, cv}},               Summary
- timing: {steady_state, unsteady_repeats, warmup_steps, ...} or {},     Timing
+ summary: {name: {median, min, max, mean, std, iqr, cv, ci_low, ci_high}}, Summary
+ timing: {steady_state, unsteady_repeats, warmup_steps, repeats, adaptive,
+          stop, ci_rel, iterations_per_run, calibrated, ...} or {},     Timing
  timestamp, verification_code, verification_detail, status, error,
  job: {name, num, overrides, dir, notes, cpus, ..., fingerprint,
        rerun_of, rerun_env, rerun_digest (a rerun's)},                  JobInfo
@@ -32,6 +33,11 @@ schema_version 3 added `experiment.step` (`model.step`: module | torchbench). Ro
 before it timed the model's own eval()/train(): `from_dict` gives them "torchbench",
 in `experiment` and in `config`, so that a report never puts them in one column with
 rows that timed the module.
+schema_version 4 made `repeat` and `iterations_per_run` adaptive and calibrated by
+default (docs/timing.md): `timing` says how the sampling ran (adaptive, stop,
+iterations_per_run, calibrated), and each summary holds the median's 95% interval
+(ci_low, ci_high) where it has 6 repeats or more. `ci_rel` before it was 1.96·s/√n,
+not the median's interval: readers ignore it in older rows.
 """
 
 from __future__ import annotations
@@ -358,6 +364,7 @@ def build_row(
     what the parent knows of the run (times, CPUs, files; default: the job alone)."""
     cfg = job.config
     child = child or ChildResult()
+    timing = child.timing
     return ResultRow(
         row_id=uuid.uuid4().hex,
         model=ModelId(
@@ -380,8 +387,12 @@ def build_row(
         ),
         backend=job.backend,
         config=job.settings,
-        repeat=cfg.repeat,
-        iterations_per_run=cfg.iterations_per_run,
+        # as taken (an adaptive job's count, a calibrated one's steps); 0: nothing timed
+        repeat=_either(timing.repeats if timing else None, cfg.repeat) or 0,
+        iterations_per_run=_either(
+            timing.iterations_per_run if timing else None, cfg.iterations_per_run
+        )
+        or 0,
         warmup=cfg.warmup,
         metrics=child.metrics,
         summary=child.summary,

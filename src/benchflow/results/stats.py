@@ -18,11 +18,15 @@ def quantile(values: Sequence[float], q: float) -> float:
 
 
 def summarize(values: Sequence[float]) -> dict[str, float]:
-    """median, min, max, mean, std (sample), iqr and cv over one metric's repeats."""
+    """median, min, max, mean, std (sample), iqr and cv over one metric's repeats, and
+    the median's 95% interval (ci_low, ci_high: results/intervals.py) where it has one."""
+    from benchflow.results.intervals import median_ci
+
     vals = [float(v) for v in values]
     mean = statistics.fmean(vals)
     std = statistics.stdev(vals) if len(vals) > 1 else 0.0
-    return {
+    ci = median_ci(vals)
+    return ({"ci_low": ci.low, "ci_high": ci.high} if ci else {}) | {
         "median": statistics.median(vals),
         "min": min(vals),
         "max": max(vals),
