@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from tests.conftest import SEARCHPATH, SessionSweep, run_cli
 
-from benchflow.harness.timing import compiled, median_ci_rel, settled
+from benchflow.harness.timing import compiled, settled
 from benchflow.report.model import build_report, timing_flags
 from benchflow.results.row import ResultRow
 
@@ -47,10 +47,6 @@ def test_settled_and_ci() -> None:
     assert settled([1.00, 3.0, 1.02, 0.99, 1.01, 1.0])
     assert not settled([2.0, 1.8, 1.6, 1.4, 1.2, 1.0])  # still speeding up
     assert not settled([1.0, 1.0, 1.0, 1.5, 1.5, 1.5])  # a step change
-    assert median_ci_rel([1.0]) is None
-    assert median_ci_rel([1.0, 1.0, 1.0]) == 0.0
-    ci = median_ci_rel([1.0, 1.1, 0.9, 1.0])
-    assert ci is not None and 0.05 < ci < 0.1
 
 
 @pytest.fixture(scope="module")
@@ -157,27 +153,86 @@ def _sleeper(seconds: list[float]) -> Any:
     return lambda: time.sleep(next(times))
 
 
-def test_adaptive_repeat_stops_when_the_interval_is_tight_and_at_its_cap() -> None:
+def test_sampling_stops_at_precision_at_its_cap_and_at_the_given_count() -> None:
     from benchflow.backends.device import Device
-    from benchflow.harness.timing import measure
+    from benchflow.harness.timing import Sampling, measure
 
-    common = {"iterations_per_run": 1, "warmup": 0, "probes": [], "trace_time": False}
+    common = {"warmup": 0, "probes": [], "trace_time": False}
     # 50 ms steps: a busy host (the session sweeps beside this test) oversleeps by a few
-    # ms, which is a lot for a 5 ms step (seen: CI past 0.2, 8 repeats) and little here.
+    # ms, which is a lot for a 5 ms step and little here.
     steady = measure(
-        _sleeper([0.05]), Device(), repeat=3, adaptive_repeat=True, max_repeat=12,
-        target_ci=0.3, **common,
+        _sleeper([0.05]), Device(),
+        sampling=Sampling(iterations_per_run=1, max_repeat=12, target_ci=0.3), **common,
     )  # fmt: skip
-    assert len(steady.per_repeat["per_iter_time_s"]) == 3  # tight at once: no extra repeat
-    assert steady.ci_rel is not None and steady.ci_rel <= 0.3
+    assert len(steady.per_repeat["per_iter_time_s"]) == 6  # tight once it has an interval
+    assert steady.stop == "precision" and steady.ci_rel is not None and steady.ci_rel <= 0.3
     noisy = measure(
-        _sleeper([0.001, 0.010]), Device(), repeat=3, adaptive_repeat=True, max_repeat=12,
-        target_ci=0.02, **common,
+        _sleeper([0.001, 0.010]), Device(),
+        sampling=Sampling(iterations_per_run=1, max_repeat=12, target_ci=0.02), **common,
     )  # fmt: skip
     assert len(noisy.per_repeat["per_iter_time_s"]) == 12  # never tight: stopped by the cap
-    assert noisy.ci_rel is not None and noisy.ci_rel > 0.02
-    fixed = measure(_sleeper([0.001, 0.010]), Device(), repeat=3, target_ci=0.02, **common)
-    assert len(fixed.per_repeat["per_iter_time_s"]) == 3  # adaptive_repeat=false: exactly `repeat`
+    assert noisy.stop == "cap" and noisy.ci_rel is not None and noisy.ci_rel > 0.02
+    spent = measure(
+        _sleeper([0.001, 0.010]), Device(),
+        sampling=Sampling(iterations_per_run=1, target_ci=0.02, timed_budget_s=0.001), **common,
+    )  # fmt: skip
+    # spent at once, yet the fewest repeats an interval needs are taken first
+    assert spent.stop == "budget" and len(spent.per_repeat["per_iter_time_s"]) == 6
+    fixed = measure(
+        _sleeper([0.001, 0.010]), Device(),
+        sampling=Sampling(repeat=3, iterations_per_run=1, target_ci=0.02), **common,
+    )  # fmt: skip
+    assert len(fixed.per_repeat["per_iter_time_s"]) == 3 and fixed.stop == "count"
+    assert fixed.ci_rel is None  # 3 repeats have no 95% interval of their median
+    at_least = measure(
+        _sleeper([0.001, 0.010]), Device(),
+        sampling=Sampling(repeat=8, adaptive_repeat=True, iterations_per_run=1, max_repeat=10),
+        **common,
+    )  # fmt: skip
+    assert len(at_least.per_repeat["per_iter_time_s"]) == 10 and at_least.stop == "cap"
+
+
+def test_calibration_makes_a_repeat_last_its_minimum() -> None:
+    from benchflow.backends.device import Device
+    from benchflow.harness.timing import Sampling, calibrate, measure
+
+    steps, step_s, taken = calibrate(_sleeper([0.002]), Device(), 0.03)
+    # 2 ms steps (a sleep wakes a little late): 0.03 s needs 15 at most, never 2x that
+    assert 8 <= steps <= 16 and 0.002 <= step_s < 0.004 and taken >= steps, (steps, step_s)
+    m = measure(
+        _sleeper([0.002]), Device(), sampling=Sampling(repeat=2, min_run_time_s=0.03),
+        warmup=0, probes=[], trace_time=False,
+    )  # fmt: skip
+    assert m.calibrated and abs(m.iterations_per_run - steps) <= 2  # another calibration
+    assert min(m.per_repeat["total_time_s"]) >= 0.03 * 0.9  # a repeat lasts its minimum
+    given = measure(
+        _sleeper([0.002]), Device(), sampling=Sampling(repeat=2, iterations_per_run=3),
+        warmup=0, probes=[], trace_time=False,
+    )  # fmt: skip
+    assert not given.calibrated and given.iterations_per_run == 3 and given.calibration_steps == 0
+
+
+def test_slowdown_makes_every_timed_step_slower_by_its_fraction() -> None:
+    from benchflow.backends.device import Device
+    from benchflow.harness.timing import Sampling, measure
+
+    def busy_step() -> None:  # 5 ms of host work: no sleep's late wake-up
+        import time
+
+        end = time.perf_counter() + 0.005
+        while time.perf_counter() < end:
+            pass
+
+    args = {"warmup": 1, "probes": [], "trace_time": False}
+    base = measure(busy_step, Device(), sampling=Sampling(repeat=6, iterations_per_run=4), **args)
+    slow = measure(
+        busy_step, Device(), sampling=Sampling(repeat=6, iterations_per_run=4, slowdown=0.2),
+        **args,
+    )  # fmt: skip
+    ratio = statistics.median(slow.per_repeat["per_iter_time_s"]) / statistics.median(
+        base.per_repeat["per_iter_time_s"]
+    )
+    assert 1.12 < ratio < 1.35, ratio
 
 
 ALLOCATOR = r"""

@@ -183,6 +183,9 @@ class BenchConfig:
     min_run_time_s: float = field(default=0.05, metadata=UNMEASURED)
     # Adaptive repeats stop once the timed repeats have taken this long (at least 6 first).
     timed_budget_s: float = field(default=5.0, metadata=UNMEASURED)
+    # Time the job in this many fresh processes, one after another, and pool their
+    # samples (each takes `repeat`, or the adaptive rule with budget and cap shared).
+    processes: int = field(default=1, metadata=UNMEASURED)
     # Hard limit for one job's child process, compile included.
     timeout_s: float = field(default=900.0, metadata=UNMEASURED)
     # The child caps its own data memory; over it: oom.

@@ -72,6 +72,7 @@ def check_values(cfg: BenchConfig) -> None:
     _at_least("min_run_time_s", cfg.min_run_time_s, 0, exclusive=True)
     _at_least("timed_budget_s", cfg.timed_budget_s, 0, exclusive=True)
     _at_least("slowdown", cfg.slowdown, 0)
+    _at_least("processes", cfg.processes, 1)
     if cfg.adaptive_repeat and cfg.repeat is not None and cfg.max_repeat < cfg.repeat:
         raise ConfigError(
             f"max_repeat={cfg.max_repeat} is below repeat={cfg.repeat} with adaptive_repeat=true;"

@@ -109,6 +109,7 @@ def run(cfg: BenchConfig, backend: type[Backend], out_dir: Path) -> ChildResult:
     import torch
 
     from benchflow.harness import prebuilt
+    from benchflow.harness.load import LoadProbe
     from benchflow.harness.profiling import profile_compile, profile_pass
     from benchflow.harness.timing import Sampling, measure
     from benchflow.harness.verify import verify
@@ -142,7 +143,7 @@ def run(cfg: BenchConfig, backend: type[Backend], out_dir: Path) -> ChildResult:
     def step() -> Any:
         return run_step(timed, device.autocast_type)
 
-    probes = backend.probes()
+    probes = [*backend.probes(), LoadProbe()]
     first: list[Digest] = []
 
     def summarize_first(out: Any) -> None:
@@ -232,6 +233,7 @@ def run(cfg: BenchConfig, backend: type[Backend], out_dir: Path) -> ChildResult:
             iterations_per_run=m.iterations_per_run,
             calibrated=m.calibrated,
             calibration_steps=m.calibration_steps,
+            host=_host(m.per_repeat),
             compile_cache=cfg.compile_cache,
             launch=os.environ.get("BENCHFLOW_LAUNCH", "spawn"),
             # forked: what the zygote had imported (the rest was imported in the job)
@@ -255,6 +257,14 @@ def run(cfg: BenchConfig, backend: type[Backend], out_dir: Path) -> ChildResult:
         gpu=gpu_info() if cfg.accelerator.name == "cuda" else None,
         digest=first[0] if first else None,
     )
+
+
+def _host(per_repeat: dict[str, list[float]]) -> dict[str, Any] | None:
+    """What else ran over the timed repeats (results/load.py), on this job's cores."""
+    from benchflow.results.load import host_load
+
+    load = host_load(per_repeat, len(os.sched_getaffinity(0)))
+    return load.to_dict() if load else None
 
 
 def _dump_counters(cfg: BenchConfig, backend: type[Backend], out_dir: Path) -> None:

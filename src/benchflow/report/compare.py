@@ -14,10 +14,11 @@ no significant change: the ratio's interval lies within ±threshold: any change 
 is smaller than the threshold, with 95% confidence;
 insufficient data: neither can be said: the sample sizes could never reach p < 0.05
 (3 against 3 repeats), or the interval is wider than the threshold allows.
-A regression on a side that ran on a busy host (results/host.py) is `suspicious`: it is
-shown, and does not fail the gate. A job that passed in the baseline and not in the
-candidate (a failure, a crash, a timeout, or accuracy that broke) is *broken* and fails
-the gate. Models only one side ran are listed, never dropped, and do not fail it.
+A regression or an improvement where a side ran on a busy host (results/load.py) is
+`suspicious`: it is shown with which side was busy, and does not fail the gate. A job
+that passed in the baseline and not in the candidate (a failure, a crash, a timeout, or
+accuracy that broke) is *broken* and fails the gate. Models only one side ran are
+listed, never dropped, and do not fail it.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ REGRESSION = "regression"
 IMPROVEMENT = "improvement"
 NO_CHANGE = "no significant change"
 INSUFFICIENT = "insufficient data"
-SUSPICIOUS = "suspicious"  # a regression measured on a busy host: shown, not failing
+SUSPICIOUS = "suspicious"  # a change measured on a busy host: shown, not failing
 BROKEN = "broken"
 FAILING = (REGRESSION, BROKEN)
 GOOD = (IMPROVEMENT, "fixed")
@@ -85,6 +86,8 @@ def _judge_times(change: Change, threshold: float) -> tuple[str, str]:
         return INSUFFICIENT, (f"{effect}; {nb} against {nc} repeats can never reach p < {ALPHA:g}")
     where = f"95% CI {ci.low - 1:+.1%} to {ci.high - 1:+.1%}" if ci else "no CI"
     upper, lower = 1 + threshold, 1 / (1 + threshold)
+    if q < ALPHA and not lower <= ratio <= upper and (busy := _busy(change)):
+        return SUSPICIOUS, f"{effect} ({where}), p={q:.2g} after BH, but {busy}"
     if q < ALPHA and ratio > upper:
         return REGRESSION, f"{effect} ({where}), p={q:.2g} after BH"
     if q < ALPHA and ratio < lower:
@@ -92,6 +95,16 @@ def _judge_times(change: Change, threshold: float) -> tuple[str, str]:
     if ci and lower <= ci.low and ci.high <= upper:
         return NO_CHANGE, f"{effect} ({where}): within ±{threshold:.0%}"
     return INSUFFICIENT, f"{effect} ({where}) is wider than ±{threshold:.0%}, p={q:.2g}"
+
+
+def _busy(change: Change) -> str:
+    """Which side ran on a busy host (results/load.py), in words; "" when neither."""
+    sides = [
+        f"the {name} ran on a busy host ({e.host.described})"
+        for name, e in (("baseline", change.base), ("candidate", change.cand))
+        if e and e.host and not e.host.quiet
+    ]
+    return " and ".join(sides)
 
 
 def compare(base: Report, cand: Report, threshold: float) -> list[Change]:

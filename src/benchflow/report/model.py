@@ -35,6 +35,7 @@ from benchflow.config.schema import DEFAULT_BASELINE, Setting, is_measured
 from benchflow.core.status import INVALID_PREFIX, Status
 from benchflow.results.headline import headline_of
 from benchflow.results.intervals import Interval, geomean_ratio_ci, ratio_ci
+from benchflow.results.load import HostLoad
 from benchflow.results.phases import PHASES
 from benchflow.results.row import ResultRow
 from benchflow.results.stats import geomean
@@ -124,6 +125,7 @@ class Entry:
     verification: str
     cv: float | None = None  # coefficient of variation of the per-iteration times
     flags: list[str] = field(default_factory=list)  # why the median is biased: no geomean
+    host: HostLoad | None = None  # what else ran while it timed (results/load.py)
     speedup: float | None = None
     speedup_ci: Interval | None = None  # the speedup's 95% interval
     baseline_samples: list[float] = field(default_factory=list)  # the speedup's reference
@@ -163,6 +165,7 @@ def make_entry(row: ResultRow, config: Config) -> Entry:
     return Entry(
         cv=h.cv,
         flags=timing_flags(row) if ok else [],
+        host=h.host,
         model=row.model_name,
         test=row.test,
         config=config,
@@ -346,6 +349,15 @@ def build_report(rows: Sequence[ResultRow], baseline: str = DEFAULT_BASELINE) ->
             e.note = f"{_outcome(e)}: {e.model} has no baseline"
         elif e.config.backend == base and e.flags:
             e.note = "; ".join(e.flags)
+    busy = [e for e in entries if e.host and not e.host.quiet]
+    for e in busy:
+        assert e.host is not None
+        e.note = "; ".join(n for n in (e.note, f"host busy: {e.host.described}") if n)
+    if busy:
+        notes.append(
+            f"{len(busy)} row(s) timed on a busy host (see their notes): other processes "
+            "took time from the job's own cores in more than a tenth of their repeats"
+        )
     biased = sum(bool(e.flags) for e in entries)
     if biased:
         notes.append(

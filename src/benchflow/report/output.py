@@ -61,8 +61,9 @@ def _metric_name(text: str) -> str:
 def log_to_mlflow(
     report: Report, files: Sequence[Path], tracking_uri: str, parent_run_id: str
 ) -> None:
-    """Report files under the parent run's `report/`; summary numbers as parent metrics;
-    each job run's speedup over the baseline as `headline.speedup_vs_<baseline>`."""
+    """Report files under the parent run's `report/`; summary numbers (the geomean with
+    its 95% interval) as parent metrics; each job run's speedup over the baseline as
+    `headline.speedup_vs_<baseline>`, with its interval's `_ci_low` and `_ci_high`."""
     import time
 
     from mlflow.entities import Metric
@@ -81,6 +82,8 @@ def log_to_mlflow(
         for stat, value in (
             ("passrate", s.passrate),
             ("geomean_speedup", s.geomean_speedup),
+            ("geomean_speedup_ci_low", s.geomean_ci.low if s.geomean_ci else None),
+            ("geomean_speedup_ci_high", s.geomean_ci.high if s.geomean_ci else None),
             ("mean_compile_time_s", s.mean_compile_s),
             ("memory_compression_ratio", s.memory_ratio),
         ):
@@ -88,15 +91,15 @@ def log_to_mlflow(
                 metrics.append(Metric(f"report.{name}.{stat}", float(value), now, 0))
     if metrics:
         client.log_batch(parent_run_id, metrics=metrics, synchronous=True)
+    name = f"headline.speedup_vs_{_metric_name(report.baseline)}"
     for e in report.entries:
         run_id = e.row.job.mlflow_run_id
         if run_id and e.speedup is not None:
+            values = {name: e.speedup}
+            if e.speedup_ci:
+                values |= {f"{name}_ci_low": e.speedup_ci.low, f"{name}_ci_high": e.speedup_ci.high}
             client.log_batch(
                 run_id,
-                metrics=[
-                    Metric(
-                        f"headline.speedup_vs_{_metric_name(report.baseline)}", e.speedup, now, 0
-                    )
-                ],
+                metrics=[Metric(k, float(v), now, 0) for k, v in values.items()],
                 synchronous=True,
             )

@@ -59,6 +59,9 @@ class Timing:
     iterations_per_run: int | None = None  # steps per repeat, as used
     calibrated: bool | None = None  # iterations_per_run calibrated to min_run_time_s
     calibration_steps: int | None = None  # untimed steps the calibration took
+    host: dict[str, Any] | None = None  # what else ran meanwhile (results/load.py HostLoad)
+    # processes=N: each process's repeats, median, stop and cold call (results/pooled.py)
+    processes: list[dict[str, Any]] | None = None
     compile_cache: str | None = None
     launch: str | None = None  # spawn | fork
     preloaded: list[str] = field(default_factory=list)  # forked: what the zygote imported

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from benchflow import backends
 from benchflow.core.status import Status
 from benchflow.results.intervals import fewest_for_interval, median_ci
+from benchflow.results.load import HostLoad
 from benchflow.results.row import ResultRow
 from benchflow.results.stats import quantile
 
@@ -32,9 +33,11 @@ class Headline:
     ci_low_s: float | None  # the median's 95% interval (None: too few repeats)
     ci_high_s: float | None
     repeats: int
+    host: HostLoad | None  # what else ran while it timed (results/load.py)
     cv: float | None  # coefficient of variation of the per-iteration times
     compiles: bool  # the backend's first call compiles (else compile time does not apply)
     compile_s: float | None
+    compile_first_s: float | None  # the cold first call itself (compile included)
     peak_bytes: float | None
     memory_kind: str | None  # "device" or "host RSS"
 
@@ -54,6 +57,9 @@ class Headline:
             "headline.compile_time_s": self.compile_s,
             "headline.peak_memory_bytes": self.peak_bytes,
             "headline.throughput_samples_per_s": throughput,
+            "headline.host_quiet": float(self.host.quiet) if self.host else None,
+            "headline.host_contended_repeats": len(self.host.contended) if self.host else None,
+            "headline.host_other_cpu_cores": self.host.other_cpu_cores if self.host else None,
         }
         return {k: float(v) for k, v in out.items() if v is not None and math.isfinite(v)}
 
@@ -103,9 +109,11 @@ def headline_of(row: ResultRow) -> Headline:
         ci_low_s=ci[0] if ci and ok else None,
         ci_high_s=ci[1] if ci and ok else None,
         repeats=len(per_repeat),
+        host=HostLoad.from_dict(row.timing.host) if row.timing and ok else None,
         cv=float(cv) if cv is not None and ok else None,
         compiles=compiles,
         compile_s=compile_s if ok and compiles else None,
+        compile_first_s=first,
         peak_bytes=peak if ok else None,
         memory_kind=kind if ok and peak else None,
     )

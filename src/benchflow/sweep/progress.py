@@ -17,7 +17,7 @@ from rich.progress import (
 )
 
 from benchflow.core.units import format_time
-from benchflow.results.headline import median_time
+from benchflow.results.headline import headline_of, median_time
 from benchflow.results.row import ResultRow
 
 console = Console(stderr=True, highlight=False)
@@ -50,12 +50,16 @@ def note(text: str) -> None:
 
 def report(row: ResultRow, num: int, total: int, tally: Counter[str]) -> None:
     status = row.status
-    per_iter = median_time(row)
+    h = headline_of(row)
     parts = [f"[{num + 1}/{total}]", f"[{status.style}]{status:<11}[/]"]
     parts.append(f"{row.job.name:<28}")
-    if per_iter is not None:
-        parts.append(f"{format_time(per_iter)}/iter")
-        parts.append(f"(cold start {format_time(row.scalar('first_iter_time_s'))})")
+    if h.time_s is not None:
+        parts.append(f"{format_time(h.time_s)}/iter")
+        if h.ci_low_s is not None and h.ci_high_s is not None:
+            parts.append(f"(95% CI {format_time(h.ci_low_s)} to {format_time(h.ci_high_s)},")
+        parts.append(f"{h.repeats} repeats; cold start {format_time(h.compile_first_s)})")
+        if h.host and not h.host.quiet:
+            parts.append("[yellow]host busy[/]")
     elif row.error:
         parts.append(row.error.splitlines()[0][:100])
     parts.append(f"· wall {row.job.wall_time_s or 0.0:.1f} s")

@@ -1,0 +1,81 @@
+"""Was the host quiet while a job timed? The rule, from the per-repeat figures the
+child's load probe records (harness/load.py): what a contended repeat is, and when a
+job counts as timed on a quiet host (docs/timing.md).
+
+A repeat is *contended* when other processes used more than a quarter of the job's
+own cores over it (``host_other_cpu_own_s``), or the hypervisor stole more than a
+tenth of them (``host_steal_s``). The job's own threads waiting for each other (XLA's
+pools on CPU do, all the time) is not contention: its wait is recorded, not judged.
+The host was *quiet* for the job when at most a tenth of its repeats were contended.
+Load on other cores is recorded too (``other_cpu_cores``: how many cores other
+processes kept busy on average), not judged: a CPU slot keeps other jobs off the
+job's cores on purpose.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+OTHER_OWN_LIMIT = 0.25  # of the job's cores' time in a repeat (/proc/stat ticks: coarse)
+STEAL_LIMIT = 0.10
+QUIET_SHARE = 0.10  # the most repeats that may be contended on a quiet host
+
+
+@dataclass(frozen=True)
+class HostLoad:
+    """The row's `timing.host`: what else ran over the timed repeats."""
+
+    quiet: bool
+    contended: list[int] = field(default_factory=list)  # the contended repeats, by index
+    other_cpu_cores: float = 0.0  # other processes, whole host: cores kept busy on average
+    other_own_share: float = 0.0  # other processes on the job's cores: share of their time
+    steal_share: float = 0.0  # the hypervisor's steal on the job's cores: share
+    wait_share: float = 0.0  # the job's threads waiting for a CPU: seconds per second
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> HostLoad | None:
+        if not data:
+            return None
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+    @property
+    def described(self) -> str:
+        """In a sentence's words: '12 of 50 repeats contended (other processes on the
+        job's cores 31%, steal 0%)'."""
+        return (
+            f"{len(self.contended)} repeat(s) contended (other processes on the job's cores "
+            f"{self.other_own_share:.0%}, steal {self.steal_share:.0%}, elsewhere "
+            f"{self.other_cpu_cores:.1f} cores)"
+        )
+
+
+def host_load(per_repeat: dict[str, list[float]], cores: int) -> HostLoad | None:
+    """The rule applied to a job's per-repeat metrics; `cores`: the job's own cores
+    (its CPU slot). None where the probe recorded nothing."""
+    windows = per_repeat.get("total_time_s") or []
+    own = per_repeat.get("host_other_cpu_own_s") or []
+    if not windows or len(own) != len(windows) or cores < 1:
+        return None
+    steal = per_repeat.get("host_steal_s") or [0.0] * len(windows)
+    other = per_repeat.get("host_other_cpu_s") or [0.0] * len(windows)
+    wait = per_repeat.get("host_wait_s") or [0.0] * len(windows)
+    contended = [
+        i
+        for i, w in enumerate(windows)
+        if w > 0 and (own[i] > OTHER_OWN_LIMIT * w * cores or steal[i] > STEAL_LIMIT * w * cores)
+    ]
+    total = sum(windows)
+    return HostLoad(
+        quiet=len(contended) <= QUIET_SHARE * len(windows),
+        contended=contended,
+        other_cpu_cores=sum(other) / total if total else 0.0,
+        other_own_share=sum(own) / (total * cores) if total else 0.0,
+        steal_share=sum(steal) / (total * cores) if total else 0.0,
+        wait_share=sum(wait) / total if total else 0.0,
+    )

@@ -1,0 +1,92 @@
+"""processes=N: one job timed in N fresh processes, its samples pooled (as pyperf's
+worker processes are), so that what differs between processes (the allocator's and
+the address space's layout, thread placement) is inside the interval, not hidden by
+one process's luck.
+
+The pooled result is the first process's in all but its samples: the cold first call
+(the compile time), the digest, the accuracy check are that process's; every per-repeat
+series is the processes' series one after another, and the summaries, the interval,
+the steadiness and the host's load are taken over the pool. `timing.processes` keeps
+each process's own count, median and stop.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+from benchflow.results.child import ChildResult, ChildTimings, Timing, Unsteady
+from benchflow.results.intervals import median_ci
+from benchflow.results.load import host_load
+from benchflow.results.stats import summarize
+
+
+def _process(result: ChildResult) -> dict[str, Any]:
+    per_iter = result.metrics.get("per_iter_time_s")
+    values = per_iter if isinstance(per_iter, list) else []
+    return {
+        "repeats": len(values),
+        "median_s": statistics.median(values) if values else None,
+        "stop": result.timing.stop if result.timing else None,
+        "first_iter_time_s": result.metrics.get("first_iter_time_s"),
+    }
+
+
+def _timings(results: Sequence[ChildResult]) -> ChildTimings | None:
+    parts = [r.child_timings for r in results if r.child_timings]
+    if not parts:
+        return None
+    summed = {
+        f.name: sum(getattr(p, f.name) for p in parts)
+        for f in dataclasses.fields(ChildTimings)
+        if f.name.endswith("_s")
+    }
+    return ChildTimings(**summed, entered=parts[0].entered, done=parts[-1].done)
+
+
+def pool(results: Sequence[ChildResult], cores: int) -> ChildResult:
+    """The processes' results of one job as one (each timed ok); `cores`: the job's."""
+    first = results[0]
+    if len(results) == 1 or first.timing is None:
+        return first
+    metrics: dict[str, Any] = dict(first.metrics)
+    series: dict[str, list[float]] = {
+        k: [] for k, v in first.metrics.items() if isinstance(v, list)
+    }
+    unsteady: list[Unsteady] = []
+    offset = 0
+    for r in results:
+        for key, values in series.items():
+            got = r.metrics.get(key)
+            values.extend(got if isinstance(got, list) else [])
+        if r.timing:
+            unsteady += [Unsteady(u.repeat + offset, u.reason) for u in r.timing.unsteady_repeats]
+            offset += r.timing.repeats or 0
+    metrics.update(series)
+    per_iter = series.get("per_iter_time_s") or []
+    median = statistics.median(per_iter) if per_iter else 0.0
+    if median > 0 and first.batch_size:
+        metrics["throughput_samples_per_s"] = first.batch_size / median
+    ci = median_ci(per_iter)
+    stops = list(dict.fromkeys(r.timing.stop for r in results if r.timing and r.timing.stop))
+    load = host_load(series, cores)
+    timing: Timing = dataclasses.replace(
+        first.timing,
+        steady_state=not unsteady,
+        unsteady_repeats=unsteady,
+        repeats=len(per_iter),
+        ci_rel=ci.rel_half_width(median) if ci else None,
+        stop=",".join(stops) or None,
+        host=load.to_dict() if load else None,
+        processes=[_process(r) for r in results],
+    )
+    return dataclasses.replace(
+        first,
+        metrics=metrics,
+        summary={k: summarize(v) for k, v in series.items() if v},
+        timing=timing,
+        child_timings=_timings(results),
+        child_wall_s=sum(r.child_wall_s or 0.0 for r in results),
+    )
