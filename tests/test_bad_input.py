@@ -206,7 +206,7 @@ def test_a_launcher_that_is_not_installed_says_how_to_get_it(
 ) -> None:
     """Every documented launcher is installed here (make setup), so the missing one is
     a name whose plugin module does not exist."""
-    from benchflow import __main__ as cli
+    from benchflow.cli import sweep as cli
 
     monkeypatch.setitem(
         cli.LAUNCHERS, "ray", ("hydra_plugins.not_installed", "hydra-ray-launcher", cli._RAY)

@@ -1,14 +1,15 @@
-"""`python -m benchflow [-m] key=value ...`: compose, validate, and run benchmark jobs.
+"""`benchflow` (or `python -m benchflow`): the sweep, or one of the commands beside it.
 
-Nothing heavy is imported here: --help, --cfg job and config errors never load
-torch, torch_xla or mlflow. Each job's child process imports those itself.
+`benchflow [-m] key=value ...` runs a sweep (benchflow.cli.sweep); `benchflow NAME ...`
+runs the command NAME, each a module with main(argv) -> exit code. Nothing heavy is
+imported here.
 """
 
 from __future__ import annotations
 
 import sys
 
-# `python -m benchflow <name> ...`: commands beside the sweep, each a module with main(argv).
+# `benchflow <name> ...`: commands beside the sweep.
 SUBCOMMANDS = {
     "models": "benchflow.cli.models",  # which models can run here
     "report": "benchflow.cli.report",  # tables, plots and the regression gate
@@ -19,236 +20,27 @@ SUBCOMMANDS = {
 
 
 def main() -> None:
-    if len(sys.argv) > 1 and sys.argv[1] in SUBCOMMANDS:
-        import importlib
+    import importlib
 
-        command = importlib.import_module(SUBCOMMANDS[sys.argv[1]])
+    first = sys.argv[1] if len(sys.argv) > 1 else ""
+    if first in SUBCOMMANDS:
+        command = importlib.import_module(SUBCOMMANDS[first])
         raise SystemExit(command.main(sys.argv[2:]))
+    if first and "=" not in first and not first.startswith(("-", "+", "~")):
+        # Neither a command nor an override: Hydra would say only "missing EQUAL".
+        import difflib
 
-    args = sys.argv[1:]
-    _check_config_dirs(args)
-    _check_launcher(args)
-    _check_keys(args)
-    _check_yaml(args)
-    if "resume=true" in args:
-        sys.argv[1:] = _resume_into(args)
-
-    import signal
-
-    import hydra
-
-    from benchflow.models.torchbench_index import register_torchbench
-    from benchflow.suite.suites import register_suite_models, unchosen_suite_model
-
-    root = next(
-        (a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("suite.torchbench_root=")), None
-    )
-    register_torchbench(root)
-    why = unchosen_suite_model(sys.argv[1:])
-    if why:
-        print(f"benchflow: error: {why}", file=sys.stderr)
-        raise SystemExit(2)
-    register_suite_models(sys.argv[1:])
-
-    from benchflow.config.store import CONF_DIR
-
-    # benchflow's own tree: conf/ of a checkout, or the copy an installed wheel carries.
-    @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
-    def _app(cfg):  # type: ignore[no-untyped-def]
-        from benchflow.sweep.task import run_job
-
-        return run_job(cfg)
-
-    received: list[int] = []
-
-    def _stop(signum: int, frame: object) -> None:
-        # SIGTERM (a scheduler, `kill`) takes Ctrl-C's path: the running job's process
-        # group is killed and recorded as `interrupted`; a resume finishes the rest.
-        received.append(signum)
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, _stop)
-    try:
-        _app()
-    except KeyboardInterrupt:
-        # The running job was killed and recorded as `interrupted`; rows already
-        # written stay in results.jsonl.
-        how = "terminated (SIGTERM)" if received else "interrupted"
+        close = difflib.get_close_matches(first, SUBCOMMANDS, n=1)
+        hint = f"did you mean `{close[0]}`? " if close else ""
         print(
-            f"benchflow: {how}; the results so far are kept. Run the same command with "
-            "resume=true to finish the sweep.",
-            file=sys.stderr,
-        )
-        raise SystemExit(143 if received else 130) from None
-
-
-def _resume_into(args: list[str]) -> list[str]:
-    """resume=true: run into the newest sweep folder that had the same overrides."""
-    from pathlib import Path
-
-    from benchflow.sweep.resume import find_sweep
-
-    if "-m" not in args and "--multirun" not in args:
-        print(
-            "benchflow: error: resume=true applies to sweeps (-m); allowed: add -m", file=sys.stderr
-        )
-        raise SystemExit(2)
-    if any(a.startswith("hydra.sweep.dir=") for a in args):
-        return args  # the user named the folder: sweeping into it resumes it
-    root = Path("multirun")
-    found, seen = find_sweep(root, args)
-    if found is None:
-        listing = ", ".join(str(p) for p in seen[:5]) or "none"
-        print(
-            "benchflow: error: resume=true found no sweep under multirun/ with these "
-            f"overrides (sweeps there: {listing}); allowed: the same overrides as the "
-            "sweep to resume, or hydra.sweep.dir=<its folder>",
+            f"benchflow: error: no command {first!r}; {hint}allowed commands: "
+            f"{', '.join(SUBCOMMANDS)}, or key=value overrides for a run (see --help)",
             file=sys.stderr,
         )
         raise SystemExit(2)
-    print(f"benchflow: resuming {found}", file=sys.stderr)
-    return [*args, f"hydra.sweep.dir={found}"]
+    from benchflow.cli.sweep import main as sweep
 
-
-# Launchers benchflow documents, and the distribution that brings each.
-_CORE = "`uv sync --locked` (a benchflow dependency)"
-_RAY = "`uv sync --locked --extra ray` or `pip install 'benchflow[ray]'` (make setup does)"
-LAUNCHERS = {
-    "joblib": ("hydra_plugins.hydra_joblib_launcher", "hydra-joblib-launcher", _CORE),
-    "submitit_local": ("hydra_plugins.hydra_submitit_launcher", "hydra-submitit-launcher", _CORE),
-    "submitit_slurm": ("hydra_plugins.hydra_submitit_launcher", "hydra-submitit-launcher", _CORE),
-    "ray": ("hydra_plugins.hydra_ray_launcher", "hydra-ray-launcher", _RAY),
-    "ray_local": ("hydra_plugins.hydra_ray_launcher", "hydra-ray-launcher", _RAY),
-}
-
-
-def _check_config_dirs(args: list[str]) -> None:
-    from benchflow.config.store import problem
-
-    if why := problem(args):
-        _exit(why)
-
-
-def _check_launcher(args: list[str]) -> None:
-    """hydra/launcher=X whose plugin is not installed: say how to get it (Hydra's own
-    message only lists the launchers it found)."""
-    import importlib.util
-
-    for arg in args:
-        if arg.startswith("hydra/launcher="):
-            name = arg.split("=", 1)[1]
-            module, dist, how = LAUNCHERS.get(name, (None, "", ""))
-            if module and importlib.util.find_spec(module) is None:
-                print(
-                    f"benchflow: error: hydra/launcher={name} needs {dist}, which is not "
-                    "installed here; allowed: basic (the default) or an installed launcher. "
-                    f"Install it with {how}",
-                    file=sys.stderr,
-                )
-                raise SystemExit(2)
-
-
-def _check_keys(args: list[str]) -> None:
-    """An override of a key the schema does not have: one message with the allowed keys
-    (Hydra's own says only that the key is not in the config)."""
-    from benchflow.config.store import groups as config_groups
-
-    groups = config_groups(args)
-    for arg in args:
-        key, sep, value = arg.partition("=")
-        if not sep or arg.startswith(("-", "+", "~", "hydra.", "hydra/")) or "@" in key:
-            continue
-        if key in groups:
-            continue  # a group choice: Hydra lists the options when one is unknown
-        if why := _unknown_key(key, groups):
-            _exit(f"{key}={value}: {why}")
-
-
-def _unknown_key(key: str, groups: list[str]) -> str | None:
-    """Why a dotted key is not one of the schema's ('no key ...; allowed keys ...'), or
-    None. Below a field that is a value or a free-form mapping, Hydra checks types."""
-    import dataclasses
-    import typing
-
-    from benchflow.config.schema import BenchConfig
-
-    cls: typing.Any = BenchConfig
-    done: list[str] = []
-    for part in key.split("."):
-        fields = {f.name for f in dataclasses.fields(cls)}
-        if part not in fields:
-            allowed = sorted(fields | (set(groups) if not done else set()))
-            where = ".".join(done) + "." if done else ""
-            which = "keys" if not done else "keys of " + ".".join(done)
-            return f"no key {where}{part}; allowed {which}: " + ", ".join(allowed)
-        done.append(part)
-        hint = typing.get_type_hints(cls)[part]
-        if not dataclasses.is_dataclass(hint):
-            return None
-        cls = hint
-    return None
-
-
-def _exit(message: str) -> None:
-    print(f"benchflow: error: {message}", file=sys.stderr)
-    raise SystemExit(2)
-
-
-def _check_yaml(args: list[str]) -> None:
-    """A chosen config file (benchflow's or the user's) that is not valid YAML, or sets a
-    key the schema does not have: one message naming the file, before Hydra (which would
-    print a parser traceback, or name the key without what is allowed)."""
-    from benchflow.config.store import config_dirs
-    from benchflow.config.store import groups as config_groups
-
-    dirs, groups = config_dirs(args), config_groups(args)
-    for arg in args:
-        group, sep, value = arg.partition("=")
-        if not sep or arg.startswith(("-", "+", "~", "hydra.")):
-            continue
-        for option in (v.strip() for v in value.split(",")):
-            path = next(
-                (p for p in (d / group / f"{option}.yaml" for d in dirs) if p.is_file()), None
-            )
-            if path is None:
-                continue
-            choice = f"{group}={option}"
-            text = _load_or_exit(path, choice)
-            package = "" if "@package _global_" in path.read_text().split("\n", 1)[0] else group
-            for key in _leaf_keys(text, package):
-                if why := _unknown_key(key, groups):
-                    _exit(f"{choice}: {path}: {why}")
-
-
-def _leaf_keys(data: object, prefix: str, root: bool = True) -> list[str]:
-    """The dotted keys a config file sets (its defaults list and hydra node left out)."""
-    if not isinstance(data, dict):
-        return [prefix] if prefix else []
-    keys = []
-    for key, value in data.items():
-        if root and key in ("defaults", "hydra"):
-            continue
-        keys += _leaf_keys(value, f"{prefix}.{key}" if prefix else str(key), root=False)
-    return keys
-
-
-def _load_or_exit(path: object, choice: str) -> object:
-    from pathlib import Path
-
-    import yaml
-
-    try:
-        return yaml.safe_load(Path(str(path)).read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        print(
-            f"benchflow: error: {choice}: {path} is not valid YAML{where}: {problem}; "
-            "allowed: a YAML mapping like the files beside it",
-            file=sys.stderr,
-        )
-        raise SystemExit(2) from None
+    raise SystemExit(sweep(sys.argv[1:]))
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 import shlex
 import sys
@@ -87,7 +88,7 @@ def _check_overrides(overrides: Sequence[str]) -> str | None:
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
 
-    from benchflow.__main__ import _unknown_key
+    from benchflow.config.keys import unknown_key
     from benchflow.config.store import groups
 
     known = groups()
@@ -96,11 +97,12 @@ def _check_overrides(overrides: Sequence[str]) -> str | None:
         if not sep or arg.startswith(("-", "+", "~", "hydra")):
             return (
                 f"{arg}: not a key=value of benchflow's config; allowed: key=value "
-                "(group=option or a dotted key), one value each, and hydra.searchpath"
+                "(group=option or a dotted key), one value each, hydra.searchpath and "
+                "hydra.sweep.dir"
             )
         if key == "experiment":
             return f"{arg}: an experiment file sets many keys; allowed: the keys themselves"
-        if key not in known and (why := _unknown_key(key, known)):
+        if key not in known and (why := unknown_key(key, known)):
             return f"{arg}: {why}"
     try:
         parsed = OverridesParser.create().parse_overrides(list(overrides))
@@ -187,6 +189,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     searchpath = [a for a in args.overrides if a.startswith("hydra.searchpath=")]
     args.overrides = [a for a in args.overrides if a not in searchpath]
     args.config_dir += [str(d) for d in user_config_dirs(searchpath)]
+    # Where the rerun's sweep goes, said as for any sweep (default: a new multirun/ folder).
+    named = [a.split("=", 1)[1] for a in args.overrides if a.startswith("hydra.sweep.dir=")]
+    args.overrides = [a for a in args.overrides if not a.startswith("hydra.sweep.dir=")]
+    if named and (Path(named[-1]).is_file() or any(Path(named[-1]).glob("*"))):
+        return _fail(
+            f"hydra.sweep.dir={named[-1]}: the folder is not empty; allowed: a new or "
+            "empty folder (a rerun's rows never mix with another sweep's)"
+        )
     if why := _check_overrides(args.overrides):
         return _fail(why)
     project = Path.cwd()
@@ -223,7 +233,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.dry_run:
         return 0
 
-    sweep_dir = _new_sweep_dir()
+    sweep_dir = Path(named[-1]) if named else _new_sweep_dir()
     first = jobs[0].config
     argv_out = [
         "-m",
@@ -238,21 +248,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         ),
         *([f"suite.torchbench_root={root}"] if root else []),
     ]
-    rerun.PENDING = jobs
-    code = 0
-    saved = sys.argv
-    sys.argv = [saved[0], *argv_out]
-    try:
-        from benchflow.__main__ import main as run_sweep
-
-        run_sweep()
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    finally:
-        sys.argv = saved
-        rerun.PENDING = None
+    code = _run_planned(jobs, argv_out)
     _summary(sweep_dir, rows)
     return code
+
+
+def _run_planned(jobs: Sequence[Job], argv: Sequence[str]) -> int:
+    """The sweep runs these jobs as planned: their plan, handed to the sweeper as a file
+    (hydra.sweeper.plan), which writes it into the sweep's folder as its plan.json."""
+    import tempfile
+
+    from benchflow.cli.sweep import main as sweep
+    from benchflow.core.job import Plan
+
+    with tempfile.TemporaryDirectory(prefix="benchflow-rerun-") as tmp:
+        given = Path(tmp) / "plan.json"
+        given.write_text(json.dumps(Plan.of(jobs, len(jobs), []).to_dict()))
+        try:
+            return sweep([*argv, f"hydra.sweeper.plan={given}"])
+        except SystemExit as exc:  # Hydra's and the checks' own exits
+            return exc.code if isinstance(exc.code, int) else 1
 
 
 def _logging_to(job: Job, uri: str) -> Job:

@@ -7,7 +7,8 @@ them, so the same row gives the same fingerprint (unless extra overrides change 
 and each carries its origin (core/job.py Origin) so that its new row can say what it
 reran, what differs in its environment, and whether its output digest was reproduced.
 
-The sweeper (hydra_plugins/benchflow_sweeper) runs `PENDING` instead of expanding a grid.
+The rerun's Plan is handed to the sweeper (hydra.sweeper.plan=FILE), which runs it
+instead of expanding a grid.
 """
 
 from __future__ import annotations
@@ -30,9 +31,6 @@ from benchflow.results.io import current, read_rows
 from benchflow.results.row import ResultRow, RowError
 
 log = logging.getLogger(__name__)
-
-# The jobs `benchflow rerun` hands to the sweeper (None: a sweep expands its grid).
-PENDING: list[Job] | None = None
 
 HEX32 = re.compile(r"^[0-9a-f]{32}$")
 
