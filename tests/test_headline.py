@@ -10,7 +10,11 @@ MLflow run with a child run per job, and the model x backend table."""
 
 from __future__ import annotations
 
+import re
+
 from tests.conftest import SessionSweep, sweep_runs
+
+from benchflow.results.row import SCHEMA_VERSION
 
 BACKENDS = ["eager", "lazy_xla", "inductor", "openxla"]
 
@@ -28,7 +32,7 @@ def test_ok_rows_per_backend_and_invalid_pairs_apart(grid_sweep: SessionSweep) -
         assert "does not compile for the XLA device" in r["error"]
         assert r["metrics"] == {} and r["job"]["wall_time_s"] == 0.0
     for r in ok:
-        assert r["schema_version"] == 3 and r["config"]["model.size"] == "tiny"
+        assert r["schema_version"] == SCHEMA_VERSION and r["config"]["model.size"] == "tiny"
         assert r["model"]["model_source"] == "builtin"
         assert r["experiment"]["accelerator"] == "cpu"
         assert r["experiment"]["batch_size"] > 0
@@ -73,11 +77,16 @@ def test_report_has_every_backend_with_speedups_and_the_invalid_pairs_apart(
     for backend in BACKENDS:
         assert backend in lines, summary
         assert "2/2 (100%)" in lines[backend]
-        assert "x over 2" in lines[backend] or backend == "inductor", lines[backend]
-    assert "| inductor | 2/2 (100%) | 1.00x over 2 |" in summary  # the baseline
+        # every model in the geomean, with the geomean's interval, none left out
+        cells = [c.strip() for c in lines[backend].split("|")[1:-1]]
+        assert re.fullmatch(r"\d\.\d\dx \(\d\.\d\d-\d\.\d\d\) over 2 of 2", cells[2]) or (
+            backend == "inductor"
+        ), lines[backend]
+        assert cells[3] == "none", lines[backend]
+    assert "| inductor | 2/2 (100%) | 1.00x over 2 of 2 | none |" in summary  # the baseline
     # eager compiles nothing: its compile time is "–", not a number
     eager = [c.strip() for c in lines["eager"].split("|")[1:-1]]
-    assert eager[3] == "–"
+    assert eager[4] == "–"
     per_model = md.split("## Per model")[1]
     llama_eager = next(
         ln for ln in per_model.splitlines() if ln.startswith("| llama | eval | eager |")

@@ -27,7 +27,9 @@ HEADLINE = {
     "headline.peak_memory_bytes",
     "headline.throughput_samples_per_s",
 }
-EVERY_JOB = {*HEADLINE, "job.wall_time_s", "per_iter_time_s"}
+# what else ran on the host while it timed (results/load.py)
+HOST = {"headline.host_quiet", "headline.host_contended_repeats", "headline.host_other_cpu_cores"}
+EVERY_JOB = {*HEADLINE, *HOST, "job.wall_time_s", "per_iter_time_s"}
 DYNAMO = {"counters.dynamo_graphs", "counters.graph_breaks"}
 XLA = {"counters.xla_compiles", "counters.xla_executions_per_step"}
 # The metric names each backend's run must have, no more (eager compiles nothing: no

@@ -16,12 +16,11 @@ from tests.conftest import SEARCHPATH, CliResult, EarlySweeps, early, run_cli
 
 from benchflow.core.status import Status
 from benchflow.report.compare import compare
+from benchflow.report.csv_tables import entries_csv, summary_csv
 from benchflow.report.model import build_report
 from benchflow.report.render import (
     ENTRY_HEADER,
     SUMMARY_HEADER,
-    entries_csv,
-    summary_csv,
     to_html,
     to_markdown,
 )
@@ -159,43 +158,106 @@ def test_a_later_row_replaces_an_earlier_one() -> None:
     assert entry.time_s == 0.1 and "replaced" in rep.notes[0]
 
 
-def test_gate_noise_threshold_and_breakage() -> None:
+def _spread(median: float, n: int, rel: float, seed: int) -> list[float]:
+    """n repeat times around `median`, spread by ±rel (uniform, seeded)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    return [float(median * (1 + rel * u)) for u in rng.uniform(-1, 1, n)]
+
+
+def _busy(r: ResultRow) -> ResultRow:
+    """The row as if timed while other processes used its cores (results/load.py)."""
+    data = r.to_dict()
+    data["timing"] = {"host": {"quiet": False, "contended": [0, 1, 2], "other_own_share": 0.4}}
+    return ResultRow.from_dict(data)
+
+
+def test_each_verdict_from_samples_effect_and_host() -> None:
+    """Each verdict of report --compare (docs/reports.md), from raw samples: significance
+    (Mann-Whitney U, BH-adjusted) and the minimum effect (--threshold) together."""
     base = build_report(
         [
-            row("same", "eager", [0.010, 0.011, 0.012]),
-            row("slow", "eager", [0.010, 0.0101, 0.0102]),
-            row("noisy", "eager", [0.010, 0.011, 0.020]),
-            row("fast", "eager", [0.010, 0.0101, 0.0102]),
+            row("same", "eager", _spread(0.010, 12, 0.02, 1)),
+            row("slow", "eager", _spread(0.010, 12, 0.02, 2)),
+            row("fast", "eager", _spread(0.010, 12, 0.02, 3)),
+            row("small", "eager", _spread(0.010, 40, 0.01, 4)),
+            row("few", "eager", _spread(0.010, 3, 0.01, 5)),
+            row("wide", "eager", _spread(0.010, 12, 0.40, 6)),
+            row("busy", "eager", _spread(0.010, 12, 0.02, 7)),
             row("breaks", "eager", [0.01] * 3),
+            row("fixed", "eager", [0.01] * 3, code="FAIL"),
             row("gone", "eager", [0.01] * 3),
         ],
         "none",
     )
     cand = build_report(
         [
-            row("same", "eager", [0.0105, 0.0112, 0.0118]),
-            row("slow", "eager", [0.013, 0.0131, 0.0132]),  # +30%, IQRs apart
-            row("noisy", "eager", [0.009, 0.013, 0.030]),  # +18% but IQRs overlap
-            row("fast", "eager", [0.005, 0.0051, 0.0052]),
+            row("same", "eager", _spread(0.010, 12, 0.02, 11)),
+            row("slow", "eager", _spread(0.013, 12, 0.02, 12)),  # +30%
+            row("fast", "eager", _spread(0.005, 12, 0.02, 13)),  # -50%
+            row("small", "eager", _spread(0.0102, 40, 0.01, 14)),  # +2%: real, below 5%
+            row("few", "eager", _spread(0.013, 3, 0.01, 15)),  # +30%, 3 against 3
+            row("wide", "eager", _spread(0.0105, 12, 0.40, 16)),  # +5% in ±40% noise
+            _busy(row("busy", "eager", _spread(0.013, 12, 0.02, 17))),  # +30%, host busy
             row("breaks", "eager", [0.01] * 3, code="FAIL"),
+            row("fixed", "eager", [0.01] * 3),
             row("new", "eager", [0.01] * 3),
         ],
         "none",
     )
-    verdicts = {c.model: c.verdict for c in compare(base, cand, threshold=0.05)}
-    assert verdicts == {
-        "same": "same",
-        "slow": "regressed",
-        "noisy": "slower, within noise",
-        "fast": "improved",
+    changes = {c.model: c for c in compare(base, cand, threshold=0.05)}
+    assert {m: c.verdict for m, c in changes.items()} == {
+        "same": "no significant change",
+        "slow": "regression",
+        "fast": "improvement",
+        "small": "no significant change",
+        "few": "insufficient data",
+        "wide": "insufficient data",
+        "busy": "suspicious",
         "breaks": "broken",
+        "fixed": "fixed",
         "gone": "missing",
         "new": "new",
     }
-    # the threshold is respected: +30% is not a regression at 50%
+    assert {m for m, c in changes.items() if c.fails} == {"slow", "breaks"}
+    # what each says: the 3-against-3 floor, the interval too wide, the busy side
+    assert "can never reach p < 0.05" in changes["few"].detail
+    assert "wider than ±5%" in changes["wide"].detail
+    assert "candidate ran on a busy host" in changes["busy"].detail
+    # the small change is significant, but its interval lies within the threshold
+    small = changes["small"]
+    assert small.q_value is not None and small.q_value < 0.05
+    assert small.ratio_ci is not None and 1 < small.ratio_ci.low < small.ratio_ci.high < 1.05
+    slow = changes["slow"]
+    assert slow.ratio_ci is not None and slow.ratio_ci.contains(slow.ratio or 0)
+    assert slow.ratio_ci.low > 1.2
+    # the threshold is respected: +30% is no regression at 50%
     loose = {c.model: c.verdict for c in compare(base, cand, threshold=0.5)}
-    assert loose["slow"] == "same"
+    assert loose["slow"] == "no significant change" and loose["fast"] == "improvement"
     assert not any(c.fails for c in compare(base, base, threshold=0.0))
+
+
+def test_benjamini_hochberg_keeps_false_alarms_down_over_many_rows() -> None:
+    """Forty A/A rows (each side drawn from one distribution) and four real +30% ones:
+    uncorrected, a few A/A rows would come out below p = 0.05 by chance; after
+    Benjamini-Hochberg none is called changed, and the four real ones still are."""
+    base_rows, cand_rows = [], []
+    for i in range(44):
+        slower = 1.3 if i < 4 else 1.0
+        base_rows.append(row(f"m{i}", "eager", _spread(0.01, 10, 0.05, 100 + i)))
+        cand_rows.append(row(f"m{i}", "eager", _spread(0.01 * slower, 10, 0.05, 200 + i)))
+    # threshold 0: any significant change is called, so only the adjustment stands
+    # between a chance p < 0.05 and a false verdict
+    changes = compare(build_report(base_rows, "none"), build_report(cand_rows, "none"), 0.0)
+    real = {f"m{i}" for i in range(4)}
+    same = [c for c in changes if c.model not in real]
+    raw = [c for c in same if c.p_value is not None and c.p_value < 0.05]
+    assert raw, "the seeds give some chance p < 0.05 among the A/A rows (BH has work to do)"
+    assert {c.model: c.verdict for c in changes if c.model in real} == dict.fromkeys(
+        real, "regression"
+    )
+    assert all(c.verdict in ("no significant change", "insufficient data") for c in same)
 
 
 def test_markdown_csv_and_self_contained_html() -> None:
@@ -203,7 +265,9 @@ def test_markdown_csv_and_self_contained_html() -> None:
 
     rep = build_report(ROWS, "inductor")
     md = to_markdown(rep, "t")
-    assert "| openxla | 3/5 (60%) | 0.71x over 2 |" in md
+    # the geomean over the 2 models with a speedup, of the 5 it has; the others named
+    left_out = "c: crashed; d: accuracy FAIL; e: no inductor row: no speedup"
+    assert f"| openxla | 3/5 (60%) | 0.71x (0.65-0.77) over 2 of 5 | {left_out} |" in md
     assert re.search(r"\| a \| eval \| openxla \| ok \| 5\.50 ms \| .* \| 2\.00x \|", md)
     assert "| c | eval | openxla | crashed |" in md
     lines = list(csv.DictReader(io.StringIO(entries_csv(rep))))
@@ -324,17 +388,20 @@ def test_sweep_end_writes_the_report_and_logs_it(sweeps: tuple[CliResult, Path, 
     metrics = client.get_run(parent).data.metrics
     assert metrics["report.aot_eager.passrate"] == 1.0
     rows = [json.loads(x) for x in (slowed / "results.jsonl").read_text().splitlines()]
-    # A noisy row (CV > 10% on a busy host) is kept out of the geomean: then there is none.
+    # Every passing row is in the geomean (its interval carries the noise), and its
+    # bounds are logged beside it.
     typed = [ResultRow.from_dict(r) for r in rows]
     (eager_summary,) = [
         s for s in build_report(typed, baseline="aot_eager").summaries if s.config.label == "eager"
     ]
-    if eager_summary.geomean_speedup is None:
-        assert "report.eager.geomean_speedup" not in metrics
-    else:
-        assert metrics["report.eager.geomean_speedup"] == pytest.approx(
-            eager_summary.geomean_speedup
-        )
+    assert eager_summary.geomean_speedup is not None and eager_summary.geomean_ci is not None
+    assert metrics["report.eager.geomean_speedup"] == pytest.approx(eager_summary.geomean_speedup)
+    assert metrics["report.eager.geomean_speedup_ci_low"] == pytest.approx(
+        eager_summary.geomean_ci.low
+    )
+    assert metrics["report.eager.geomean_speedup_ci_high"] == pytest.approx(
+        eager_summary.geomean_ci.high
+    )
     eager = next(r for r in rows if r["experiment"]["dynamo"] is None)
     child = client.get_run(eager["job"]["mlflow_run_id"])
     assert child.data.params["backend"] == "eager"
@@ -357,7 +424,13 @@ def test_same_sweep_is_no_regression(
     assert res.returncode == 0, res.stderr
     assert "no regression" in res.stdout
     changes = list(csv.DictReader((base / "compare" / "compare.csv").open()))
-    assert [c["verdict"] for c in changes] == ["same", "same"]
+    # the same samples on both sides: p = 1; "no significant change" where the ratio's
+    # interval lies within the threshold, else (a noisy host: the sweeps run beside
+    # the other tests) "insufficient data", never a change
+    assert all(float(c["p_value"]) == 1.0 for c in changes)
+    for c in changes:
+        within = float(c["ratio_ci_low"]) >= 1 / 1.05 and float(c["ratio_ci_high"]) <= 1.05
+        assert c["verdict"] == ("no significant change" if within else "insufficient data"), c
 
 
 def test_planted_slowdown_fails_the_gate(
@@ -365,15 +438,28 @@ def test_planted_slowdown_fails_the_gate(
 ) -> None:
     _, _, slowed = sweeps
     res = gate["gate"]
-    assert res.returncode == 1, res.stdout + res.stderr
     table = (slowed / "compare" / "compare.csv").read_text()
-    assert "regression(s)" in res.stderr and "work/eager (regressed)" in res.stderr, table
     changes = {c["config"]: c for c in csv.DictReader(table.splitlines())}
-    assert changes["eager"]["verdict"] == "regressed"
     # 10x the matmuls. A busy host (the session sweeps run beside this) narrows the gap
     # a lot: one CI run saw 2.5x, its base sweep timed while the host was busiest.
     assert float(changes["eager"]["ratio"]) > 1.5, table
-    assert "regressed" in (slowed / "compare" / "report.md").read_text()
+    assert float(changes["eager"]["p_value"]) < 0.05, table  # 5 against 5, all apart
+    # Where a side's rows say the host was busy, the verdict says so and does not fail
+    # the gate; on a quiet host it is a regression, and the gate fails.
+    busy = [
+        ResultRow.from_dict(json.loads(line)).timing
+        for side in ("base", "slowed")
+        for line in (slowed.parent / side / "results.jsonl").read_text().splitlines()
+    ]
+    quiet = all(t and t.host and t.host.get("quiet") for t in busy)
+    if quiet:
+        assert changes["eager"]["verdict"] == "regression", table
+        assert res.returncode == 1, res.stdout + res.stderr
+        assert "regression(s)" in res.stderr and "work/eager (regression)" in res.stderr
+        assert "regression" in (slowed / "compare" / "report.md").read_text()
+    else:
+        assert changes["eager"]["verdict"] == "suspicious", table
+        assert "busy host" in changes["eager"]["detail"], table
 
 
 def test_report_from_mlflow_matches_the_folder(

@@ -168,7 +168,7 @@ def test_a_row_reads_back_as_it_was_written() -> None:
     assert prov["hardware"]["affinity"] == "0-1" and prov["hardware"]["cpu_features"] == ["avx2"]
     assert prov["hardware"]["gpu"]["name"] == "H200" and prov["env"] == {"OMP_NUM_THREADS": "2"}
     assert prov["lock_sha256"] == "l" and data["digest"]["of"] == "inductor"
-    assert data["status"] == "ok" and data["schema_version"] == SCHEMA_VERSION == 3
+    assert data["status"] == "ok" and data["schema_version"] == SCHEMA_VERSION == 4
     assert data["backend"] == "inductor" and data["config"]["model.name"] == "llama"
     assert data["experiment"]["dtype"] == "bfloat16" and data["experiment"]["batch_size"] == 4
     assert data["timing"]["unsteady_repeats"] == [{"repeat": 0, "reason": "dynamo made 1 graph"}]

@@ -16,7 +16,8 @@ import pytest
 from tests.conftest import SEARCHPATH, SessionSweep, run_cli
 
 from benchflow.harness.timing import compiled, settled
-from benchflow.report.model import build_report, timing_flags
+from benchflow.report.entry import timing_flags
+from benchflow.report.model import build_report
 from benchflow.results.row import ResultRow
 
 RECOMPILES = [

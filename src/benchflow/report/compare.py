@@ -25,7 +25,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from benchflow.report.model import Entry, Report
+from benchflow.report.entry import Entry
+from benchflow.report.model import Report
 from benchflow.results.intervals import ALPHA, Interval, adjust, mann_whitney, min_p_value, ratio_ci
 
 REGRESSION = "regression"

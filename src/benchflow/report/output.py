@@ -7,7 +7,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from benchflow.report import render
+from benchflow.report import csv_tables, render
 from benchflow.report.compare import Change
 from benchflow.report.model import Meta, Report
 
@@ -34,10 +34,10 @@ def write(
     if "md" in formats:
         put("report.md", render.to_markdown(report, title, changes))
     if "csv" in formats:
-        put("report.csv", render.entries_csv(report))
-        put("summary.csv", render.summary_csv(report))
+        put("report.csv", csv_tables.entries_csv(report))
+        put("summary.csv", csv_tables.summary_csv(report))
         if changes is not None:
-            put("compare.csv", render.changes_csv(changes))
+            put("compare.csv", csv_tables.changes_csv(changes))
     if "html" in formats:
         from benchflow.report.plots import figures, to_svg
 

@@ -15,7 +15,8 @@ from __future__ import annotations
 import io
 from typing import Any
 
-from benchflow.report.model import Entry, Report
+from benchflow.report.entry import Entry
+from benchflow.report.model import Report
 
 # Past this width (inches; 3,300 px at the PNG's 110 dpi) the models' labels turn 45°
 # instead: a 40-model, 4-backend sweep stays one readable picture.

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 import os
 import shutil
 import sys
@@ -36,10 +35,11 @@ from benchflow.results.child import ChildResult
 from benchflow.results.io import current, known_rows, record_row, tally
 from benchflow.results.provenance import provenance
 from benchflow.results.row import JobInfo, Provenance, ResultRow, build_row
-from benchflow.runner.isolated import Outcome, join_prestart, run_isolated, start_zygote
+from benchflow.runner.isolated import Outcome, join_prestart, start_zygote
 from benchflow.sweep import progress
 from benchflow.sweep.ir import dump_inductor_code, dump_ir
 from benchflow.sweep.plan import plan_job
+from benchflow.sweep.processes import run_processes
 from benchflow.sweep.resume import attempts, current_row
 from benchflow.tracking.mlflow_runs import Tracker, check_reachable, safely, tracker_for
 from benchflow.tracking.sync import job_params, log_job
@@ -180,7 +180,9 @@ def execute(job: Job, where: Where) -> Execution:
         if zygote:
             start_zygote(zygote, cores)  # once per worker and kind, on this slot's cores
         started_at, launching = time.time(), time.perf_counter()
-        outcome = _run_child(job, where, env, zygote, len(cores))
+        key = build_key(job) if zygote else None
+        place = (where.num, where.total)
+        outcome = run_processes(job, where.job_dir, place, env, (zygote, key), len(cores))
         # with wall_time_s: when the child ran (after a model's zygote built it, if any)
         info.started_at = started_at + ((outcome.launched or launching) - launching)
         ir_s = 0.0
@@ -361,60 +363,3 @@ def compile_cache_env(job: Job, job_dir: JobDir) -> dict[str, str]:
 def _job_spec(job: Job, job_dir: JobDir) -> JobSpec:
     """What the child is told: the job's name, its resolved config, where to answer."""
     return JobSpec(job.name, job.config, str(job_dir.child_result))
-
-
-def _run_child(
-    job: Job, where: Where, env: dict[str, str], zygote: str | None, cores: int
-) -> Outcome:
-    """The job's child; with processes=N, N of them one after another (each from the
-    zygote, or spawned), sharing the adaptive rule's budget and cap, their samples
-    pooled (results/pooled.py). A process that does not end ok ends the job there."""
-    cfg = job.config
-    if cfg.processes > 1:
-        cfg = dataclasses.replace(
-            cfg,
-            timed_budget_s=cfg.timed_budget_s / cfg.processes,
-            max_repeat=max(1, math.ceil(cfg.max_repeat / cfg.processes)),
-        )
-    outcomes: list[Outcome] = []
-    with progress.running(cfg.progress, where.num, where.total, job.name):
-        for n in range(cfg.processes):
-            prefix = f"process{n}." if n else ""  # process 2..N: files of its own
-            result = where.job_dir.path / f"{prefix}{where.job_dir.child_result.name}"
-            job_file = where.job_dir.path / f"{prefix}{where.job_dir.job_file.name}"
-            write_json_atomic(job_file, JobSpec(job.name, cfg, str(result)).to_dict())
-            outcomes.append(
-                run_isolated(
-                    job_file,
-                    where.job_dir.path,
-                    cfg.timeout_s,
-                    result_path=result,
-                    log_prefix=prefix,
-                    env=env,
-                    prefork=zygote,
-                    build_key=build_key(job) if zygote else None,
-                )
-            )
-            if outcomes[-1].status is not Status.OK:
-                break
-    return _pooled(outcomes, cfg.processes, cores)
-
-
-def _pooled(outcomes: list[Outcome], processes: int, cores: int) -> Outcome:
-    """The processes' outcomes as the job's: the first that did not end ok, else one ok
-    outcome with their results pooled, over the wall from the first launch to the last
-    exit."""
-    first, last = outcomes[0], outcomes[-1]
-    if processes == 1:
-        return last
-    launched, ended = first.launched, last.ended
-    wall = ended - launched if launched and ended else sum(o.wall_time_s for o in outcomes)
-    if last.status is not Status.OK or any(o.result is None for o in outcomes):
-        error = f"process {len(outcomes)} of {processes}: {last.error or last.status.value}"
-        return dataclasses.replace(last, error=error, wall_time_s=wall, launched=launched)
-    from benchflow.results.pooled import pool
-
-    results = [o.result for o in outcomes if o.result is not None]
-    return dataclasses.replace(
-        last, wall_time_s=wall, launched=launched, result=pool(results, cores)
-    )

@@ -1,0 +1,137 @@
+"""One job's numbers as a report shows them (an *entry*), and the configuration it
+belongs to: the backend plus the values of the swept axes (report/model.py builds
+both from result rows)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from benchflow.core.status import Status
+from benchflow.results.headline import headline_of
+from benchflow.results.intervals import Interval
+from benchflow.results.load import HostLoad
+from benchflow.results.row import ResultRow
+
+FAILED_CODES = (
+    "FAIL",
+    "EAGER_FAILED",
+    "EXCEPTION_RAISED",
+    "NONDETERMINISTIC_EAGER_RUN",
+    "VERIFIER_DIDNT_RUN",
+)
+
+
+@dataclass(frozen=True)
+class Config:
+    """A backend plus the values of the varying axes: one column of the comparison."""
+
+    backend: str
+    axes: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def label(self) -> str:
+        return " ".join([self.backend, *(f"{k}={v}" for k, v in self.axes)])
+
+    def with_backend(self, backend: str) -> Config:
+        return Config(backend, self.axes)
+
+
+@dataclass
+class Entry:
+    """One job's numbers as the report shows them."""
+
+    model: str
+    test: str
+    config: Config
+    row: ResultRow
+    status: Status
+    time_s: float | None  # median per-iteration time
+    q1_s: float | None
+    q3_s: float | None
+    ci_low_s: float | None  # the median's 95% interval (None: under 6 repeats)
+    ci_high_s: float | None
+    repeats: int
+    compile_s: float | None
+    peak_bytes: float | None
+    memory_kind: str | None  # "device" or "host RSS"
+    verification: str
+    cv: float | None = None  # coefficient of variation of the per-iteration times
+    flags: list[str] = field(default_factory=list)  # why the median is biased: no geomean
+    host: HostLoad | None = None  # what else ran while it timed (results/load.py)
+    speedup: float | None = None
+    speedup_ci: Interval | None = None  # the speedup's 95% interval
+    baseline_samples: list[float] = field(default_factory=list)  # the speedup's reference
+    memory_ratio: float | None = None
+    in_geomean: bool = True  # False: left out of its summary's geomean (`note` says why)
+    note: str = ""
+    compiles: bool = True  # False: the backend compiles nothing, compile time is no number
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.model, self.test, self.config.label)
+
+    @property
+    def passed(self) -> bool:
+        return self.status == Status.OK and self.verification not in FAILED_CODES
+
+    @property
+    def iqr_s(self) -> float | None:
+        if self.q1_s is None or self.q3_s is None:
+            return None
+        return self.q3_s - self.q1_s
+
+    @property
+    def samples(self) -> list[float]:
+        """The per-repeat per-iteration times (the raw samples a comparison tests)."""
+        return self.row.series("per_iter_time_s") if self.time_s is not None else []
+
+    @property
+    def error(self) -> str:
+        err = self.row.error or ""
+        return err.splitlines()[0][:160] if err else ""
+
+
+def make_entry(row: ResultRow, config: Config) -> Entry:
+    h = headline_of(row)
+    ok = h.status is Status.OK
+    return Entry(
+        cv=h.cv,
+        flags=timing_flags(row) if ok else [],
+        host=h.host,
+        model=row.model_name,
+        test=row.test,
+        config=config,
+        row=row,
+        status=h.status,
+        time_s=h.time_s,
+        q1_s=h.q1_s,
+        q3_s=h.q3_s,
+        ci_low_s=h.ci_low_s,
+        ci_high_s=h.ci_high_s,
+        repeats=h.repeats,
+        compile_s=h.compile_s,
+        peak_bytes=h.peak_bytes,
+        memory_kind=h.memory_kind,
+        verification=row.verification_code or "VERIFIER_SKIPPED",
+        compiles=h.compiles,
+    )
+
+
+# A row's median is biased, not just uncertain, and kept out of the geomean (named in
+# the summary), when a timed repeat compiled, or when a repeat lasts a few timer ticks.
+# Noise is no flag: the median's interval carries it.
+RESOLUTION_FACTOR = 1000
+
+
+def timing_flags(row: ResultRow) -> list[str]:
+    flags = []
+    timing = row.timing
+    if timing and timing.steady_state is False:
+        first = timing.unsteady_repeats[0] if timing.unsteady_repeats else None
+        where = f"{first.repeat} {first.reason}" if first else "None None"
+        flags.append(f"not steady: repeat {where}")
+    totals = row.series("total_time_s")
+    resolution = timing.timer_resolution_s if timing else None
+    if resolution and totals and min(totals) < RESOLUTION_FACTOR * resolution:
+        flags.append(f"a repeat lasts under {RESOLUTION_FACTOR} timer ticks ({resolution:g} s)")
+    return flags
