@@ -225,14 +225,13 @@ def test_slowdown_makes_every_timed_step_slower_by_its_fraction() -> None:
             pass
 
     args = {"warmup": 1, "probes": [], "trace_time": False}
-    base = measure(busy_step, Device(), sampling=Sampling(repeat=6, iterations_per_run=4), **args)
+    base = measure(busy_step, Device(), sampling=Sampling(repeat=10, iterations_per_run=4), **args)
     slow = measure(
-        busy_step, Device(), sampling=Sampling(repeat=6, iterations_per_run=4, slowdown=0.2),
+        busy_step, Device(), sampling=Sampling(repeat=10, iterations_per_run=4, slowdown=0.2),
         **args,
     )  # fmt: skip
-    ratio = statistics.median(slow.per_repeat["per_iter_time_s"]) / statistics.median(
-        base.per_repeat["per_iter_time_s"]
-    )
+    # The fastest repeats: preemption (other tests run beside this one) only adds time.
+    ratio = min(slow.per_repeat["per_iter_time_s"]) / min(base.per_repeat["per_iter_time_s"])
     assert 1.12 < ratio < 1.35, ratio
 
 

@@ -156,16 +156,7 @@ def run(cfg: BenchConfig, backend: type[Backend], out_dir: Path) -> ChildResult:
     m = measure(
         step,
         device,
-        sampling=Sampling(
-            repeat=cfg.repeat,
-            iterations_per_run=cfg.iterations_per_run,
-            adaptive_repeat=cfg.adaptive_repeat,
-            max_repeat=cfg.max_repeat,
-            target_ci=cfg.target_ci,
-            min_run_time_s=cfg.min_run_time_s,
-            timed_budget_s=cfg.timed_budget_s,
-            slowdown=cfg.slowdown or 0.0,
-        ),
+        sampling=Sampling.of(cfg),
         warmup=cfg.warmup,
         probes=probes,
         trace_time=backend.on_xla,

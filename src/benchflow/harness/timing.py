@@ -23,6 +23,7 @@ few step times agree, with a cap.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import logging
 import math
@@ -33,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from benchflow.backends.device import Device
+from benchflow.config.schema import BenchConfig
 from benchflow.results.child import Summary, Unsteady
 from benchflow.results.intervals import fewest_for_interval, median_ci
 from benchflow.results.stats import summarize
@@ -45,22 +47,32 @@ class Probe(Protocol):
     def delta(self, before: Any, after: Any) -> dict[str, float]: ...
 
 
+def _default(name: str) -> Any:
+    """The config's default for `name` (config/schema.py: defined there once)."""
+    return next(f.default for f in dataclasses.fields(BenchConfig) if f.name == name)
+
+
 @dataclass(frozen=True)
 class Sampling:
-    """How many samples a job takes (the config's repeat, iterations_per_run, ...).
+    """How many samples a job takes: the config's repeat, iterations_per_run, ...
 
     ``repeat`` None: adaptive (at least FEWEST, then until precision, budget or cap);
     a number: exactly that many, unless ``adaptive_repeat`` makes it a minimum.
     ``iterations_per_run`` None: calibrated to ``min_run_time_s``; a number: as given."""
 
-    repeat: int | None = None
-    iterations_per_run: int | None = None
-    adaptive_repeat: bool = False
-    max_repeat: int = 50
-    target_ci: float = 0.02
-    min_run_time_s: float = 0.05
-    timed_budget_s: float = 5.0
+    repeat: int | None = _default("repeat")
+    iterations_per_run: int | None = _default("iterations_per_run")
+    adaptive_repeat: bool = _default("adaptive_repeat")
+    max_repeat: int = _default("max_repeat")
+    target_ci: float = _default("target_ci")
+    min_run_time_s: float = _default("min_run_time_s")
+    timed_budget_s: float = _default("timed_budget_s")
     slowdown: float = 0.0  # diagnostics: each timed step made this fraction slower
+
+    @classmethod
+    def of(cls, cfg: BenchConfig) -> Sampling:
+        names = [f.name for f in dataclasses.fields(cls) if f.name != "slowdown"]
+        return cls(**{n: getattr(cfg, n) for n in names}, slowdown=cfg.slowdown or 0.0)
 
     @property
     def adaptive(self) -> bool:
