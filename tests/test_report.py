@@ -15,7 +15,7 @@ import pytest
 from tests.conftest import SEARCHPATH, CliResult, EarlySweeps, early, run_cli
 
 from benchflow.core.status import Status
-from benchflow.report.compare import compare
+from benchflow.report.compare import compare, overall
 from benchflow.report.csv_tables import entries_csv, summary_csv
 from benchflow.report.model import build_report
 from benchflow.report.render import (
@@ -236,6 +236,17 @@ def test_each_verdict_from_samples_effect_and_host() -> None:
     loose = {c.model: c.verdict for c in compare(base, cand, threshold=0.5)}
     assert loose["slow"] == "no significant change" and loose["fast"] == "improvement"
     assert not any(c.fails for c in compare(base, base, threshold=0.0))
+    # the geomean change over the models both sides timed (not breaks, fixed, gone, new)
+    (eager,) = overall(list(changes.values()))
+    timed = [c.ratio for m, c in changes.items() if m in TIMED and c.ratio]
+    assert eager.models == len(TIMED) == len(timed)
+    assert eager.geomean_ratio == pytest.approx(math.prod(timed) ** (1 / len(timed)))
+    assert eager.ci is not None and eager.ci.contains(eager.geomean_ratio)
+    line = f"eager: geomean change {eager.geomean_ratio - 1:+.1%} (95% CI"
+    assert line in to_markdown(cand, "t", list(changes.values()))
+
+
+TIMED = ("same", "slow", "fast", "small", "few", "wide", "busy")
 
 
 def test_benjamini_hochberg_keeps_false_alarms_down_over_many_rows() -> None:
@@ -268,7 +279,8 @@ def test_markdown_csv_and_self_contained_html() -> None:
     # the geomean over the 2 models with a speedup, of the 5 it has; the others named
     left_out = "c: crashed; d: accuracy FAIL; e: no inductor row: no speedup"
     assert f"| openxla | 3/5 (60%) | 0.71x (0.65-0.77) over 2 of 5 | {left_out} |" in md
-    assert re.search(r"\| a \| eval \| openxla \| ok \| 5\.50 ms \| .* \| 2\.00x \|", md)
+    a_row = r"\| a \| eval \| openxla \| ok \| 5\.50 ms \| .* \| 2\.00x \(1\.67-2\.40\) \|"
+    assert re.search(a_row, md)
     assert "| c | eval | openxla | crashed |" in md
     lines = list(csv.DictReader(io.StringIO(entries_csv(rep))))
     a = next(r for r in lines if r["model"] == "a" and r["config"] == "openxla")

@@ -27,7 +27,16 @@ from dataclasses import dataclass
 
 from benchflow.report.entry import Entry
 from benchflow.report.model import Report
-from benchflow.results.intervals import ALPHA, Interval, adjust, mann_whitney, min_p_value, ratio_ci
+from benchflow.results.intervals import (
+    ALPHA,
+    Interval,
+    adjust,
+    geomean_ratio_ci,
+    mann_whitney,
+    min_p_value,
+    ratio_ci,
+)
+from benchflow.results.stats import geomean
 
 REGRESSION = "regression"
 IMPROVEMENT = "improvement"
@@ -135,3 +144,28 @@ def compare(base: Report, cand: Report, threshold: float) -> list[Change]:
     for ch in timed:
         ch.verdict, ch.detail = _judge_times(ch, threshold)
     return changes
+
+
+@dataclass(frozen=True)
+class Overall:
+    """One configuration's change over the models both sides timed (as the HUD averages
+    only over models that ran on both sides): the geomean of candidate / baseline."""
+
+    config: str
+    models: int
+    geomean_ratio: float
+    ci: Interval | None
+
+
+def overall(changes: list[Change]) -> list[Overall]:
+    """Per configuration, the geomean of the ratios of the rows both sides timed."""
+    by_config: dict[str, list[Change]] = {}
+    for ch in changes:
+        if ch.ratio is not None and ch.base and ch.cand and ch.base.passed and ch.cand.passed:
+            by_config.setdefault(ch.config, []).append(ch)
+    out = []
+    for config, rows in by_config.items():
+        pairs = [(c.cand.samples, c.base.samples) for c in rows if c.cand and c.base]
+        ratios = [c.ratio for c in rows if c.ratio]
+        out.append(Overall(config, len(rows), geomean(ratios), geomean_ratio_ci(pairs)))
+    return out

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from benchflow.config.schema import STEPS
 from benchflow.core.status import Status
 from benchflow.core.units import NOT_APPLICABLE, format_time
-from benchflow.report.compare import GOOD, Change
+from benchflow.report.compare import GOOD, Change, overall
 from benchflow.report.entry import Entry
 from benchflow.report.model import Meta, Report, Summary
 from benchflow.results.intervals import Interval
@@ -195,6 +195,18 @@ def definitions(report: Report) -> str:
     )
 
 
+def overall_lines(changes: Sequence[Change]) -> list[str]:
+    """Per configuration, the geomean change over the models both sides timed."""
+    lines = []
+    for o in overall(list(changes)):
+        ci = f" (95% CI {o.ci.low - 1:+.1%} to {o.ci.high - 1:+.1%})" if o.ci else ""
+        lines.append(
+            f"{o.config}: geomean change {o.geomean_ratio - 1:+.1%}{ci} over the {o.models} "
+            "model(s) both sides timed"
+        )
+    return lines
+
+
 def to_markdown(report: Report, title: str, changes: Sequence[Change] | None = None) -> str:
     base = report.baseline
     parts = [f"# {title}", ""]
@@ -203,6 +215,8 @@ def to_markdown(report: Report, title: str, changes: Sequence[Change] | None = N
             "## Against the baseline sweep",
             "",
             markdown_table(CHANGE_HEADER, [change_cells(c) for c in changes]),
+            "",
+            *[f"- {line}" for line in overall_lines(changes)],
             "",
         ]
     parts += [
@@ -250,6 +264,8 @@ def print_terminal(report: Report, title: str, changes: Sequence[Change] | None 
             style = "red" if c.fails else ("green" if c.verdict in GOOD else None)
             table.add_row(*change_cells(c), style=style)
         console.print(table)
+        for text in overall_lines(changes):
+            console.print(text)
     table = Table(*ENTRY_HEADER, title=title)
     previous = None
     for e in report.entries:
@@ -265,8 +281,8 @@ def print_terminal(report: Report, title: str, changes: Sequence[Change] | None 
     console.print(table)
     if report.invalid:
         table = Table(*INVALID_HEADER, title=INVALID_TITLE.lower())
-        for line in invalid_rows(report):
-            table.add_row(*line, style="yellow")
+        for cells in invalid_rows(report):
+            table.add_row(*cells, style="yellow")
         console.print(table)
     if report.time_spent:
         table = Table(*TIME_HEADER[2:-1], "total", title=f"{TIME_TITLE.lower()} (s, all jobs)")
@@ -317,6 +333,7 @@ def to_html(
         parts += [
             "<h2>Against the baseline sweep</h2>",
             _html_table(CHANGE_HEADER, [change_cells(c) for c in changes], classes),
+            *[f"<p>{html.escape(line)}</p>" for line in overall_lines(changes)],
         ]
     parts += [
         "<h2>Summary</h2>",
