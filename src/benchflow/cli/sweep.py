@@ -73,9 +73,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The running job was killed and recorded as `interrupted`; rows already
         # written stay in results.jsonl.
         how = "terminated (SIGTERM)" if received else "interrupted"
+        what = "sweep" if "-m" in args or "--multirun" in args else "run"
         print(
             f"benchflow: {how}; the results so far are kept. Run the same command with "
-            "resume=true to finish the sweep.",
+            f"resume=true to finish the {what}.",
             file=sys.stderr,
         )
         return 143 if received else 130
@@ -85,31 +86,28 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _resume_into(args: list[str]) -> list[str]:
-    """resume=true: run into the newest sweep folder that had the same overrides."""
+    """resume=true: run into the newest folder that ran the same overrides: a sweep's
+    under multirun/ (-m), a single run's under runs/ (each holds its plan.json)."""
     from pathlib import Path
 
     from benchflow.sweep.resume import find_sweep
 
-    if "-m" not in args and "--multirun" not in args:
-        print(
-            "benchflow: error: resume=true applies to sweeps (-m); allowed: add -m", file=sys.stderr
-        )
-        raise SystemExit(2)
-    if any(a.startswith("hydra.sweep.dir=") for a in args):
-        return args  # the user named the folder: sweeping into it resumes it
-    root = Path("multirun")
-    found, seen = find_sweep(root, args)
+    multirun = "-m" in args or "--multirun" in args
+    key, root, what = (
+        ("hydra.sweep.dir", "multirun", "sweep") if multirun else ("hydra.run.dir", "runs", "run")
+    )
+    if any(a.startswith(f"{key}=") for a in args):
+        return args  # the user named the folder: running into it resumes it
+    found, seen = find_sweep(Path(root), args)
     if found is None:
         listing = ", ".join(str(p) for p in seen[:5]) or "none"
-        print(
-            "benchflow: error: resume=true found no sweep under multirun/ with these "
-            f"overrides (sweeps there: {listing}); allowed: the same overrides as the "
-            "sweep to resume, or hydra.sweep.dir=<its folder>",
-            file=sys.stderr,
+        _exit(
+            f"resume=true found no {what} under {root}/ with these overrides ({what}s there: "
+            f"{listing}); allowed: the same overrides as the {what} to resume, or "
+            f"{key}=<its folder>"
         )
-        raise SystemExit(2)
     print(f"benchflow: resuming {found}", file=sys.stderr)
-    return [*args, f"hydra.sweep.dir={found}"]
+    return [*args, f"{key}={found}"]
 
 
 # Launchers benchflow documents, and the distribution that brings each.

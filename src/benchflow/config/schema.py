@@ -40,6 +40,9 @@ STEPS = {
 }
 STEP_CHOICES = tuple(STEPS)
 COMPILE_CACHE_CHOICES = ("cold", "warm")
+# torch.compile(mode=...): torch._inductor.list_mode_options()'s modes (tests/test_config.py
+# checks this against torch's own list; it is typed here so that validation needs no torch).
+DYNAMO_MODE_CHOICES = ("default", "reduce-overhead", "max-autotune-no-cudagraphs", "max-autotune")
 PROFILE_CHOICES = ("off", "torch")
 IR_FORMATS = ("text", "hlo", "stablehlo")
 DEFAULT_BASELINE = "inductor"  # the backend label reports compute speedups over
