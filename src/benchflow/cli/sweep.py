@@ -20,6 +20,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     through SystemExit, as its own entry does)."""
     args = list(sys.argv[1:] if argv is None else argv)
     _check_config_dirs(args)
+    if "--help" in args or "-h" in args:
+        from benchflow.cli.help import render
+
+        print(render(args))
+        return 0
     _check_launcher(args)
     _check_keys(args)
     _check_yaml(args)
@@ -43,12 +48,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from benchflow.config.store import CONF_DIR
 
+    parser = get_args_parser()
+    parsed = parser.parse_args(args)
+    if parsed.cfg == "job" and parsed.package is None:
+        return _show_job(parsed.overrides, args)
+
     def task(cfg: object) -> object:
         from benchflow.sweep.task import run_job
 
         return run_job(cfg)  # type: ignore[arg-type]
-
-    parser = get_args_parser()
 
     received: list[int] = []
 
@@ -63,7 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # As @hydra.main does, with the arguments given here: benchflow's own tree is
         # conf/ of a checkout, or the copy an installed wheel carries.
         _run_hydra(
-            args=parser.parse_args(args),
+            args=parsed,
             args_parser=parser,
             task_function=task,  # type: ignore[arg-type]
             config_path=str(CONF_DIR),
@@ -82,6 +90,47 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 143 if received else 130
     finally:
         signal.signal(signal.SIGTERM, before)
+    return 0
+
+
+def _show_job(overrides: list[str], args: list[str]) -> int:
+    """--cfg job: the job as it would run, planned as a run plans it (the `auto` choices,
+    the suite's dtype and batch size resolved; a bad value refused), with only the suite
+    rules that name its model. Hydra's own --cfg job prints the config before planning
+    (dtype: null) with every suite rule (~250 lines)."""
+    import dataclasses
+
+    import yaml
+    from hydra import compose, initialize_config_dir
+    from hydra._internal.utils import run_and_report
+
+    from benchflow.config.errors import ConfigError
+    from benchflow.config.store import CONF_DIR, user_config_dirs
+    from benchflow.suite.rules import rules_for
+    from benchflow.sweep.plan import plan_job
+
+    dirs = user_config_dirs(args)  # --config-dir too, as Hydra's search path
+    given = [o for o in overrides if not o.startswith("hydra.searchpath=")]
+    searchpath = [f"hydra.searchpath=[{','.join(f'file://{d}' for d in dirs)}]"] if dirs else []
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None, job_name="benchflow"):
+        composed = run_and_report(lambda: compose("config", overrides=[*given, *searchpath]))
+    try:
+        job = plan_job(composed, 0, given, single=True)
+    except ConfigError as exc:
+        _exit(str(exc))
+        raise  # not reached
+    cfg = job.config
+    shown = dataclasses.asdict(cfg)
+    shown["suite"]["rules"] = rules_for(cfg.suite.rules, cfg.model.name)
+    src = job.sources
+    print(
+        f"# {job.name}, as it would run: dtype from {src['dtype_source']}, batch_size from "
+        f"{src['batch_size_source']} (null: the model's default); suite.rules: those naming "
+        f"{cfg.model.name} (`benchflow models` lists the suite's)"
+    )
+    if job.skip:
+        print(f"# skipped: {job.skip}")
+    print(yaml.safe_dump(shown, sort_keys=False), end="")
     return 0
 
 
