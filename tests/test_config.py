@@ -184,7 +184,7 @@ def test_dynamo_modes_are_torch_compiles() -> None:
         if mode in DYNAMO_MODE_CHOICES:
             parse(composed)
         else:
-            with pytest.raises(ConfigError, match="dynamo.mode='fastest'.*max-autotune"):
+            with pytest.raises(ConfigError, match=r"dynamo\.mode='fastest'.*max-autotune"):
                 parse(composed)
 
 
