@@ -110,6 +110,52 @@ CASES = [
         ("mlflow.tracking_uri=http://127.0.0.1:9", "no MLflow server answers", "mlflow.db"),
     ),
     Case(
+        "tracking URI of no MLflow store",
+        ("mlflow.tracking_uri=ftp://x",),
+        ("mlflow.tracking_uri=ftp://x", "no tracking store for scheme 'ftp'", "sqlite"),
+    ),
+    Case(
+        "tracking URI of no MLflow store in a sweep",
+        ("-m", "mlflow.tracking_uri=ftp://x"),
+        ("mlflow.tracking_uri=ftp://x", "scheme 'ftp'", "allowed: a path", "http"),
+    ),
+    Case(
+        "empty experiment name",
+        ("mlflow.experiment=",),
+        ("mlflow.experiment=''", "is empty", "allowed: a name"),
+    ),
+    Case(
+        "empty experiment name in a sweep",
+        ("-m", "mlflow.experiment= "),
+        ("nothing was run", "mlflow.experiment=''", "allowed: a name"),
+    ),
+    Case(
+        "bad choice: dynamo.mode",
+        ("dynamo=inductor", "dynamo.mode=fastest"),
+        ("dynamo.mode='fastest'", "max-autotune", "reduce-overhead"),
+    ),
+    Case(
+        "bad choice: dynamo.mode in a sweep",
+        ("-m", "dynamo=inductor", "dynamo.mode=default,fastest"),
+        ("nothing was run", "job 1", "dynamo.mode='fastest'", "max-autotune"),
+    ),
+    Case("out of range in a sweep's grid", ("-m", "warmup=1,-1"), ("job 1", "warmup=-1", ">= 0")),
+    Case(
+        "unknown command",
+        ("reprot",),
+        ("no command 'reprot'", "did you mean `report`", "allowed commands: models, report"),
+    ),
+    Case(
+        "models with bad arguments",
+        ("models", "foo=bar", "--bogus"),
+        ("foo=bar", "takes no key foo", "allowed: --config-dir DIR", "suite=..."),
+    ),
+    Case(
+        "resume a run with nothing to resume",
+        ("resume=true",),
+        ("resume=true found no run under runs/", "hydra.run.dir=<its folder>"),
+    ),
+    Case(
         "resume with nothing to resume",
         ("-m", "resume=true"),
         ("resume=true", "no sweep under multirun/", "hydra.sweep.dir="),
@@ -128,6 +174,11 @@ CASES = [
         "rerun with an unknown key",
         ("rerun", "multirun/none", "repeats=3"),
         ("repeats=3", "no key repeats", "allowed keys", "repeat,"),
+    ),
+    Case(
+        "rerun into a folder that is not empty",
+        ("rerun", "multirun/none", "hydra.sweep.dir={user}"),
+        ("hydra.sweep.dir=", "the folder is not empty", "allowed: a new or empty folder"),
     ),
     Case(
         "same environment without a comparison",
@@ -191,6 +242,8 @@ def test_bad_input_stops_before_any_work(
     # nothing ran: no results, no job process output, no tracking store
     assert not list(cwd.glob("**/results.jsonl")) and not list(cwd.glob("**/result.json"))
     assert not list(cwd.glob("**/stdout.log")) and not (cwd / "mlflow.db").exists()
+    # and no folder: neither a single run's runs/<date>/<time>/ nor a sweep's
+    assert not list(cwd.glob("runs/*/*")) and not list(cwd.glob("multirun/*/*"))
     assert "Traceback" not in out, out[-2000:]  # one message, not a stack
 
 

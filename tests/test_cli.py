@@ -52,9 +52,56 @@ def test_help_and_cfg_job_do_not_import_heavy_modules(workdir: Path) -> None:
         assert not (set(HEAVY) & mods), f"{args} imported {set(HEAVY) & mods}"
         if args == ["--help"]:
             models = "model: bert, custom, dlrm, llama, resnet"
-            for text in ("dynamo: ", "openxla", models, "timeout_s"):
+            for text in ("dynamo: ", "openxla", models, "timeout_s", "docs/usage.md"):
                 assert text in out, text
             assert "Examples" in out
+            _one_screen(out)
+        else:
+            _the_job_as_planned(out, args)
+
+
+def _one_screen(out: str) -> None:
+    """--help fits a screen: every group and its options, every command, one line per
+    key; the suites' rule lists are `benchflow models`', not here."""
+    from benchflow.cli import COMMANDS
+    from benchflow.config.store import groups, options
+
+    lines = out.splitlines()
+    assert len(lines) <= 80, len(lines)
+    for group in groups():
+        (line,) = [ln for ln in lines if ln.startswith(f"{group}: ")]
+        assert all(name in line for name in options(group)), line
+    for command in COMMANDS:
+        assert any(ln.split()[:1] == [command] for ln in lines), command
+    assert "repeat=null" in out and "dont_change_batch_size" not in out and "skip:" not in out
+
+
+def _the_job_as_planned(out: str, args: list[str]) -> None:
+    """--cfg job shows the job resolved as it would run (dtype, batch size, the auto
+    choices) and of the suite's rules only those naming its model."""
+    import yaml
+
+    from benchflow.suite.rules import listed
+
+    assert len(out.splitlines()) <= 120, len(out.splitlines())
+    shown = yaml.safe_load(out)
+    model = shown["model"]["name"]
+    assert model == ("dlrm" if "model=dlrm" in args else "llama")
+    assert shown["dtype"] == "bfloat16"  # the suite's inference dtype (was null)
+    assert shown["accelerator"]["name"] in ("cpu", "cuda")  # auto resolved
+    assert shown["xla"]["name"] == ("PJRT" if "dynamo=openxla" in args else "none")
+    rules = shown["suite"]["rules"]
+    assert listed(rules, "skip.test.training", "llama") == (model == "llama")
+
+    def names(node: object) -> set[str]:
+        if isinstance(node, list):
+            return set(node)
+        if isinstance(node, dict):
+            tables = {k for k, v in node.items() if not isinstance(v, (dict, list))}
+            return tables.union(*(names(v) for v in node.values()))
+        return set()
+
+    assert names(rules) <= {model}, names(rules)
 
 
 def test_fail_fast_records_the_rest_as_skipped(cases_sweep: SessionSweep) -> None:

@@ -7,6 +7,7 @@ import dataclasses
 import pytest
 from hydra import compose, initialize_config_dir
 from hydra.errors import MissingConfigException
+from omegaconf import OmegaConf
 from tests.conftest import SessionSweep
 
 from benchflow.config.errors import ConfigError, InvalidCombination
@@ -166,3 +167,43 @@ def test_a_written_config_reads_back_as_omegaconf_types_it(cases_sweep: SessionS
     )
     with pytest.raises(Exception, match="no_such_key"):
         config_from_dict({**data, "no_such_key": 1})
+
+
+def test_dynamo_modes_are_torch_compiles() -> None:
+    """The config layer's list of torch.compile modes (no torch at validation) is
+    torch's own: Inductor's mode table, whose `default` torch.compile also takes."""
+    import torch._inductor
+
+    from benchflow.config.schema import DYNAMO_MODE_CHOICES
+
+    assert sorted(DYNAMO_MODE_CHOICES) == sorted({"default", *torch._inductor.list_mode_options()})
+    for mode in (*DYNAMO_MODE_CHOICES, "fastest"):
+        composed = OmegaConf.merge(
+            OmegaConf.structured(BenchConfig), {"model": {"name": "x"}, "dynamo": {"mode": mode}}
+        )
+        if mode in DYNAMO_MODE_CHOICES:
+            parse(composed)
+        else:
+            with pytest.raises(ConfigError, match=r"dynamo\.mode='fastest'.*max-autotune"):
+                parse(composed)
+
+
+def test_field_comments_are_the_schemas_own() -> None:
+    """--help's one line per key: the comment on the field's line, else the block above
+    it, less a section's title."""
+    from benchflow.config.keys import field_comments
+    from benchflow.config.schema import MlflowConfig
+
+    mlflow = field_comments(MlflowConfig)
+    assert mlflow["experiment"] == "MLflow experiment name"
+    assert mlflow["enabled"] == "log runs to MLflow"
+    top = field_comments(BenchConfig)
+    assert top["timeout_s"] == "Hard limit for one job's child process, compile included."
+    assert top["prefork"] == "Fork jobs from a process that imported torch (+torch_xla)."
+    assert top["cpus_per_job"] == "cores per job, pinned; null: all, one job at a time"
+    assert (
+        top["repeat"].startswith("Timed repeats: null: adaptive") and "exactly N" in top["repeat"]
+    )
+    for f in dataclasses.fields(BenchConfig):
+        if not dataclasses.is_dataclass(f.type) and f.default_factory is dataclasses.MISSING:
+            assert top[f.name], f.name

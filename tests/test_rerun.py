@@ -44,7 +44,9 @@ def _recorded_and_rerun(root: Path) -> dict[str, CliResult]:
     # One results.jsonl line, as if it came from an environment locked otherwise.
     second = read_rows(folder)[1]
     second["provenance"]["lock_sha256"] = OTHER_LOCK
-    out["line"] = run_cli(["rerun", json.dumps(second)], work)
+    # ... into a folder named as for any sweep, which a second rerun then finds taken.
+    out["line"] = run_cli(["rerun", json.dumps(second), "hydra.sweep.dir=named"], work)
+    out["taken"] = run_cli(["rerun", json.dumps(second), "hydra.sweep.dir=named"], work)
     return out
 
 
@@ -54,7 +56,7 @@ OTHER_LOCK = "0" * 64
 def _runs(early_sweeps: EarlySweeps) -> dict[str, CliResult]:
     runs: dict[str, CliResult] = early_sweeps.result("rerun")
     for name, res in runs.items():
-        assert res.returncode == 0, (name, (res.stdout + res.stderr)[-3000:])
+        assert res.returncode == (2 if name == "taken" else 0), (name, res.stderr[-3000:])
     return runs
 
 
@@ -125,14 +127,14 @@ def test_a_rerun_in_another_locked_environment_says_so_in_its_row(
     lock = hashlib.sha256((REPO / "uv.lock").read_bytes()).hexdigest()
     out = runs["line"].stdout
     assert f"lock_sha256: {OTHER_LOCK} -> {lock}   (can change speed)" in out  # before it ran
-    rows = [
-        r
-        for d in runs["line"].sweep_dirs
-        if "-rerun" in d.name
-        for r in read_rows(d)
-        if r["job"]["rerun_env"]
-    ]
-    (row,) = rows
+    # hydra.sweep.dir=named: its row there, and no multirun/ folder of its own
+    (row,) = read_rows(runs["line"].cwd / "named")
+    assert row["job"]["dir"] == str(runs["line"].cwd / "named" / "0"), row["job"]["dir"]
+    assert len([d for d in runs["line"].sweep_dirs if "-rerun" in d.name]) == 2  # the others'
+    taken = runs["taken"]
+    assert "hydra.sweep.dir=named: the folder is not empty" in taken.stderr
+    assert "allowed: a new or empty folder" in taken.stderr
+    assert len(read_rows(runs["line"].cwd / "named")) == 1  # nothing ran
     assert row["job"]["rerun_of"] == second["row_id"]
     assert row["job"]["fingerprint"] == second["job"]["fingerprint"]
     assert row["job"]["rerun_env"] == [f"lock_sha256: {OTHER_LOCK} -> {lock}"]

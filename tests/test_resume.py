@@ -210,6 +210,57 @@ def test_sigterm_then_resume_equals_an_uninterrupted_sweep(early_sweeps: EarlySw
     assert gone.data.tags["benchflow.superseded_by"] == rerun["job"]["mlflow_run_id"]
 
 
+SINGLE = [SEARCHPATH, "model=sleepy", "model.size=tiny", "dtype=float32", "repeat=3",
+          "iterations_per_run=2", "warmup=1", "mlflow.enabled=false"]  # fmt: skip
+
+
+@early("sigterm_single", niced=False)  # the SIGTERM must land inside the job's steps
+def _sigterm_single_then_resume(root: Path) -> dict[str, Any]:
+    """A single run (no -m) SIGTERMed while its job runs, then the command its hint
+    gives (the same with resume=true), then that once more."""
+    err = root / "stderr.log"
+    proc = start_cli(SINGLE, root, err)
+    try:
+        wait_for_text(err, "[1/1] sleepy", proc)  # its child is starting
+        time.sleep(1.0)  # inside its steps (1.75 s of them)
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    got: dict[str, Any] = {"cwd": root, "code": code, "err": err.read_text()}
+    got["folders"] = [p for p in (root / "runs").glob("*/*") if p.is_dir()]
+    got["first"] = [r["status"] for f in got["folders"] for r in read_rows(f)]
+    if code == 143:
+        got["again"] = run_cli([*SINGLE, "resume=true"], root)
+        got["once_more"] = run_cli([*SINGLE, "resume=true"], root)
+    return got
+
+
+def test_a_single_run_sigtermed_finishes_with_its_hint(early_sweeps: EarlySweeps) -> None:
+    got = early_sweeps.result("sigterm_single")
+    assert got["code"] == 143, got["err"][-3000:]
+    assert "Run the same command with resume=true to finish the run." in got["err"]
+    (folder,) = got["folders"]
+    assert got["first"] == ["interrupted"]
+    assert json.loads((folder / "plan.json").read_text())["total"] == 1
+
+    again = got["again"]
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"resuming runs/{folder.parent.name}/{folder.name}" in again.stderr
+    assert not (got["cwd"] / "multirun").exists()
+    assert [p for p in (got["cwd"] / "runs").glob("*/*")] == [folder]  # no new folder
+    first, second = read_rows(folder)
+    assert first["status"] == "interrupted" and first["superseded_by"] == second["row_id"]
+    assert second["status"] == "ok" and second["job"]["attempt"] == 2
+    assert second["job"]["fingerprint"] == first["job"]["fingerprint"]
+
+    # Its row is ok now: resume=true says so, runs nothing, and exits 0.
+    done = got["once_more"]
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "kept ok" in done.stderr and len(read_rows(folder)) == 2
+
+
 # Four sweeps into one folder (~80 s). The default suite keeps the policy's decision
 # (test_core: each status under each retry value) and its wiring end to end (the
 # SIGTERM test above: a kept job, a rerun one, its superseded MLflow run).
@@ -250,6 +301,7 @@ def test_resume_needs_a_matching_sweep(tmp_path: Path) -> None:
     assert res.returncode == 2 and "resume=true found no sweep under multirun/" in res.stderr
     assert not (tmp_path / "multirun").exists() or not any((tmp_path / "multirun").iterdir())
     res = run_cli(["model=llama", "resume=true"], tmp_path)
-    assert res.returncode == 2 and "resume=true applies to sweeps (-m)" in res.stderr
+    assert res.returncode == 2 and "resume=true found no run under runs/" in res.stderr
+    assert not (tmp_path / "runs").exists()
     res = run_cli(["-m", "model=llama", "retry=sometimes"], tmp_path)
     assert res.returncode == 2 and "retry" in res.stderr and "failed, none, all" in res.stderr

@@ -139,3 +139,20 @@ def test_fast_mode_leaves_out_slow_models() -> None:
     fast = SuiteConfig(name="torchbench", rules=mirror_rules(), fast=True)
     assert "`slow`" in (skip_reason(fast, "BERT_pytorch", "eval", "cpu") or "")
     assert skip_reason(tb(), "BERT_pytorch", "eval", "cpu") is None
+
+
+def test_rules_for_a_model_keep_only_what_names_it() -> None:
+    from benchflow.suite.rules import rules_for
+
+    rules = {
+        "skip": {"all": ["a", "b"], "device": {"cpu": ["c"]}, "test": {"training": ["a"]}},
+        "batch_size": {"training": {"a": 4, "c": 8}, "inference": {"c": 2}},
+        "slow": [],
+    }
+    assert rules_for(rules, "a") == {
+        "skip": {"all": ["a"], "test": {"training": ["a"]}},
+        "batch_size": {"training": {"a": 4}},
+    }
+    assert rules_for(rules, "nobody") == {}
+    real = yaml.safe_load((CONF_DIR / "suite" / "torchbench.yaml").read_text())["rules"]
+    assert rules_for(real, "dlrm")["batch_size"] == {"training": {"dlrm": 1024}}

@@ -9,14 +9,10 @@ from __future__ import annotations
 
 import sys
 
-# `benchflow <name> ...`: commands beside the sweep.
-SUBCOMMANDS = {
-    "models": "benchflow.cli.models",  # which models can run here
-    "report": "benchflow.cli.report",  # tables, plots and the regression gate
-    "ui": "benchflow.cli.ui",  # the MLflow UI over the runs' store
-    "sync": "benchflow.cli.sync",  # upload to MLflow what a sweep could not log
-    "rerun": "benchflow.cli.rerun",  # run recorded jobs again, from their records
-}
+from benchflow.cli import COMMANDS
+
+# `benchflow <name> ...`: the commands beside the sweep, by name: their modules.
+SUBCOMMANDS = {name: module for name, (module, _) in COMMANDS.items()}
 
 
 def main() -> None:

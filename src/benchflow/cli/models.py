@@ -10,6 +10,7 @@ instead (benchflow.cli.suite_models).
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 
@@ -38,7 +39,48 @@ def _first_comment(path: os.PathLike[str]) -> str:
     return ""
 
 
+# The key=value arguments `benchflow models` takes, and what each says.
+KEYS = {
+    "suite": "whose models: torchbench (the default), huggingface or timm",
+    "suite.torchbench_root": "the pytorch/benchmark checkout (default: $TORCHBENCH_ROOT)",
+    "hydra.searchpath": "[file://DIR,...]: your config folders, as for a run",
+}
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m benchflow models",
+        description="Every model benchflow can run here, and whether it can.",
+        epilog="key=value: " + "; ".join(f"{key}=: {meaning}" for key, meaning in KEYS.items()),
+    )
+    p.add_argument(
+        "--config-dir", "-cd", action="append", default=[], metavar="DIR", help="your config folder"
+    )
+    p.add_argument("overrides", nargs="*", metavar="key=value", help="see below")
+    return p
+
+
+def bad_argument(argv: list[str]) -> str | None:
+    """The first argument `benchflow models` does not take, and what it takes (None: all
+    are good). argparse itself answers --help."""
+    known, unknown = parser().parse_known_args(argv)
+    allowed = f"--config-dir DIR, --help, or {', '.join(f'{k}=...' for k in KEYS)}"
+    for arg in argv:
+        key, sep, _ = arg.partition("=")
+        if arg in unknown:
+            why = "not an option" if arg.startswith("-") else "not a key=value"
+            return f"{arg}: {why} of `benchflow models`; allowed: {allowed}"
+        if sep and arg in known.overrides and key not in KEYS:
+            return f"{arg}: `benchflow models` takes no key {key}; allowed: {allowed}"
+        if not sep and arg in known.overrides:
+            return f"{arg}: not a key=value of `benchflow models`; allowed: {allowed}"
+    return None
+
+
 def main(argv: list[str]) -> int:
+    if why := bad_argument(argv) or problem(argv):
+        print(f"benchflow: error: {why}", file=sys.stderr)
+        return 2
     suite_arg = next((a.split("=", 1)[1] for a in argv if a.startswith("suite=")), "torchbench")
     allowed = sorted(p.stem for p in (CONF_DIR / "suite").glob("*.yaml"))
     if suite_arg not in allowed:
@@ -54,9 +96,6 @@ def main(argv: list[str]) -> int:
     root_arg = next(
         (a.split("=", 1)[1] for a in argv if a.startswith("suite.torchbench_root=")), None
     )
-    if why := problem(argv):
-        print(f"benchflow: error: {why}", file=sys.stderr)
-        return 2
     device = "cuda" if cuda_present() else "cpu"
     rules = yaml.safe_load((CONF_DIR / "suite" / "torchbench.yaml").read_text())["rules"]
     suite = SuiteConfig(name="torchbench", rules=rules)

@@ -20,6 +20,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     through SystemExit, as its own entry does)."""
     args = list(sys.argv[1:] if argv is None else argv)
     _check_config_dirs(args)
+    if "--help" in args or "-h" in args:
+        from benchflow.cli.help import render
+
+        print(render(args))
+        return 0
     _check_launcher(args)
     _check_keys(args)
     _check_yaml(args)
@@ -43,12 +48,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from benchflow.config.store import CONF_DIR
 
+    parser = get_args_parser()
+    parsed = parser.parse_args(args)
+    if parsed.cfg == "job" and parsed.package is None:
+        return _show_job(parsed.overrides, args)
+
     def task(cfg: object) -> object:
         from benchflow.sweep.task import run_job
 
         return run_job(cfg)  # type: ignore[arg-type]
-
-    parser = get_args_parser()
 
     received: list[int] = []
 
@@ -63,7 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # As @hydra.main does, with the arguments given here: benchflow's own tree is
         # conf/ of a checkout, or the copy an installed wheel carries.
         _run_hydra(
-            args=parser.parse_args(args),
+            args=parsed,
             args_parser=parser,
             task_function=task,  # type: ignore[arg-type]
             config_path=str(CONF_DIR),
@@ -73,9 +81,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The running job was killed and recorded as `interrupted`; rows already
         # written stay in results.jsonl.
         how = "terminated (SIGTERM)" if received else "interrupted"
+        what = "sweep" if "-m" in args or "--multirun" in args else "run"
         print(
             f"benchflow: {how}; the results so far are kept. Run the same command with "
-            "resume=true to finish the sweep.",
+            f"resume=true to finish the {what}.",
             file=sys.stderr,
         )
         return 143 if received else 130
@@ -84,32 +93,70 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def _show_job(overrides: list[str], args: list[str]) -> int:
+    """--cfg job: the job as it would run, planned as a run plans it (the `auto` choices,
+    the suite's dtype and batch size resolved; a bad value refused), with only the suite
+    rules that name its model. Hydra's own --cfg job prints the config before planning
+    (dtype: null) with every suite rule (~250 lines)."""
+    import dataclasses
+
+    import yaml
+    from hydra import compose, initialize_config_dir
+    from hydra._internal.utils import run_and_report
+
+    from benchflow.config.errors import ConfigError
+    from benchflow.config.store import CONF_DIR, user_config_dirs
+    from benchflow.suite.rules import rules_for
+    from benchflow.sweep.plan import plan_job
+
+    dirs = user_config_dirs(args)  # --config-dir too, as Hydra's search path
+    given = [o for o in overrides if not o.startswith("hydra.searchpath=")]
+    searchpath = [f"hydra.searchpath=[{','.join(f'file://{d}' for d in dirs)}]"] if dirs else []
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None, job_name="benchflow"):
+        composed = run_and_report(lambda: compose("config", overrides=[*given, *searchpath]))
+    try:
+        job = plan_job(composed, 0, given, single=True)
+    except ConfigError as exc:
+        _exit(str(exc))
+        raise  # not reached
+    cfg = job.config
+    shown = dataclasses.asdict(cfg)
+    shown["suite"]["rules"] = rules_for(cfg.suite.rules, cfg.model.name)
+    src = job.sources
+    print(
+        f"# {job.name}, as it would run: dtype from {src['dtype_source']}, batch_size from "
+        f"{src['batch_size_source']} (null: the model's default); suite.rules: those naming "
+        f"{cfg.model.name} (`benchflow models` lists the suite's)"
+    )
+    if job.skip:
+        print(f"# skipped: {job.skip}")
+    print(yaml.safe_dump(shown, sort_keys=False), end="")
+    return 0
+
+
 def _resume_into(args: list[str]) -> list[str]:
-    """resume=true: run into the newest sweep folder that had the same overrides."""
+    """resume=true: run into the newest folder that ran the same overrides: a sweep's
+    under multirun/ (-m), a single run's under runs/ (each holds its plan.json)."""
     from pathlib import Path
 
     from benchflow.sweep.resume import find_sweep
 
-    if "-m" not in args and "--multirun" not in args:
-        print(
-            "benchflow: error: resume=true applies to sweeps (-m); allowed: add -m", file=sys.stderr
-        )
-        raise SystemExit(2)
-    if any(a.startswith("hydra.sweep.dir=") for a in args):
-        return args  # the user named the folder: sweeping into it resumes it
-    root = Path("multirun")
-    found, seen = find_sweep(root, args)
+    multirun = "-m" in args or "--multirun" in args
+    key, root, what = (
+        ("hydra.sweep.dir", "multirun", "sweep") if multirun else ("hydra.run.dir", "runs", "run")
+    )
+    if any(a.startswith(f"{key}=") for a in args):
+        return args  # the user named the folder: running into it resumes it
+    found, seen = find_sweep(Path(root), args)
     if found is None:
         listing = ", ".join(str(p) for p in seen[:5]) or "none"
-        print(
-            "benchflow: error: resume=true found no sweep under multirun/ with these "
-            f"overrides (sweeps there: {listing}); allowed: the same overrides as the "
-            "sweep to resume, or hydra.sweep.dir=<its folder>",
-            file=sys.stderr,
+        _exit(
+            f"resume=true found no {what} under {root}/ with these overrides ({what}s there: "
+            f"{listing}); allowed: the same overrides as the {what} to resume, or "
+            f"{key}=<its folder>"
         )
-        raise SystemExit(2)
     print(f"benchflow: resuming {found}", file=sys.stderr)
-    return [*args, f"hydra.sweep.dir={found}"]
+    return [*args, f"{key}={found}"]
 
 
 # Launchers benchflow documents, and the distribution that brings each.

@@ -29,3 +29,39 @@ def unknown_key(key: str, groups: Sequence[str]) -> str | None:
             return None
         cls = hint
     return None
+
+
+def field_comments(cls: type) -> dict[str, str]:
+    """Each field of a schema dataclass, and the comment the schema gives it (the one on
+    its line, else the block just above it), as one line. The schema's comments are the
+    keys' one definition: --help shows them."""
+    import inspect
+    import io
+    import re
+    import tokenize
+
+    source = inspect.getsource(cls)
+    comments = {
+        tok.start[0]: tok.string.lstrip("#").strip()
+        for tok in tokenize.generate_tokens(io.StringIO(source).readline)
+        if tok.type == tokenize.COMMENT
+    }
+    lines = source.splitlines()
+    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    found: dict[str, str] = {}
+    for number, line in enumerate(lines, start=1):
+        match = re.match(r"\s+(\w+):", line)
+        if not match or match[1] not in names:
+            continue
+        text = [comments[number]] if number in comments else []
+        above = number - 1
+        while not text and above in comments and lines[above - 1].lstrip().startswith("#"):
+            above -= 1  # the block above: read from its first line down
+        if not text:
+            text = [
+                comments[n]
+                for n in range(above + 1, number)
+                if not comments[n].startswith("---")  # a section's title, not the field's
+            ]
+        found[match[1]] = " ".join(text)
+    return found

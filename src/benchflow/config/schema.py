@@ -40,6 +40,9 @@ STEPS = {
 }
 STEP_CHOICES = tuple(STEPS)
 COMPILE_CACHE_CHOICES = ("cold", "warm")
+# torch.compile(mode=...): torch._inductor.list_mode_options()'s modes (tests/test_config.py
+# checks this against torch's own list; it is typed here so that validation needs no torch).
+DYNAMO_MODE_CHOICES = ("default", "reduce-overhead", "max-autotune-no-cudagraphs", "max-autotune")
 PROFILE_CHOICES = ("off", "torch")
 IR_FORMATS = ("text", "hlo", "stablehlo")
 DEFAULT_BASELINE = "inductor"  # the backend label reports compute speedups over
@@ -196,7 +199,8 @@ class BenchConfig:
     fail_fast: bool = field(default=False, metadata=UNMEASURED)
     progress: bool = field(default=True, metadata=UNMEASURED)  # live progress in the terminal
     # A sweep run again into its folder skips jobs whose fingerprint has a current ok row;
-    # resume=true finds that folder: the newest under multirun/ with the same overrides.
+    # resume=true finds that folder: the newest with the same overrides under multirun/
+    # (under runs/ for a single run).
     resume: bool = field(default=False, metadata=UNMEASURED)
     # Interrupted, skipped and invalid jobs always run again; ok ones only with retry=all.
     # failed: rerun failed/crashed/timeout/oom | none | all

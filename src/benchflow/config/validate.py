@@ -17,6 +17,7 @@ from benchflow.config.schema import (
     ACCELERATOR_CHOICES,
     COMPILE_CACHE_CHOICES,
     DTYPE_CHOICES,
+    DYNAMO_MODE_CHOICES,
     IR_FORMATS,
     MATMUL_PRECISION_CHOICES,
     MODEL_SOURCE_CHOICES,
@@ -58,6 +59,13 @@ def check_values(cfg: BenchConfig) -> None:
     _choice("retry", cfg.retry, RETRY_CHOICES)
     if cfg.dtype is not None:
         _choice("dtype", cfg.dtype, DTYPE_CHOICES)
+    if cfg.dynamo.mode is not None:
+        _choice("dynamo.mode", cfg.dynamo.mode, DYNAMO_MODE_CHOICES)
+    if not cfg.mlflow.experiment.strip():
+        raise ConfigError(
+            f"mlflow.experiment={cfg.mlflow.experiment!r} is empty; allowed: a name, "
+            "e.g. mlflow.experiment=benchflow (the default)"
+        )
     if cfg.memory_limit_gb is not None:
         _at_least("memory_limit_gb", cfg.memory_limit_gb, 0, exclusive=True)
     _at_least("repeat", cfg.repeat, 1)

@@ -107,3 +107,23 @@ def decide(
 
 def _is_aarch64() -> bool:
     return platform.machine() in ("aarch64", "arm64")
+
+
+def rules_for(rules: dict[str, Any], model: str) -> dict[str, Any]:
+    """The part of a suite's rules that names `model`: each list that holds it (as
+    [model]) and each table's entry for it (batch_size.inference: {model: 8}); the rest
+    left out (what `--cfg job` shows of a suite's hundreds of lines). Every value in a
+    suite's rules is a list of models or a table by model."""
+    found = _naming(rules, model)
+    return found if isinstance(found, dict) else {}
+
+
+def _naming(node: Any, model: str) -> Any:
+    if isinstance(node, list):
+        return [model] if model in node else None
+    if not isinstance(node, dict):
+        return None  # another model's entry in a table
+    if model in node:
+        return {model: node[model]}
+    inner = {k: v for k, v in ((k, _naming(v, model)) for k, v in node.items()) if v is not None}
+    return inner or None

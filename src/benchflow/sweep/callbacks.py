@@ -34,7 +34,18 @@ def _sweep(config: DictConfig) -> SweepDir:
 
 
 class SweepCallback(Callback):
-    """Creates the parent run once per multirun; prints and logs the summary at its end."""
+    """Checks a run before it starts; creates the parent run once per multirun; prints
+    and logs the summary at its end."""
+
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        """A single run (no -m): its job planned and checked before Hydra makes its folder
+        (hydra.run.dir, runs/<date>/<time>/), as a sweep's jobs are before the sweeper
+        makes its own. The task plans it again (a few ms) to run it."""
+        from benchflow.sweep.task import die, plan_single
+
+        job = plan_single(config, list(config.hydra.overrides.task))
+        if problem := check_reachable(job.config.mlflow):
+            die(ConfigError(problem))
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         try:

@@ -76,5 +76,5 @@ def kept(row: ResultRow, num: int, total: int, retry: str) -> None:
     per_iter = median_time(row)
     if per_iter is not None:
         parts.append(f"{format_time(per_iter)}/iter")
-    parts.append(f"· recorded earlier in this sweep folder (retry={retry})")
+    parts.append(f"· recorded earlier in this folder (retry={retry})")
     console.print(" ".join(parts), soft_wrap=True)

@@ -41,7 +41,7 @@ from benchflow.sweep.ir import dump_inductor_code, dump_ir
 from benchflow.sweep.plan import plan_job
 from benchflow.sweep.processes import run_processes
 from benchflow.sweep.resume import attempts, current_row
-from benchflow.tracking.mlflow_runs import Tracker, check_reachable, safely, tracker_for
+from benchflow.tracking.mlflow_runs import Tracker, safely, tracker_for
 from benchflow.tracking.sync import job_params, log_job
 
 log = logging.getLogger(__name__)
@@ -99,7 +99,9 @@ class Execution:
 def run_job(cfg: DictConfig) -> ResultRow:
     where = Where.from_hydra()
     job = planned(where, cfg)
-    history = list(known_rows(where.sweep.results)) if where.multirun else []
+    if not where.multirun:  # what resume=true finds a single run's folder by
+        where.sweep.write_plan(Plan.of([job], 1, where.overrides))
+    history = list(known_rows(where.sweep.results))  # a resumed run's, or a sweep's
     previous = current_row(history, job.fingerprint)
     if previous is not None and not previous.status.runs_again(job.config.retry):
         progress.kept(previous, where.num, where.total, job.config.retry)
@@ -127,14 +129,23 @@ def planned(where: Where, cfg: DictConfig) -> Job:
     found = where.plan.job(where.num) if where.multirun and where.plan else None
     if found and list(found.overrides) == where.overrides:
         return _unless_aborted(found, where)
+    if not where.multirun:
+        return plan_single(cfg, where.overrides)  # checked before its folder was made
     try:
-        job = plan_job(cfg, where.num, where.overrides, single=not where.multirun)
+        job = plan_job(cfg, where.num, where.overrides)
     except ConfigError as exc:
         die(exc)
         raise  # not reached
-    if not where.multirun and (problem := check_reachable(job.config.mlflow)):
-        die(ConfigError(problem))  # a sweep checks this once, in its callback
     return _unless_aborted(job, where)
+
+
+def plan_single(cfg: DictConfig, overrides: list[str]) -> Job:
+    """A single run's job; a bad value or combination exits (2) with its message."""
+    try:
+        return plan_job(cfg, 0, overrides, single=True)
+    except ConfigError as exc:
+        die(exc)
+        raise  # not reached
 
 
 def _unless_aborted(job: Job, where: Where) -> Job:

@@ -26,14 +26,19 @@ BASELINE_TAG = "benchflow.baseline"
 
 
 def check_reachable(cfg: MlflowConfig, timeout_s: float = 5.0) -> str | None:
-    """For a server URI, the reason no MLflow server answers there (None: it answers,
-    or the store is local). Asked before any job starts: MLflow's own client would
-    retry a dead server for minutes, job after job."""
+    """Why runs cannot be logged to mlflow.tracking_uri (None: they can, as far as can be
+    known before a job): a scheme MLflow has no store for, or a server URI where no
+    MLflow server answers. Asked before any job starts: MLflow's own client would fail
+    every job's logging, or retry a dead server for minutes, job after job."""
     import urllib.error
     import urllib.request
 
     uri = cfg.tracking_uri
-    if not cfg.enabled or not uri or not uri.startswith(("http://", "https://")):
+    if not cfg.enabled or not uri:
+        return None
+    if why := _unknown_scheme(uri):
+        return why
+    if not uri.startswith(("http://", "https://")):
         return None
     try:
         with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=timeout_s) as r:
@@ -48,6 +53,31 @@ def check_reachable(cfg: MlflowConfig, timeout_s: float = 5.0) -> str | None:
         f"mlflow.tracking_uri={uri}: no MLflow server answers ({reason}); allowed: the URL "
         "of a running `mlflow server`, no value (the local store mlflow.db), or "
         "mlflow.enabled=false"
+    )
+
+
+def _unknown_scheme(uri: str) -> str | None:
+    """The URI's scheme, when MLflow has no tracking store for it. The schemes are MLflow's
+    own registry's (its built-in stores, and plugins' entry points). Importing MLflow costs
+    ~2 s, so this is asked only for a tracking_uri with a scheme while mlflow.enabled (a
+    plain path, or no tracking_uri, never imports it here); a sweep that goes on imports
+    MLflow anyway for its parent run."""
+    from urllib.parse import urlparse
+
+    if not urlparse(uri).scheme:  # a path: MLflow's file store
+        return None
+    from mlflow.tracking._tracking_service.utils import _tracking_store_registry
+    from mlflow.utils.uri import get_uri_scheme
+
+    stores = _tracking_store_registry._registry  # scheme -> store builder
+    scheme = get_uri_scheme(uri)
+    if scheme in stores or uri in stores:  # databricks, uc: a bare scheme names a store
+        return None
+    allowed = ", ".join(sorted(s for s in stores if s))
+    return (
+        f"mlflow.tracking_uri={uri}: MLflow has no tracking store for scheme {scheme!r}; "
+        f"allowed: a path, or a URI of scheme {allowed} (the local store mlflow.db when "
+        "no value), or mlflow.enabled=false"
     )
 
 
