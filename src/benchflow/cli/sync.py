@@ -1,4 +1,4 @@
-"""`python -m benchflow sync SWEEP_DIR`: upload to MLflow what a sweep could not log."""
+"""`benchflow sync SWEEP_DIR`: upload to MLflow what a sweep could not log."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from benchflow.tracking.sync import sync
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(
-        prog="python -m benchflow sync",
+        prog="benchflow sync",
         description="Upload to MLflow what a sweep could not log (its results are on disk). "
         "Idempotent: jobs whose run is complete are left alone.",
     )
