@@ -514,3 +514,145 @@ def test_make_setup_syncs_again_when_the_extras_change() -> None:
     assert f'!= "{other}"' in dry(f"EXTRAS={other}")
     for extra in other.split():
         assert f"--extra {extra}" in dry(f"EXTRAS={other}")
+
+
+# --- every setting and every flag has a line in the docs -------------------------------
+
+
+def schema_keys(cls: type | None = None, prefix: str = "") -> list[str]:
+    """Every key of the schema, dotted (`model.step`), walked from its dataclasses."""
+    import dataclasses
+    import typing
+
+    from benchflow.config.schema import BenchConfig
+
+    cls = cls or BenchConfig
+    hints = typing.get_type_hints(cls)
+    keys = []
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        if dataclasses.is_dataclass(hints[f.name]):
+            keys += schema_keys(hints[f.name], f"{prefix}{f.name}.")
+        else:
+            keys.append(f"{prefix}{f.name}")
+    return keys
+
+
+def test_every_setting_is_named_in_usage() -> None:
+    """docs/usage.md names every key of the schema, as `key` (its group's option sets a
+    group's `name`, which the page names too)."""
+    page = (REPO / "docs" / "usage.md").read_text()
+    keys = schema_keys()
+    assert {"repeat", "model.step", "dynamo.fullgraph", "suite.rules"} <= set(keys)
+    assert [k for k in keys if f"`{k}`" not in page and f"`{k}=" not in page] == []
+
+
+def test_every_group_option_is_in_the_usage_table() -> None:
+    """The groups table of docs/usage.md lists every option of every group in conf/."""
+    from benchflow.config.store import CONF_DIR
+
+    page = (REPO / "docs" / "usage.md").read_text()
+    rows = {m[0]: m[1] for m in re.findall(r"^\| `(\w+)` \| (.*?) \|", page, re.M)}
+    missing = []
+    for group in sorted(p for p in CONF_DIR.iterdir() if p.is_dir() and p.name != "hydra"):
+        row = rows.get(group.name, "")
+        missing += [
+            f"{group.name}={f.stem}" for f in group.glob("*.yaml") if f"`{f.stem}`" not in row
+        ]
+    assert "model" in rows and sorted(missing) == []
+
+
+def cli_parsers() -> dict[str, object]:
+    """Each command beside the sweep with its argparse parser (its module's parser())."""
+    import importlib
+
+    from benchflow.__main__ import SUBCOMMANDS
+
+    found = {}
+    for name, module in SUBCOMMANDS.items():
+        make = getattr(importlib.import_module(module), "parser", None)
+        if make is not None:
+            found[name] = make()
+    return found
+
+
+# Commands without an argparse parser, and why.
+NO_PARSER = {
+    "models": "it takes a sweep's arguments (key=value, --config-dir), which Hydra's own "
+    "flags and the schema's keys cover",
+}
+
+
+def test_every_flag_of_every_command_is_named_in_the_docs() -> None:
+    import argparse
+
+    from benchflow.__main__ import SUBCOMMANDS
+
+    parsers = cli_parsers()
+    assert sorted(set(parsers) | set(NO_PARSER)) == sorted(SUBCOMMANDS)
+    text = "\n\n".join(f.read_text() for f in doc_files())
+    flags = [
+        (name, flag)
+        for name, p in parsers.items()
+        for action in p._actions  # type: ignore[attr-defined]
+        if not isinstance(action, argparse._HelpAction)
+        for flag in action.option_strings
+        if flag.startswith("--")
+    ]
+    assert ("report", "--format") in flags  # the walk finds them
+    # named in a paragraph that names its command, as a whole flag (not --out in --out-dir)
+    paragraphs = re.split(r"\n\s*\n", text)
+
+    def named(command: str, flag: str) -> bool:
+        return any(
+            re.search(re.escape(flag) + r"(?![\w-])", p) and re.search(rf"\b{command}\b", p)
+            for p in paragraphs
+        )
+
+    assert [(n, f) for n, f in flags if not named(n, f)] == []
+
+
+# --- facts the docs state, read from the code ----------------------------------------
+
+
+def marked(key: str, cls: type | None = None, prefix: str = "") -> list[str]:
+    """The schema's fields whose metadata has `key` (`measured`: False, `optional`),
+    dotted; a marked dataclass field is named, not its inner keys."""
+    import dataclasses
+    import typing
+
+    from benchflow.config.schema import BenchConfig
+
+    cls = cls or BenchConfig
+    hints = typing.get_type_hints(cls)
+    found = []
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        name = f"{prefix}{f.name}"
+        if key in f.metadata:
+            found.append(name)
+        elif dataclasses.is_dataclass(hints[f.name]):
+            found += marked(key, hints[f.name], f"{name}.")
+    return found
+
+
+def test_the_fingerprint_keys_are_listed_once_as_the_schema_marks_them() -> None:
+    """docs/resume.md lists the keys left out of the fingerprint, exactly the schema's
+    UNMEASURED ones, and the keys counted only when set (OPTIONAL); results.md links
+    there instead of keeping a list of its own."""
+    page = (REPO / "docs" / "resume.md").read_text()
+    listed = page.split("<!-- unmeasured-keys -->", 1)[1].split("\n\n", 1)[0]
+    unmeasured = marked("measured")
+    assert {"mlflow", "processes", "timeout_s"} <= set(unmeasured)
+    assert sorted(re.findall(r"`([\w.]+)`", listed)) == sorted(unmeasured)  # `mlflow.*` aside
+    optional = marked("optional")
+    (sentence,) = [p for p in page.split("\n\n") if "count only when set" in p]
+    assert sorted(re.findall(r"`([\w.]+)`", sentence)) == sorted(optional)
+    results = (REPO / "docs" / "results.md").read_text()
+    assert "(resume.md#what-identifies-a-job)" in results
+    assert "`retry`" not in results and "`prefork`" not in results  # no second list
+
+
+def test_results_states_the_schema_version_the_code_writes() -> None:
+    from benchflow.results.row import SCHEMA_VERSION
+
+    page = (REPO / "docs" / "results.md").read_text()
+    assert re.findall(r"`schema_version` \((\d+)", page) == [str(SCHEMA_VERSION)]
