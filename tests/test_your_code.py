@@ -273,6 +273,31 @@ def test_the_installed_wheel_runs_a_sweep_from_an_empty_folder(early_sweeps: Ear
     print(f"wheel {got['wheel'].stat().st_size} bytes; first sweep {got['sweep_s']:.1f} s")
 
 
+def test_the_wheel_carries_its_license_type_hints_and_one_version(
+    early_sweeps: EarlySweeps,
+) -> None:
+    """The wheel's version is __version__ (its one source), and it ships LICENSE and
+    py.typed (PEP 561); its metadata names the license and the project's links."""
+    import email.parser
+    import zipfile
+
+    import benchflow
+
+    wheel = early_sweeps.result("wheel")["wheel"]
+    assert wheel.name.startswith(f"benchflow-{benchflow.__version__}-")
+    with zipfile.ZipFile(wheel) as whl:
+        names = whl.namelist()
+        info = f"benchflow-{benchflow.__version__}.dist-info"
+        meta = email.parser.Parser().parsestr(whl.read(f"{info}/METADATA").decode())
+        licensed = whl.read(f"{info}/licenses/LICENSE").decode()
+    assert "benchflow/py.typed" in names
+    assert licensed == (REPO / "LICENSE").read_text()
+    assert meta["Version"] == benchflow.__version__
+    assert meta["License-Expression"] == "BSD-3-Clause"
+    urls = dict(u.split(", ", 1) for u in meta.get_all("Project-URL"))
+    assert sorted(urls) == ["Changelog", "Homepage", "Issues", "Repository"]
+
+
 # --- the factory's contract, in process ----------------------------------------------
 
 
