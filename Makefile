@@ -5,8 +5,9 @@ UV_VERSION := 0.13.9
 UV := .uv/bin/uv
 VENV := .venv
 PY := $(VENV)/bin/python
-# Use the machine's Python; never let uv download an interpreter.
-export UV_PYTHON := $(shell command -v python3)
+# Use the machine's Python, by its real path (given a pyenv shim's, uv removed and made
+# .venv again at every sync); never let uv download an interpreter.
+export UV_PYTHON := $(shell python3 -c 'import sys; print(sys.executable)')
 export UV_PYTHON_DOWNLOADS := never
 # Let Python keep the bytecode of what it imports (in .venv and in __pycache__ folders,
 # which git ignores). A shell or image that sets PYTHONDONTWRITEBYTECODE (this VM does)
@@ -25,14 +26,31 @@ $(UV):
 	python3 -m venv .uv
 	.uv/bin/pip install --quiet uv==$(UV_VERSION)
 
-$(VENV)/.synced: pyproject.toml uv.lock | $(UV)
-	$(UV) sync --locked --extra ray --extra suites
-	@touch $@
+# The extras of pyproject.toml that .venv holds: ray (hydra/launcher=ray), suites
+# (suite=huggingface, suite=timm); torchbench (tqdm, onnx for some TorchBench models) on
+# request: `make setup EXTRAS="ray suites torchbench"`. `uv sync` is exact (it removes
+# what it is not asked for), so every sync here names them all, and the stamp holds the
+# extras it was made with: asking for others syncs again, as a newer lock does.
+EXTRAS ?= ray suites
+STAMP := $(VENV)/.synced
 
-setup: $(VENV)/.synced ## Create .venv from uv.lock (torch 2.9.0 + torch_xla 2.9.0, ~8 GB, cached)
+setup: | $(UV) ## Create .venv from uv.lock with EXTRAS (torch 2.9.0 + torch_xla 2.9.0, ~8 GB, cached)
+	@if [ "$$(cat $(STAMP) 2>/dev/null)" != "$(sort $(EXTRAS))" ] \
+	  || [ pyproject.toml -nt $(STAMP) ] || [ uv.lock -nt $(STAMP) ]; then \
+	  echo "$(UV) sync --locked $(addprefix --extra ,$(sort $(EXTRAS)))"; \
+	  $(UV) sync --locked $(addprefix --extra ,$(sort $(EXTRAS))) \
+	    && echo "$(sort $(EXTRAS))" > $(STAMP); \
+	fi
+	@$(if $(filter setup,$(MAKECMDGOALS)),$(HOW_TO_RUN),true)
+
+# What `make setup` prints at its end: how to run what it installed.
+HOW_TO_RUN = printf '%s\n' \
+  "benchflow is installed in .venv (extras: $(sort $(EXTRAS))). From this folder:" \
+  "  .venv/bin/benchflow --help" \
+  "or activate the venv once per shell (source .venv/bin/activate), then: benchflow --help"
 
 run: setup ## Run the headline sweep: llama,dlrm x openxla,inductor on this machine
-	$(PY) -m benchflow -m model=llama,dlrm dynamo=openxla,inductor
+	$(VENV)/bin/benchflow -m model=llama,dlrm dynamo=openxla,inductor
 
 demo: run ## Same as `make run`
 
@@ -71,17 +89,17 @@ test-full: setup browser ## Run every test, including the long end-to-end ones
 
 # With XLA_CHECKOUT= and TORCHBENCH_ROOT= (as for compare-xr) it adds the TorchBench grid
 # against the experiment runner (about 15 minutes more).
+bench: EXTRAS += $(if $(and $(XLA_CHECKOUT),$(TORCHBENCH_ROOT)),torchbench)
 bench: setup ## Harness benchmarks: time per phase, a 1,000-job sweep, timing fidelity (XLA_CHECKOUT=, TORCHBENCH_ROOT=: the TorchBench grid too)
-	$(if $(and $(XLA_CHECKOUT),$(TORCHBENCH_ROOT)),$(UV) sync --locked --extra ray --extra suites --extra torchbench)
 	$(PY) benchmarks/harness_bench.py --out benchmarks/RESULTS.md $(if $(and $(XLA_CHECKOUT),$(TORCHBENCH_ROOT)),--xla $(XLA_CHECKOUT) --torchbench $(TORCHBENCH_ROOT))
 
 # benchmarks/compare_xr.py: both checkouts outside this project, found by path, e.g.
 #   make compare-xr XLA_CHECKOUT=~/src/xla TORCHBENCH_ROOT=~/src/benchmark MODELS=llama,dlrm
 # The runner and dlrm import tqdm and onnx: the `torchbench` extra adds them.
 COMPARE_OUT ?= compare_xr
+compare-xr: EXTRAS += torchbench
 compare-xr: setup ## benchflow vs PyTorch/XLA's experiment runner (XLA_CHECKOUT=, TORCHBENCH_ROOT=, MODELS=)
 	@test -n "$(XLA_CHECKOUT)" -a -n "$(TORCHBENCH_ROOT)" || { echo "compare-xr: set XLA_CHECKOUT=<pytorch/xla checkout at v2.9.0> and TORCHBENCH_ROOT=<pytorch/benchmark checkout>"; exit 2; }
-	$(UV) sync --locked --extra ray --extra suites --extra torchbench
 	$(PY) benchmarks/compare_xr.py --xla $(XLA_CHECKOUT) --torchbench $(TORCHBENCH_ROOT) --out $(COMPARE_OUT) $(if $(MODELS),--models $(MODELS))
 
 lint: setup ## ruff (lint + format check) and mypy on src/
@@ -95,7 +113,7 @@ format: setup ## Apply ruff's formatting and safe fixes
 	$(VENV)/bin/ruff check --fix src tests benchmarks
 
 ui: setup ## MLflow UI on 127.0.0.1:5000 over the default local store
-	$(PY) -m benchflow ui
+	$(VENV)/bin/benchflow ui
 
 clean: ## Remove run outputs, the local MLflow store and caches (keeps .venv)
 	rm -rf runs site mlflow.db mlartifacts .pytest_cache .mypy_cache .ruff_cache

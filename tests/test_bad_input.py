@@ -269,5 +269,5 @@ def test_a_launcher_that_is_not_installed_says_how_to_get_it(
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert "hydra/launcher=ray needs hydra-ray-launcher" in err
-    assert "uv sync --locked --extra ray" in err and "allowed: basic" in err
+    assert "`make setup`" in err and "benchflow[ray]" in err and "allowed: basic" in err
     cli._check_launcher(["-m", "hydra/launcher=joblib"])  # installed: no complaint

@@ -183,6 +183,19 @@ def test_models_lists_the_suites_models_and_whether_they_run(
     assert "allowed: builtin, huggingface, timm, torchbench" in capsys.readouterr().err
 
 
+def test_every_huggingface_model_listed_as_runnable_has_a_transformers_class(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """What `benchflow models suite=huggingface` calls runnable, the job can build: a
+    class of that name in transformers (its lazy module lists its names unimported)."""
+    transformers = pytest.importorskip("transformers")
+    assert models_cli.main(["suite=huggingface"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    runnable = [ln.split()[0] for ln in out if ln.endswith(" yes") or " only (" in ln]
+    assert "BertForMaskedLM" in runnable
+    assert [name for name in runnable if name not in dir(transformers)] == []
+
+
 # --- inputs as the runners make them -----------------------------------------------
 
 

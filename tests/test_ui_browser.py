@@ -52,7 +52,7 @@ def _missing() -> str | None:
     try:
         import selenium  # noqa: F401
     except ImportError:
-        return "the selenium package (`uv sync --locked` installs it with the dev group)"
+        return "the selenium package (`make setup` installs it, with the dev group)"
     for path in (CHROMIUM, CHROMEDRIVER):
         if not path.exists():
             return str(path)

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.conftest import REPO, EarlySweeps, early, read_rows, run_cli
+from tests.conftest import REPO, CliResult, EarlySweeps, early, read_rows, run_cli
+from tests.early import BACKGROUND_NICE, in_background
 
 # A user's repository: a model file beside their command, and a folder of their config.
 MODELS_PY = '''
@@ -97,13 +98,40 @@ ONE_COMMAND = ["model=custom", "model.target=mlp:build", "model.name=mlp", "veri
 USER_SWEEP = ["--config-dir", "bench", "-m", "model=mlp", "experiment=nightly", "cpus_per_job=1"]
 
 
+def readme_command() -> str:
+    """The README's own-model command, as the page shows it (tests/test_docs.py reads it)."""
+    from tests.test_docs import commands
+
+    text = (REPO / "README.md").read_text()
+    (cmd,) = [c for c in commands(text, "README.md") if "model=custom" in c.line]
+    return cmd.line
+
+
+def run_readme_command(folder: Path) -> CliResult:
+    """The README's command exactly as written, in a fresh shell (no venv activated, no
+    .venv/bin on PATH) from a folder laid out as the checkout: its .venv (a link to the
+    checkout's) and mlp.py, so that its runs/ and mlflow.db land in the test's folder.
+    Its CPU slots are its own (a lock folder of its own): it must not wait for the
+    session's one-core jobs to leave both cores free; its times are not read."""
+    from tests.test_docs import fresh_env
+
+    line = readme_command()
+    assert line.split()[1:] == ONE_COMMAND, line  # the arguments test_docs.py finds here
+    folder.mkdir()
+    (folder / ".venv").symlink_to(REPO / ".venv")
+    (folder / "mlp.py").write_text(ONE_FILE)
+    env = fresh_env(BENCHFLOW_CPU_LOCK_DIR=str(folder / "cpu-locks"), PYTHONUNBUFFERED="1")
+    nice = ["nice", "-n", str(BACKGROUND_NICE)] if in_background() else []
+    shell = [*nice, "bash", "--noprofile", "--norc", "-c", line]
+    proc = subprocess.run(shell, cwd=folder, env=env, capture_output=True, text=True, timeout=900)
+    return CliResult(proc.returncode, proc.stdout, proc.stderr, folder)
+
+
 @early("user_config")
 def _user_config(root: Path) -> dict[str, Any]:
     repo = user_repo(root / "their_repo")
     sweep = run_cli(USER_SWEEP, repo)
-    (root / "one_file").mkdir()
-    (root / "one_file" / "mlp.py").write_text(ONE_FILE)
-    one = run_cli([*ONE_COMMAND, "repeat=2", "iterations_per_run=2"], root / "one_file")
+    one = run_readme_command(root / "one_file")
     listing = run_cli(["models", "--config-dir", "bench"], repo)
     helped = run_cli(["--config-dir", "bench", "--help"], repo)
     return {"sweep": sweep, "models": listing, "help": helped, "one": one}
@@ -133,6 +161,8 @@ def test_a_users_model_and_experiment_run_on_three_backends_verified(
 
 
 def test_the_one_file_example_runs(early_sweeps: EarlySweeps) -> None:
+    """The README's command, as written, from a fresh shell: one job, verified."""
+    assert readme_command() == " ".join([".venv/bin/benchflow", *ONE_COMMAND])
     one = early_sweeps.result("user_config")["one"]
     assert one.returncode == 0, one.stderr[-3000:]
     (result,) = (one.cwd / "runs").glob("*/*/result.json")
@@ -241,6 +271,31 @@ def test_the_installed_wheel_runs_a_sweep_from_an_empty_folder(early_sweeps: Ear
     assert all(r["status"] == "ok" for r in rows.values()), [r["error"] for r in rows.values()]
     assert (got["cwd"] / "mlflow.db").is_file()
     print(f"wheel {got['wheel'].stat().st_size} bytes; first sweep {got['sweep_s']:.1f} s")
+
+
+def test_the_wheel_carries_its_license_type_hints_and_one_version(
+    early_sweeps: EarlySweeps,
+) -> None:
+    """The wheel's version is __version__ (its one source), and it ships LICENSE and
+    py.typed (PEP 561); its metadata names the license and the project's links."""
+    import email.parser
+    import zipfile
+
+    import benchflow
+
+    wheel = early_sweeps.result("wheel")["wheel"]
+    assert wheel.name.startswith(f"benchflow-{benchflow.__version__}-")
+    with zipfile.ZipFile(wheel) as whl:
+        names = whl.namelist()
+        info = f"benchflow-{benchflow.__version__}.dist-info"
+        meta = email.parser.Parser().parsestr(whl.read(f"{info}/METADATA").decode())
+        licensed = whl.read(f"{info}/licenses/LICENSE").decode()
+    assert "benchflow/py.typed" in names
+    assert licensed == (REPO / "LICENSE").read_text()
+    assert meta["Version"] == benchflow.__version__
+    assert meta["License-Expression"] == "BSD-3-Clause"
+    urls = dict(u.split(", ", 1) for u in meta.get_all("Project-URL"))
+    assert sorted(urls) == ["Changelog", "Homepage", "Issues", "Repository"]
 
 
 # --- the factory's contract, in process ----------------------------------------------

@@ -1,4 +1,4 @@
-"""Commands beside the sweep (`python -m benchflow <command>`), each a module with main(argv).
+"""Commands beside the sweep (`benchflow <command>`), each a module with main(argv).
 
 The top layer: a command may import any stage; no stage imports a command.
 """

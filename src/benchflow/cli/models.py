@@ -1,4 +1,4 @@
-"""`python -m benchflow models`: every model benchflow can run here, and whether it can.
+"""`benchflow models`: every model benchflow can run here, and whether it can.
 
 Reads config and the TorchBench checkout's files only (no torch, no model
 import): benchflow's models from conf/model/, the user's from their config folders

@@ -1,4 +1,4 @@
-"""`python -m benchflow report`: tables, files, plots, gate."""
+"""`benchflow report`: tables, files, plots, gate."""
 
 from __future__ import annotations
 
@@ -42,11 +42,11 @@ versions, lock, TorchBench checkout, speed settings): a slowdown may come from t
 
 EPILOG = """\
 examples:
-  python -m benchflow report multirun/2026-11-22/10-06-10
-  python -m benchflow report multirun/2026-11-22/10-06-10 --baseline none
-  python -m benchflow report experiment:benchflow --tracking-uri http://127.0.0.1:5000
-  python -m benchflow report NEW_SWEEP --compare OLD_SWEEP --threshold 5%   # CI gate
-  python -m benchflow report NEW_SWEEP --compare OLD_SWEEP --require-same-env
+  benchflow report multirun/2026-11-22/10-06-10
+  benchflow report multirun/2026-11-22/10-06-10 --baseline none
+  benchflow report experiment:benchflow --tracking-uri http://127.0.0.1:5000
+  benchflow report NEW_SWEEP --compare OLD_SWEEP --threshold 5%   # CI gate
+  benchflow report NEW_SWEEP --compare OLD_SWEEP --require-same-env
 
 exit codes: 0 done (no regression), 1 regression found (--compare), 2 bad input.
 """
@@ -81,7 +81,7 @@ def _formats(text: str) -> list[str]:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m benchflow report",
+        prog="benchflow report",
         description=DESCRIPTION,
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,

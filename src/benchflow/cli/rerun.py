@@ -1,4 +1,4 @@
-"""`python -m benchflow rerun WHAT [key=value ...]`: run recorded jobs again."""
+"""`benchflow rerun WHAT [key=value ...]`: run recorded jobs again."""
 
 from __future__ import annotations
 
@@ -35,9 +35,9 @@ tolerance (job.rerun_digest). At the end it prints old and new medians side by s
 
 EPILOG = """\
 examples:
-  python -m benchflow rerun multirun/2026-11-24/10-06-10
-  python -m benchflow rerun multirun/2026-11-24/10-06-10 repeat=10
-  python -m benchflow rerun 3f2c...e1 --tracking-uri http://127.0.0.1:5000
+  benchflow rerun multirun/2026-11-24/10-06-10
+  benchflow rerun multirun/2026-11-24/10-06-10 repeat=10
+  benchflow rerun 3f2c...e1 --tracking-uri http://127.0.0.1:5000
 
 exit codes: 0 the jobs ran (see each row's status), 2 bad input (nothing was run).
 """
@@ -45,7 +45,7 @@ exit codes: 0 the jobs ran (see each row's status), 2 bad input (nothing was run
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m benchflow rerun",
+        prog="benchflow rerun",
         description=DESCRIPTION,
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -111,7 +111,7 @@ def _check_overrides(overrides: Sequence[str]) -> str | None:
     if sweep := next((o for o in parsed if o.is_sweep_override()), None):
         return (
             f"{sweep.input_line}: a rerun runs each recorded job once; allowed: one value "
-            "per key (sweep it with `python -m benchflow -m` instead)"
+            "per key (sweep it with `benchflow -m` instead)"
         )
     return None
 

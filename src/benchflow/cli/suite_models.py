@@ -1,4 +1,4 @@
-"""`python -m benchflow models suite=huggingface|timm`: a suite's models, and whether
+"""`benchflow models suite=huggingface|timm`: a suite's models, and whether
 each runs here: its skip lists applied, the models that need a download, and the
 package that builds them. Reads the mirror only (no torch, transformers or timm)."""
 
@@ -39,7 +39,10 @@ def show(suite: Suite, device: str) -> int:
     print("Skip lists are applied (suite.skip_lists=false overrides them).\n")
     missing = suite.package and importlib.util.find_spec(suite.package) is None
     if missing:
-        print(f"{suite.package} is not installed: `uv sync --locked --extra suites`.\n")
+        print(
+            f"{suite.package} is not installed: `make setup` in a checkout, "
+            "`pip install 'benchflow[suites]'` elsewhere.\n"
+        )
     print(f"{'model':<40} {'list batch size':>15}  runs here")
     for name in model_names(suite):
         state = f"no: {suite.package} is not installed" if missing else status(config, name, device)

@@ -160,8 +160,9 @@ def _resume_into(args: list[str]) -> list[str]:
 
 
 # Launchers benchflow documents, and the distribution that brings each.
-_CORE = "`uv sync --locked` (a benchflow dependency)"
-_RAY = "`uv sync --locked --extra ray` or `pip install 'benchflow[ray]'` (make setup does)"
+# In a checkout, `make setup` installs them all (its EXTRAS: the Makefile).
+_CORE = "`make setup` in a checkout, or `pip install benchflow` (a dependency of benchflow)"
+_RAY = "`make setup` in a checkout, or `pip install 'benchflow[ray]'`"
 LAUNCHERS = {
     "joblib": ("hydra_plugins.hydra_joblib_launcher", "hydra-joblib-launcher", _CORE),
     "submitit_local": ("hydra_plugins.hydra_submitit_launcher", "hydra-submitit-launcher", _CORE),

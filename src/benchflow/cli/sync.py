@@ -1,4 +1,4 @@
-"""`python -m benchflow sync SWEEP_DIR`: upload to MLflow what a sweep could not log."""
+"""`benchflow sync SWEEP_DIR`: upload to MLflow what a sweep could not log."""
 
 from __future__ import annotations
 
@@ -11,15 +11,19 @@ from benchflow.core.layout import SweepDir
 from benchflow.tracking.sync import sync
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m benchflow sync",
+        prog="benchflow sync",
         description="Upload to MLflow what a sweep could not log (its results are on disk). "
         "Idempotent: jobs whose run is complete are left alone.",
     )
     p.add_argument("sweep_dir", type=Path, help="the sweep folder (multirun/<date>/<time>)")
     p.add_argument("--tracking-uri", help="the store (default: the one the sweep used)")
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     if not SweepDir(args.sweep_dir).results.exists():
         print(f"benchflow sync: error: {args.sweep_dir} has no results.jsonl", file=sys.stderr)
         return 2

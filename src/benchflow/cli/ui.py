@@ -1,4 +1,4 @@
-"""`python -m benchflow ui`: the MLflow UI on 127.0.0.1 over the store the runs used.
+"""`benchflow ui`: the MLflow UI on 127.0.0.1 over the store the runs used.
 
 By default that is the embedded store of the directory you run from (mlflow.db and
 mlartifacts/, as the sweeps write them). The UI is MLflow's own server process;
@@ -37,7 +37,7 @@ RUNS_VIEW = "?workflowType=machine_learning"
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m benchflow ui",
+        prog="benchflow ui",
         description=(
             "Start the MLflow UI (`mlflow ui`) over benchflow's runs and print its URL and "
             "one link per experiment. Each sweep is a parent run with its jobs nested "
@@ -46,8 +46,8 @@ def parser() -> argparse.ArgumentParser:
             "params such as backend, model.name and dtype. Stop it with Ctrl-C."
         ),
         epilog=(
-            "examples: python -m benchflow ui  |  python -m benchflow ui --port 5001  |  "
-            "python -m benchflow ui --tracking-uri sqlite:////data/bench/mlflow.db"
+            "examples: benchflow ui  |  benchflow ui --port 5001  |  "
+            "benchflow ui --tracking-uri sqlite:////data/bench/mlflow.db"
         ),
     )
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")

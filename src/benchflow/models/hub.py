@@ -17,6 +17,7 @@ HUB_CONFIGS = {
     "DistillGPT2": "distilgpt2",
     "GoogleFnet": "google/fnet-base",
     "YituTechConvBert": "YituTech/conv-bert-base",
+    "CamemBert": "camembert-base",
 }
 
 

@@ -1,4 +1,4 @@
-"""`python -m benchflow rerun WHAT`: recorded jobs, planned again from their records.
+"""`benchflow rerun WHAT`: recorded jobs, planned again from their records.
 
 A recorded job is its row and the resolved config it ran with: the job folder's
 ``config.yaml`` (also each MLflow job run's artifact), or the sweep's ``plan.json``.

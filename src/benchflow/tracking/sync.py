@@ -1,4 +1,4 @@
-"""MLflow for a job's run, and `python -m benchflow sync SWEEP_DIR`: upload what a sweep
+"""MLflow for a job's run, and `benchflow sync SWEEP_DIR`: upload what a sweep
 could not log (the server was down, the network went away) once the server is back.
 
 Results never depend on MLflow: they are on disk first. A job's run is complete when
