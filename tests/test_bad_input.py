@@ -252,6 +252,12 @@ def test_the_docs_table_lists_every_case() -> None:
     for case in CASES:
         (row,) = [line for line in readme.splitlines() if line.startswith(f"| {case.kind} |")]
         assert f" | {case.code} | " in row, (case.kind, row)  # the exit code it gives
+    # the schema's keys, as the check lists them now (the page once listed 27 of 35)
+    from benchflow.config.keys import unknown_key
+    from benchflow.config.store import groups
+
+    message = f"benchflow: error: repeats=3: {unknown_key('repeats', groups())}"
+    assert f"| unknown key | `repeats=3` | 2 | {message} |" in readme
 
 
 def test_a_launcher_that_is_not_installed_says_how_to_get_it(

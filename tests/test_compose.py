@@ -185,7 +185,7 @@ def test_the_typed_path_is_taken_only_where_certain(sweep: tuple[Any, Any]) -> N
         return taken
 
     assert path_of(["model=llama", "seed=3", "ir.formats=[hlo]", "dtype=null"]) == "typed"
-    assert path_of(["model=llama", "warmup=${repeat}"]) == "composed"
+    assert path_of(["model=llama", "max_repeat=${max_warmup}"]) == "composed"
     assert path_of(["model=llama", "~seed"]) == "composed"
     assert path_of(["model=llama", "++seed=3"]) == "composed"
     assert path_of(["model=mine", "experiment=linked", "seed=1"]) == "composed"
