@@ -165,8 +165,9 @@ class BenchConfig:
     adaptive_repeat: bool = False  # with repeat=N: N at least, then adaptive as repeat=null
     max_repeat: int = 50  # the cap on adaptive repeats
     target_ci: float = 0.02  # adaptive repeats: the median's 95% interval, ± this fraction of it
-    # Diagnostics: every timed step made this fraction slower by a busy-wait on the host
-    # (0.05: 5%), to check that a comparison catches a known slowdown; null: none.
+    # Diagnostics: every timed repeat made this fraction slower by a busy-wait on the host
+    # once the device finished (0.05: 5%), to check that a comparison catches a known
+    # slowdown; null: none.
     slowdown: float | None = field(default=None, metadata=OPTIONAL)
     compile_cache: str = "cold"  # cold: a fresh Inductor/XLA cache per job | warm: shared
     batch_size: int | None = None  # null: the suite's or the model's default for the test

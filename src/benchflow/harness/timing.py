@@ -260,7 +260,6 @@ def measure(
                 m.warmup_settled = True
                 break
         log.info("adaptive warm-up: %d steps, settled=%s", m.warmup_steps, m.warmup_settled)
-    step_s = None  # one step's time, where calibration or the slowdown needs it
     if sampling.iterations_per_run is None:
         m.iterations_per_run, step_s, m.calibration_steps = calibrate(
             step, device, sampling.min_run_time_s
@@ -269,11 +268,7 @@ def measure(
         log.info("calibrated: %d step(s) per repeat (%.6f s a step)", m.iterations_per_run, step_s)
     else:
         m.iterations_per_run = sampling.iterations_per_run
-        if sampling.slowdown:
-            step_s = statistics.median(_run(step, device, 1) for _ in range(3))
-            m.calibration_steps = 3
     m.warmup_time_s = time.perf_counter() - start
-    delay_s = sampling.slowdown * step_s if sampling.slowdown and step_s else 0.0
 
     iterations = m.iterations_per_run
     timed_start = time.perf_counter()
@@ -292,12 +287,14 @@ def measure(
             # nothing refers to), then drop it, as a plain loop would: holding it over
             # the next step changes what the allocator can reuse.
             out = step()
-            if delay_s:
-                _spin(delay_s)
             traced += time.perf_counter() - t0
             device.mark_step()
             del out
         device.synchronize()
+        if sampling.slowdown:
+            # After the device finished, so that an asynchronous device (XLA, CUDA),
+            # whose host side overlaps its execution, is slowed as much as eager is.
+            _spin(sampling.slowdown * (time.perf_counter() - start))
         total = time.perf_counter() - start
         gc.enable()
         metrics = {"total_time_s": total, "per_iter_time_s": total / iterations}
