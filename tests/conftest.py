@@ -163,14 +163,14 @@ def interruptible() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def start_cli(args: list[str], cwd: Path, stderr_log: Path) -> subprocess.Popen[bytes]:
+def start_cli(args: list[str], cwd: Path, stderr_log: Path, **env: str) -> subprocess.Popen[bytes]:
     """`python -m benchflow ARGS` in the background, stderr to a file to watch."""
     return subprocess.Popen(
         cli_command(args, in_background()),
         cwd=cwd,
         stdout=subprocess.DEVNULL,
         stderr=stderr_log.open("w"),
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        env={**os.environ, "PYTHONUNBUFFERED": "1", **env},
         preexec_fn=interruptible,
     )
 

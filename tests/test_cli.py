@@ -88,6 +88,11 @@ def _the_job_as_planned(out: str, args: list[str]) -> None:
     model = shown["model"]["name"]
     assert model == ("dlrm" if "model=dlrm" in args else "llama")
     assert shown["dtype"] == "bfloat16"  # the suite's inference dtype (was null)
+    # the model's own default batch size, read from its class without importing torch
+    from benchflow.models.dlrm import Dlrm
+    from benchflow.models.llama import Llama
+
+    assert shown["batch_size"] == (Dlrm if model == "dlrm" else Llama).DEFAULT_EVAL_BSIZE
     assert shown["accelerator"]["name"] in ("cpu", "cuda")  # auto resolved
     assert shown["xla"]["name"] == ("PJRT" if "dynamo=openxla" in args else "none")
     rules = shown["suite"]["rules"]
@@ -124,7 +129,12 @@ def _interrupted_by_ctrl_c(root: Path) -> dict[str, Any]:
     """A sweep SIGINTed (Ctrl-C) while its second job (a hang) runs: what it left."""
     log = root / "stderr.log"
     args = ["-m", SEARCHPATH, "model=fault_raise,fault_hang,matmul_chain"]
-    proc = start_cli([*args, "mlflow.enabled=false", "timeout_s=300"], root, log)
+    # Its own CPU locks: what it checks does not depend on cores, and the session's
+    # sweeps may hold both slots for minutes (it once waited past its deadline).
+    locks = str(root / "cpu-locks")
+    proc = start_cli(
+        [*args, "mlflow.enabled=false", "timeout_s=300"], root, log, BENCHFLOW_CPU_LOCK_DIR=locks
+    )
     # Wait until the hang job's child is running (its job.json exists), then interrupt.
     deadline = time.monotonic() + 300
     while not list(root.glob("multirun/*/*/1/job.json")):

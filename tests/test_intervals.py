@@ -68,12 +68,12 @@ def test_the_median_interval_covers_the_true_median_95_percent_of_the_time() -> 
     rng = np.random.default_rng(7)
     true_median = math.exp(0.0)  # lognormal(0, 0.5): its median is e^0
     hits = 0
-    trials = 2000
+    trials = 1000
     for _ in range(trials):
         ci = median_ci(list(rng.lognormal(0.0, 0.5, size=20)))
         assert ci is not None
         hits += ci.contains(true_median)
-    assert 0.94 <= hits / trials <= 0.985
+    assert 0.935 <= hits / trials <= 0.99
 
 
 def test_a_ratio_of_medians_interval_covers_the_true_ratio() -> None:

@@ -207,7 +207,7 @@ def test_calibration_makes_a_repeat_last_its_minimum() -> None:
         _sleeper([0.002]), Device(), sampling=Sampling(repeat=2, min_run_time_s=0.03),
         warmup=0, probes=[], trace_time=False,
     )  # fmt: skip
-    assert m.calibrated and abs(m.iterations_per_run - steps) <= 2  # another calibration
+    assert m.calibrated and m.iterations_per_run <= 16  # its own calibration
     assert min(m.per_repeat["total_time_s"]) >= 0.03 * 0.9  # a repeat lasts its minimum
     given = measure(
         _sleeper([0.002]), Device(), sampling=Sampling(repeat=2, iterations_per_run=3),

@@ -122,7 +122,14 @@ def _show_job(overrides: list[str], args: list[str]) -> int:
     cfg = job.config
     shown = dataclasses.asdict(cfg)
     shown["suite"]["rules"] = rules_for(cfg.suite.rules, cfg.model.name)
-    src = job.sources
+    src = dict(job.sources)
+    if cfg.batch_size is None and cfg.model.builtin:
+        # the model's own default, as its build will take it (read, not imported)
+        from benchflow.models.target import declared_batch_size
+
+        if (declared := declared_batch_size(cfg.model.builtin, cfg.test.name)) is not None:
+            shown["batch_size"] = declared
+            src["batch_size_source"] = "model"
     print(
         f"# {job.name}, as it would run: dtype from {src['dtype_source']}, batch_size from "
         f"{src['batch_size_source']} (null: the model's default); suite.rules: those naming "

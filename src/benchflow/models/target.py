@@ -62,3 +62,33 @@ def load(target: str) -> Callable[..., Any]:
             f"allowed: {', '.join(public) or 'none found'}"
         )
     return fn
+
+
+def declared_batch_size(builtin: str, test: str) -> int | None:
+    """A built-in model's default batch size for `test` (`pkg.mod:Class`'s
+    DEFAULT_EVAL_BSIZE or DEFAULT_TRAIN_BSIZE, as models/base.py reads it), read from
+    its source without importing it (torch); None where the class does not state it as
+    a plain number in its own body."""
+    import ast
+
+    module, sep, name = builtin.partition(":")
+    try:
+        spec = importlib.util.find_spec(module) if sep else None
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+        return None
+    with open(spec.origin, encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    wanted = "DEFAULT_TRAIN_BSIZE" if test == "train" else "DEFAULT_EVAL_BSIZE"
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == name:
+            for stmt in node.body:
+                if (
+                    isinstance(stmt, ast.Assign)
+                    and any(isinstance(t, ast.Name) and t.id == wanted for t in stmt.targets)
+                    and isinstance(stmt.value, ast.Constant)
+                    and isinstance(stmt.value.value, int)
+                ):
+                    return stmt.value.value
+    return None
