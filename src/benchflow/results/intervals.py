@@ -90,23 +90,11 @@ def ratio_ci(num: Sequence[float], den: Sequence[float], level: float = LEVEL) -
     either has fewer than 2 values (no resampling can vary it) or a median is not
     positive."""
     import numpy as np
-    from scipy.stats import bootstrap
 
     a, b = np.asarray(num, dtype=float), np.asarray(den, dtype=float)
     if a.size < 2 or b.size < 2 or np.median(a) <= 0 or np.median(b) <= 0:
         return None
-    res = bootstrap(
-        (a, b),
-        _medians_ratio,
-        n_resamples=BOOTSTRAP_RESAMPLES,
-        vectorized=True,
-        paired=False,
-        confidence_level=level,
-        method="percentile",
-        rng=np.random.default_rng(SEED),
-    )
-    low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
-    return Interval(low, high, level, "percentile bootstrap")
+    return _percentile_bootstrap((a, b), _medians_ratio, level, "percentile bootstrap")
 
 
 def geomean_ratio_ci(
@@ -115,7 +103,6 @@ def geomean_ratio_ci(
     """The interval of the geometric mean over models of median(num_i) / median(den_i);
     None when a model has fewer than 2 values on a side or none is given."""
     import numpy as np
-    from scipy.stats import bootstrap
 
     samples = [np.asarray(s, dtype=float) for pair in pairs for s in pair]
     if not samples or any(s.size < 2 or np.median(s) <= 0 for s in samples):
@@ -128,11 +115,22 @@ def geomean_ratio_ci(
         ]
         return np.exp(np.mean(logs, axis=0))
 
+    what = "percentile bootstrap over each model's samples"
+    # batch: every sample's resamples are held at once per batch (memory)
+    return _percentile_bootstrap(tuple(samples), geomean_of_ratios, level, what, batch=200)
+
+
+def _percentile_bootstrap(samples, statistic, level, what, batch=None):  # type: ignore[no-untyped-def]
+    """scipy.stats.bootstrap's percentile interval of `statistic` over independent
+    samples, each resampled on its own (seeded: the same rows give the same report)."""
+    import numpy as np
+    from scipy.stats import bootstrap
+
     res = bootstrap(
-        tuple(samples),
-        geomean_of_ratios,
+        samples,
+        statistic,
         n_resamples=BOOTSTRAP_RESAMPLES,
-        batch=200,  # memory: every sample's resamples are held at once per batch
+        batch=batch,
         vectorized=True,
         paired=False,
         confidence_level=level,
@@ -140,7 +138,7 @@ def geomean_ratio_ci(
         rng=np.random.default_rng(SEED),
     )
     low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
-    return Interval(low, high, level, "percentile bootstrap over each model's samples")
+    return Interval(low, high, level, what)
 
 
 def mann_whitney(base: Sequence[float], cand: Sequence[float]) -> float | None:
