@@ -21,13 +21,13 @@ own child process (timeout_s bounds it), timed with warm-up apart and the device
 synchronized; rows go to results.jsonl in runs/<date>/<time>/ (one job) or
 multirun/<date>/<time>/ (-m: every combination of comma-separated values), and to MLflow.
 
-usage: python -m benchflow [-m] [group=option ...] [key=value ...] [--cfg job]"""
+usage: benchflow [-m] [group=option ...] [key=value ...] [--cfg job]"""
 
 FOOTER = """\
 Examples:
-  python -m benchflow -m model=llama,dlrm dynamo=openxla,inductor
-  python -m benchflow model=resnet dynamo=inductor test=train repeat=10
-  python -m benchflow model=llama --cfg job   # the resolved job; runs nothing
+  benchflow -m model=llama,dlrm dynamo=openxla,inductor
+  benchflow model=resnet dynamo=inductor test=train repeat=10
+  benchflow model=llama --cfg job   # the resolved job; runs nothing
 Full reference: docs/usage.md. Models and suite rules: `benchflow models`. Hydra: --hydra-help."""
 
 
@@ -53,7 +53,7 @@ def render(argv: Sequence[str] = ()) -> str:
         keys = [f.name for f in dataclasses.fields(hints[name]) if f.name != "name"]
         if keys:
             out.append(_clip(f"  {name}.{{{','.join(keys)}}}"))
-    out += ["", "== Commands (python -m benchflow COMMAND --help) =="]
+    out += ["", "== Commands (benchflow COMMAND --help) =="]
     out += [f"  {name:<8} {what}" for name, (_, what) in COMMANDS.items()]
     return "\n".join([*out, "", FOOTER])
 

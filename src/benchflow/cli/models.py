@@ -49,7 +49,7 @@ KEYS = {
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m benchflow models",
+        prog="benchflow models",
         description="Every model benchflow can run here, and whether it can.",
         epilog="key=value: " + "; ".join(f"{key}=: {meaning}" for key, meaning in KEYS.items()),
     )

@@ -38,10 +38,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     root = next((a.split("=", 1)[1] for a in args if a.startswith("suite.torchbench_root=")), None)
     register_torchbench(root)
-    why = unchosen_suite_model(args)
-    if why:
-        print(f"benchflow: error: {why}", file=sys.stderr)
-        raise SystemExit(2)
+    if why := unchosen_suite_model(args):
+        _exit(why)
     register_suite_models(args)
 
     from hydra._internal.utils import _run_hydra, get_args_parser
@@ -81,7 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The running job was killed and recorded as `interrupted`; rows already
         # written stay in results.jsonl.
         how = "terminated (SIGTERM)" if received else "interrupted"
-        what = "sweep" if "-m" in args or "--multirun" in args else "run"
+        what = "sweep" if _multirun(args) else "run"
         print(
             f"benchflow: {how}; the results so far are kept. Run the same command with "
             f"resume=true to finish the {what}.",
@@ -148,9 +146,10 @@ def _resume_into(args: list[str]) -> list[str]:
 
     from benchflow.sweep.resume import find_sweep
 
-    multirun = "-m" in args or "--multirun" in args
     key, root, what = (
-        ("hydra.sweep.dir", "multirun", "sweep") if multirun else ("hydra.run.dir", "runs", "run")
+        ("hydra.sweep.dir", "multirun", "sweep")
+        if _multirun(args)
+        else ("hydra.run.dir", "runs", "run")
     )
     if any(a.startswith(f"{key}=") for a in args):
         return args  # the user named the folder: running into it resumes it
@@ -196,13 +195,11 @@ def _check_launcher(args: list[str]) -> None:
             name = arg.split("=", 1)[1]
             module, dist, how = LAUNCHERS.get(name, (None, "", ""))
             if module and importlib.util.find_spec(module) is None:
-                print(
-                    f"benchflow: error: hydra/launcher={name} needs {dist}, which is not "
-                    "installed here; allowed: basic (the default) or an installed launcher. "
-                    f"Install it with {how}",
-                    file=sys.stderr,
+                _exit(
+                    f"hydra/launcher={name} needs {dist}, which is not installed here; "
+                    "allowed: basic (the default) or an installed launcher. "
+                    f"Install it with {how}"
                 )
-                raise SystemExit(2)
 
 
 def _check_keys(args: list[str]) -> None:
@@ -219,6 +216,10 @@ def _check_keys(args: list[str]) -> None:
             continue  # a group choice: Hydra lists the options when one is unknown
         if why := unknown_key(key, groups):
             _exit(f"{key}={value}: {why}")
+
+
+def _multirun(args: list[str]) -> bool:
+    return "-m" in args or "--multirun" in args
 
 
 def _exit(message: str) -> None:

@@ -36,7 +36,7 @@ from typing import Any, Protocol
 from benchflow.backends.device import Device
 from benchflow.config.schema import BenchConfig
 from benchflow.results.child import Summary, Unsteady
-from benchflow.results.intervals import fewest_for_interval, median_ci
+from benchflow.results.intervals import fewest_for_interval, median_ci_rel
 from benchflow.results.stats import summarize
 
 log = logging.getLogger(__name__)
@@ -98,8 +98,8 @@ def stop_reason(per_iter: list[float], elapsed_s: float, rule: Sampling) -> str 
         return STOP_CAP
     if n < rule.fewest:
         return None
-    ci = median_ci(per_iter)
-    if ci is not None and ci.rel_half_width(statistics.median(per_iter)) <= rule.target_ci:
+    precision = median_ci_rel(per_iter)
+    if precision is not None and precision <= rule.target_ci:
         return STOP_PRECISION
     return STOP_BUDGET if elapsed_s >= rule.timed_budget_s else None
 
@@ -314,7 +314,6 @@ def measure(
         per_iter = m.per_repeat["per_iter_time_s"]
         m.stop = stop_reason(per_iter, time.perf_counter() - timed_start, sampling)
         r += 1
-    ci = median_ci(per_iter)
-    m.ci_rel = ci.rel_half_width(statistics.median(per_iter)) if ci else None
+    m.ci_rel = median_ci_rel(per_iter)
     log.info("%d repeat(s), stopped by %s, 95%% interval ±%s", r, m.stop, m.ci_rel)
     return m

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from benchflow.config.schema import STEPS
 from benchflow.core.status import Status
-from benchflow.core.units import NOT_APPLICABLE, format_time
+from benchflow.core.units import NOT_APPLICABLE, format_interval, format_time
 from benchflow.report.compare import GOOD, Change, overall
 from benchflow.report.entry import Entry
 from benchflow.report.model import Meta, Report, Summary
@@ -65,13 +65,6 @@ def _x_ci(value: float | None, ci: Interval | None) -> str:
     return f"{value:.2f}x" + (f" ({ci.low:.2f}-{ci.high:.2f})" if ci else " (no CI)")
 
 
-def time_ci(low: float | None, high: float | None) -> str:
-    """The median's interval, in the time's unit; "-" under 6 repeats."""
-    if low is None or high is None:
-        return "-"
-    return f"{format_time(low)} to {format_time(high)}"
-
-
 def entry_cells(e: Entry, baseline: str) -> list[str]:
     mem = _bytes(e.peak_bytes)
     if e.peak_bytes and e.memory_kind != "device":
@@ -84,7 +77,7 @@ def entry_cells(e: Entry, baseline: str) -> list[str]:
         e.config.label,
         e.status.value,
         format_time(e.time_s),
-        time_ci(e.ci_low_s, e.ci_high_s),
+        format_interval(e.ci_low_s, e.ci_high_s),
         f"{e.cv:.1%}" if e.cv is not None and e.time_s is not None else "-",
         speed,
         format_time(e.compile_s) if e.compiles else NOT_APPLICABLE,
@@ -129,7 +122,8 @@ def change_cells(c: Change) -> list[str]:
             return "-"
         if e.time_s is None or not e.passed:
             return e.status.value if e.status is not Status.OK else e.verification
-        return f"{format_time(e.time_s)} ({time_ci(e.ci_low_s, e.ci_high_s)}, {e.repeats} rep.)"
+        ci = format_interval(e.ci_low_s, e.ci_high_s)
+        return f"{format_time(e.time_s)} ({ci}, {e.repeats} rep.)"
 
     ratio = c.ratio
     return [

@@ -73,6 +73,16 @@ def median_ci(values: Sequence[float], level: float = LEVEL) -> Interval | None:
     return Interval(float(ci.low), float(ci.high), level, "order statistics")
 
 
+def median_ci_rel(values: Sequence[float], level: float = LEVEL) -> float | None:
+    """The median's interval as a share of the median (its larger half-width: 0.02 is
+    ±2%), the precision the sampling rule targets and the row's `timing.ci_rel`; None
+    where the values have no interval."""
+    import statistics
+
+    ci = median_ci(values, level)
+    return ci.rel_half_width(statistics.median(values)) if ci else None
+
+
 @functools.cache
 def fewest_for_interval(level: float = LEVEL) -> int:
     """The fewest samples whose median has an interval at `level` (6 at 95%)."""

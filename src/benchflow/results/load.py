@@ -18,6 +18,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from benchflow.results.child import pick
+
 OTHER_OWN_LIMIT = 0.25  # of the job's cores' time in a repeat (/proc/stat ticks: coarse)
 STEAL_LIMIT = 0.10
 QUIET_SHARE = 0.10  # the most repeats that may be contended on a quiet host
@@ -39,10 +41,7 @@ class HostLoad:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> HostLoad | None:
-        if not data:
-            return None
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
+        return cls(**pick(cls, data)) if data else None
 
     @property
     def described(self) -> str:

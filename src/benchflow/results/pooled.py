@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from benchflow.results.child import ChildResult, ChildTimings, Timing, Unsteady
-from benchflow.results.intervals import median_ci
+from benchflow.results.intervals import median_ci_rel
 from benchflow.results.load import host_load
 from benchflow.results.stats import summarize
 
@@ -69,7 +69,6 @@ def pool(results: Sequence[ChildResult], cores: int) -> ChildResult:
     median = statistics.median(per_iter) if per_iter else 0.0
     if median > 0 and first.batch_size:
         metrics["throughput_samples_per_s"] = first.batch_size / median
-    ci = median_ci(per_iter)
     stops = list(dict.fromkeys(r.timing.stop for r in results if r.timing and r.timing.stop))
     load = host_load(series, cores)
     timing: Timing = dataclasses.replace(
@@ -77,7 +76,7 @@ def pool(results: Sequence[ChildResult], cores: int) -> ChildResult:
         steady_state=not unsteady,
         unsteady_repeats=unsteady,
         repeats=len(per_iter),
-        ci_rel=ci.rel_half_width(median) if ci else None,
+        ci_rel=median_ci_rel(per_iter),
         stop=",".join(stops) or None,
         host=load.to_dict() if load else None,
         processes=[_process(r) for r in results],

@@ -16,7 +16,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from benchflow.core.units import format_time
+from benchflow.core.units import format_interval, format_time
 from benchflow.results.headline import headline_of, median_time
 from benchflow.results.row import ResultRow
 
@@ -56,7 +56,7 @@ def report(row: ResultRow, num: int, total: int, tally: Counter[str]) -> None:
     if h.time_s is not None:
         parts.append(f"{format_time(h.time_s)}/iter")
         if h.ci_low_s is not None and h.ci_high_s is not None:
-            parts.append(f"(95% CI {format_time(h.ci_low_s)} to {format_time(h.ci_high_s)},")
+            parts.append(f"(95% CI {format_interval(h.ci_low_s, h.ci_high_s)},")
         parts.append(f"{h.repeats} repeats; cold start {format_time(h.compile_first_s)})")
         if h.host and not h.host.quiet:
             parts.append("[yellow]host busy[/]")
