@@ -1,7 +1,8 @@
 """How sure benchflow's numbers are, measured (issue 25; benchmarks/RESULTS.md).
 
     .venv/bin/python benchmarks/uncertainty.py --work /tmp/bf-uncertainty \
-        [--out benchmarks/RESULTS.md] [--parts aa,busy,ab,calibration,series,processes]
+        [--out benchmarks/RESULTS.md]
+        [--parts aa,busy,ab,calibration,series,processes,process_series,torchbench]
 
 Run it on an otherwise idle host: it times things. Parts:
 
@@ -18,6 +19,12 @@ Run it on an otherwise idle host: it times things. Parts:
   tests/data/long_series.json for the coverage test (tests/test_intervals.py).
 - processes: one Inductor job with processes=1 and processes=3, compile caches cold
   and warm: what pooling processes costs.
+- process_series: four jobs timed in 45 processes each, every process as a default
+  job's; each process's median, in time order, written to
+  tests/data/process_series.json for the coverage test over processes.
+- torchbench: the A/A on TorchBench's llama, dlrm, BERT_pytorch and lennard_jones
+  (TORCHBENCH_ROOT=<pytorch/benchmark checkout>; `make setup EXTRAS="ray suites
+  torchbench"` first).
 """
 
 from __future__ import annotations
@@ -66,8 +73,10 @@ def sweep(work: Path, name: str, extra: list[str] = (), grid: list[str] = GRID) 
         print(f"  {name}: kept from an earlier run", file=sys.stderr)
         return folder
     wall, done = run(["-m", *grid, *extra, f"hydra.sweep.dir={folder}"], work)
-    if done.returncode != 0:
+    if done.returncode != 0 and not (folder / "results.jsonl").exists():
         sys.exit(f"{name} failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    if done.returncode != 0:  # some job did not pass: its row says why
+        print(f"  {name}: exit {done.returncode}", file=sys.stderr)
     (folder / "wall_s.txt").write_text(f"{wall:.1f}\n")
     print(f"  {name}: {wall:.0f} s", file=sys.stderr)
     return folder
@@ -121,21 +130,24 @@ def rows_section(title: str, folder: Path) -> str:
     out = [
         f"**{title}** (wall {(folder / 'wall_s.txt').read_text().strip()} s)",
         "",
-        "| job | median ms | 95% CI ms | ±% | repeats | iters/repeat | stop | host quiet |",
-        "|---|---|---|---|---|---|---|---|",
+        "| job | median ms | 95% CI ms | ±% | repeats | iters/repeat | stop | host quiet "
+        "| each process's median ms |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows(folder):
         if r["status"] != "ok":
-            out.append(f"| {r['job']['name']} | {r['status']} | | | | | | |")
+            out.append(f"| {r['job']['name']} | {r['status']} | | | | | | | |")
             continue
         s, t = r["summary"]["per_iter_time_s"], r.get("timing") or {}
         med = s["median"]
         ci = f"{s['ci_low'] * 1e3:.3f}-{s['ci_high'] * 1e3:.3f}" if "ci_low" in s else "-"
         rel = f"{t['ci_rel']:.1%}" if t.get("ci_rel") is not None else "-"
         quiet = (t.get("host") or {}).get("quiet")
+        each = " ".join(f"{p['median_s'] * 1e3:.3f}" for p in t.get("processes") or [])
         out.append(
             f"| {r['job']['name']} | {med * 1e3:.3f} | {ci} | {rel} | {t.get('repeats')} "
-            f"| {t.get('iterations_per_run')} | {t.get('stop')} | {quiet} |"
+            f"| {t.get('iterations_per_run')} | {t.get('stop')} | {quiet} "
+            f"| {each} |"
         )
     return "\n".join(out) + "\n"
 
@@ -243,22 +255,110 @@ def part_series(work: Path) -> str:
 
     out = [
         "(e) Coverage of the median's 95% interval on long recorded series (windows of 20)\n",
-        "| job | repeats | long-run median ms | windows | covered |",
+        "| job | repeats | their times ms (min, median, max) | windows | covered |",
         "|---|---|---|---|---|",
     ]
-    total = hits = 0
+    return "\n".join([*out, *_coverage_rows(series, 20, median_ci, target)]) + "\n"
+
+
+def _coverage_rows(
+    series: dict[str, list[float]], size: int, interval: Any, target: Path
+) -> list[str]:
+    """Per series: cut in time order into windows of `size`, how many windows' interval
+    holds the whole series' median; then the total."""
+    out, total, hits = [], 0, 0
     for name, values in series.items():
         med = statistics.median(values)
-        n = h = 0
-        for i in range(0, len(values) - 19, 20):
-            ci = median_ci(values[i : i + 20])
-            n += 1
-            h += bool(ci and ci.contains(med))
-        total, hits = total + n, hits + h
-        out.append(f"| {name} | {len(values)} | {med * 1e3:.3f} | {n} | {h} ({h / n:.0%}) |")
+        w = h = 0
+        for i in range(0, len(values) - size + 1, size):
+            ci = interval(values[i : i + size])
+            w, h = w + 1, h + bool(ci and ci.contains(med))
+        total, hits = total + w, hits + h
+        spread = f"{min(values) * 1e3:.3f}, {med * 1e3:.3f}, {max(values) * 1e3:.3f}"
+        out.append(f"| {name} | {len(values)} | {spread} | {w} | {h} ({h / w:.0%}) |")
     where = target.relative_to(ROOT)
     out.append(f"\nAll: {hits} of {total} windows ({hits / total:.0%}); written to {where}.")
-    return "\n".join(out) + "\n"
+    return out
+
+
+# Many processes of a few jobs, each process timed as a default job's are (3 processes
+# share timed_budget_s=5 and max_repeat=50: 1.67 s and 17 repeats each).
+PROCESS_SERIES = 45
+PROCESS_GRIDS = {
+    "pseries_eager": ["model=dlrm,resnet,llama", "dynamo=none"],
+    "pseries_inductor": ["model=llama", "dynamo=inductor"],
+}
+
+
+def part_process_series(work: Path) -> str:
+    n = PROCESS_SERIES
+    medians: dict[str, list[float]] = {}
+    commands = []
+    for name, axes in PROCESS_GRIDS.items():
+        per_process = [f"processes={n}", f"timed_budget_s={5 / 3 * n:g}", f"max_repeat={17 * n}"]
+        grid = [*axes, "model.size=small", "dtype=float32", "mlflow.enabled=false", *per_process]
+        commands.append("benchflow -m " + " ".join(grid))
+        for r in rows(sweep(work, name, grid=grid)):
+            if r["status"] == "ok":
+                medians[r["job"]["name"]] = [p["median_s"] for p in r["timing"]["processes"]]
+    target = ROOT / "tests" / "data" / "process_series.json"
+    target.write_text(
+        json.dumps(
+            {
+                "about": "each process's median seconds per step, in time order, of jobs "
+                f"timed in {n} processes one after another, each process as a default "
+                "job's (benchmarks/uncertainty.py --parts process_series)",
+                "commands": commands,
+                "cpu": rows(work / "multirun" / "pseries_eager")[0]["provenance"].get("cpu_model"),
+                "recorded": time.strftime("%Y-%m-%d"),
+                "medians": medians,
+            },
+            indent=1,
+        )
+        + "\n"
+    )
+    from benchflow.config.schema import DEFAULT_PROCESSES
+    from benchflow.results.intervals import log_t_interval
+
+    k = DEFAULT_PROCESSES
+    out = [
+        f"(g) Coverage of a job's 95% interval over processes: {n} processes of each job, "
+        f"cut in time order into windows of {k} (what a default job times); does the "
+        "window's interval hold the median of all its processes' medians?\n",
+        "| job | processes | their medians ms (min, median, max) | windows | covered |",
+        "|---|---|---|---|---|",
+    ]
+    return "\n".join([*out, *_coverage_rows(medians, k, log_t_interval, target)]) + "\n"
+
+
+# The real TorchBench grid of the issue (its models from a pytorch/benchmark checkout,
+# $TORCHBENCH_ROOT, as `make compare-xr` takes it), with benchflow's defaults.
+TORCHBENCH_GRID = [
+    "model=llama,dlrm,BERT_pytorch,lennard_jones",
+    "model.source=torchbench",
+    "dynamo=none,inductor,openxla",
+    "xla=auto,PJRT",
+    "mlflow.enabled=false",
+]
+
+
+def part_torchbench(work: Path) -> str:
+    root = os.environ.get("TORCHBENCH_ROOT")
+    if not root:
+        sys.exit("the torchbench part needs TORCHBENCH_ROOT=<pytorch/benchmark checkout>")
+    grid = [*TORCHBENCH_GRID, f"suite.torchbench_root={root}"]
+    t1, t2 = sweep(work, "tb_aa1", grid=grid), sweep(work, "tb_aa2", grid=grid)
+    code, table = compare(work, t2, t1)
+    return (
+        "(h) A/A on the real TorchBench grid: `"
+        + " ".join(["benchflow -m", *TORCHBENCH_GRID, "suite.torchbench_root=..."])
+        + "`, twice\n\n"
+        + rows_section("first run", t1)
+        + "\n"
+        + summary_lines(t1)
+        + "\n"
+        + compare_section("second against first", code, table, t2)
+    )
 
 
 def part_processes(work: Path) -> str:
@@ -293,6 +393,8 @@ PARTS = {
     "calibration": part_calibration,
     "series": part_series,
     "processes": part_processes,
+    "process_series": part_process_series,
+    "torchbench": part_torchbench,
 }
 
 

@@ -111,7 +111,7 @@ def test_compiled_jobs_fork_from_a_zygote_that_imported_the_compile_stack(
     assert cases_sweep.case("tb_mlp_train")["timing"]["preloaded"] == stack
     # Inductor's own: the same, and its C++ toolchain checked (a call, run in the zygote)
     inductor = cases_sweep.case("zygote_probe_inductor")["timing"]["preloaded"]
-    assert inductor[: len(stack)] == stack and inductor[-1].endswith("valid_vec_isa_list()")
+    assert inductor[: len(stack)] == stack and inductor[-1].endswith("check_vec_isa()")
 
 
 def test_the_compile_stack_zygotes_start_nothing(cases_sweep: SessionSweep) -> None:

@@ -26,6 +26,7 @@ from benchflow.report.render import (
 )
 from benchflow.report.sources import load
 from benchflow.results.headline import headline_metrics
+from benchflow.results.intervals import mann_whitney
 from benchflow.results.row import ResultRow
 
 
@@ -247,6 +248,76 @@ def test_each_verdict_from_samples_effect_and_host() -> None:
 
 
 TIMED = ("same", "slow", "fast", "small", "few", "wide", "busy")
+
+
+def _processes(model: str, medians: list[float]) -> ResultRow:
+    """A row timed in len(medians) processes of 8 tight repeats each."""
+    times = [m * (1 + d) for m in medians for d in (-0.002, -0.001, 0.0, 0.001) * 2]
+    data = row(model, "eager", times).to_dict()
+    data["timing"] = {"processes": [{"repeats": 8, "median_s": m} for m in medians]}
+    return ResultRow.from_dict(data)
+
+
+def _reference(r: ResultRow, seconds: float) -> ResultRow:
+    """The row with each process's reference step timed at `seconds` (harness/load.py)."""
+    data = r.to_dict()
+    for p in data["timing"]["processes"]:
+        p["host_reference_s"] = seconds
+    return ResultRow.from_dict(data)
+
+
+def test_a_change_where_the_host_ran_at_another_speed_is_suspicious() -> None:
+    """+25%, significant; the same host speed on both sides: a regression. The host's
+    reference step 25% slower for the candidate: suspicious, and the gate passes."""
+    base = build_report([_reference(_processes("m", [0.0100, 0.0101, 0.0099]), 5e-4)], "none")
+    slower = _processes("m", [0.0125, 0.0126, 0.0124])
+    same = compare(base, build_report([_reference(slower, 5.1e-4)], "none"), threshold=0.05)
+    moved = compare(base, build_report([_reference(slower, 6.25e-4)], "none"), threshold=0.05)
+    assert [c.verdict for c in same] == ["regression"]
+    ((c,),) = [moved]
+    assert c.verdict == "suspicious" and not c.fails
+    assert "reference step 25% slower for the candidate than for the baseline" in c.detail
+
+
+def test_rows_timed_in_several_processes_are_judged_by_their_processes() -> None:
+    """Each process's repeats are tight, the processes are not. Judged by repeats, two
+    runs of the same job would differ "significantly"; judged by processes (Welch's t on
+    their log medians), the same job is no regression, a 30% slowdown still is, and a
+    change the processes' spread hides is insufficient data, never no change."""
+    base = build_report(
+        [
+            _processes("aa", [0.0100, 0.0108, 0.0095]),
+            _processes("slow", [0.0100, 0.0102, 0.0099]),
+            _processes("hidden", [0.0100, 0.0120, 0.0085]),
+        ],
+        "none",
+    )
+    cand = build_report(
+        [
+            _processes("aa", [0.0104, 0.0097, 0.0110]),
+            _processes("slow", [0.0130, 0.0131, 0.0128]),
+            _processes("hidden", [0.0110, 0.0126, 0.0093]),  # +8% in ±15%
+        ],
+        "none",
+    )
+    changes = {c.model: c for c in compare(base, cand, threshold=0.05)}
+    assert {m: c.verdict for m, c in changes.items()} == {
+        "aa": "insufficient data",
+        "slow": "regression",
+        "hidden": "insufficient data",
+    }
+    welch = "Welch's t on log process medians, 3 against 3"
+    assert all(c.tested and c.tested.method == welch for c in changes.values())
+    # the same rows read as one process each (their repeats pooled): a false alarm
+    key = ("aa", "eval", "eager")
+    aa_base, aa_cand = base.lookup()[key], cand.lookup()[key]
+    assert mann_whitney(aa_base.timed.repeats, aa_cand.timed.repeats) < 0.05
+    slow = changes["slow"]
+    assert slow.ratio_ci is not None and slow.ratio_ci.low > 1.2
+    # the table's interval is the processes' (computed: these rows record none): it holds
+    # every process's median
+    assert aa_base.ci_low_s is not None and aa_base.ci_high_s is not None
+    assert aa_base.ci_low_s < 0.0095 and aa_base.ci_high_s > 0.0108
 
 
 def test_benjamini_hochberg_keeps_false_alarms_down_over_many_rows() -> None:

@@ -168,6 +168,8 @@ def test_sampling_stops_at_precision_at_its_cap_and_at_the_given_count() -> None
     )  # fmt: skip
     assert len(steady.per_repeat["per_iter_time_s"]) == 6  # tight once it has an interval
     assert steady.stop == "precision" and steady.ci_rel is not None and steady.ci_rel <= 0.3
+    # the host's reference step, timed around the repeats (a fraction of a millisecond)
+    assert steady.host_reference_s is not None and 0 < steady.host_reference_s < 0.05
     noisy = measure(
         _sleeper([0.001, 0.010]), Device(),
         sampling=Sampling(iterations_per_run=1, max_repeat=12, target_ci=0.02), **common,

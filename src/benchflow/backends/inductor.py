@@ -1,5 +1,7 @@
 """TorchInductor: C++/OpenMP kernels on the CPU, Triton on CUDA."""
 
+from typing import Any
+
 from benchflow.backends.base import DynamoBackend, register
 
 
@@ -10,3 +12,78 @@ class Inductor(DynamoBackend):
     summary = "TorchInductor (C++ on CPU, Triton on CUDA)"
     generates_code = True
     compile_zygote = "inductor"  # its C++ toolchain checked once there, not in each job
+
+
+# --- Inductor's C++ toolchain check, once per machine --------------------------------
+# Inductor's first compile asks which vector ISAs the CPU claims (AVX2, AVX-512, ...)
+# and, for each, builds a test library and loads it in a fresh Python that imports
+# torch: 7-35 s here, every process (its answer is cached in memory only). The answer
+# depends only on the CPU, the compiler, torch and the Python that loads the library,
+# so the inductor zygote keeps it on disk, keyed by those, under the cache root
+# (core/layout.cache_root). Where every ISA the CPU claims builds and loads, the zygote
+# sets Inductor's own switch for that answer (config.cpp.vec_isa_ok = True, which
+# TORCHINDUCTOR_VEC_ISA_OK=1 also sets), on a first run as on a later one, so that the
+# kernels and Inductor's cache keys are the same either way; otherwise it runs the check
+# each time, as Inductor does. The switch does not answer whether AVX-512 has bf16
+# (one more build and load, 1-2 s), so the zygote still asks that, as before.
+ISA_CHECK = "benchflow.backends.inductor.check_vec_isa()"  # the inductor zygote's preload
+
+
+def _isa_facts() -> dict[str, Any]:
+    """What the check's answer depends on (torch imported)."""
+    import subprocess
+    import sys
+
+    import torch
+    from torch._inductor.cpp_builder import get_cpp_compiler
+    from torch._inductor.cpu_vec_isa import supported_vec_isa_list, x86_isa_checker
+
+    compiler = get_cpp_compiler()
+    version = subprocess.run([compiler, "--version"], capture_output=True, text=True).stdout
+    flags = x86_isa_checker()
+    claimed = [
+        str(isa) for isa in supported_vec_isa_list if all(f in flags for f in str(isa).split())
+    ]
+    return {
+        "torch": torch.__version__,
+        "python": sys.executable,
+        "compiler": compiler,
+        "compiler_version": version.splitlines()[0] if version else "",
+        "cpu_isa_flags": sorted(flags),
+        "claimed": claimed,
+    }
+
+
+def check_vec_isa() -> bool:
+    """Answer Inductor's vector-ISA check from the machine's cache, or run it and keep
+    its answer there; True when the answer came from the cache."""
+    import hashlib
+    import json
+    import os
+
+    from torch._inductor import config
+    from torch._inductor.cpu_vec_isa import valid_vec_isa_list
+
+    from benchflow.core.files import write_json_atomic
+    from benchflow.core.layout import cache_root
+
+    facts = _isa_facts()
+    key = hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:16]
+    path = cache_root() / "machine" / f"inductor-vec-isa-{key}.json"
+    try:
+        known = json.loads(path.read_text())
+    except (OSError, ValueError):
+        known = None
+    if known and known.get("facts") == facts and known.get("all_claimed_valid"):
+        config.cpp.vec_isa_ok = True
+        os.environ["TORCHINDUCTOR_VEC_ISA_OK"] = "1"
+        valid_vec_isa_list()  # what the switch does not answer (AVX-512's bf16: one build)
+        return True
+    valid = [str(isa) for isa in valid_vec_isa_list()]
+    everything = sorted(valid) == sorted(facts["claimed"])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(path, {"facts": facts, "valid": valid, "all_claimed_valid": everything})
+    if everything:
+        config.cpp.vec_isa_ok = True
+        os.environ["TORCHINDUCTOR_VEC_ISA_OK"] = "1"
+    return False

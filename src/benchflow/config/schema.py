@@ -32,6 +32,10 @@ MATMUL_PRECISION_CHOICES = ("highest", "high", "medium")
 SUITE_MODEL_SOURCES = ("huggingface", "timm")
 MODEL_SOURCE_CHOICES = ("auto", "builtin", "torchbench", "factory", *SUITE_MODEL_SOURCES)
 SIZE_CHOICES = ("tiny", "small", "base", "large")
+# Processes that time a job by default (where its repeats are adaptive): the fewest
+# whose medians give Student's t interval two degrees of freedom (results/intervals.py),
+# so that the variance between processes is inside every interval (docs/timing.md).
+DEFAULT_PROCESSES = 3
 # The timed step (`model.step`, benchflow.models.step): what each value times.
 STEPS = {
     "module": "get_module()'s module on its example inputs, as the experiment runner "
@@ -188,8 +192,9 @@ class BenchConfig:
     # Adaptive repeats stop once the timed repeats have taken this long (at least 6 first).
     timed_budget_s: float = field(default=5.0, metadata=UNMEASURED)
     # Time the job in this many fresh processes, one after another, and pool their
-    # samples (each takes `repeat`, or the adaptive rule with budget and cap shared).
-    processes: int = field(default=1, metadata=UNMEASURED)
+    # samples (each takes `repeat`, or the adaptive rule with budget and cap shared);
+    # null: 3 where the repeats are adaptive, 1 where `repeat` gives a count.
+    processes: int | None = field(default=None, metadata=UNMEASURED)
     # Hard limit for one job's child process, compile included.
     timeout_s: float = field(default=900.0, metadata=UNMEASURED)
     # The child caps its own data memory; over it: oom.
@@ -206,6 +211,14 @@ class BenchConfig:
     # Interrupted, skipped and invalid jobs always run again; ok ones only with retry=all.
     # failed: rerun failed/crashed/timeout/oom | none | all
     retry: str = field(default="failed", metadata=UNMEASURED)
+
+    @property
+    def process_count(self) -> int:
+        """How many processes time the job: `processes` as given, else DEFAULT_PROCESSES
+        where the repeats are adaptive and 1 where `repeat` gives their count."""
+        if self.processes is not None:
+            return self.processes
+        return DEFAULT_PROCESSES if self.repeat is None else 1
 
 
 def _walk(obj: Any, prefix: str, flat: bool) -> dict[str, Any]:

@@ -8,11 +8,20 @@ by the job number) with its config, the child's files and its row.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from benchflow.core.files import write_json_atomic
 from benchflow.core.job import Plan
+
+
+def cache_root() -> Path:
+    """benchflow's cache outside any sweep ($BENCHFLOW_CACHE_DIR, default
+    ~/.cache/benchflow): compile_cache=warm's compilers' caches, and facts of the
+    machine that take long to learn and never change on it (backends/inductor.py)."""
+    return Path(os.environ.get("BENCHFLOW_CACHE_DIR") or Path.home() / ".cache" / "benchflow")
+
 
 # plan.json files this process wrote or read, with the stat they had then.
 _PLANS: dict[Path, tuple[tuple[int, int, int] | None, Plan]] = {}

@@ -205,6 +205,7 @@ def run(cfg: BenchConfig, backend: type[Backend], out_dir: Path) -> ChildResult:
             **m.per_repeat,
             "first_iter_time_s": m.first_iter_time_s,
             "warmup_time_s": m.warmup_time_s,
+            **({"host_reference_s": m.host_reference_s} if m.host_reference_s else {}),
             "throughput_samples_per_s": timed.batch_size / per_iter if per_iter > 0 else 0.0,
             "peak_host_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
             **{f"cold_{k}": v for k, v in m.cold.items()},

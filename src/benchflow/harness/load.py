@@ -14,6 +14,12 @@ every timed repeat, whose deltas become per-repeat metrics of the row.
 coarse; the wait is exact. results/load.py says which repeats were contended and
 whether the host was quiet. Where /proc gives none of this (not Linux), the probe
 reports nothing.
+
+The host's speed is none of these: a VM can run slower for a minute with no other
+process in it and no steal counted (another guest on the same physical cores). So
+each process also times a fixed reference step, :func:`reference_step_s`, before and
+after its repeats: ``host_reference_s``, the same work on the same threads whatever
+the job, which two runs' rows can compare (results/load.py).
 """
 
 from __future__ import annotations
@@ -27,6 +33,32 @@ TICK_S = 1 / os.sysconf("SC_CLK_TCK")
 # /proc/stat's cpuN line: user nice system idle iowait irq softirq steal ...
 _BUSY = (0, 1, 2, 5, 6)
 _STEAL = 7
+
+
+# The reference step: a float32 (128 x 512) @ (512 x 512) product on the job's threads,
+# about 0.5 ms here; timed in REFERENCE_BLOCKS blocks of REFERENCE_STEPS, the median
+# block kept (some 20 ms a call).
+REFERENCE_SHAPE = (128, 512, 512)
+REFERENCE_BLOCKS, REFERENCE_STEPS = 5, 4
+
+
+def reference_step_s() -> float:
+    """Seconds one reference step takes now (torch imported: a job's child)."""
+    import statistics
+
+    import torch
+
+    m, k, n = REFERENCE_SHAPE
+    gen = torch.Generator().manual_seed(0)
+    a, b = torch.randn(m, k, generator=gen), torch.randn(k, n, generator=gen)
+    a @ b  # its first call sets up the kernel
+    blocks = []
+    for _ in range(REFERENCE_BLOCKS):
+        start = time.perf_counter()
+        for _ in range(REFERENCE_STEPS):
+            a @ b
+        blocks.append((time.perf_counter() - start) / REFERENCE_STEPS)
+    return statistics.median(blocks)
 
 
 @dataclass(frozen=True)

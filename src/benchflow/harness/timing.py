@@ -35,6 +35,7 @@ from typing import Any, Protocol
 
 from benchflow.backends.device import Device
 from benchflow.config.schema import BenchConfig
+from benchflow.harness.load import reference_step_s
 from benchflow.results.child import Summary, Unsteady
 from benchflow.results.intervals import fewest_for_interval, median_ci_rel
 from benchflow.results.stats import summarize
@@ -117,6 +118,7 @@ class Measurement:
     calibrated: bool = False  # iterations_per_run was calibrated to min_run_time_s
     calibration_steps: int = 0
     stop: str | None = None  # STOP_*: why the repeats stopped
+    host_reference_s: float | None = None  # the reference step, before and after (load.py)
     ci_rel: float | None = None  # the median's 95% interval: larger half-width / median
 
     @property
@@ -271,6 +273,7 @@ def measure(
     m.warmup_time_s = time.perf_counter() - start
 
     iterations = m.iterations_per_run
+    reference = [reference_step_s()]  # the host's speed, outside every timed region
     timed_start = time.perf_counter()
     r = 0
     while m.stop is None:
@@ -315,5 +318,7 @@ def measure(
         m.stop = stop_reason(per_iter, time.perf_counter() - timed_start, sampling)
         r += 1
     m.ci_rel = median_ci_rel(per_iter)
+    reference.append(reference_step_s())
+    m.host_reference_s = statistics.fmean(reference)
     log.info("%d repeat(s), stopped by %s, 95%% interval ±%s", r, m.stop, m.ci_rel)
     return m

@@ -1,21 +1,25 @@
 """Baseline sweep against candidate sweep: each row's verdict, and the regression gate.
 
-A row both sides timed is judged on its raw per-repeat samples and a minimum effect
-(`threshold`, 5% by default), together (docs/reports.md):
+A row both sides timed is judged on its samples and a minimum effect (`threshold`, 5%
+by default), together (docs/reports.md):
 
-- the Mann-Whitney U test of the two sides' samples gives a p-value; the p-values of
-  all the rows compared are adjusted together by Benjamini-Hochberg, so that at most
-  5% of the rows called changed are false alarms (results/intervals.py);
-- the change is the ratio of the medians (candidate / baseline), with its 95% interval.
+- a test of the two sides' samples gives a p-value (results/intervals.compare_times):
+  Welch's t on the log process medians where both sides ran in more than one process,
+  else Mann-Whitney U on the raw per-repeat samples; the p-values of all the rows
+  compared are adjusted together by Benjamini-Hochberg, so that at most 5% of the rows
+  called changed are false alarms;
+- the change is the ratio of the times (candidate / baseline), with its 95% interval.
 
 regression: significant (adjusted p < 0.05) and slower than 1 + threshold;
 improvement: significant and faster than 1 / (1 + threshold);
 no significant change: the ratio's interval lies within ±threshold: any change there
 is smaller than the threshold, with 95% confidence;
 insufficient data: neither can be said: the sample sizes could never reach p < 0.05
-(3 against 3 repeats), or the interval is wider than the threshold allows.
-A regression or an improvement where a side ran on a busy host (results/load.py) is
-`suspicious`: it is shown with which side was busy, and does not fail the gate. A job
+(3 against 3 repeats in one process each), or the interval is wider than the threshold
+allows.
+A regression or an improvement where a side ran on a busy host, or where the host ran
+its reference step at another speed for one side than for the other (results/load.py),
+is `suspicious`: it is shown with why, and does not fail the gate. A job
 that passed in the baseline and not in the candidate (a failure, a crash, a timeout, or
 accuracy that broke) is *broken* and fails the gate. Models only one side ran are
 listed, never dropped, and do not fail it.
@@ -30,12 +34,12 @@ from benchflow.report.model import Report
 from benchflow.results.intervals import (
     ALPHA,
     Interval,
+    Test,
     adjust,
+    compare_times,
     geomean_ratio_ci,
-    mann_whitney,
-    min_p_value,
-    ratio_ci,
 )
+from benchflow.results.load import speed_change
 from benchflow.results.stats import geomean
 
 REGRESSION = "regression"
@@ -57,9 +61,17 @@ class Change:
     cand: Entry | None
     verdict: str
     detail: str
-    ratio_ci: Interval | None = None  # candidate / baseline median, 95%
-    p_value: float | None = None  # Mann-Whitney U, two-sided
+    tested: Test | None = None  # candidate against baseline (results/intervals.py)
     q_value: float | None = None  # the p-value adjusted over the comparison's rows (BH)
+
+    @property
+    def ratio_ci(self) -> Interval | None:
+        """candidate / baseline time, its 95% interval."""
+        return self.tested.ratio_ci if self.tested else None
+
+    @property
+    def p_value(self) -> float | None:
+        return self.tested.p_value if self.tested else None
 
     @property
     def ratio(self) -> float | None:
@@ -87,13 +99,12 @@ def _by_status(base: Entry, cand: Entry) -> tuple[str, str] | None:
 
 def _judge_times(change: Change, threshold: float) -> tuple[str, str]:
     """A timed row's verdict from its adjusted p-value, ratio and interval."""
-    assert change.base and change.cand
-    nb, nc = len(change.base.samples), len(change.cand.samples)
-    ratio, ci, q = change.ratio, change.ratio_ci, change.q_value
+    assert change.base and change.cand and change.tested
+    ratio, ci, q, test = change.ratio, change.ratio_ci, change.q_value, change.tested
     assert ratio is not None
     effect = f"{ratio - 1:+.1%}"
-    if q is None or min_p_value(nb, nc) >= ALPHA:
-        return INSUFFICIENT, (f"{effect}; {nb} against {nc} repeats can never reach p < {ALPHA:g}")
+    if q is None or not test.can_reach:
+        return INSUFFICIENT, f"{effect}; {test.method} can never reach p < {ALPHA:g}"
     where = f"95% CI {ci.low - 1:+.1%} to {ci.high - 1:+.1%}" if ci else "no CI"
     upper, lower = 1 + threshold, 1 / (1 + threshold)
     if q < ALPHA and not lower <= ratio <= upper and (busy := _busy(change)):
@@ -108,12 +119,20 @@ def _judge_times(change: Change, threshold: float) -> tuple[str, str]:
 
 
 def _busy(change: Change) -> str:
-    """Which side ran on a busy host (results/load.py), in words; "" when neither."""
+    """Which side ran on a busy host, or whether the host's speed differed between the
+    sides (results/load.py), in words; "" when neither."""
     sides = [
         f"the {name} ran on a busy host ({e.host.described})"
         for name, e in (("baseline", change.base), ("candidate", change.cand))
         if e and e.host and not e.host.quiet
     ]
+    base, cand = change.base, change.cand
+    speed = speed_change(base.host_reference_s, cand.host_reference_s) if base and cand else None
+    if speed is not None:
+        sides.append(
+            f"the host ran its reference step {abs(speed):.0%} "
+            f"{'slower' if speed > 0 else 'faster'} for the candidate than for the baseline"
+        )
     return " and ".join(sides)
 
 
@@ -136,8 +155,7 @@ def compare(base: Report, cand: Report, threshold: float) -> list[Change]:
     timed = [ch for ch in changes if not ch.verdict]
     for ch in timed:
         assert ch.base and ch.cand
-        ch.p_value = mann_whitney(ch.base.samples, ch.cand.samples)
-        ch.ratio_ci = ratio_ci(ch.cand.samples, ch.base.samples)
+        ch.tested = compare_times(ch.cand.timed, ch.base.timed)
     tested = [ch for ch in timed if ch.p_value is not None]
     for ch, q in zip(tested, adjust([ch.p_value or 1.0 for ch in tested]), strict=True):
         ch.q_value = q
@@ -165,7 +183,7 @@ def overall(changes: list[Change]) -> list[Overall]:
             by_config.setdefault(ch.config, []).append(ch)
     out = []
     for config, rows in by_config.items():
-        pairs = [(c.cand.samples, c.base.samples) for c in rows if c.cand and c.base]
+        pairs = [(c.cand.timed, c.base.timed) for c in rows if c.cand and c.base]
         ratios = [c.ratio for c in rows if c.ratio]
         out.append(Overall(config, len(rows), geomean(ratios), geomean_ratio_ci(pairs)))
     return out

@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from benchflow.core.status import Status
-from benchflow.results.headline import headline_of
-from benchflow.results.intervals import Interval
+from benchflow.results.headline import headline_of, timed_of
+from benchflow.results.intervals import Interval, Timed
 from benchflow.results.load import HostLoad
 from benchflow.results.row import ResultRow
 
@@ -58,9 +58,10 @@ class Entry:
     cv: float | None = None  # coefficient of variation of the per-iteration times
     flags: list[str] = field(default_factory=list)  # why the median is biased: no geomean
     host: HostLoad | None = None  # what else ran while it timed (results/load.py)
+    host_reference_s: float | None = None  # the host's reference step (results/headline.py)
     speedup: float | None = None
     speedup_ci: Interval | None = None  # the speedup's 95% interval
-    baseline_samples: list[float] = field(default_factory=list)  # the speedup's reference
+    baseline: Timed = field(default_factory=lambda: Timed(()))  # the speedup's reference
     memory_ratio: float | None = None
     in_geomean: bool = True  # False: left out of its summary's geomean (`note` says why)
     note: str = ""
@@ -81,9 +82,9 @@ class Entry:
         return self.q3_s - self.q1_s
 
     @property
-    def samples(self) -> list[float]:
-        """The per-repeat per-iteration times (the raw samples a comparison tests)."""
-        return self.row.series("per_iter_time_s") if self.time_s is not None else []
+    def timed(self) -> Timed:
+        """Its times as a sample to reason from (results/intervals.py)."""
+        return timed_of(self.row) if self.time_s is not None else Timed(())
 
     @property
     def error(self) -> str:
@@ -98,6 +99,7 @@ def make_entry(row: ResultRow, config: Config) -> Entry:
         cv=h.cv,
         flags=timing_flags(row) if ok else [],
         host=h.host,
+        host_reference_s=h.host_reference_s,
         model=row.model_name,
         test=row.test,
         config=config,

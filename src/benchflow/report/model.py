@@ -34,7 +34,7 @@ from benchflow import backends
 from benchflow.config.schema import DEFAULT_BASELINE, Setting, is_measured
 from benchflow.core.status import INVALID_PREFIX, Status
 from benchflow.report.entry import Config, Entry, make_entry
-from benchflow.results.intervals import Interval, geomean_ratio_ci, ratio_ci
+from benchflow.results.intervals import Interval, compare_times, geomean_ratio_ci
 from benchflow.results.phases import PHASES
 from benchflow.results.row import ResultRow
 from benchflow.results.stats import geomean
@@ -212,8 +212,8 @@ def build_report(rows: Sequence[ResultRow], baseline: str = DEFAULT_BASELINE) ->
             e.note = f"{_outcome(e)}: not in the geomean"
         elif e.time_s and ref.time_s:
             e.speedup = ref.time_s / e.time_s
-            e.baseline_samples = ref.samples
-            e.speedup_ci = ratio_ci(ref.samples, e.samples)
+            e.baseline = ref.timed
+            e.speedup_ci = compare_times(ref.timed, e.timed).ratio_ci
             if e.flags or ref.flags:
                 e.in_geomean = False
                 e.note = "; ".join(e.flags or [f"{base}: {f}" for f in ref.flags])
@@ -313,5 +313,4 @@ def _why_left_out(e: Entry) -> str:
 
 def _geomean_ci(in_geomean: list[Entry]) -> Interval | None:
     """The geomean speedup's interval: every model's baseline and own samples resampled."""
-    pairs = [(e.baseline_samples, e.samples) for e in in_geomean]
-    return geomean_ratio_ci(pairs) if all(len(a) > 1 and len(b) > 1 for a, b in pairs) else None
+    return geomean_ratio_ci([(e.baseline, e.timed) for e in in_geomean])

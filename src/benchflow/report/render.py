@@ -175,17 +175,20 @@ def definitions(report: Report) -> str:
     steps = "; ".join(f"model.step={s}: {STEPS.get(s, s)}" for s in report.steps)
     return (
         (f"timed step: {steps}. " if steps else "")
-        + "time: median per-iteration time over the repeats; 95% CI: the interval that "
-        "holds the median with 95% confidence (order statistics; none under 6 repeats); "
+        + "time: median per-iteration time over the repeats of all the job's processes; "
+        "95% CI: where the typical process's median lies, with 95% confidence (Student's t "
+        "over the log process medians), or for a job timed in one process the median's "
+        "interval over its repeats (order statistics; none under 6 repeats); "
         "CV: the repeats' std / mean; "
-        f"speedup: {report.baseline} time / this time (> 1 is faster), with the 95% interval "
-        "of that ratio of medians (bootstrap); "
+        f"speedup: {report.baseline} time / this time (> 1 is faster), with its 95% interval "
+        "(Welch's t over both jobs' log process medians; bootstrap over their repeats for "
+        "jobs timed in one process); "
         "compile: first call minus a steady step; "
         f"memory ratio: {report.baseline} peak / this peak; "
         "passrate: ran ok and accuracy did not fail, over models not skipped; "
         "geomean and means over models where both this configuration and the baseline passed "
-        "(the geomean's interval: bootstrap over every model's repeats; the models it leaves "
-        "out are named)."
+        "(the geomean's interval: bootstrap over every model's process medians, or repeats; "
+        "the models it leaves out are named)."
     )
 
 

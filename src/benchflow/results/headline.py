@@ -1,8 +1,10 @@
 """The few numbers a row is compared on, read once from a row for the report, the
 progress line and MLflow alike (no torch, no I/O).
 
-- time: median per-iteration seconds over the timed repeats, with their quartiles and
-  the median's 95% interval (results/intervals.py; None below 6 repeats);
+- time: median per-iteration seconds over the timed repeats (pooled over the job's
+  processes), with their quartiles and the time's 95% interval (results/intervals.py:
+  over the process medians where more than one process timed it, else the median's
+  over the repeats, None below 6);
 - compile: the cold-start step's excess over a steady step (``first_iter_time_s -
   median``, at least 0), only for backends whose first call compiles;
 - peak memory: the device allocator's peak where the device has one, else the
@@ -17,7 +19,7 @@ from dataclasses import dataclass
 
 from benchflow import backends
 from benchflow.core.status import Status
-from benchflow.results.intervals import fewest_for_interval, median_ci
+from benchflow.results.intervals import Timed, time_interval
 from benchflow.results.load import HostLoad
 from benchflow.results.row import ResultRow
 from benchflow.results.stats import quantile
@@ -33,7 +35,9 @@ class Headline:
     ci_low_s: float | None  # the median's 95% interval (None: too few repeats)
     ci_high_s: float | None
     repeats: int
+    processes: int  # how many processes timed it (their medians give the interval if > 1)
     host: HostLoad | None  # what else ran while it timed (results/load.py)
+    host_reference_s: float | None  # the host's reference step (geomean over processes)
     cv: float | None  # coefficient of variation of the per-iteration times
     compiles: bool  # the backend's first call compiles (else compile time does not apply)
     compile_s: float | None
@@ -99,7 +103,7 @@ def headline_of(row: ResultRow) -> Headline:
     host_peak = _median_of(row.metrics.get("peak_host_rss_bytes"))
     peak, kind = (device_peak, "device") if device_peak else (host_peak, "host RSS")
     cv = summary.get("cv")
-    ci = _interval(summary, per_repeat)
+    ci = _interval(summary, row)
     return Headline(
         status=row.status,
         backend=row.backend,
@@ -109,7 +113,9 @@ def headline_of(row: ResultRow) -> Headline:
         ci_low_s=ci[0] if ci and ok else None,
         ci_high_s=ci[1] if ci and ok else None,
         repeats=len(per_repeat),
+        processes=max(1, len(row.timing.processes or ()) if row.timing else 1),
         host=HostLoad.from_dict(row.timing.host) if row.timing and ok else None,
+        host_reference_s=_reference(row) if ok else None,
         cv=float(cv) if cv is not None and ok else None,
         compiles=compiles,
         compile_s=compile_s if ok and compiles else None,
@@ -119,15 +125,34 @@ def headline_of(row: ResultRow) -> Headline:
     )
 
 
-def _interval(summary: dict[str, float], per_repeat: list[float]) -> tuple[float, float] | None:
-    """The median's 95% interval: as the child recorded it, else (rows before schema 4)
-    from the per-repeat values, by the same definition."""
+def _interval(summary: dict[str, float], row: ResultRow) -> tuple[float, float] | None:
+    """The time's 95% interval: as the child (or the pooling of its processes) recorded
+    it, else (rows before schema 4) from its samples, by the same definition."""
     if "ci_low" in summary and "ci_high" in summary:
         return float(summary["ci_low"]), float(summary["ci_high"])
-    if len(per_repeat) < fewest_for_interval():
-        return None
-    ci = median_ci(per_repeat)
+    ci = time_interval(timed_of(row))
     return (ci.low, ci.high) if ci else None
+
+
+def _reference(row: ResultRow) -> float | None:
+    """The row's reference step time: the geometric mean of its processes', or its one
+    process's (harness/load.py); None for rows that did not time it."""
+    processes = row.timing.processes if row.timing else None
+    each = [p.get("host_reference_s") for p in processes or ()] or [row.scalar("host_reference_s")]
+    if not each or not all(each):
+        return None
+    return math.exp(statistics.fmean(math.log(float(s)) for s in each if s))
+
+
+def timed_of(row: ResultRow) -> Timed:
+    """A row's times as a sample to reason from: its repeats, and its processes'
+    medians where it ran in more than one (results/intervals.py)."""
+    processes = row.timing.processes if row.timing else None
+    medians = [p.get("median_s") for p in processes or ()]
+    return Timed(
+        tuple(row.series("per_iter_time_s")),
+        tuple(float(m) for m in medians if m) if all(medians) else (),
+    )
 
 
 def headline_metrics(row: ResultRow) -> dict[str, float]:

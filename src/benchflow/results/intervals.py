@@ -1,22 +1,31 @@
 """How sure a number is: every interval and test benchflow reports, defined once.
 
-Each function names its method and takes it from scipy.stats (docs/timing.md and
+A job timed in more than one process (``processes``, 3 by default where the repeats
+are adaptive) is judged by its processes: each process's median is one sample, since
+what differs between processes (memory layout, thread placement, the host's state)
+moves a whole process's times together and is most of the noise. A job timed in one
+process is judged by its repeats, and says so. :class:`Timed` holds both; each function
+below names its method and takes it from scipy.stats (docs/timing.md and
 docs/reports.md say what each means, in one sentence each):
 
-- :func:`median_ci`: the median's distribution-free confidence interval, from order
-  statistics (the binomial method behind ``scipy.stats.quantile_test``). It assumes
-  only that the samples are independent draws of one distribution, which is what the
-  timing loop's steady state is checked for. It needs 6 samples at 95%.
-- :func:`ratio_ci`: the ratio of two independent samples' medians (a speedup, a
-  slowdown), by the percentile bootstrap (``scipy.stats.bootstrap``), each sample
-  resampled on its own.
-- :func:`geomean_ratio_ci`: the geometric mean over models of such ratios, by the same
-  bootstrap, every model's two samples resampled on their own: what the measurement
-  noise of each model makes of the summary (the models are fixed, not a sample).
-- :func:`mann_whitney`: whether two samples differ in location (the Mann-Whitney U
-  test, two-sided, on the raw per-repeat samples, as asv and google-benchmark's
-  compare.py do); :func:`min_p_value` is the smallest p-value its sample sizes can
-  reach, so that a comparison that could never be significant says so.
+- :func:`time_interval`: a job's time. By processes: Student's t interval of the mean
+  of the log process medians (``scipy.stats.ttest_1samp``), exponentiated: where the
+  typical process's median lies. By repeats: :func:`median_ci`, the median's
+  distribution-free interval from order statistics (the binomial method behind
+  ``scipy.stats.quantile_test``), which assumes only independent draws of one
+  distribution (what the timing loop's steady state is checked for; 6 samples at 95%).
+- :func:`compare_times`: two jobs' times (a speedup, a slowdown). By processes:
+  Welch's t-test on the log process medians (``scipy.stats.ttest_ind``,
+  ``equal_var=False``), whose interval of the difference of the mean logs,
+  exponentiated, is the interval of the ratio. By repeats: the Mann-Whitney U test on
+  the raw per-repeat samples (as asv and google-benchmark's compare.py do), with the
+  ratio of medians' interval from the percentile bootstrap (``scipy.stats.bootstrap``),
+  each sample resampled on its own, and :func:`min_p_value`, the smallest p-value those
+  sample sizes can reach, so that a comparison that could never be significant says so.
+- :func:`geomean_ratio_ci`: the geometric mean over models of such ratios, by the
+  bootstrap, every model's two samples (process medians, or repeats) resampled on their
+  own: what the measurement noise of each model makes of the summary (the models are
+  fixed, not a sample).
 - :func:`adjust`: the Benjamini-Hochberg procedure over the rows of one comparison
   (``scipy.stats.false_discovery_control``): it bounds the share of false alarms among
   the rows called changed at the level asked for.
@@ -35,6 +44,27 @@ LEVEL = 0.95  # every interval benchflow reports is a 95% one
 ALPHA = 1 - LEVEL  # and every test is judged at this level
 BOOTSTRAP_RESAMPLES = 2000  # percentile bootstrap: ~1-2% Monte Carlo error on a 95% bound
 SEED = 0  # bootstrap resampling is seeded: the same rows give the same report
+
+
+@dataclass(frozen=True)
+class Timed:
+    """One job's times as a sample to reason from: its per-repeat per-iteration times
+    (pooled over its processes), and each process's median where it ran in more than
+    one (then the process is the unit of replication)."""
+
+    repeats: tuple[float, ...]
+    process_medians: tuple[float, ...] = ()
+
+    @property
+    def by_process(self) -> bool:
+        return len(self.process_medians) >= 2
+
+    @property
+    def unit(self) -> str:
+        """What one sample is, in words: "3 processes", "20 repeats"."""
+        if self.by_process:
+            return f"{len(self.process_medians)} processes"
+        return f"{len(self.repeats)} repeats in one process"
 
 
 @dataclass(frozen=True)
@@ -89,6 +119,76 @@ def fewest_for_interval(level: float = LEVEL) -> int:
     return next(n for n in range(1, 1000) if median_ci([float(i) for i in range(n)], level))
 
 
+def log_t_interval(values: Sequence[float], level: float = LEVEL) -> Interval | None:
+    """Student's t interval of the mean of log(values), exponentiated (the interval of
+    their geometric mean); None under 2 values or for a value that is not positive."""
+    import numpy as np
+    from scipy.stats import ttest_1samp
+
+    data = np.asarray(values, dtype=float)
+    if data.size < 2 or np.any(data <= 0):
+        return None
+    logs = np.log(data)
+    what = "t on log process medians"
+    if np.ptp(logs) == 0:  # all equal: t is undefined, the interval is the value
+        return Interval(float(data[0]), float(data[0]), level, what)
+    ci = ttest_1samp(logs, 0.0).confidence_interval(level)
+    return Interval(float(np.exp(ci.low)), float(np.exp(ci.high)), level, what)
+
+
+def time_interval(timed: Timed, level: float = LEVEL) -> Interval | None:
+    """A job's time's interval: by processes, :func:`log_t_interval` of the process
+    medians; by repeats, :func:`median_ci` of the repeats."""
+    if timed.by_process:
+        return log_t_interval(timed.process_medians, level)
+    return median_ci(timed.repeats, level) if timed.repeats else None
+
+
+def time_interval_rel(timed: Timed, center: float, level: float = LEVEL) -> float | None:
+    """:func:`time_interval` as a share of `center` (its larger half-width)."""
+    ci = time_interval(timed, level)
+    return ci.rel_half_width(center) if ci else None
+
+
+@dataclass(frozen=True)
+class Test:
+    """Two jobs' times compared: num / den."""
+
+    p_value: float | None  # two-sided; None: no test could be made
+    ratio_ci: Interval | None  # the interval of num's time / den's time
+    method: str  # what was tested, in words
+    can_reach: bool  # False: these sample sizes can never give p < ALPHA
+
+
+def compare_times(num: Timed, den: Timed, level: float = LEVEL) -> Test:
+    """num against den: by processes when both ran in more than one (Welch's t on the
+    log process medians), else by their repeats (Mann-Whitney U, bootstrap ratio)."""
+    import numpy as np
+
+    if num.by_process and den.by_process:
+        a, b = np.asarray(num.process_medians), np.asarray(den.process_medians)
+        what = f"Welch's t on log process medians, {a.size} against {b.size}"
+        if np.any(a <= 0) or np.any(b <= 0):
+            return Test(None, None, what, False)
+        from scipy.stats import ttest_ind
+
+        la, lb = np.log(a), np.log(b)
+        if np.ptp(la) == 0 and np.ptp(lb) == 0:  # no spread on either side: no t
+            ratio = float(a[0] / b[0])
+            return Test(1.0 if ratio == 1 else 0.0, Interval(ratio, ratio, level, what), what, True)
+        res = ttest_ind(la, lb, equal_var=False)
+        ci = res.confidence_interval(level)
+        interval = Interval(float(np.exp(ci.low)), float(np.exp(ci.high)), level, what)
+        return Test(float(res.pvalue), interval, what, True)
+    what = f"Mann-Whitney U on repeats, {len(num.repeats)} against {len(den.repeats)}"
+    return Test(
+        mann_whitney(den.repeats, num.repeats),
+        ratio_ci(num.repeats, den.repeats, level),
+        what,
+        min_p_value(len(den.repeats), len(num.repeats)) < ALPHA,
+    )
+
+
 def _medians_ratio(num, den, axis=-1):  # type: ignore[no-untyped-def]
     import numpy as np
 
@@ -107,14 +207,19 @@ def ratio_ci(num: Sequence[float], den: Sequence[float], level: float = LEVEL) -
     return _percentile_bootstrap((a, b), _medians_ratio, level, "percentile bootstrap")
 
 
-def geomean_ratio_ci(
-    pairs: Sequence[tuple[Sequence[float], Sequence[float]]], level: float = LEVEL
-) -> Interval | None:
-    """The interval of the geometric mean over models of median(num_i) / median(den_i);
-    None when a model has fewer than 2 values on a side or none is given."""
+def geomean_ratio_ci(pairs: Sequence[tuple[Timed, Timed]], level: float = LEVEL) -> Interval | None:
+    """The interval of the geometric mean over models of num_i's time / den_i's time,
+    each model's two samples (both sides' process medians where both ran in more than
+    one process, else their repeats) resampled on their own; None when a model has
+    fewer than 2 values on a side or none is given."""
     import numpy as np
 
-    samples = [np.asarray(s, dtype=float) for pair in pairs for s in pair]
+    def values(num: Timed, den: Timed) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        if num.by_process and den.by_process:
+            return num.process_medians, den.process_medians
+        return num.repeats, den.repeats
+
+    samples = [np.asarray(s, dtype=float) for n, d in pairs for s in values(n, d)]
     if not samples or any(s.size < 2 or np.median(s) <= 0 for s in samples):
         return None
 

@@ -23,6 +23,20 @@ from benchflow.results.child import pick
 OTHER_OWN_LIMIT = 0.25  # of the job's cores' time in a repeat (/proc/stat ticks: coarse)
 STEAL_LIMIT = 0.10
 QUIET_SHARE = 0.10  # the most repeats that may be contended on a quiet host
+# Two runs' host speeds differ when their reference steps (harness/load.py; the
+# geometric mean over a job's processes) are more than this apart: on this VM the
+# step ran at two speeds about 20-25% apart for a minute at a time, and within one
+# speed its processes' references were within a few percent (docs/timing.md).
+SPEED_LIMIT = 0.10
+
+
+def speed_change(base_s: float | None, cand_s: float | None) -> float | None:
+    """How much slower (> 0) or faster the host ran the reference step on the candidate
+    side than on the baseline's, where that is beyond SPEED_LIMIT; else None."""
+    if not base_s or not cand_s:
+        return None
+    change = cand_s / base_s - 1
+    return change if abs(change) > SPEED_LIMIT else None
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,11 @@ one process's luck.
 
 The pooled result is the first process's in all but its samples: the cold first call
 (the compile time), the digest, the accuracy check are that process's; every per-repeat
-series is the processes' series one after another, and the summaries, the interval,
-the steadiness and the host's load are taken over the pool. `timing.processes` keeps
-each process's own count, median and stop.
+series is the processes' series one after another, and the summaries, the steadiness
+and the host's load are taken over the pool. The time's interval is the processes':
+Student's t over their medians' logs (results/intervals.time_interval), since the
+repeats of one process vary together. `timing.processes` keeps each process's own
+count, median and stop.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from benchflow.results.child import ChildResult, ChildTimings, Timing, Unsteady
-from benchflow.results.intervals import median_ci_rel
+from benchflow.results.intervals import Timed, time_interval
 from benchflow.results.load import host_load
 from benchflow.results.stats import summarize
 
@@ -31,6 +33,7 @@ def _process(result: ChildResult) -> dict[str, Any]:
         "median_s": statistics.median(values) if values else None,
         "stop": result.timing.stop if result.timing else None,
         "first_iter_time_s": result.metrics.get("first_iter_time_s"),
+        "host_reference_s": result.metrics.get("host_reference_s"),
     }
 
 
@@ -67,6 +70,15 @@ def pool(results: Sequence[ChildResult], cores: int) -> ChildResult:
     metrics.update(series)
     per_iter = series.get("per_iter_time_s") or []
     median = statistics.median(per_iter) if per_iter else 0.0
+    processes = [_process(r) for r in results]
+    timed = Timed(tuple(per_iter), tuple(p["median_s"] for p in processes if p["median_s"]))
+    interval = time_interval(timed)
+    summary = {k: summarize(v) for k, v in series.items() if v}
+    if "per_iter_time_s" in summary:  # the time's interval is the processes' (intervals.py)
+        summary["per_iter_time_s"].pop("ci_low", None)
+        summary["per_iter_time_s"].pop("ci_high", None)
+        if interval:
+            summary["per_iter_time_s"] |= {"ci_low": interval.low, "ci_high": interval.high}
     if median > 0 and first.batch_size:
         metrics["throughput_samples_per_s"] = first.batch_size / median
     stops = list(dict.fromkeys(r.timing.stop for r in results if r.timing and r.timing.stop))
@@ -76,15 +88,15 @@ def pool(results: Sequence[ChildResult], cores: int) -> ChildResult:
         steady_state=not unsteady,
         unsteady_repeats=unsteady,
         repeats=len(per_iter),
-        ci_rel=median_ci_rel(per_iter),
+        ci_rel=interval.rel_half_width(median) if interval else None,
         stop=",".join(stops) or None,
         host=load.to_dict() if load else None,
-        processes=[_process(r) for r in results],
+        processes=processes,
     )
     return dataclasses.replace(
         first,
         metrics=metrics,
-        summary={k: summarize(v) for k, v in series.items() if v},
+        summary=summary,
         timing=timing,
         child_timings=_timings(results),
         child_wall_s=sum(r.child_wall_s or 0.0 for r in results),

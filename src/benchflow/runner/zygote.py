@@ -80,6 +80,7 @@ from typing import IO, Any
 
 import psutil
 
+from benchflow.backends.inductor import ISA_CHECK
 from benchflow.core.cpus import ENV_CPUS, pin_self
 
 log = logging.getLogger(__name__)
@@ -89,10 +90,11 @@ log = logging.getLogger(__name__)
 # The compile stack (dynamo 5-6 s, Inductor's compile_fx 4-5 s on 2 cores) is imported,
 # never used: no graph is compiled, no cache written, no compile-worker pool started
 # (Inductor starts its pool at its first compile, in the child). Inductor's C++
-# toolchain check (which compiler, which vector ISAs build and load: 17-35 s here, in
-# every Inductor job's first call otherwise) runs with Inductor's cache in a scratch
-# folder, removed after it (_scratch_inductor_cache): the test library it builds is
-# read by no job. torch_xla's import brings its dynamo bridge (openxla); no PJRT client.
+# toolchain check (which compiler, which vector ISAs build and load: 7-35 s here, in
+# every Inductor job's first call otherwise) is answered from the machine's cache, or
+# run and kept there (backends/inductor.py), with Inductor's cache in a scratch folder,
+# removed after it (_scratch_inductor_cache): the test library it builds is read by no
+# job. torch_xla's import brings its dynamo bridge (openxla); no PJRT client.
 # Every kind imports these first (scipy.stats: the timing loop's median interval, 1-2 s;
 # like numpy's, its OpenBLAS starts an idle thread pool at import, before the check).
 BASE_MODULES = ("torch", "scipy.stats")
@@ -100,7 +102,7 @@ COMPILE_STACK = (*BASE_MODULES, "torch._dynamo", "torch._inductor.compile_fx")
 KINDS = {
     "torch": BASE_MODULES,
     "dynamo": COMPILE_STACK,  # aot_eager, cudagraphs, eager training (its optimizer)
-    "inductor": (*COMPILE_STACK, "torch._inductor.cpu_vec_isa.valid_vec_isa_list()"),
+    "inductor": (*COMPILE_STACK, ISA_CHECK),
     "xla": (*BASE_MODULES, "torch_xla", "torch_xla._dynamo.dynamo_bridge", "torch._dynamo"),
 }
 BASE = "torch"  # the kind the other kinds fork from, once a zygote of it runs

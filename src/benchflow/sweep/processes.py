@@ -27,16 +27,18 @@ def run_processes(
     line); `prefork`: the zygote it forks from and its build key (None: spawned);
     `cores`: how many the job's CPU slot holds."""
     cfg = job.config
-    if cfg.processes > 1:
+    processes = cfg.process_count
+    if processes > 1:
         cfg = dataclasses.replace(
             cfg,
-            timed_budget_s=cfg.timed_budget_s / cfg.processes,
-            max_repeat=max(1, math.ceil(cfg.max_repeat / cfg.processes)),
+            processes=processes,
+            timed_budget_s=cfg.timed_budget_s / processes,
+            max_repeat=max(1, math.ceil(cfg.max_repeat / processes)),
         )
     zygote, key = prefork
     outcomes: list[Outcome] = []
     with progress.running(cfg.progress, place[0], place[1], job.name):
-        for n in range(cfg.processes):
+        for n in range(processes):
             prefix = f"process{n}." if n else ""  # process 2..N: files of its own
             result = job_dir.path / f"{prefix}{job_dir.child_result.name}"
             job_file = job_dir.path / f"{prefix}{job_dir.job_file.name}"
@@ -55,7 +57,7 @@ def run_processes(
             )
             if outcomes[-1].status is not Status.OK:
                 break
-    return _pooled(outcomes, cfg.processes, cores)
+    return _pooled(outcomes, processes, cores)
 
 
 def _pooled(outcomes: list[Outcome], processes: int, cores: int) -> Outcome:

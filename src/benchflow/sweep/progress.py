@@ -57,7 +57,8 @@ def report(row: ResultRow, num: int, total: int, tally: Counter[str]) -> None:
         parts.append(f"{format_time(h.time_s)}/iter")
         if h.ci_low_s is not None and h.ci_high_s is not None:
             parts.append(f"(95% CI {format_interval(h.ci_low_s, h.ci_high_s)},")
-        parts.append(f"{h.repeats} repeats; cold start {format_time(h.compile_first_s)})")
+        procs = f"{h.processes} processes, " if h.processes > 1 else ""
+        parts.append(f"{procs}{h.repeats} repeats; cold start {format_time(h.compile_first_s)})")
         if h.host and not h.host.quiet:
             parts.append("[yellow]host busy[/]")
     elif row.error:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 import shutil
 import sys
 import time
@@ -27,7 +26,7 @@ from benchflow.config.schema import config_to_yaml
 from benchflow.core.cpus import child_env, cpu_slot, span
 from benchflow.core.files import write_json_atomic
 from benchflow.core.job import Job, JobSpec, Plan
-from benchflow.core.layout import JobDir, SweepDir
+from benchflow.core.layout import JobDir, SweepDir, cache_root
 from benchflow.core.status import Status
 from benchflow.models import sharing
 from benchflow.results import phases
@@ -367,8 +366,7 @@ def compile_cache_env(job: Job, job_dir: JobDir) -> dict[str, str]:
     backend = backends.get(job.backend)
     if job.config.compile_cache == "cold":
         return backend.cache_env(str(job_dir.compile_cache), persistent=False)
-    root = Path(os.environ.get("BENCHFLOW_CACHE_DIR") or Path.home() / ".cache" / "benchflow")
-    return backend.cache_env(str(root), persistent=True)
+    return backend.cache_env(str(cache_root()), persistent=True)
 
 
 def _job_spec(job: Job, job_dir: JobDir) -> JobSpec:
