@@ -167,7 +167,7 @@ class BenchConfig:
     adaptive_warmup: bool = False  # after `warmup`, step until nothing compiles and times settle
     max_warmup: int = 50  # the cap on adaptive warm-up steps (warmup included)
     adaptive_repeat: bool = False  # with repeat=N: N at least, then adaptive as repeat=null
-    max_repeat: int = 50  # the cap on adaptive repeats
+    max_repeat: int = 18  # the cap on adaptive repeats (3 processes: 6 each)
     target_ci: float = 0.02  # adaptive repeats: the median's 95% interval, ± this fraction of it
     # Diagnostics: every timed repeat made this fraction slower by a busy-wait on the host
     # once the device finished (0.05: 5%), to check that a comparison catches a known
