@@ -511,6 +511,8 @@ def test_same_sweep_is_no_regression(
     # interval lies within the threshold, else (a noisy host: the sweeps run beside
     # the other tests) "insufficient data", never a change
     assert all(float(c["p_value"]) == 1.0 for c in changes)
+    # repeat=5: one process a job, so its repeats are what is compared, and it says so
+    assert all(c["method"] == "Mann-Whitney U on repeats, 5 against 5" for c in changes)
     for c in changes:
         within = float(c["ratio_ci_low"]) >= 1 / 1.05 and float(c["ratio_ci_high"]) <= 1.05
         assert c["verdict"] == ("no significant change" if within else "insufficient data"), c

@@ -89,6 +89,7 @@ def changes_csv(changes: Sequence[Change]) -> str:
         ("ratio_ci_high", lambda c: _num(c.ratio_ci.high if c.ratio_ci else None)),
         ("p_value", lambda c: _num(c.p_value)),
         ("q_value", lambda c: _num(c.q_value)),
+        ("method", lambda c: c.tested.method if c.tested else ""),
         ("verdict", lambda c: c.verdict),
         ("detail", lambda c: c.detail),
     ]

@@ -23,7 +23,7 @@ PHASES: dict[str, str] = {
     "start": "harness start: fork or spawn, and the child's imports",
     "build": "building the model and its inputs on the host (and the backend's wrapper)",
     "move": "moving the model and inputs to the device, and casting them to the dtype",
-    "compile": "the cold first call: tracing and compiling",
+    "compile": "the cold first call: tracing and compiling (each process's, with several)",
     "warmup": "the warm-up steps",
     "timed": "the timed repeats",
     "profile": "the profiler's passes",
@@ -31,7 +31,7 @@ PHASES: dict[str, str] = {
     "ir": "the IR dump passes (children of their own)",
     "teardown": "the child's exit, and its compile workers killed",
     "other": "the rest of the child's time: logging set-up, versions, counter dumps, "
-    "the output digest",
+    "the output digest, and between one process of a job and the next",
 }
 # The model's own work; every other phase of the child is overhead (imports are).
 MODEL_WORK = ("build", "move", "compile", "warmup", "timed", "profile", "verify")
