@@ -279,6 +279,22 @@ def test_a_change_where_the_host_ran_at_another_speed_is_suspicious() -> None:
     assert "reference step 25% slower for the candidate than for the baseline" in c.detail
 
 
+def test_a_row_whose_processes_found_the_host_at_two_speeds_says_so() -> None:
+    """Processes whose reference steps lie more than 10% apart: the row's note says the
+    host's speed moved between them, and the report's notes count it; within 10% not."""
+    rows = [_processes("moved", [0.0100, 0.0125, 0.0101]), _processes("steady", [0.01] * 3)]
+    data = [r.to_dict() for r in rows]
+    for p, s in zip(data[0]["timing"]["processes"], (4.0e-4, 4.8e-4, 4.1e-4), strict=True):
+        p["host_reference_s"] = s
+    for p in data[1]["timing"]["processes"]:
+        p["host_reference_s"] = 4.0e-4
+    rep = build_report([ResultRow.from_dict(d) for d in data], "none")
+    notes = {e.model: e.note for e in rep.entries}
+    assert "host speed moved 20% between its processes (reference step)" in notes["moved"]
+    assert notes["steady"] == ""
+    assert any(n.startswith("1 row(s) timed while the host changed speed") for n in rep.notes)
+
+
 def test_rows_timed_in_several_processes_are_judged_by_their_processes() -> None:
     """Each process's repeats are tight, the processes are not. Judged by repeats, two
     runs of the same job would differ "significantly"; judged by processes (Welch's t on

@@ -34,7 +34,9 @@ from benchflow import backends
 from benchflow.config.schema import DEFAULT_BASELINE, Setting, is_measured
 from benchflow.core.status import INVALID_PREFIX, Status
 from benchflow.report.entry import Config, Entry, make_entry
+from benchflow.results.headline import references
 from benchflow.results.intervals import Interval, compare_times, geomean_ratio_ci
+from benchflow.results.load import speed_spread
 from benchflow.results.phases import PHASES
 from benchflow.results.row import ResultRow
 from benchflow.results.stats import geomean
@@ -233,6 +235,16 @@ def build_report(rows: Sequence[ResultRow], baseline: str = DEFAULT_BASELINE) ->
         notes.append(
             f"{len(busy)} row(s) timed on a busy host (see their notes): other processes "
             "took time from the job's own cores in more than a tenth of their repeats"
+        )
+    moved = [(e, s) for e in entries if e.passed and (s := speed_spread(references(e.row)))]
+    for e, spread in moved:
+        what = f"host speed moved {spread:.0%} between its processes (reference step)"
+        e.note = "; ".join(n for n in (e.note, what) if n)
+    if moved:
+        notes.append(
+            f"{len(moved)} row(s) timed while the host changed speed (see their notes): "
+            "their processes ran the same reference step more than 10% apart, which "
+            "widens their intervals"
         )
     biased = sum(bool(e.flags) for e in entries)
     if biased:

@@ -134,14 +134,18 @@ def _interval(summary: dict[str, float], row: ResultRow) -> tuple[float, float] 
     return (ci.low, ci.high) if ci else None
 
 
-def _reference(row: ResultRow) -> float | None:
-    """The row's reference step time: the geometric mean of its processes', or its one
-    process's (harness/load.py); None for rows that did not time it."""
+def references(row: ResultRow) -> list[float]:
+    """Each process's reference step time (harness/load.py), or the one process's; []
+    for rows that did not time it."""
     processes = row.timing.processes if row.timing else None
     each = [p.get("host_reference_s") for p in processes or ()] or [row.scalar("host_reference_s")]
-    if not each or not all(each):
-        return None
-    return math.exp(statistics.fmean(math.log(float(s)) for s in each if s))
+    return [float(s) for s in each if s] if all(each) else []
+
+
+def _reference(row: ResultRow) -> float | None:
+    """The row's reference step time: the geometric mean of its processes'."""
+    each = references(row)
+    return math.exp(statistics.fmean(math.log(s) for s in each)) if each else None
 
 
 def timed_of(row: ResultRow) -> Timed:

@@ -30,6 +30,15 @@ QUIET_SHARE = 0.10  # the most repeats that may be contended on a quiet host
 SPEED_LIMIT = 0.10
 
 
+def speed_spread(references_s: list[float]) -> float | None:
+    """How far apart one job's processes found the host (slowest reference step over the
+    fastest, less 1), where that is beyond SPEED_LIMIT; else None."""
+    if len(references_s) < 2 or min(references_s) <= 0:
+        return None
+    spread = max(references_s) / min(references_s) - 1
+    return spread if spread > SPEED_LIMIT else None
+
+
 def speed_change(base_s: float | None, cand_s: float | None) -> float | None:
     """How much slower (> 0) or faster the host ran the reference step on the candidate
     side than on the baseline's, where that is beyond SPEED_LIMIT; else None."""
