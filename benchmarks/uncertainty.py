@@ -158,18 +158,24 @@ def summary_lines(folder: Path) -> str:
     return part + "\n"
 
 
+def aa_section(title: str, work: Path, first: Path, second: Path) -> str:
+    """An A/A: the first run's rows and summary, then the second compared with it."""
+    code, table = compare(work, second, first)
+    return (
+        title
+        + "\n\n"
+        + rows_section("first run", first)
+        + "\n"
+        + summary_lines(first)
+        + "\n"
+        + compare_section("second against first", code, table, second)
+    )
+
+
 def part_aa(work: Path) -> str:
     a1, a2 = sweep(work, "aa1"), sweep(work, "aa2")
-    code, table = compare(work, a2, a1)
-    return (
-        "(a) A/A: the grid twice, `"
-        + " ".join(["benchflow -m", *GRID])
-        + "`\n\n"
-        + rows_section("first run", a1)
-        + "\n"
-        + summary_lines(a1)
-        + "\n"
-        + compare_section("second against first", code, table, a2)
+    return aa_section(
+        "(a) A/A: the grid twice, `" + " ".join(["benchflow -m", *GRID]) + "`", work, a1, a2
     )
 
 
@@ -348,17 +354,8 @@ def part_torchbench(work: Path) -> str:
         sys.exit("the torchbench part needs TORCHBENCH_ROOT=<pytorch/benchmark checkout>")
     grid = [*TORCHBENCH_GRID, f"suite.torchbench_root={root}"]
     t1, t2 = sweep(work, "tb_aa1", grid=grid), sweep(work, "tb_aa2", grid=grid)
-    code, table = compare(work, t2, t1)
-    return (
-        "(h) A/A on the real TorchBench grid: `"
-        + " ".join(["benchflow -m", *TORCHBENCH_GRID, "suite.torchbench_root=..."])
-        + "`, twice\n\n"
-        + rows_section("first run", t1)
-        + "\n"
-        + summary_lines(t1)
-        + "\n"
-        + compare_section("second against first", code, table, t2)
-    )
+    command = " ".join(["benchflow -m", *TORCHBENCH_GRID, "suite.torchbench_root=..."])
+    return aa_section(f"(h) A/A on the real TorchBench grid: `{command}`, twice", work, t1, t2)
 
 
 def part_processes(work: Path) -> str:

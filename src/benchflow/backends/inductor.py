@@ -59,9 +59,7 @@ def check_vec_isa() -> bool:
     its answer there; True when the answer came from the cache."""
     import hashlib
     import json
-    import os
 
-    from torch._inductor import config
     from torch._inductor.cpu_vec_isa import valid_vec_isa_list
 
     from benchflow.core.files import write_json_atomic
@@ -74,16 +72,24 @@ def check_vec_isa() -> bool:
         known = json.loads(path.read_text())
     except (OSError, ValueError):
         known = None
-    if known and known.get("facts") == facts and known.get("all_claimed_valid"):
-        config.cpp.vec_isa_ok = True
-        os.environ["TORCHINDUCTOR_VEC_ISA_OK"] = "1"
-        valid_vec_isa_list()  # what the switch does not answer (AVX-512's bf16: one build)
-        return True
-    valid = [str(isa) for isa in valid_vec_isa_list()]
-    everything = sorted(valid) == sorted(facts["claimed"])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(path, {"facts": facts, "valid": valid, "all_claimed_valid": everything})
-    if everything:
-        config.cpp.vec_isa_ok = True
-        os.environ["TORCHINDUCTOR_VEC_ISA_OK"] = "1"
-    return False
+    cached = bool(known and known.get("facts") == facts and known.get("all_claimed_valid"))
+    if cached:  # the switch first: the check then builds only what it does not answer
+        _all_isas_valid()
+    valid = [str(isa) for isa in valid_vec_isa_list()]  # cached: AVX-512's bf16, one build
+    if not cached:
+        everything = sorted(valid) == sorted(facts["claimed"])
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(path, {"facts": facts, "valid": valid, "all_claimed_valid": everything})
+        if everything:
+            _all_isas_valid()
+    return cached
+
+
+def _all_isas_valid() -> None:
+    """Inductor's own switch for "every ISA the CPU claims builds and loads"."""
+    import os
+
+    from torch._inductor import config
+
+    config.cpp.vec_isa_ok = True
+    os.environ["TORCHINDUCTOR_VEC_ISA_OK"] = "1"

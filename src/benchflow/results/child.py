@@ -83,6 +83,13 @@ class Timing:
         return cls(**{**pick(cls, data), "unsteady_repeats": unsteady})
 
 
+def process_medians(processes: list[dict[str, Any]] | None) -> tuple[float, ...]:
+    """Each process's median per-iteration time, from `Timing.processes`; () unless every
+    process has one (results/intervals.Timed: the processes as samples)."""
+    medians = [p.get("median_s") for p in processes or ()]
+    return tuple(float(m) for m in medians if m) if all(medians) else ()
+
+
 @dataclass(frozen=True)
 class ChildTimings:
     """Where the child's time went, in seconds (results/phases.py defines each phase;

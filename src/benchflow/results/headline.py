@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from benchflow import backends
 from benchflow.core.status import Status
+from benchflow.results.child import process_medians
 from benchflow.results.intervals import Timed, time_interval
 from benchflow.results.load import HostLoad
 from benchflow.results.row import ResultRow
@@ -152,11 +153,7 @@ def timed_of(row: ResultRow) -> Timed:
     """A row's times as a sample to reason from: its repeats, and its processes'
     medians where it ran in more than one (results/intervals.py)."""
     processes = row.timing.processes if row.timing else None
-    medians = [p.get("median_s") for p in processes or ()]
-    return Timed(
-        tuple(row.series("per_iter_time_s")),
-        tuple(float(m) for m in medians if m) if all(medians) else (),
-    )
+    return Timed(tuple(row.series("per_iter_time_s")), process_medians(processes))
 
 
 def headline_metrics(row: ResultRow) -> dict[str, float]:

@@ -19,7 +19,13 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from benchflow.results.child import ChildResult, ChildTimings, Timing, Unsteady
+from benchflow.results.child import (
+    ChildResult,
+    ChildTimings,
+    Timing,
+    Unsteady,
+    process_medians,
+)
 from benchflow.results.intervals import Timed, time_interval
 from benchflow.results.load import host_load
 from benchflow.results.stats import summarize
@@ -71,7 +77,7 @@ def pool(results: Sequence[ChildResult], cores: int) -> ChildResult:
     per_iter = series.get("per_iter_time_s") or []
     median = statistics.median(per_iter) if per_iter else 0.0
     processes = [_process(r) for r in results]
-    timed = Timed(tuple(per_iter), tuple(p["median_s"] for p in processes if p["median_s"]))
+    timed = Timed(tuple(per_iter), process_medians(processes))
     interval = time_interval(timed)
     summary = {k: summarize(v) for k, v in series.items() if v}
     if "per_iter_time_s" in summary:  # the time's interval is the processes' (intervals.py)
