@@ -2,7 +2,8 @@
 
     .venv/bin/python benchmarks/uncertainty.py --work /tmp/bf-uncertainty \
         [--out benchmarks/RESULTS.md]
-        [--parts aa,busy,ab,calibration,series,processes,process_series,torchbench]
+        [--parts aa,busy,ab,calibration,series,processes,process_series,round_series,
+                 torchbench]
 
 Run it on an otherwise idle host: it times things. Parts:
 
@@ -10,8 +11,8 @@ Run it on an otherwise idle host: it times things. Parts:
   run twice with the defaults, then `report --compare`: the verdicts of an A/A.
 - busy: the grid again while another process keeps core 0 busy, compared with the
   first run: what the rows say about the host, and what the verdicts say.
-- ab: the grid with slowdown=0.05 and slowdown=0.20 (every timed step made 5% / 20%
-  slower), compared with the first run: is each known slowdown found?
+- ab: the grid with slowdown=0.05, 0.20 and 1.0 (every timed step made 5%, 20%, twice
+  as slow), compared with the first run: is each known slowdown found?
 - calibration: how long a repeat must last: dlrm (a sub-millisecond step) and llama
   timed with fixed iterations_per_run, 40 repeats each; per repeat length, the spread
   of the per-step time and the median's 95% interval.
@@ -22,6 +23,9 @@ Run it on an otherwise idle host: it times things. Parts:
 - process_series: four jobs timed in 45 processes each, every process as a default
   job's; each process's median, in time order, written to
   tests/data/process_series.json for the coverage test over processes.
+- round_series: the built-in grid in 15 interleaved rounds, each process as a default
+  job's; each job's process medians, in round order, written to
+  tests/data/round_series.json for the coverage test over interleaved processes.
 - torchbench: the A/A on TorchBench's llama, dlrm, BERT_pytorch and lennard_jones
   (TORCHBENCH_ROOT=<pytorch/benchmark checkout>; `make setup EXTRAS="ray suites
   torchbench"` first).
@@ -202,7 +206,7 @@ def part_busy(work: Path) -> str:
 def part_ab(work: Path) -> str:
     a1 = sweep(work, "aa1")
     out = ["(c) A/B: a known slowdown (`slowdown=F`: every timed step made F slower)\n"]
-    for name, frac in (("slow05", "0.05"), ("slow20", "0.20")):
+    for name, frac in (("slow05", "0.05"), ("slow20", "0.20"), ("slow100", "1.0")):
         folder = sweep(work, name, [f"slowdown={frac}"])
         code, table = compare(work, folder, a1)
         out.append(compare_section(f"slowdown={frac} against the first run", code, table, folder))
@@ -302,7 +306,8 @@ def part_process_series(work: Path) -> str:
     commands = []
     for name, axes in PROCESS_GRIDS.items():
         per_process = [f"processes={n}", f"timed_budget_s={5 / 3 * n:g}", f"max_repeat={17 * n}"]
-        grid = [*axes, "model.size=small", "dtype=float32", "mlflow.enabled=false", *per_process]
+        grid = [*axes, "model.size=small", "dtype=float32", "mlflow.enabled=false", *per_process,
+                "interleave=false"]  # fmt: skip
         commands.append("benchflow -m " + " ".join(grid))
         for r in rows(sweep(work, name, grid=grid)):
             if r["status"] == "ok":
@@ -331,6 +336,53 @@ def part_process_series(work: Path) -> str:
         f"(g) Coverage of a job's 95% interval over processes: {n} processes of each job, "
         f"cut in time order into windows of {k} (what a default job times); does the "
         "window's interval hold the median of all its processes' medians?\n",
+        "| job | processes | their medians ms (min, median, max) | windows | covered |",
+        "|---|---|---|---|---|",
+    ]
+    return "\n".join([*out, *_coverage_rows(medians, k, log_t_interval, target)]) + "\n"
+
+
+# The built-in grid in 15 rounds: each job's processes as a default sweep of the grid
+# spaces them (one a round), each process timed as a default job's (6 repeats, 5/3 s).
+ROUND_SERIES = 15
+
+
+def part_round_series(work: Path) -> str:
+    n = ROUND_SERIES
+    per_process = [f"processes={n}", f"timed_budget_s={5 / 3 * n:g}", f"max_repeat={6 * n}"]
+    folder = sweep(work, "rseries", per_process)
+    medians = {
+        r["job"]["name"]: [p["median_s"] for p in r["timing"]["processes"]]
+        for r in rows(folder)
+        if r["status"] == "ok"
+    }
+    target = ROOT / "tests" / "data" / "round_series.json"
+    wall = float((folder / "wall_s.txt").read_text())
+    target.write_text(
+        json.dumps(
+            {
+                "about": f"each process's median seconds per step of the jobs of one sweep "
+                f"timed in {n} interleaved rounds (one process of every job a round, "
+                f"{wall / n:.0f} s a round), each process as a default job's "
+                "(benchmarks/uncertainty.py --parts round_series)",
+                "command": "benchflow -m " + " ".join([*GRID, *per_process]),
+                "cpu": rows(folder)[0]["provenance"].get("cpu_model"),
+                "recorded": time.strftime("%Y-%m-%d"),
+                "medians": medians,
+            },
+            indent=1,
+        )
+        + "\n"
+    )
+    from benchflow.config.schema import DEFAULT_PROCESSES
+    from benchflow.results.intervals import log_t_interval
+
+    k = DEFAULT_PROCESSES
+    out = [
+        f"(i) Coverage of a job's 95% interval over interleaved processes: the grid in {n} "
+        f"rounds ({wall:.0f} s, {wall / n:.0f} s a round), each job's processes cut in "
+        f"round order into windows of {k} (a default sweep of the grid's job); does the "
+        "window's interval hold the median of all that job's processes' medians?\n",
         "| job | processes | their medians ms (min, median, max) | windows | covered |",
         "|---|---|---|---|---|",
     ]
@@ -391,6 +443,7 @@ PARTS = {
     "series": part_series,
     "processes": part_processes,
     "process_series": part_process_series,
+    "round_series": part_round_series,
     "torchbench": part_torchbench,
 }
 

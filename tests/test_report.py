@@ -268,7 +268,8 @@ def _reference(r: ResultRow, seconds: float) -> ResultRow:
 
 def test_a_change_where_the_host_ran_at_another_speed_is_suspicious() -> None:
     """+25%, significant; the same host speed on both sides: a regression. The host's
-    reference step 25% slower for the candidate: suspicious, and the gate passes."""
+    reference step 25% slower for the candidate: suspicious (the host can account for
+    it), and the gate passes."""
     base = build_report([_reference(_processes("m", [0.0100, 0.0101, 0.0099]), 5e-4)], "none")
     slower = _processes("m", [0.0125, 0.0126, 0.0124])
     same = compare(base, build_report([_reference(slower, 5.1e-4)], "none"), threshold=0.05)
@@ -277,6 +278,13 @@ def test_a_change_where_the_host_ran_at_another_speed_is_suspicious() -> None:
     ((c,),) = [moved]
     assert c.verdict == "suspicious" and not c.fails
     assert "reference step 25% slower for the candidate than for the baseline" in c.detail
+    # +60%: past the threshold even with the host's 25% taken off its interval; and a
+    # host faster for the candidate cannot have made it slower: regressions, saying so
+    much = _processes("m", [0.0160, 0.0161, 0.0159])
+    for ref, words in ((6.25e-4, "less than the change"), (4.0e-4, "the other way")):
+        ((c,),) = [compare(base, build_report([_reference(much, ref)], "none"), threshold=0.05)]
+        assert c.verdict == "regression" and c.fails, c.detail
+        assert words in c.detail
 
 
 def test_a_row_whose_processes_found_the_host_at_two_speeds_says_so() -> None:

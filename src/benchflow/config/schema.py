@@ -191,10 +191,14 @@ class BenchConfig:
     min_run_time_s: float = field(default=0.05, metadata=UNMEASURED)
     # Adaptive repeats stop once the timed repeats have taken this long (at least 6 first).
     timed_budget_s: float = field(default=5.0, metadata=UNMEASURED)
-    # Time the job in this many fresh processes, one after another, and pool their
+    # Time the job in this many fresh processes and pool their
     # samples (each takes `repeat`, or the adaptive rule with budget and cap shared);
     # null: 3 where the repeats are adaptive, 1 where `repeat` gives a count.
     processes: int | None = field(default=None, metadata=UNMEASURED)
+    # A sweep runs its jobs' processes in rounds, one process of every job a round (as
+    # asv's rounds), so that each job's processes lie across the sweep's whole time;
+    # false: a job's processes one after another (sweep/rounds.py).
+    interleave: bool = field(default=True, metadata=UNMEASURED)
     # Hard limit for one job's child process, compile included.
     timeout_s: float = field(default=900.0, metadata=UNMEASURED)
     # The child caps its own data memory; over it: oom.

@@ -66,6 +66,24 @@ class JobDir:
     def result(self) -> Path:  # the job's row
         return self.path / "result.json"
 
+    @staticmethod
+    def process_prefix(n: int) -> str:
+        """processes=N: process n's files (its result, job file, logs) are named with
+        this prefix; the first process's have none."""
+        return f"process{n}." if n else ""
+
+    def process_files(self, n: int) -> tuple[Path, Path]:
+        """Process n's result and job file."""
+        prefix = self.process_prefix(n)
+        return (
+            self.path / f"{prefix}{self.child_result.name}",
+            self.path / f"{prefix}{self.job_file.name}",
+        )
+
+    @property
+    def rounds(self) -> Path:  # interleaved rounds: the job's processes so far
+        return self.path / "processes.json"
+
     @property
     def compile_cache(self) -> Path:  # compile_cache=cold: removed after the job
         return self.path / ".compile_cache"
@@ -110,6 +128,10 @@ class SweepDir:
     @property
     def results(self) -> Path:  # one row per job attempt (JSON lines)
         return self.path / "results.jsonl"
+
+    @property
+    def round(self) -> Path:  # interleaved rounds: the round being launched
+        return self.path / "round.json"
 
     @property
     def aborted(self) -> Path:  # fail_fast: why the sweep stopped running jobs

@@ -18,8 +18,11 @@ insufficient data: neither can be said: the sample sizes could never reach p < 0
 (3 against 3 repeats in one process each), or the interval is wider than the threshold
 allows.
 A regression or an improvement where a side ran on a busy host, or where the host ran
-its reference step at another speed for one side than for the other (results/load.py),
-is `suspicious`: it is shown with why, and does not fail the gate. A job
+its reference step at another speed for one side than for the other (results/load.py)
+by enough to account for the change, is `suspicious`: it is shown with why, and does
+not fail the gate. A change past the threshold even once the host's own change is
+taken off its interval stays a regression (or improvement), and says how the host
+moved. A job
 that passed in the baseline and not in the candidate (a failure, a crash, a timeout, or
 accuracy that broke) is *broken* and fails the gate. Models only one side ran are
 listed, never dropped, and do not fail it.
@@ -107,33 +110,59 @@ def _judge_times(change: Change, threshold: float) -> tuple[str, str]:
         return INSUFFICIENT, f"{effect}; {test.method} can never reach p < {ALPHA:g}"
     where = f"95% CI {ci.low - 1:+.1%} to {ci.high - 1:+.1%}" if ci else "no CI"
     upper, lower = 1 + threshold, 1 / (1 + threshold)
-    if q < ALPHA and not lower <= ratio <= upper and (busy := _busy(change)):
-        return SUSPICIOUS, f"{effect} ({where}), p={q:.2g} after BH, but {busy}"
-    if q < ALPHA and ratio > upper:
-        return REGRESSION, f"{effect} ({where}), p={q:.2g} after BH"
-    if q < ALPHA and ratio < lower:
-        return IMPROVEMENT, f"{effect} ({where}), p={q:.2g} after BH"
+    significant = f"{effect} ({where}), p={q:.2g} after BH"
+    if q < ALPHA and not lower <= ratio <= upper:
+        busy, speed = _busy(change), _speed(change)
+        if busy or (speed and not _beyond_host(ratio, ci, upper, lower, 1 + speed)):
+            why = " and ".join(x for x in (busy, _speed_words(speed)) if x)
+            return SUSPICIOUS, f"{significant}, but {why}"
+        same_way = speed is not None and (speed > 0) == (ratio > 1)
+        more = f"; {_speed_words(speed)}, {'less than the change' if same_way else 'the other way'}"
+        more = more if speed else ""
+        return (REGRESSION if ratio > upper else IMPROVEMENT), significant + more
     if ci and lower <= ci.low and ci.high <= upper:
         return NO_CHANGE, f"{effect} ({where}): within ±{threshold:.0%}"
     return INSUFFICIENT, f"{effect} ({where}) is wider than ±{threshold:.0%}, p={q:.2g}"
 
 
 def _busy(change: Change) -> str:
-    """Which side ran on a busy host, or whether the host's speed differed between the
-    sides (results/load.py), in words; "" when neither."""
+    """Which side ran on a busy host, in words; "" when neither."""
     sides = [
         f"the {name} ran on a busy host ({e.host.described})"
         for name, e in (("baseline", change.base), ("candidate", change.cand))
         if e and e.host and not e.host.quiet
     ]
-    base, cand = change.base, change.cand
-    speed = speed_change(base.host_reference_s, cand.host_reference_s) if base and cand else None
-    if speed is not None:
-        sides.append(
-            f"the host ran its reference step {abs(speed):.0%} "
-            f"{'slower' if speed > 0 else 'faster'} for the candidate than for the baseline"
-        )
     return " and ".join(sides)
+
+
+def _speed(change: Change) -> float | None:
+    """How much slower (> 0) the host ran its reference step for the candidate than for
+    the baseline, beyond the limit (results/load.py); None: the same speed."""
+    base, cand = change.base, change.cand
+    return speed_change(base.host_reference_s, cand.host_reference_s) if base and cand else None
+
+
+def _speed_words(speed: float | None) -> str:
+    if speed is None:
+        return ""
+    return (
+        f"the host ran its reference step {abs(speed):.0%} "
+        f"{'slower' if speed > 0 else 'faster'} for the candidate than for the baseline"
+    )
+
+
+def _beyond_host(
+    ratio: float, ci: Interval | None, upper: float, lower: float, host: float
+) -> bool:
+    """Is the change beyond what the host's own change of speed (`host`: its reference
+    step's ratio, candidate over baseline) could have made of it, with 95% confidence?
+    The host can slow (or speed) a job as much as it did its reference step: the ratio's
+    interval, less that, must still lie past the threshold."""
+    if ci is None:
+        return False
+    if ratio > upper:
+        return ci.low / max(host, 1.0) > upper
+    return ci.high / min(host, 1.0) < lower
 
 
 def compare(base: Report, cand: Report, threshold: float) -> list[Change]:

@@ -35,10 +35,10 @@ from benchflow.results.io import current, known_rows, record_row, tally
 from benchflow.results.provenance import provenance
 from benchflow.results.row import JobInfo, Provenance, ResultRow, build_row
 from benchflow.runner.isolated import Outcome, join_prestart, start_zygote
-from benchflow.sweep import progress
+from benchflow.sweep import progress, rounds
 from benchflow.sweep.ir import dump_inductor_code, dump_ir
 from benchflow.sweep.plan import plan_job
-from benchflow.sweep.processes import run_processes
+from benchflow.sweep.processes import pooled, run_process, run_processes
 from benchflow.sweep.resume import attempts, current_row
 from benchflow.tracking.mlflow_runs import Tracker, safely, tracker_for
 from benchflow.tracking.sync import job_params, log_job
@@ -95,20 +95,32 @@ class Execution:
     ir_s: float = 0.0  # the IR passes' children
 
 
-def run_job(cfg: DictConfig) -> ResultRow:
+def run_job(cfg: DictConfig) -> ResultRow | None:
     where = Where.from_hydra()
     job = planned(where, cfg)
     if not where.multirun:  # what resume=true finds a single run's folder by
         where.sweep.write_plan(Plan.of([job], 1, where.overrides))
     history = list(known_rows(where.sweep.results))  # a resumed run's, or a sweep's
     previous = current_row(history, job.fingerprint)
+    round_ = rounds.current(where.sweep) if where.multirun else None
+    state = None
+    if round_ is not None and rounds.interleaved(job):
+        state = rounds.JobRounds.load(where.job_dir, job.fingerprint, round_.token)
+        if state.recorded:
+            return previous  # recorded in an earlier round (a process did not end ok)
     if previous is not None and not previous.status.runs_again(job.config.retry):
-        progress.kept(previous, where.num, where.total, job.config.retry)
+        if round_ is None or round_.index == 0:
+            progress.kept(previous, where.num, where.total, job.config.retry)
         return previous  # resume: the recorded result stands
     config_to_yaml(job.config, where.job_dir.config)
     tracker = _open_tracker(job, where)
+    if state is not None and round_ is not None:
+        done = execute_round(job, where, state, round_.index)
+        if done is None:
+            return None  # its next process runs in a later round
+    else:
+        done = execute(job, where)
     run_id = _start_run(tracker, job, where)  # its params are logged with its results
-    done = execute(job, where)
     done.info.attempt = attempts(history, job.fingerprint) + 1
     done.info.mlflow_run_id = run_id
     row, replaced = record(job, where, done)
@@ -119,6 +131,8 @@ def run_job(cfg: DictConfig) -> ResultRow:
             if old_run := old.job.mlflow_run_id:
                 safely("supersede", tracker.supersede, old_run, run_id)
     progress.report(row, where.num, where.total, tally(current(known_rows(where.sweep.results))))
+    if state is not None:
+        state.done()  # later rounds leave it be
     finish(job, where, row.status, tracker)
     return row
 
@@ -202,6 +216,77 @@ def execute(job: Job, where: Where) -> Execution:
     shutil.rmtree(where.job_dir.compile_cache, ignore_errors=True)  # MBs of generated code
     launched = outcome.launched or launching  # (a timeout's outcome has no clock readings)
     return Execution(outcome, info, gap_s=launched - gap_from, ir_s=ir_s)
+
+
+def execute_round(job: Job, where: Where, state: rounds.JobRounds, index: int) -> Execution | None:
+    """Round `index` of an interleaved job (sweep/rounds.py): its process `index`, unless
+    an earlier launch of the sweep ran it ok; then, where that was its last process or
+    did not end ok, the job's outcome from its processes pooled, and its IR passes.
+    None: the job goes on in a later round."""
+    cfg, total = job.config, job.config.process_count
+    if job.skip:
+        return _stopped(job, where, state)
+    info = JobInfo.of(job, str(where.job_dir.path))
+    backend = backends.get(job.backend)
+    if index in state.ran and state.ran[index].status == Status.OK.value and index < total - 1:
+        return None  # an earlier launch of the sweep ran it
+    asked = time.perf_counter()
+    gap_from = _previous_end()
+    with cpu_slot(cfg.cpus_per_job, f"{job.name} in {where.sweep.path}", progress.note) as cores:
+        info.cpus, wait = span(cores), time.perf_counter() - asked
+        env = child_env(cores, cfg.num_threads) | compile_cache_env(job, where.job_dir)
+        if index not in state.ran:
+            zygote = zygote_kind(job, env)
+            if zygote:
+                start_zygote(zygote, cores)
+            started_at, launching = time.time(), time.perf_counter()
+            prefork = (zygote, build_key(job) if zygote else None)
+            label = f"{job.name} (process {index + 1} of {total})"
+            with progress.running(cfg.progress, where.num, where.total, label):
+                ran = run_process(job, where.job_dir, index, env, prefork)
+            launched = ran.launched or launching
+            parent = {
+                "gap_s": launched - gap_from,
+                "cpu_wait_s": wait,
+                "started_at": started_at + (launched - launching),
+                "cpus": info.cpus,
+                "cores": len(cores),
+            }
+            state.add(index, rounds.Ran.of(ran, **parent))
+            if ran.status is Status.OK and index < total - 1:
+                _job_ended()
+                return None
+        outcomes = state.outcomes(index)
+        outcome = pooled(outcomes, total, len(cores), wall=sum(o.wall_time_s for o in outcomes))
+        ir_s = 0.0
+        if outcome.status == Status.OK:
+            info.ir_files, ir_s = _extra_passes(job, backend, where.job_dir, env, info.notes)
+        _job_ended()
+    shutil.rmtree(where.job_dir.compile_cache, ignore_errors=True)  # MBs of generated code
+    ran_so_far = [state.ran[n] for n in range(len(outcomes))]
+    info.started_at = ran_so_far[0].started_at
+    info.cpu_wait_s = sum(r.cpu_wait_s for r in ran_so_far)
+    gap = sum(r.gap_s for r in ran_so_far)
+    return Execution(outcome, info, gap_s=gap, ir_s=ir_s)
+
+
+def _stopped(job: Job, where: Where, state: rounds.JobRounds) -> Execution:
+    """An interleaved job that fail_fast stopped between its rounds: recorded from the
+    processes it ran (a note says how many), or skipped where it ran none."""
+    ran = state.ok_count()
+    if not ran:
+        return execute(job, where)  # skipped
+    info = JobInfo.of(job, str(where.job_dir.path))
+    total = job.config.process_count
+    info.notes.append(f"{job.skip}: the sweep stopped after {ran} of its {total} processes")
+    outcomes = state.outcomes(ran - 1)
+    wall = sum(o.wall_time_s for o in outcomes)
+    outcome = pooled(outcomes, ran, state.ran[0].cores, wall=wall)
+    shutil.rmtree(where.job_dir.compile_cache, ignore_errors=True)
+    done = [state.ran[n] for n in range(ran)]
+    info.started_at, info.cpus = done[0].started_at, done[0].cpus
+    info.cpu_wait_s = sum(r.cpu_wait_s for r in done)
+    return Execution(outcome, info, gap_s=sum(r.gap_s for r in done))
 
 
 # When this process's last job's children ended (time.perf_counter): the next job's

@@ -51,6 +51,8 @@ class BenchflowSweeper(BasicSweeper):
             )
 
     def sweep(self, arguments: list[str]) -> Any:
+        from benchflow.core.layout import SweepDir
+        from benchflow.sweep import progress, rounds
         from benchflow.sweep.compose import Composer
         from benchflow.sweep.start import SweepRefused, begin, jobs_of, plan_sweep, read_plan
 
@@ -77,12 +79,22 @@ class BenchflowSweeper(BasicSweeper):
         sweep_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(self.config, sweep_dir / "multirun.yaml")  # as Hydra's own sweeper
         begin(self.config, plan, prestart=self._planned is not None)
-        jobs = [list(job.overrides) for job in jobs_of(plan)]
+        jobs = jobs_of(plan)
         size = self.max_batch_size or len(jobs) or 1
+        sweep = SweepDir(sweep_dir)
+        count, token = rounds.count(jobs), rounds.new_token()
+        rounds.end(sweep)  # a killed launch's round, if it left one
         returns = []
-        for first in range(0, len(jobs), size):
-            results = self.launcher.launch(jobs[first : first + size], initial_job_idx=first)
-            for result in results:
-                _ = result.return_value  # raises what a job raised, as Hydra's sweeper does
-            returns.append(results)
+        try:
+            for index in range(count):  # interleaved rounds (benchflow.sweep.rounds)
+                if count > 1:
+                    rounds.begin(sweep, index, count, token)
+                    progress.note(f"round {index + 1} of {count}: each job's process {index + 1}")
+                for first, batch in rounds.launches(jobs, index, size):
+                    results = self.launcher.launch(batch, initial_job_idx=first)
+                    for result in results:
+                        _ = result.return_value  # raises what a job raised, as Hydra's
+                    returns.append(results)
+        finally:
+            rounds.end(sweep)
         return returns

@@ -1,0 +1,202 @@
+"""Interleaved rounds: a sweep whose jobs run in several processes (processes=N, 3 by
+default where the repeats are adaptive) runs them as asv runs its rounds. Round r runs
+process r of every job that has one, in the sweep's order, so a job's processes lie
+across the sweep's whole time, not within a few seconds of each other. This host keeps
+one speed for about a minute, then another up to 25% slower: processes run back to back
+all see one speed, and their interval says nothing of the other (benchmarks/RESULTS.md).
+
+The sweeper (hydra_plugins/benchflow_sweeper) launches the sweep once a round, each
+round's jobs in runs of consecutive numbers (a launcher numbers jobs from the first it
+is given). The task (sweep/task.py) of an interleaved job runs its process for the
+round and keeps it in the job's folder (processes.json); the round of its last process,
+or of one that did not end ok, pools them and records the row. A job's processes are
+kept across launches of the sweep: one stopped between rounds (Ctrl-C, a killed
+parent) and resumed runs only the processes its jobs lack.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from benchflow.core.files import write_json_atomic
+from benchflow.core.job import Job
+from benchflow.core.layout import JobDir, SweepDir
+from benchflow.core.status import Status
+from benchflow.results.child import ChildResult
+from benchflow.runner.isolated import Outcome
+
+
+@dataclass(frozen=True)
+class Round:
+    index: int  # from 0
+    count: int
+    # This launch of the sweep: a job recorded in an earlier round of it is done; its
+    # processes from an earlier launch are kept, its row from one is not.
+    token: str
+
+
+def interleaved(job: Job) -> bool:
+    """Does the job run one process a round (else all in the first round)? A skipped job
+    is one too: fail_fast may stop the sweep between its rounds."""
+    cfg = job.config
+    return cfg.interleave and cfg.process_count > 1 and not job.invalid
+
+
+def count(jobs: Sequence[Job]) -> int:
+    """How many rounds the sweep runs: its interleaved jobs' most processes (1: none)."""
+    return max((job.config.process_count for job in jobs if interleaved(job)), default=1)
+
+
+def launches(jobs: Sequence[Job], index: int, size: int) -> list[tuple[int, list[list[str]]]]:
+    """Round `index`'s launches: (the first job's number, the jobs' overrides), each a
+    run of consecutive job numbers, at most `size` long. The first round launches every
+    job; a later one, the interleaved jobs with a process for it."""
+    out: list[tuple[int, list[list[str]]]] = []
+    for job in sorted(jobs, key=lambda j: j.num):
+        if index and not (interleaved(job) and job.config.process_count > index):
+            continue
+        if out and out[-1][0] + len(out[-1][1]) == job.num and len(out[-1][1]) < size:
+            out[-1][1].append(list(job.overrides))
+        else:
+            out.append((job.num, [list(job.overrides)]))
+    return out
+
+
+def new_token() -> str:
+    return uuid.uuid4().hex
+
+
+def begin(sweep: SweepDir, index: int, rounds: int, token: str) -> None:
+    """Round `index` of `rounds` is being launched (read by the jobs' tasks)."""
+    write_json_atomic(sweep.round, {"round": index, "rounds": rounds, "token": token})
+
+
+def end(sweep: SweepDir) -> None:
+    """No round is being launched: a later single launch runs processes back to back."""
+    sweep.round.unlink(missing_ok=True)
+
+
+def current(sweep: SweepDir) -> Round | None:
+    try:
+        data = json.loads(sweep.round.read_text())
+        return Round(int(data["round"]), int(data["rounds"]), str(data["token"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+@dataclass
+class Ran:
+    """One process of a job, as its round saw it: the outcome (its result is re-read from
+    the process's own file) and what the parent measured around it."""
+
+    status: str
+    error: str | None
+    returncode: int | None
+    wall_time_s: float
+    launched: float | None
+    ended: float | None
+    gap_s: float  # the parent's work since its previous job's end (results/phases.py)
+    cpu_wait_s: float
+    started_at: float  # epoch seconds
+    cpus: str | None  # the CPU slot, e.g. "0-1"
+    cores: int  # how many it holds
+
+    @classmethod
+    def of(cls, outcome: Outcome, **parent: Any) -> Ran:
+        return cls(
+            status=outcome.status.value,
+            error=outcome.error,
+            returncode=outcome.returncode,
+            wall_time_s=outcome.wall_time_s,
+            launched=outcome.launched,
+            ended=outcome.ended,
+            **parent,
+        )
+
+    def outcome(self, job_dir: JobDir, n: int) -> Outcome:
+        result_path, _ = job_dir.process_files(n)
+        try:
+            result = ChildResult.from_dict(json.loads(result_path.read_text()))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            result = None
+        return Outcome(
+            Status(self.status),
+            self.error,
+            self.returncode,
+            self.wall_time_s,
+            result,
+            self.launched,
+            self.ended,
+        )
+
+
+@dataclass
+class JobRounds:
+    """An interleaved job's processes so far (its folder's processes.json)."""
+
+    job_dir: JobDir
+    fingerprint: str
+    token: str
+    ran: dict[int, Ran] = field(default_factory=dict)
+    recorded: bool = False  # its row is recorded, in this launch of the sweep
+
+    @classmethod
+    def load(cls, job_dir: JobDir, fingerprint: str, token: str) -> JobRounds:
+        """The job's processes so far: this launch's, and an earlier launch's that ended
+        ok where that launch stopped before recording the job (its row, if recorded
+        then, is not this launch's: the job runs again from its first process)."""
+        fresh = cls(job_dir, fingerprint, token)
+        try:
+            data = json.loads(job_dir.rounds.read_text())
+        except (OSError, ValueError):
+            return fresh
+        if not isinstance(data, dict) or data.get("fingerprint") != fingerprint:
+            return fresh
+        same = data.get("token") == token
+        if data.get("recorded") and not same:
+            return fresh
+        try:
+            ran = {int(n): Ran(**r) for n, r in data.get("processes", {}).items()}
+        except (TypeError, ValueError):
+            return fresh
+        kept = {n: r for n, r in ran.items() if same or r.status == Status.OK.value}
+        return cls(job_dir, fingerprint, token, kept, bool(data.get("recorded")) and same)
+
+    def save(self) -> None:
+        write_json_atomic(
+            self.job_dir.rounds,
+            {
+                "fingerprint": self.fingerprint,
+                "token": self.token,
+                "recorded": self.recorded,
+                "processes": {str(n): asdict(r) for n, r in sorted(self.ran.items())},
+            },
+        )
+
+    def add(self, n: int, ran: Ran) -> None:
+        self.ran[n] = ran
+        self.save()
+
+    def outcomes(self, upto: int) -> list[Outcome]:
+        """Processes 0..upto, in order, as far as each ran (a gap ends the list)."""
+        out: list[Outcome] = []
+        for n in range(upto + 1):
+            if n not in self.ran:
+                break
+            out.append(self.ran[n].outcome(self.job_dir, n))
+        return out
+
+    def ok_count(self) -> int:
+        """How many processes from the first ran and ended ok, with nothing missing."""
+        n = 0
+        while n in self.ran and self.ran[n].status == Status.OK.value:
+            n += 1
+        return n
+
+    def done(self) -> None:
+        self.recorded = True
+        self.save()

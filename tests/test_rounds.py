@@ -1,0 +1,145 @@
+"""Interleaved rounds (sweep/rounds.py): a sweep runs process r of every job in round r,
+so a job's processes lie across the sweep; a sweep stopped between rounds and resumed
+runs only the processes its jobs lack; fail_fast between rounds keeps what ran."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.conftest import (
+    SEARCHPATH,
+    EarlySweeps,
+    early,
+    read_rows,
+    run_cli,
+    start_cli,
+    wait_for_text,
+)
+
+from benchflow.config.schema import BenchConfig
+from benchflow.core.job import Job
+from benchflow.sweep import rounds
+
+# sleepy's steps sleep 0.25 s: a process takes about a second on any machine and load.
+SWEEP = [
+    "-m",
+    SEARCHPATH,
+    "model=sleepy",
+    "model.size=tiny",
+    "dtype=float32",
+    "repeat=2,3",
+    "iterations_per_run=1",
+    "warmup=1",
+    "processes=2",
+    "mlflow.enabled=false",
+]
+
+
+def _processes(job_dir: Path) -> dict[str, dict[str, Any]]:
+    data: dict[str, dict[str, Any]] = json.loads((job_dir / "processes.json").read_text())[
+        "processes"
+    ]
+    return data
+
+
+@early("rounds", niced=False)  # the SIGTERM must land inside job 0's second process
+def _rounds(root: Path) -> dict[str, Any]:
+    """The sweep SIGTERMed in its second round, then resumed; and a fail_fast sweep whose
+    second job fails in the first round."""
+    cwd = root / "interrupted"
+    cwd.mkdir()
+    err = cwd / "stderr.log"
+    proc = start_cli(SWEEP, cwd, err)
+    try:
+        wait_for_text(err, "[1/2] sleepy·eager·eval·float32 (process 2 of 2)", proc)
+        time.sleep(0.4)  # inside its steps
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    got: dict[str, Any] = {"cwd": cwd, "code": code, "err": err.read_text()}
+    (sweep,) = [p for p in (cwd / "multirun").glob("*/*") if p.is_dir()]
+    got["sweep"] = sweep
+    got["first"] = read_rows(sweep)
+    got["before"] = {n: _processes(sweep / n) for n in ("0", "1")}
+    if code == 143:
+        got["again"] = run_cli([*SWEEP, "resume=true"], cwd)
+        got["after"] = {n: _processes(sweep / n) for n in ("0", "1")}
+        got["rows"] = read_rows(sweep)
+    ff = root / "fail_fast"
+    ff.mkdir()
+    args = [*SWEEP[:3], "model=sleepy,fault_raise", *SWEEP[4:5], "fail_fast=true", "repeat=2"]
+    got["ff"] = run_cli([*args, *SWEEP[6:]], ff)
+    got["ff_rows"] = [r for p in (ff / "multirun").glob("*/*") for r in read_rows(p)]
+    return got
+
+
+def test_a_sweep_runs_one_process_of_each_job_a_round(early_sweeps: EarlySweeps) -> None:
+    got = early_sweeps.result("rounds")
+    assert got["code"] == 143, got["err"][-3000:]
+    lines = [ln for ln in got["err"].splitlines() if "(process " in ln]
+    assert [ln.split(" …")[0] for ln in lines] == [
+        "[1/2] sleepy·eager·eval·float32 (process 1 of 2)",
+        "[2/2] sleepy·eager·eval·float32 (process 1 of 2)",
+        "[1/2] sleepy·eager·eval·float32 (process 2 of 2)",
+    ]
+    before = got["before"]
+    # job 1's first process ran between job 0's two
+    assert before["0"]["0"]["ended"] <= before["1"]["0"]["launched"]
+    assert [r["status"] for r in got["first"]] == ["interrupted"]  # job 0, in round 2
+
+
+def test_a_resumed_sweep_runs_only_the_processes_its_jobs_lack(
+    early_sweeps: EarlySweeps,
+) -> None:
+    got = early_sweeps.result("rounds")
+    again = got["again"]
+    assert again.returncode == 0, again.stderr[-3000:]
+    before, after = got["before"], got["after"]
+    # job 1's first process, from the stopped launch, is kept as it was; job 0, whose
+    # row (interrupted) was recorded, ran both again
+    assert after["1"]["0"] == before["1"]["0"]
+    assert after["0"]["0"]["launched"] > before["0"]["0"]["launched"]
+    assert "(process 1 of 2)" not in again.stderr.split("[2/2]", 1)[1].split("\n", 1)[0]
+    rows = {r["job"]["num"]: r for r in got["rows"] if not r.get("superseded_by")}
+    assert [rows[n]["status"] for n in (0, 1)] == ["ok", "ok"]
+    for n in (0, 1):
+        row, ran = rows[n], after[str(n)]
+        assert len(row["timing"]["processes"]) == 2
+        # the job's wall: its processes' own walls, not the span from first to last
+        walls = sum(p["wall_time_s"] for p in ran.values())
+        assert row["job"]["wall_time_s"] == pytest.approx(walls)
+        assert sum(row["job"]["phases"].values()) == pytest.approx(
+            walls + sum(p["gap_s"] for p in ran.values())
+        )
+
+
+def test_fail_fast_between_rounds_records_what_ran(early_sweeps: EarlySweeps) -> None:
+    got = early_sweeps.result("rounds")
+    rows = {r["model"]["model_name"]: r for r in got["ff_rows"]}
+    assert len(got["ff_rows"]) == 2, got["ff"].stderr[-3000:]
+    assert rows["fault_raise"]["status"] == "failed"
+    sleepy = rows["sleepy"]  # its second round came after the failure
+    assert sleepy["status"] == "ok" and sleepy["timing"]["repeats"] == 2  # one process's
+    assert any("stopped after 1 of its 2 processes" in n for n in sleepy["job"]["notes"])
+
+
+def _job(num: int, **kw: Any) -> Job:
+    return Job(num, f"j{num}", (f"x={num}",), BenchConfig(**kw), backend="eager")
+
+
+def test_rounds_launch_runs_of_consecutive_jobs_with_a_process_left() -> None:
+    jobs = [_job(0), _job(1, repeat=3), _job(2, processes=2), _job(3), _job(4, interleave=False)]
+    assert rounds.count(jobs) == 3  # the adaptive jobs' 3 processes
+    assert rounds.launches(jobs, 0, 10) == [(0, [[f"x={n}"] for n in range(5)])]
+    assert rounds.launches(jobs, 0, 2) == [(0, [["x=0"], ["x=1"]]), (2, [["x=2"], ["x=3"]]),
+                                           (4, [["x=4"]])]  # fmt: skip
+    assert rounds.launches(jobs, 1, 10) == [(0, [["x=0"]]), (2, [["x=2"], ["x=3"]])]
+    assert rounds.launches(jobs, 2, 10) == [(0, [["x=0"]]), (3, [["x=3"]])]
+    assert rounds.count([_job(0, repeat=3), _job(1, interleave=False)]) == 1
