@@ -51,13 +51,36 @@ def count(jobs: Sequence[Job]) -> int:
     return max((job.config.process_count for job in jobs if interleaved(job)), default=1)
 
 
-def launches(jobs: Sequence[Job], index: int, size: int) -> list[tuple[int, list[list[str]]]]:
+def repeats_of(jobs: Sequence[Job]) -> set[int]:
+    """The interleaved jobs with the fingerprint of an earlier one (xla=auto,PJRT plans
+    openxla twice): a sweep run back to back keeps the second, the first's row recorded
+    by then; in rounds it would run its processes beside the first's."""
+    seen: set[str] = set()
+    out = set()
+    for job in sorted(jobs, key=lambda j: j.num):
+        if interleaved(job):
+            fp = job.fingerprint
+            if fp in seen:
+                out.add(job.num)
+            seen.add(fp)
+    return out
+
+
+def launches(
+    jobs: Sequence[Job], index: int, size: int, repeats: set[int] | None = None
+) -> list[tuple[int, list[list[str]]]]:
     """Round `index`'s launches: (the first job's number, the jobs' overrides), each a
     run of consecutive job numbers, at most `size` long. The first round launches every
-    job; a later one, the interleaved jobs with a process for it."""
+    job; a later one, the interleaved jobs with a process for it. A job in `repeats`
+    (repeats_of) waits for the last round, where the first of its fingerprint has its
+    row, and is kept."""
+    last = count(jobs) - 1
     out: list[tuple[int, list[list[str]]]] = []
     for job in sorted(jobs, key=lambda j: j.num):
-        if index and not (interleaved(job) and job.config.process_count > index):
+        if repeats and job.num in repeats:
+            if index != last:
+                continue
+        elif index and not (interleaved(job) and job.config.process_count > index):
             continue
         if out and out[-1][0] + len(out[-1][1]) == job.num and len(out[-1][1]) < size:
             out[-1][1].append(list(job.overrides))
