@@ -10,4 +10,5 @@ COMMANDS = {
     "ui": ("benchflow.cli.ui", "the MLflow UI over the runs' store, on 127.0.0.1:5000"),
     "sync": ("benchflow.cli.sync", "upload to MLflow what a sweep could not log"),
     "rerun": ("benchflow.cli.rerun", "run recorded jobs again, from their records"),
+    "history": ("benchflow.cli.history", "the same jobs over many sweeps: change points"),
 }

@@ -29,12 +29,14 @@ summary.csv, report.html (+ speedup.png, times.png) and logs them to the
 sweep's MLflow parent run.
 
 With --compare BASE, SOURCE is the candidate, and each row gets a verdict from its
-raw per-repeat samples: regression (the Mann-Whitney U test significant at 5% after
-Benjamini-Hochberg over the rows, and slower than --threshold), improvement, no
-significant change (the change's 95% interval within ±threshold), or insufficient
-data (the samples cannot tell). A regression, or a model that passed in BASE and
-fails in SOURCE, makes the exit code 1; one measured on a busy host is "suspicious"
-and does not (docs/reports.md).
+samples (Welch's t on the log process medians where both sides ran in several
+processes, else Mann-Whitney U on the per-repeat samples): regression (significant
+at 5% after Benjamini-Hochberg over the rows, and slower than --threshold),
+improvement, no significant change (the change's 95% interval within ±threshold), or
+insufficient data (the samples cannot tell). A regression, or a model that passed in
+BASE and fails in SOURCE, makes the exit code 1; one measured on a busy host, or
+while the host's own speed moved enough to account for it, is "suspicious" and does
+not (docs/reports.md).
 It first prints what differs between the two sides' environments (CPU features,
 versions, lock, TorchBench checkout, speed settings): a slowdown may come from there.
 --require-same-env makes such a difference an error (exit 2).
@@ -52,7 +54,7 @@ exit codes: 0 done (no regression), 1 regression found (--compare), 2 bad input.
 """
 
 
-def _threshold(text: str) -> float:
+def parse_threshold(text: str) -> float:
     try:
         value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
     except ValueError:
@@ -107,7 +109,7 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--threshold",
-        type=_threshold,
+        type=parse_threshold,
         default=0.05,
         help="slowdown that counts as a regression (default 0.05 = 5%%)",
     )

@@ -163,23 +163,11 @@ class Test:
 def compare_times(num: Timed, den: Timed, level: float = LEVEL) -> Test:
     """num against den: by processes when both ran in more than one (Welch's t on the
     log process medians), else by their repeats (Mann-Whitney U, bootstrap ratio)."""
-    import numpy as np
-
     if num.by_process and den.by_process:
-        a, b = np.asarray(num.process_medians), np.asarray(den.process_medians)
-        what = f"Welch's t on log process medians, {a.size} against {b.size}"
-        if np.any(a <= 0) or np.any(b <= 0):
-            return Test(None, None, what, False)
-        from scipy.stats import ttest_ind
-
-        la, lb = np.log(a), np.log(b)
-        if np.ptp(la) == 0 and np.ptp(lb) == 0:  # no spread on either side: no t
-            ratio = float(a[0] / b[0])
-            return Test(1.0 if ratio == 1 else 0.0, Interval(ratio, ratio, level, what), what, True)
-        res = ttest_ind(la, lb, equal_var=False)
-        ci = res.confidence_interval(level)
-        interval = Interval(float(np.exp(ci.low)), float(np.exp(ci.high)), level, what)
-        return Test(float(res.pvalue), interval, what, True)
+        what = f"Welch's t on log process medians, {len(num.process_medians)} against "
+        return welch_log_ratio(
+            num.process_medians, den.process_medians, what + f"{len(den.process_medians)}", level
+        )
     what = f"Mann-Whitney U on repeats, {len(num.repeats)} against {len(den.repeats)}"
     return Test(
         mann_whitney(den.repeats, num.repeats),
@@ -187,6 +175,29 @@ def compare_times(num: Timed, den: Timed, level: float = LEVEL) -> Test:
         what,
         min_p_value(len(den.repeats), len(num.repeats)) < ALPHA,
     )
+
+
+def welch_log_ratio(
+    num: Sequence[float], den: Sequence[float], what: str, level: float = LEVEL
+) -> Test:
+    """Welch's t test of the logs of two samples of times (at least 2 each): its p-value,
+    and the interval of the ratio of their geometric means (its CI of the difference of
+    the mean logs, exponentiated)."""
+    import numpy as np
+
+    a, b = np.asarray(num, dtype=float), np.asarray(den, dtype=float)
+    if a.size < 2 or b.size < 2 or np.any(a <= 0) or np.any(b <= 0):
+        return Test(None, None, what, False)
+    from scipy.stats import ttest_ind
+
+    la, lb = np.log(a), np.log(b)
+    if np.ptp(la) == 0 and np.ptp(lb) == 0:  # no spread on either side: no t
+        ratio = float(a[0] / b[0])
+        return Test(1.0 if ratio == 1 else 0.0, Interval(ratio, ratio, level, what), what, True)
+    res = ttest_ind(la, lb, equal_var=False)
+    ci = res.confidence_interval(level)
+    interval = Interval(float(np.exp(ci.low)), float(np.exp(ci.high)), level, what)
+    return Test(float(res.pvalue), interval, what, True)
 
 
 def _medians_ratio(num, den, axis=-1):  # type: ignore[no-untyped-def]

@@ -1,0 +1,1 @@
+"""`benchflow history`: the same jobs over many sweeps, and where their times changed."""

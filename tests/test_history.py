@@ -1,0 +1,141 @@
+"""History (issue 26): change points in a job's times over sweeps (results/changepoints.py)
+and `benchflow history` over sweep folders: the change found where it is, explained by
+what changed in the environment, and --fail-on-new's exit codes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from tests.conftest import run_cli
+
+from benchflow.cli.history import main as history_main
+from benchflow.results import changepoints
+
+RNG_SEED = 26
+
+
+def _series(n: int, step_at: int | None, step: float, noise: float, seed: int) -> list[float]:
+    rng = np.random.default_rng(seed)
+    values = np.exp(rng.normal(0.0, noise, n)) * 0.010
+    if step_at is not None:
+        values[step_at:] *= 1 + step
+    return [float(v) for v in values]
+
+
+def test_a_flat_series_has_no_change_point() -> None:
+    for seed in range(20):
+        assert changepoints.find(_series(40, None, 0.0, 0.03, seed)) == [], seed
+
+
+def test_a_step_is_found_where_it_is_with_its_size_and_intervals() -> None:
+    values = _series(30, 18, 0.30, 0.03, RNG_SEED)
+    (found,) = changepoints.find(values)
+    assert found.index == 18
+    assert found.change == pytest.approx(0.30, abs=0.05)
+    assert found.ratio_ci is not None and found.ratio_ci.contains(1.30)
+    assert found.before_ci is not None and found.before_ci.contains(0.010)
+    assert found.after_ci is not None and found.after_ci.contains(0.013)
+    assert found.p_value < 0.05
+    # a step the wrong way is an improvement, found the same way
+    (down,) = changepoints.find(_series(30, 12, -0.25, 0.03, RNG_SEED))
+    assert down.index == 12 and down.change == pytest.approx(-0.25, abs=0.05)
+
+
+def test_steps_below_the_threshold_and_single_outliers_are_not_change_points() -> None:
+    quiet = _series(30, 15, 0.03, 0.002, RNG_SEED)  # 3%, measured well: real, but small
+    (small,) = changepoints.find(quiet, threshold=0.02)
+    assert small.index == 15
+    assert changepoints.find(quiet) == []  # under the 5% default
+    spike = _series(30, None, 0.0, 0.02, RNG_SEED)
+    spike[10] *= 2.0  # one sweep on a bad host
+    assert changepoints.find(spike) == []
+
+
+def _row(num: int, time_s: float, at: float, affinity: str, torch: str) -> dict[str, Any]:
+    times = [time_s * f for f in (0.99, 1.0, 1.01)]
+    return {
+        "row_id": f"r{int(at)}{num}",
+        "model": {"model_name": f"m{num}"},
+        "experiment": {"dynamo": "inductor", "test": "eval"},
+        "status": "ok",
+        "metrics": {"per_iter_time_s": times},
+        "summary": {"per_iter_time_s": {"median": time_s}},
+        "timestamp": at,
+        "job": {
+            "name": f"m{num}·inductor·eval",
+            "num": num,
+            "fingerprint": f"fp{num}",
+            "started_at": at,
+        },
+        "provenance": {
+            "cpu_model": "AMD EPYC",
+            "versions": {"torch": torch},
+            "hardware": {"affinity": affinity, "cpu_features": ["avx512f"]},
+        },
+    }
+
+
+def _history(root: Path, sweeps: int, change_at: int) -> Path:
+    """`sweeps` sweep folders of two jobs: m0 slows 40% from sweep `change_at` on (the
+    sweeps from there ran on one core of two), m1 stays flat."""
+    rng = np.random.default_rng(RNG_SEED)
+    for k in range(sweeps):
+        folder = root / "multirun" / "2026-11-25" / f"10-{k:02d}-00"
+        folder.mkdir(parents=True)
+        slow = k >= change_at
+        affinity = "0" if slow else "0-1"
+        rows = [
+            _row(
+                0,
+                0.010 * (1.4 if slow else 1.0) * float(np.exp(rng.normal(0, 0.02))),
+                1e9 + 3600 * k,
+                affinity,
+                "2.9.0",
+            ),
+            _row(
+                1, 0.020 * float(np.exp(rng.normal(0, 0.02))), 1e9 + 3600 * k + 5, affinity, "2.9.0"
+            ),
+        ]
+        (folder / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return root / "multirun"
+
+
+def test_history_finds_the_change_names_what_changed_and_gates_new_ones(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = _history(tmp_path, 12, 8)
+    got = run_cli(["history", str(root), "--fail-on-new", "--window", "5"], tmp_path)
+    assert got.returncode == 1, got.stderr[-3000:]  # the change is new: in the last 5
+    out = got.stdout
+    assert "12 sweep(s), 2 job(s), 1 change point(s)" in out, out
+    (line,) = [ln for ln in out.splitlines() if ln.startswith("m0·inductor·eval: +")]
+    assert 0.30 <= float(line.split("+")[1].split("%")[0]) / 100 <= 0.50, line  # 40% planted
+    assert "m1·inductor·eval" not in out
+    assert "/10-08-00 (3 sweep(s) ago)" in out  # the first sweep after the change
+    assert "what changed: job.cpus: 2 -> 1\n" in out  # the affinity, as recorded
+    assert "rerun the run before: benchflow rerun " in out
+    # the gate, in this process: the change's first sweep (the 9th of 12) is among the
+    # last 4, not among the last 3; without --fail-on-new it exits 0
+    assert history_main([str(root)]) == 0
+    for window, code in (("4", 1), ("3", 0)):
+        assert history_main([str(root), "--fail-on-new", "--window", window]) == code, window
+    assert "new regression: m0·inductor·eval +" in capsys.readouterr().err
+
+
+def test_history_of_the_sweeps_before_the_change_is_flat(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = _history(tmp_path, 7, 8)  # the first 7 sweeps: no change yet
+    assert history_main([str(root), "--fail-on-new"]) == 0
+    assert "7 sweep(s), 2 job(s), 0 change point(s)" in capsys.readouterr().out
+
+
+def test_history_refuses_a_bad_window(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        history_main([str(tmp_path), "--window", "0"])
+    assert exc.value.code == 2
+    assert "--window='0'; allowed: an integer >= 1" in capsys.readouterr().err
