@@ -5,6 +5,7 @@ from one job to the next, and a crash or a timeout still ends only its own job."
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+import pytest
 from tests.conftest import (
     SEARCHPATH,
     ZYGOTES_INDUCTOR_CACHE,
@@ -311,3 +313,25 @@ def test_jobs_of_one_build_fork_from_one_zygote_in_turn(cases_sweep: SessionSwee
         off["parent_pid"]
         != builds[cases_sweep.case("share_llama_train_on")["job"]["dir"]]["parent_pid"]
     )
+
+
+def test_a_message_right_behind_another_is_read_at_once() -> None:
+    """The zygote's pid message and a fast job's exit code can arrive in one read: the
+    second must be returned at once, not after the job's whole timeout (a sweep once
+    sat 300 s after a job that failed in a second, under the suite's load)."""
+    from benchflow.runner.zygote import Zygote, ZygoteError
+
+    r, w = os.pipe()
+    zygote = Zygote.__new__(Zygote)  # the reader alone: no process behind it
+    zygote._out, zygote._pending, zygote.proc, zygote.pid = os.fdopen(r, "rb"), b"", None, 0
+    os.write(w, b'{"pid": 7}\n{"returncode": 1}\n{"retu')
+    started = time.monotonic()
+    assert zygote._read(5.0) == {"pid": 7}
+    assert zygote.wait(5.0) == 1
+    assert time.monotonic() - started < 1.0
+    assert zygote._read(0.2) is None  # half a message: not yet
+    os.write(w, b'rncode": 0}\n')
+    assert zygote.wait(5.0) == 0
+    os.close(w)
+    with pytest.raises(ZygoteError, match="the zygote exited"):
+        zygote._read(5.0)

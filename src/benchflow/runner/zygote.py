@@ -135,6 +135,7 @@ class Zygote:
         self._sock: socket.socket | None = None
         self.build_s: float | None = None
         self._closed = False
+        self._pending = b""  # read from the zygote, not yet a whole message (_read)
         if base is not None:
             self._fork_from(base, cores, build)
             return
@@ -188,13 +189,23 @@ class Zygote:
         self._in.flush()
 
     def _read(self, timeout: float | None) -> dict[str, Any] | None:
-        ready, _, _ = select.select([self._out], [], [], timeout)
-        if not ready:
-            return None
-        line = self._out.readline()
-        if not line:
-            code = f"code {self.proc.poll()}" if self.proc else f"pid {self.pid}"
-            raise ZygoteError(f"the zygote exited ({code})")
+        """The zygote's next message, or None after `timeout` without one. Read from the
+        file descriptor into a buffer of our own: a buffered reader may hold a second
+        message (a job's exit code right behind its pid) where select() cannot see it,
+        and the wait for it would last the whole timeout."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        fd = self._out.fileno()
+        while b"\n" not in self._pending:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ready, _, _ = select.select([fd], [], [], left)
+            if not ready:
+                return None
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                code = f"code {self.proc.poll()}" if self.proc else f"pid {self.pid}"
+                raise ZygoteError(f"the zygote exited ({code})")
+            self._pending += chunk
+        line, _, self._pending = self._pending.partition(b"\n")
         data: dict[str, Any] = json.loads(line)
         return data
 
