@@ -312,30 +312,45 @@ def part_process_series(work: Path) -> str:
         for r in rows(sweep(work, name, grid=grid)):
             if r["status"] == "ok":
                 medians[r["job"]["name"]] = [p["median_s"] for p in r["timing"]["processes"]]
-    target = ROOT / "tests" / "data" / "process_series.json"
-    target.write_text(
-        json.dumps(
-            {
-                "about": "each process's median seconds per step, in time order, of jobs "
-                f"timed in {n} processes one after another, each process as a default "
-                "job's (benchmarks/uncertainty.py --parts process_series)",
-                "commands": commands,
-                "cpu": rows(work / "multirun" / "pseries_eager")[0]["provenance"].get("cpu_model"),
-                "recorded": time.strftime("%Y-%m-%d"),
-                "medians": medians,
-            },
-            indent=1,
-        )
-        + "\n"
+    about = (
+        f"each process's median seconds per step, in time order, of jobs timed in {n} "
+        "processes one after another, each process as a default job's "
+        "(benchmarks/uncertainty.py --parts process_series)"
     )
+    first = rows(work / "multirun" / "pseries_eager")[0]
+    title = (
+        f"(g) Coverage of a job's 95% interval over processes: {n} processes of each job, "
+        "cut in time order into windows of {k} (what a default job times); does the "
+        "window's interval hold the median of all its processes' medians?"
+    )
+    return _process_coverage("process_series.json", about, commands, first, medians, title)
+
+
+def _process_coverage(
+    name: str,
+    about: str,
+    commands: list[str],
+    first: dict[str, Any],
+    medians: dict[str, list[float]],
+    title: str,
+) -> str:
+    """Writes each job's process medians to tests/data/NAME (for the coverage tests) and
+    returns the table of their windows' coverage; `title` has {k} for the window."""
+    target = ROOT / "tests" / "data" / name
+    data = {
+        "about": about,
+        "commands": commands,
+        "cpu": first["provenance"].get("cpu_model"),
+        "recorded": time.strftime("%Y-%m-%d"),
+        "medians": medians,
+    }
+    target.write_text(json.dumps(data, indent=1) + "\n")
     from benchflow.config.schema import DEFAULT_PROCESSES
     from benchflow.results.intervals import log_t_interval
 
     k = DEFAULT_PROCESSES
     out = [
-        f"(g) Coverage of a job's 95% interval over processes: {n} processes of each job, "
-        f"cut in time order into windows of {k} (what a default job times); does the "
-        "window's interval hold the median of all its processes' medians?\n",
+        title.format(k=k) + "\n",
         "| job | processes | their medians ms (min, median, max) | windows | covered |",
         "|---|---|---|---|---|",
     ]
@@ -356,37 +371,20 @@ def part_round_series(work: Path) -> str:
         for r in rows(folder)
         if r["status"] == "ok"
     }
-    target = ROOT / "tests" / "data" / "round_series.json"
     wall = float((folder / "wall_s.txt").read_text())
-    target.write_text(
-        json.dumps(
-            {
-                "about": f"each process's median seconds per step of the jobs of one sweep "
-                f"timed in {n} interleaved rounds (one process of every job a round, "
-                f"{wall / n:.0f} s a round), each process as a default job's "
-                "(benchmarks/uncertainty.py --parts round_series)",
-                "command": "benchflow -m " + " ".join([*GRID, *per_process]),
-                "cpu": rows(folder)[0]["provenance"].get("cpu_model"),
-                "recorded": time.strftime("%Y-%m-%d"),
-                "medians": medians,
-            },
-            indent=1,
-        )
-        + "\n"
+    about = (
+        f"each process's median seconds per step of the jobs of one sweep timed in {n} "
+        f"interleaved rounds (one process of every job a round, {wall / n:.0f} s a round), "
+        "each process as a default job's (benchmarks/uncertainty.py --parts round_series)"
     )
-    from benchflow.config.schema import DEFAULT_PROCESSES
-    from benchflow.results.intervals import log_t_interval
-
-    k = DEFAULT_PROCESSES
-    out = [
+    title = (
         f"(i) Coverage of a job's 95% interval over interleaved processes: the grid in {n} "
         f"rounds ({wall:.0f} s, {wall / n:.0f} s a round), each job's processes cut in "
-        f"round order into windows of {k} (a default sweep of the grid's job); does the "
-        "window's interval hold the median of all that job's processes' medians?\n",
-        "| job | processes | their medians ms (min, median, max) | windows | covered |",
-        "|---|---|---|---|---|",
-    ]
-    return "\n".join([*out, *_coverage_rows(medians, k, log_t_interval, target)]) + "\n"
+        "round order into windows of {k} (a default sweep of the grid's job); does the "
+        "window's interval hold the median of all that job's processes' medians?"
+    )
+    command = "benchflow -m " + " ".join([*GRID, *per_process])
+    return _process_coverage("round_series.json", about, [command], rows(folder)[0], medians, title)
 
 
 # The real TorchBench grid of the issue (its models from a pytorch/benchmark checkout,

@@ -321,16 +321,24 @@ def test_the_process_interval_covers_the_long_run_median_of_real_process_medians
     longer than a job's processes take when they run one after another; interleaved
     rounds spread them, the test below; docs/timing.md.)"""
     rng = np.random.default_rng(12)
-    trials = hits = 0
-    for values in _process_medians().values():
-        long_run = statistics.median(values)
-        shuffled = list(rng.permutation(values))
-        for start in range(0, len(shuffled) - DEFAULT_PROCESSES + 1, DEFAULT_PROCESSES):
-            ci = log_t_interval(shuffled[start : start + DEFAULT_PROCESSES])
-            assert ci is not None
-            trials, hits = trials + 1, hits + ci.contains(long_run)
+    shuffled = {name: list(rng.permutation(v)) for name, v in _process_medians().items()}
+    hits, trials = _windows_covered(shuffled)
     assert trials >= 50
     assert hits / trials >= 0.90, f"{hits} of {trials}"
+
+
+def _windows_covered(medians: dict[str, list[float]]) -> tuple[int, int]:
+    """(windows whose t interval holds their job's median of all its process medians,
+    windows): each job's process medians cut, in the order given, into windows of a
+    default job's processes."""
+    trials = hits = 0
+    for values in medians.values():
+        long_run = statistics.median(values)
+        for start in range(0, len(values) - DEFAULT_PROCESSES + 1, DEFAULT_PROCESSES):
+            ci = log_t_interval(values[start : start + DEFAULT_PROCESSES])
+            assert ci is not None
+            trials, hits = trials + 1, hits + ci.contains(long_run)
+    return hits, trials
 
 
 def test_the_interval_over_interleaved_processes_covers_the_long_run_median() -> None:
@@ -340,12 +348,6 @@ def test_the_interval_over_interleaved_processes_covers_the_long_run_median() ->
     sweep of the grid times, its processes a round apart. The window's t interval holds
     the median of all of that job's process medians in at least 90% of at least 50."""
     data = json.loads((DATA / "round_series.json").read_text())
-    trials = hits = 0
-    for values in data["medians"].values():
-        long_run = statistics.median(values)
-        for start in range(0, len(values) - DEFAULT_PROCESSES + 1, DEFAULT_PROCESSES):
-            ci = log_t_interval(values[start : start + DEFAULT_PROCESSES])
-            assert ci is not None
-            trials, hits = trials + 1, hits + ci.contains(long_run)
+    hits, trials = _windows_covered(data["medians"])
     assert trials >= 50
     assert hits / trials >= 0.90, f"{hits} of {trials}"
