@@ -11,8 +11,9 @@ Its own module, so that the registry is one object: pytest loads conftest.py as
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,18 @@ _thread = threading.local()
 # The session sweeps' runs (conftest.py: _session_sweeps), by name, once started: an
 # early run may start something beside one of them (the UI over the grid's store).
 SESSION_RUNS: dict[str, Any] = {}
+
+
+@contextlib.contextmanager
+def niced() -> Iterator[None]:
+    """Within an early run that started un-niced (a signal had to land at a point), the
+    runs after that part yield the CPU like the others."""
+    before = getattr(_thread, "background", False)
+    _thread.background = True
+    try:
+        yield
+    finally:
+        _thread.background = before
 
 
 def in_background() -> bool:

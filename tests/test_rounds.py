@@ -20,6 +20,7 @@ from tests.conftest import (
     start_cli,
     wait_for_text,
 )
+from tests.early import niced
 
 from benchflow.config.schema import BenchConfig
 from benchflow.core.job import Job
@@ -68,14 +69,15 @@ def _rounds(root: Path) -> dict[str, Any]:
     got["sweep"] = sweep
     got["first"] = read_rows(sweep)
     got["before"] = {n: _processes(sweep / n) for n in ("0", "1")}
-    if code == 143:
-        got["again"] = run_cli([*SWEEP, "resume=true"], cwd)
-        got["after"] = {n: _processes(sweep / n) for n in ("0", "1")}
-        got["rows"] = read_rows(sweep)
-    ff = root / "fail_fast"
-    ff.mkdir()
-    args = [*SWEEP[:3], "model=sleepy,fault_raise", *SWEEP[4:5], "fail_fast=true", "repeat=2"]
-    got["ff"] = run_cli([*args, *SWEEP[6:]], ff)
+    with niced():  # what follows needs no signal to land at a point
+        if code == 143:
+            got["again"] = run_cli([*SWEEP, "resume=true"], cwd)
+            got["after"] = {n: _processes(sweep / n) for n in ("0", "1")}
+            got["rows"] = read_rows(sweep)
+        ff = root / "fail_fast"
+        ff.mkdir()
+        args = [*SWEEP[:3], "model=sleepy,fault_raise", *SWEEP[4:5], "fail_fast=true", "repeat=2"]
+        got["ff"] = run_cli([*args, *SWEEP[6:]], ff)
     got["ff_rows"] = [r for p in (ff / "multirun").glob("*/*") for r in read_rows(p)]
     return got
 
