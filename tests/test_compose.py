@@ -44,7 +44,7 @@ GRID: list[list[str]] = [
     for m in ("llama", "dlrm")
     for d in ("none", "inductor", "openxla")
     for t in ("eval", "train")
-    for s in (0, 7)
+    for s in (7,)  # one seed: other rows vary plain values enough
 ]
 GRID += [
     ["model=bert", "xla=PJRT", "dynamo=none", "repeat=2", "warmup=0", "iterations_per_run=1"],
@@ -168,7 +168,7 @@ def test_fast_composition_equals_hydras_on_a_varied_grid(sweep: tuple[Any, Any])
         planned_ok += 1
     assert planned_ok > len(GRID) // 2
     # Most jobs took the fast paths; those the typed path cannot be sure of fell back.
-    assert composer.counts["typed"] >= 40, composer.counts
+    assert composer.counts["typed"] >= 32, composer.counts
     assert composer.counts["full"] >= 1, composer.counts  # hydra.job.name=..., errors
 
 
