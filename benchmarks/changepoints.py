@@ -1,7 +1,7 @@
 """How well the change-point detector (benchflow.results.changepoints) finds known steps
 in synthetic series (issue 26; docs/history.md holds the tables).
 
-    .venv/bin/python benchmarks/changepoints.py [--trials 200] [--penalty 3.0]   # ~9 min
+    .venv/bin/python benchmarks/changepoints.py [--trials 200] [--penalty 3.0]   # ~1 min
 
 Each series is a job's time, one point a sweep: a level of 1.0, one step of +S at a
 random place (at least 3 points from either end), and noise of one of three kinds:

@@ -3,8 +3,9 @@ job's time stepped to another level and stayed there.
 
 Two stages, each a library's (docs/history.md says why these):
 
-1. **Candidates: a penalized piecewise-constant fit**, ruptures' PELT with the least-
-   squares cost (``model="l2"``), on the logs of the times in units of the series' own
+1. **Candidates: a penalized piecewise-constant fit**, ruptures' PELT search with the
+   least-squares cost (``KernelCPD`` with the linear kernel: the same cuts as
+   ``Pelt(model="l2")``, in C), on the logs of the times in units of the series' own
    noise. The noise is the median absolute deviation of the differences between
    neighbours (scipy.stats.median_abs_deviation, scaled to a normal's standard
    deviation, divided by √2 since a difference holds two points' noise): a step is one
@@ -76,7 +77,10 @@ def candidates(values: Sequence[float], penalty: float = PENALTY) -> list[int]:
     if scale <= 0:  # flat to the last digit but for steps: any step is one
         scale = max(float(np.ptp(logs)) * 1e-3, 1e-12)
     signal = ((logs - np.median(logs)) / scale).reshape(-1, 1)
-    fit = ruptures.Pelt(model="l2", min_size=MIN_SIZE, jump=1).fit(signal)
+    # KernelCPD's linear kernel is the least-squares cost, its penalized search PELT, in
+    # C: the same cuts as ruptures.Pelt(model="l2"), hundreds of times faster (5 s at
+    # 1,000 points for Pelt, 3 ms for this).
+    fit = ruptures.KernelCPD(kernel="linear", min_size=MIN_SIZE, jump=1).fit(signal)
     return [int(b) for b in fit.predict(pen=penalty * float(np.log(n)))[:-1]]
 
 
