@@ -73,7 +73,9 @@ def test_a_recompile_in_a_timed_repeat_is_flagged(compiled_rows: list[dict[str, 
     ((where),) = timing["unsteady_repeats"]
     assert where["repeat"] == 0 and "dynamo made 1 new graph" in where["reason"]
     series = fixed["metrics"]["per_iter_time_s"]
-    assert series[0] > 5 * max(series[1:])  # the recompile landed in repeat 0
+    # the recompile landed in repeat 0: far slower than the quickest steady repeat (not
+    # the slowest: under the suite's load a steady one once took 0.035 s to its 0.164 s)
+    assert series[0] > 5 * min(series[1:])
     assert fixed["metrics"]["dynamo_unique_graphs"] == [1.0, 0.0, 0.0]
     flags = timing_flags(ResultRow.from_dict(fixed))
     assert flags[0].startswith("not steady: repeat 0 dynamo made 1 new graph")
