@@ -56,8 +56,10 @@ def test_every_row_accounts_for_its_child_wall(cases_sweep: SessionSweep) -> Non
             assert phases["build"] > 0 and phases["timed"] > 0
             if row["backend"] in ("lazy_xla", "openxla"):  # a real host-to-device copy
                 assert phases["move"] > 0, (job["name"], phases)
-            # the rest of the child is small next to a forked child's model work
-            assert phases["other"] < 1.0, (job["name"], phases)
+            # the rest of the child is small: no import or pass hides in it (2.9 s and
+            # 1.5 s under the suite's load on a slowed host; an unsplit import of torch
+            # takes 5 s or more)
+            assert phases["other"] < 3.0, (job["name"], phases)
 
 
 def test_each_phase_is_measured_where_it_happens(cases_sweep: SessionSweep) -> None:
