@@ -31,7 +31,8 @@ PHASES: dict[str, str] = {
     "ir": "the IR dump passes (children of their own)",
     "teardown": "the child's exit, and its compile workers killed",
     "other": "the rest of the child's time: logging set-up, versions, counter dumps, "
-    "the output digest, and between one process of a job and the next",
+    "the output digest; for a job in several processes, the later ones' start and exit "
+    "(with interleave=false, the parent's time between them too)",
 }
 # The model's own work; every other phase of the child is overhead (imports are).
 MODEL_WORK = ("build", "move", "compile", "warmup", "timed", "profile", "verify")
