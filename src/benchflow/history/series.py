@@ -10,6 +10,7 @@ row of that job.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,9 +28,10 @@ class Point:
     order: int  # the sweep's place in the history, 0 the oldest
     row: ResultRow
 
-    @property
+    @functools.cached_property
     def time_s(self) -> float | None:
-        """The job's median time per step; None unless it ran ok."""
+        """The job's median time per step; None unless it ran ok (read once: the series
+        and the search for its change points both ask)."""
         return headline_of(self.row).time_s if self.row.status is Status.OK else None
 
 

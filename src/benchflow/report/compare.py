@@ -116,10 +116,10 @@ def _judge_times(change: Change, threshold: float) -> tuple[str, str]:
         if busy or (speed and not _beyond_host(ratio, ci, upper, lower, 1 + speed)):
             why = " and ".join(x for x in (busy, _speed_words(speed)) if x)
             return SUSPICIOUS, f"{significant}, but {why}"
-        same_way = speed is not None and (speed > 0) == (ratio > 1)
-        more = f"; {_speed_words(speed)}, {'less than the change' if same_way else 'the other way'}"
-        more = more if speed else ""
-        return (REGRESSION if ratio > upper else IMPROVEMENT), significant + more
+        if speed:  # past what the host's change could make of it: say how it moved
+            way = "less than the change" if (speed > 0) == (ratio > 1) else "the other way"
+            significant += f"; {_speed_words(speed)}, {way}"
+        return (REGRESSION if ratio > upper else IMPROVEMENT), significant
     if ci and lower <= ci.low and ci.high <= upper:
         return NO_CHANGE, f"{effect} ({where}): within ±{threshold:.0%}"
     return INSUFFICIENT, f"{effect} ({where}) is wider than ±{threshold:.0%}, p={q:.2g}"

@@ -164,9 +164,9 @@ def compare_times(num: Timed, den: Timed, level: float = LEVEL) -> Test:
     """num against den: by processes when both ran in more than one (Welch's t on the
     log process medians), else by their repeats (Mann-Whitney U, bootstrap ratio)."""
     if num.by_process and den.by_process:
-        what = f"Welch's t on log process medians, {len(num.process_medians)} against "
+        a, b = num.process_medians, den.process_medians
         return welch_log_ratio(
-            num.process_medians, den.process_medians, what + f"{len(den.process_medians)}", level
+            a, b, f"Welch's t on log process medians, {len(a)} against {len(b)}", level
         )
     what = f"Mann-Whitney U on repeats, {len(num.repeats)} against {len(den.repeats)}"
     return Test(

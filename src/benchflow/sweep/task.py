@@ -257,17 +257,12 @@ def execute_round(job: Job, where: Where, state: rounds.JobRounds, index: int) -
             if ran.status is Status.OK and index < total - 1:
                 _job_ended()
                 return None
-        outcomes = state.outcomes(index)
-        outcome = pooled(outcomes, total, len(cores), wall=sum(o.wall_time_s for o in outcomes))
+        outcome, gap = _rounds_pooled(state, index, total, len(cores), info)
         ir_s = 0.0
         if outcome.status == Status.OK:
             info.ir_files, ir_s = _extra_passes(job, backend, where.job_dir, env, info.notes)
         _job_ended()
     shutil.rmtree(where.job_dir.compile_cache, ignore_errors=True)  # MBs of generated code
-    ran_so_far = [state.ran[n] for n in range(len(outcomes))]
-    info.started_at = ran_so_far[0].started_at
-    info.cpu_wait_s = sum(r.cpu_wait_s for r in ran_so_far)
-    gap = sum(r.gap_s for r in ran_so_far)
     return Execution(outcome, info, gap_s=gap, ir_s=ir_s)
 
 
@@ -280,14 +275,24 @@ def _stopped(job: Job, where: Where, state: rounds.JobRounds) -> Execution:
     info = JobInfo.of(job, str(where.job_dir.path))
     total = job.config.process_count
     info.notes.append(f"{job.skip}: the sweep stopped after {ran} of its {total} processes")
-    outcomes = state.outcomes(ran - 1)
-    wall = sum(o.wall_time_s for o in outcomes)
-    outcome = pooled(outcomes, ran, state.ran[0].cores, wall=wall)
+    info.cpus = state.ran[0].cpus
+    outcome, gap = _rounds_pooled(state, ran - 1, ran, state.ran[0].cores, info)
     shutil.rmtree(where.job_dir.compile_cache, ignore_errors=True)
-    done = [state.ran[n] for n in range(ran)]
-    info.started_at, info.cpus = done[0].started_at, done[0].cpus
-    info.cpu_wait_s = sum(r.cpu_wait_s for r in done)
-    return Execution(outcome, info, gap_s=sum(r.gap_s for r in done))
+    return Execution(outcome, info, gap_s=gap)
+
+
+def _rounds_pooled(
+    state: rounds.JobRounds, last: int, processes: int, cores: int, info: JobInfo
+) -> tuple[Outcome, float]:
+    """The job's outcome from its processes 0..last, pooled over their own walls, and
+    the parent's gaps before them added up; `info` gets when the first started and how
+    long they all waited for CPUs."""
+    outcomes = state.outcomes(last)
+    ran = [state.ran[n] for n in range(len(outcomes))]
+    info.started_at = ran[0].started_at
+    info.cpu_wait_s = sum(r.cpu_wait_s for r in ran)
+    wall = sum(o.wall_time_s for o in outcomes)
+    return pooled(outcomes, processes, cores, wall=wall), sum(r.gap_s for r in ran)
 
 
 # When this process's last job's children ended (time.perf_counter): the next job's
