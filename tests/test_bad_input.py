@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from tests.conftest import CliResult, run_cli
+from tests.early import niced
 
 from benchflow.core.machine import cuda_present
 
@@ -215,12 +216,13 @@ def outcomes(
     tmp_path_factory: pytest.TempPathFactory, broken_conf: Path, user_conf: Path
 ) -> dict[str, tuple[CliResult, Path]]:
     """Every case through the real CLI, each in a scratch directory of its own; four at a
-    time (they are independent processes, mostly waiting on imports)."""
+    time (they are independent processes, mostly importing), niced."""
 
     def one(case: Case) -> tuple[CliResult, Path]:
         cwd = tmp_path_factory.mktemp("bad")
         args = [a.replace("{user}", str(user_conf)) for a in case.args]
-        return run_cli([*args, f"hydra.searchpath=[file://{broken_conf}]"], cwd), cwd
+        with niced():  # 40-odd interpreters' imports: they yield to the session sweeps
+            return run_cli([*args, f"hydra.searchpath=[file://{broken_conf}]"], cwd), cwd
 
     # With a GPU, accelerator=cuda is good input: that case would run a real job.
     cases = [c for c in CASES if not (c.gpu_less and cuda_present())]

@@ -39,12 +39,14 @@ USER_FILES = {
 # dynamo, test, xla, suite, accelerator, profile, ir, experiment, the user's), plain
 # values of every type (quoted, null, lists, a float from an int, a string from a
 # number), `+`/`++`/`~`, interpolations, and bad values that must fail the same way.
-GRID: list[list[str]] = [
-    [f"model={m}", f"dynamo={d}", f"test={t}", "model.size=tiny", f"seed={s}"]
-    for m in ("llama", "dlrm")
-    for d in ("none", "inductor", "openxla")
-    for t in ("eval", "train")
-    for s in (7,)  # one seed: other rows vary plain values enough
+GRID: list[list[str]] = [  # each model, backend and mode once; other rows vary the rest
+    [f"model={m}", f"dynamo={d}", f"test={t}", "model.size=tiny", "seed=7"]
+    for m, d, t in (
+        ("llama", "none", "eval"),
+        ("dlrm", "inductor", "train"),
+        ("llama", "openxla", "train"),
+        ("dlrm", "openxla", "eval"),
+    )
 ]
 GRID += [
     ["model=bert", "xla=PJRT", "dynamo=none", "repeat=2", "warmup=0", "iterations_per_run=1"],
@@ -168,7 +170,7 @@ def test_fast_composition_equals_hydras_on_a_varied_grid(sweep: tuple[Any, Any])
         planned_ok += 1
     assert planned_ok > len(GRID) // 2
     # Most jobs took the fast paths; those the typed path cannot be sure of fell back.
-    assert composer.counts["typed"] >= 32, composer.counts
+    assert composer.counts["typed"] >= 24, composer.counts  # of 45 jobs
     assert composer.counts["full"] >= 1, composer.counts  # hydra.job.name=..., errors
 
 

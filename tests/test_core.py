@@ -191,12 +191,15 @@ def test_backends_answer_what_the_stages_ask() -> None:
     assert backends.get("aot_eager").zygote({}) == "dynamo"
     # an optimizer's construction imports dynamo: training forks from the compile stack
     assert eager.zygote({}, trains=True) == "dynamo" and lazy.zygote({}, trains=True) == "xla"
-    # any other XLA variable (a persistent cache's) counts as read at torch_xla's import,
-    # which then happens after the fork
-    assert oxla.zygote({"XLA_PERSISTENT_CACHE_PATH": "/c"}) == "dynamo"
-    # the IR dump's variables are read at the first sync, XLA_FLAGS at the first device use
+    # any other XLA variable counts as read at torch_xla's import, which then happens
+    # after the fork
+    assert oxla.zygote({"XLA_USE_BF16": "1"}) == "dynamo"
+    # the IR dump's variables are read at the first sync, XLA_FLAGS at the first device
+    # use, the persistent cache's at the first compile
     ir_env = {"XLA_SAVE_TENSORS_FILE": "/g", "XLA_SAVE_TENSORS_FMT": "hlo", "XLA_FLAGS": "--x"}
+    warm = {"XLA_PERSISTENT_CACHE_PATH": "/c", "XLA_PERSISTENT_CACHE_READ_ONLY": "0"}
     assert oxla.zygote(ir_env) == "xla" and ind.zygote(ir_env) == "inductor"
+    assert oxla.zygote(warm) == "xla" and lazy.zygote(warm) == "xla"
     assert backends.baseline_label("none") == "eager"
 
 

@@ -146,3 +146,28 @@ def test_the_full_row_stays_in_the_result_artifact(
         "dynamo_calls_captured" in row["summary"]
         and "cold_xla_ExecuteTime_time_s" in row["metrics"]
     )
+
+
+def test_a_heterogeneous_sweeps_summary_reaches_its_parent_run(
+    cases_sweep: SessionSweep,
+) -> None:
+    """The cases sweep's configurations differ in many keys: names from their labels
+    longer than MLflow's 250 characters (its report logging once failed on them). Each
+    configuration's summary is a parent metric under a name of its own that fits."""
+    from mlflow.utils.validation import MAX_ENTITY_KEY_LENGTH
+    from tests.conftest import sweep_runs
+
+    from benchflow.report.model import build_report
+    from benchflow.report.output import SUMMARY_STATS
+
+    assert "report logging failed" not in cases_sweep.result.stdout + cases_sweep.result.stderr
+    report = build_report([ResultRow.from_dict(r) for r in cases_sweep.rows()])
+    labels = [s.config.label for s in report.summaries]
+    longest = max(len(f"report.{label}.{stat}") for label in labels for stat in SUMMARY_STATS)
+    assert longest > MAX_ENTITY_KEY_LENGTH  # the case this test covers
+    (parent,), _ = sweep_runs(cases_sweep.tracking_uri)
+    names = [k for k in parent.data.metrics if k.startswith("report.")]
+    assert names and max(len(k) for k in names) <= MAX_ENTITY_KEY_LENGTH
+    passrates = [k for k in names if k.endswith(".passrate")]
+    rated = [s for s in report.summaries if s.passrate is not None]  # some ran no model
+    assert len(passrates) == len(rated) > len(labels) / 2

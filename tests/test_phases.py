@@ -68,10 +68,6 @@ def test_each_phase_is_measured_where_it_happens(cases_sweep: SessionSweep) -> N
         assert phases[name][busy] > 0.01, (name, phases[name])
         for other in idle:
             assert phases[name][other] == 0.0, (name, other, phases[name])
-    # torch_xla is imported in this child (its environment sets XLA variables), not in
-    # the zygote: its start is the import, not a fork
-    warm, cold = (cases_sweep.case(f"xla_openxla_{k}")["job"]["phases"] for k in ("warm", "cold"))
-    assert warm["start"] > cold["start"], (warm, cold)
 
 
 CASE_PHASES = {  # case: (a phase it spends time in, phases it has none of)

@@ -69,12 +69,13 @@ def test_xla_fallback_ops_are_reported(profiled: tuple[SessionSweep, dict]) -> N
 
 def test_profiling_does_not_leak_into_the_timed_numbers(cases_sweep: SessionSweep) -> None:
     row_off, row_on = cases_sweep.case("profile_off"), cases_sweep.case("profile_on")
-    t_off = row_off["summary"]["per_iter_time_s"]["median"]
-    t_on = row_on["summary"]["per_iter_time_s"]["median"]
     assert "profile.total_cpu_time_s" in row_on["metrics"]
     assert not any(k.startswith("profile.") for k in row_off["metrics"])
-    # The profiled pass runs after the timer stops; a loose bound, since two
-    # processes on a shared CPU differ by noise alone (figures in the closing note).
+    # The profiled pass runs after the timer stops. Each job's quickest repeat, since
+    # the suite's other processes only add time (the medians were 2x apart once under
+    # its load); a loose bound, since two processes differ by noise alone.
+    t_off = min(row_off["metrics"]["per_iter_time_s"])
+    t_on = min(row_on["metrics"]["per_iter_time_s"])
     assert 0.5 < t_on / t_off < 2.0, (t_on, t_off)
 
 

@@ -234,12 +234,14 @@ def test_slowdown_makes_every_timed_step_slower_by_its_fraction() -> None:
     args = {"warmup": 1, "probes": [], "trace_time": False}
     # Plain and slowed measurements in turn, so that the host's load (other tests run
     # beside this one) falls on both alike; the fastest repeats of each, since
-    # preemption only adds time.
+    # preemption only adds time. One step a repeat: a repeat of 5-6 ms is seldom
+    # preempted, and the spin grows by a fifth of any preemption before it (CI once
+    # saw every slowed repeat of four steps 1.5x the plain one on a loaded host).
     plain, slowed = [], []
-    for _ in range(3):
+    for _ in range(6):
         for rule, into in (
-            (Sampling(repeat=5, iterations_per_run=4), plain),
-            (Sampling(repeat=5, iterations_per_run=4, slowdown=0.2), slowed),
+            (Sampling(repeat=5, iterations_per_run=1), plain),
+            (Sampling(repeat=5, iterations_per_run=1, slowdown=0.2), slowed),
         ):
             into += measure(busy_step, Device(), sampling=rule, **args).per_repeat[
                 "per_iter_time_s"

@@ -25,8 +25,12 @@ NO_XLA = "none"
 # torch_xla variables a child forked after torch_xla's import may still set: the IR
 # dump's are read at the first sync, XLA_FLAGS when the PJRT client is created (the
 # forked child adds its flags to those the import set, as a spawned child's import
-# adds them to its own).
-XLA_ENV_READ_LATER = frozenset({"XLA_SAVE_TENSORS_FILE", "XLA_SAVE_TENSORS_FMT", "XLA_FLAGS"})
+# adds them to its own), the persistent cache's when the computation cache is made,
+# at the first compile (torch_xla.runtime.initialize_cache sets them there too).
+XLA_PERSISTENT_CACHE = ("XLA_PERSISTENT_CACHE_PATH", "XLA_PERSISTENT_CACHE_READ_ONLY")
+XLA_ENV_READ_LATER = frozenset(
+    {"XLA_SAVE_TENSORS_FILE", "XLA_SAVE_TENSORS_FMT", "XLA_FLAGS", *XLA_PERSISTENT_CACHE}
+)
 
 
 class Backend:
@@ -77,10 +81,7 @@ class Backend:
         (compile_cache=warm) also keeps XLA's compiled executables across jobs."""
         env = {"TORCHINDUCTOR_CACHE_DIR": f"{root}/inductor"}
         if persistent:
-            env |= {
-                "XLA_PERSISTENT_CACHE_PATH": f"{root}/xla",
-                "XLA_PERSISTENT_CACHE_READ_ONLY": "0",
-            }
+            env |= dict(zip(XLA_PERSISTENT_CACHE, (f"{root}/xla", "0"), strict=True))
         return env
 
     # --- the job's child (torch imported) -----------------------------------------

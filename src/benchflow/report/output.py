@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from benchflow.report import csv_tables, render
 from benchflow.report.compare import Change
-from benchflow.report.model import Meta, Report
+from benchflow.report.model import Meta, Report, Summary
 
 log = logging.getLogger(__name__)
 
@@ -53,9 +54,30 @@ def write(
     return written
 
 
+# A configuration's summary numbers, as parent metrics `report.<configuration>.<stat>`.
+SUMMARY_STATS: dict[str, Callable[[Summary], float | None]] = {
+    "passrate": lambda s: s.passrate,
+    "geomean_speedup": lambda s: s.geomean_speedup,
+    "geomean_speedup_ci_low": lambda s: s.geomean_ci.low if s.geomean_ci else None,
+    "geomean_speedup_ci_high": lambda s: s.geomean_ci.high if s.geomean_ci else None,
+    "mean_compile_time_s": lambda s: s.mean_compile_s,
+    "memory_compression_ratio": lambda s: s.memory_ratio,
+}
+
+
 def _metric_name(text: str) -> str:
-    """MLflow names allow letters, digits, _ - . space / only."""
-    return re.sub(r"[^A-Za-z0-9_\-. /]", "_", text)
+    """MLflow names allow letters, digits, _ - . space / only, and at most
+    MAX_ENTITY_KEY_LENGTH characters: a configuration's label too long for that (a
+    heterogeneous sweep's differs in many keys) keeps its start and gets a hash of the
+    whole, so that two long labels never share a name."""
+    from mlflow.utils.validation import MAX_ENTITY_KEY_LENGTH
+
+    name = re.sub(r"[^A-Za-z0-9_\-. /]", "_", text)
+    room = MAX_ENTITY_KEY_LENGTH - len("report..") - max(map(len, SUMMARY_STATS))
+    if len(name) <= room:
+        return name
+    digest = hashlib.sha1(text.encode()).hexdigest()[:10]
+    return f"{name[: room - len(digest) - 1]}-{digest}"
 
 
 def log_to_mlflow(
@@ -79,14 +101,8 @@ def log_to_mlflow(
     metrics = []
     for s in report.summaries:
         name = _metric_name(s.config.label)
-        for stat, value in (
-            ("passrate", s.passrate),
-            ("geomean_speedup", s.geomean_speedup),
-            ("geomean_speedup_ci_low", s.geomean_ci.low if s.geomean_ci else None),
-            ("geomean_speedup_ci_high", s.geomean_ci.high if s.geomean_ci else None),
-            ("mean_compile_time_s", s.mean_compile_s),
-            ("memory_compression_ratio", s.memory_ratio),
-        ):
+        for stat, read in SUMMARY_STATS.items():
+            value = read(s)
             if value is not None:
                 metrics.append(Metric(f"report.{name}.{stat}", float(value), now, 0))
     if metrics:

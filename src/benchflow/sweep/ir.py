@@ -18,6 +18,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+from benchflow.backends.base import XLA_PERSISTENT_CACHE
 from benchflow.core.files import write_json_atomic
 from benchflow.core.job import JobSpec
 from benchflow.core.layout import JobDir
@@ -55,6 +56,8 @@ def dump_ir(
             env.update(XLA_SAVE_TENSORS_FILE=str(raw), XLA_SAVE_TENSORS_FMT=fmt)
         if with_xla_dump:
             env["XLA_FLAGS"] = f"--xla_dump_to={JobDir(job_dir).xla_dump}"
+            for name in XLA_PERSISTENT_CACHE:  # XLA dumps what it compiles, not what it reads
+                env.pop(name, None)
         job_file = ir_dir / f"job_{label}.json"
         result = ir_dir / f"result_{label}.json"
         write_json_atomic(job_file, _ir_spec(job, result))
