@@ -5,14 +5,22 @@ what changed in the environment, and --fail-on-new's exit codes."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from tests.conftest import run_cli
+from mlflow.tracking import MlflowClient
+from tests.conftest import cli_command, run_cli, sweep_runs
 
 from benchflow.cli.history import main as history_main
+from benchflow.cli.history import sweeps_of
+from benchflow.history import changes
+from benchflow.history.changes import Change
+from benchflow.history.dashboard import change_id, model_anchor
+from benchflow.history.series import build
 from benchflow.results import changepoints
 
 RNG_SEED = 26
@@ -56,7 +64,7 @@ def test_steps_below_the_threshold_and_single_outliers_are_not_change_points() -
 
 
 def _row(num: int, time_s: float, at: float, affinity: str, torch: str) -> dict[str, Any]:
-    times = [time_s * f for f in (0.99, 1.0, 1.01)]
+    times = [time_s * f for f in (0.98, 0.99, 0.995, 1.0, 1.0, 1.005, 1.01, 1.02)]  # an interval
     return {
         "row_id": f"r{int(at)}{num}",
         "model": {"model_name": f"m{num}"},
@@ -104,6 +112,12 @@ def _history(root: Path, sweeps: int, change_at: int) -> Path:
     return root / "multirun"
 
 
+def history_changes(root: Path) -> list[Change]:
+    """The change points `benchflow history` finds under `root`, found in this process."""
+    ordered, series = build(sweeps_of([str(root)], None))
+    return changes.find(series, len(ordered), changepoints.THRESHOLD)
+
+
 def test_history_finds_the_change_names_what_changed_and_gates_new_ones(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -118,11 +132,26 @@ def test_history_finds_the_change_names_what_changed_and_gates_new_ones(
     assert "/10-08-00 (3 sweep(s) ago)" in out  # the first sweep after the change
     assert "what changed: job.cpus: 2 -> 1\n" in out  # the affinity, as recorded
     assert "rerun the run before: benchflow rerun " in out
+    # the dashboard: written, and logged to MLflow as a `history` run's artifact
+    page = (tmp_path / "history" / "history.html").read_text()
+    (change,) = history_changes(root)
+    assert f"href='#{model_anchor(change.series)}'>m0·inductor·eval</a>" in page
+    assert f"id='{model_anchor(change.series)}'" in page  # the model's plot it links to
+    assert f'id="{change_id(change)}"' in page  # the change point's line in that plot
+    assert f'id="band-{change.series.fingerprint[:12]}"' in page  # the interval's band
+    assert page.count("<figure class='model'>") == 2 and "<figure class='config'>" in page
+    (run,) = [r for r in sweep_runs(f"sqlite:///{tmp_path / 'mlflow.db'}")[0]]
+    assert run.info.run_name == "history" and run.data.metrics["history.change_points"] == 1
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    assert [a.path for a in client.list_artifacts(run.info.run_id, "history")] == [
+        "history/history.html"
+    ]
     # the gate, in this process: the change's first sweep (the 9th of 12) is among the
     # last 4, not among the last 3; without --fail-on-new it exits 0
-    assert history_main([str(root)]) == 0
+    assert history_main([str(root), "--no-mlflow", "--out", str(tmp_path / "h")]) == 0
     for window, code in (("4", 1), ("3", 0)):
-        assert history_main([str(root), "--fail-on-new", "--window", window]) == code, window
+        gate = [str(root), "--fail-on-new", "--window", window, "--no-mlflow"]
+        assert history_main([*gate, "--out", str(tmp_path / "h")]) == code, window
     assert "new regression: m0·inductor·eval +" in capsys.readouterr().err
 
 
@@ -130,8 +159,10 @@ def test_history_of_the_sweeps_before_the_change_is_flat(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     root = _history(tmp_path, 7, 8)  # the first 7 sweeps: no change yet
-    assert history_main([str(root), "--fail-on-new"]) == 0
+    assert history_main([str(root), "--fail-on-new", "--no-mlflow", "--out", str(tmp_path)]) == 0
     assert "7 sweep(s), 2 job(s), 0 change point(s)" in capsys.readouterr().out
+    page = (tmp_path / "history.html").read_text()
+    assert "none: every job's time kept its level" in page and "id='change-" not in page
 
 
 def test_history_refuses_a_bad_window(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -139,3 +170,49 @@ def test_history_refuses_a_bad_window(tmp_path: Path, capsys: pytest.CaptureFixt
         history_main([str(tmp_path), "--window", "0"])
     assert exc.value.code == 2
     assert "--window='0'; allowed: an integer >= 1" in capsys.readouterr().err
+
+
+# A real history: sweeps of one built-in job, the 8th and later under `taskset -c 0`
+# (one core of two: the same command and fingerprint, the affinity recorded as the
+# job's CPUs), each into a folder of its own under multirun/.
+REAL_SWEEPS, REAL_CHANGE_AT = 12, 8
+REAL_JOB = [
+    "-m",
+    "model=llama",
+    "model.size=small",
+    "dtype=float32",
+    "repeat=8",
+    "iterations_per_run=2",
+    "warmup=2",
+    "mlflow.enabled=false",
+    "progress=false",
+]
+
+
+@pytest.mark.full
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores to take one away")
+def test_a_real_history_finds_the_core_taken_away_at_its_8th_sweep(tmp_path: Path) -> None:
+    for k in range(REAL_SWEEPS):
+        one_core = ["taskset", "-c", "0"] if k >= REAL_CHANGE_AT - 1 else []
+        args = [*REAL_JOB, f"hydra.sweep.dir=multirun/s{k:02d}", "cpus_per_job=null"]
+        done = subprocess.run(
+            [*one_core, *cli_command(args)], cwd=tmp_path, capture_output=True, text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"}, timeout=600,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+    root = tmp_path / "multirun"
+    (change,) = history_changes(root)
+    assert change.after.order == REAL_CHANGE_AT - 1  # the 8th sweep is the first after
+    assert change.regression and change.point.change > 0.2, change.point
+    assert "job.cpus: 2 -> 1" in change.explained, change.explained
+    # the nightly gate: quiet on the first 7 sweeps alone, loud once the 8th is in
+    first = tmp_path / "first7"
+    first.mkdir()
+    for k in range(REAL_CHANGE_AT - 1):
+        (root / f"s{k:02d}").rename(first / f"s{k:02d}")
+    quiet = [str(first), "--fail-on-new", "--no-mlflow", "--out", str(tmp_path / "h")]
+    assert history_main(quiet) == 0
+    for k in range(REAL_CHANGE_AT - 1):
+        (first / f"s{k:02d}").rename(root / f"s{k:02d}")
+    loud = [str(root), "--fail-on-new", "--no-mlflow", "--out", str(tmp_path / "h")]
+    assert history_main(loud) == 1

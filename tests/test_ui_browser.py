@@ -43,7 +43,12 @@ from tests.test_ui_cli import signal_ends_every_mlflow_process
 # Debian's browser and its matching driver (`apt-get install chromium chromium-driver`).
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
-SCREENSHOT = REPO / "test-artifacts" / "mlflow_ui_experiment.png"
+SCREENSHOTS = REPO / "test-artifacts"
+# Each browser test's screenshot, kept after it (the MLflow UI's under its old name).
+SCREENSHOT_OF = {
+    "test_experiment_page_shows_child_runs_and_a_metric": "mlflow_ui_experiment.png",
+    "test_history_dashboard_renders_and_links_its_change_points": "history_dashboard.png",
+}
 METRIC = "headline.per_iter_time_s"
 TAG = "cpu.features"  # a provenance fact, as a tag (results/environment.py)
 
@@ -112,14 +117,15 @@ def ui(sweep: CliResult, early_sweeps: EarlySweeps) -> Iterator[ServerProcess]:
 
 
 @pytest.fixture
-def browser(capsys: pytest.CaptureFixture[str]) -> Iterator[Any]:
+def browser(capsys: pytest.CaptureFixture[str], request: pytest.FixtureRequest) -> Iterator[Any]:
     if MISSING is not None:
         pytest.skip(
             f"\n{'!' * 78}\nMLFLOW UI BROWSER TEST SKIPPED: {MISSING} is missing. Install "
             "Debian's chromium and its driver with `make browser` (as root: apt-get install "
             f"chromium chromium-driver).\n{'!' * 78}"
         )
-    SCREENSHOT.unlink(missing_ok=True)  # never mistake an old screenshot for this run's
+    screenshot = SCREENSHOTS / SCREENSHOT_OF[request.node.name]
+    screenshot.unlink(missing_ok=True)  # never mistake an old screenshot for this run's
     options = Options()
     options.binary_location = str(CHROMIUM)
     for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage"):
@@ -130,10 +136,10 @@ def browser(capsys: pytest.CaptureFixture[str]) -> Iterator[Any]:
     try:
         yield driver
     finally:
-        SCREENSHOT.parent.mkdir(exist_ok=True)
-        driver.save_screenshot(str(SCREENSHOT))  # after a failure too: what the UI showed
+        SCREENSHOTS.mkdir(exist_ok=True)
+        driver.save_screenshot(str(screenshot))  # after a failure too: what it showed
         with capsys.disabled():
-            print(f"\nMLflow UI screenshot ({driver.current_url}): {SCREENSHOT}")
+            print(f"\nscreenshot ({driver.current_url}): {screenshot}")
         driver.quit()
 
 
@@ -268,3 +274,40 @@ def test_a_sigterm_to_benchflow_ui_alone_ends_every_mlflow_process(ui: ServerPro
     """After the browser (or with no browser installed), the UI it used is stopped as
     `kill PID` or a scheduler would: test_ui_cli.py says what must hold."""
     signal_ends_every_mlflow_process(ui, signal.SIGTERM, 143, workers=1)
+
+
+def test_history_dashboard_renders_and_links_its_change_points(
+    browser: Any, tmp_path: Path
+) -> None:
+    """`benchflow history`'s page in chromium: its plots render (inline SVG with a size),
+    the change point's band and line are drawn, and the open change point's row links
+    to its model's plot, which the click brings into view."""
+    from tests.test_history import _history, history_changes
+
+    from benchflow.cli.history import main as history_main
+    from benchflow.history.dashboard import change_id, model_anchor
+
+    root = _history(tmp_path, 12, 8)
+    assert history_main([str(root), "--out", str(tmp_path / "h"), "--no-mlflow"]) == 0
+    (change,) = history_changes(root)
+    browser.get((tmp_path / "h" / "history.html").as_uri())
+    wait = WebDriverWait(browser, 30)
+    figures = browser.find_elements(By.CSS_SELECTOR, "figure svg")
+    assert len(figures) == 3  # one configuration, two models
+    assert all(f.size["width"] > 300 and f.size["height"] > 100 for f in figures)
+    line = browser.find_element(By.ID, change_id(change))
+    assert line.size["height"] > 50  # the dashed line spans the plot
+    assert browser.find_element(By.ID, f"band-{change.series.fingerprint[:12]}")
+    assert browser.execute_script("return window.scrollY") == 0
+    link = browser.find_element(By.CSS_SELECTOR, "a.change")
+    assert link.text == change.series.name
+    link.click()
+    anchor = model_anchor(change.series)
+    wait.until(lambda d: d.current_url.endswith(f"#{anchor}"))
+    top, height = browser.execute_script(
+        f"return [document.getElementById('{anchor}').getBoundingClientRect().top, "
+        "window.innerHeight]"
+    )
+    # the page scrolled to the model's plot (or as far as the page goes)
+    assert browser.execute_script("return window.scrollY") > 0
+    assert 0 <= top < height / 2, (top, height)

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 from benchflow.cli.report import parse_threshold
 
 if TYPE_CHECKING:
+    from benchflow.history.changes import Change
+    from benchflow.history.series import Series
     from benchflow.report.sources import Sweep
 
 DESCRIPTION = """\
@@ -31,7 +33,7 @@ the environment facts that differ between the run just before and the run just a
 
 EPILOG = """\
 examples:
-  benchflow history multirun
+  benchflow history multirun                              # and history/history.html
   benchflow history multirun --fail-on-new --window 5     # nightly CI
 
 exit codes: 0 done, 1 a regression change point in the last --window sweeps
@@ -77,7 +79,22 @@ def parser() -> argparse.ArgumentParser:
         default=WINDOW,
         help=f"with --fail-on-new: how many of the newest sweeps count as new (default {WINDOW})",
     )
-    p.add_argument("--tracking-uri", help="MLflow store for run and experiment sources")
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=Path("history"),
+        help="folder for the dashboard, history.html (default: ./history)",
+    )
+    p.add_argument(
+        "--tracking-uri",
+        help="MLflow store for run and experiment sources and for the `history` run "
+        "(default: the sources' store, else ./mlflow.db)",
+    )
+    p.add_argument(
+        "--no-mlflow",
+        action="store_true",
+        help="do not log the dashboard to MLflow as a `history` run",
+    )
     return p
 
 
@@ -99,6 +116,53 @@ def sweeps_of(specs: Sequence[str], tracking_uri: str | None) -> list[Sweep]:
     return out
 
 
+def write_dashboard(
+    sweeps: Sequence[Sweep], series: Sequence[Series], found: Sequence[Change], out: Path
+) -> Path:
+    """The dashboard (history/dashboard.py) as out/history.html."""
+    from benchflow.config.schema import DEFAULT_BASELINE
+    from benchflow.history.dashboard import to_html
+
+    out.mkdir(parents=True, exist_ok=True)
+    page = out / "history.html"
+    title = f"benchflow history: {len(sweeps)} sweep(s)"
+    page.write_text(to_html(sweeps, series, found, DEFAULT_BASELINE, title))
+    return page
+
+
+def log_history(
+    page: Path,
+    uri: str | None,
+    sweeps: Sequence[Sweep],
+    series: Sequence[Series],
+    found: Sequence[Change],
+) -> None:
+    """A `history` run in the store's benchflow experiment: the dashboard as its
+    artifact, its counts as metrics. Best effort: the file is written either way."""
+    from benchflow.config.schema import MlflowConfig
+    from benchflow.history.dashboard import open_changes
+    from benchflow.tracking.mlflow_runs import KIND_HISTORY, KIND_TAG, Tracker
+
+    try:
+        tracker = Tracker(MlflowConfig(tracking_uri=uri), Path.cwd())
+        run_id = tracker.start_run("history", tags={KIND_TAG: KIND_HISTORY})
+        tracker.log_files(run_id, [page], "history")
+        counts: dict[str, float] = {
+            "history.sweeps": len(sweeps),
+            "history.jobs": len(series),
+            "history.change_points": len(found),
+            "history.open_change_points": len(open_changes(found)),
+        }
+        tracker.log_batch(run_id, metrics=counts)
+        tracker.end_run(run_id, "ok")
+        print(f"logged to MLflow run {run_id} (history) at {tracker.uri}")
+    except Exception as exc:  # the page is written; tracking is best effort
+        print(
+            f"benchflow history: warning: MLflow logging failed: {type(exc).__name__}: {exc}",
+            file=sys.stderr,
+        )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     from benchflow.history import changes as history_changes
@@ -114,6 +178,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ordered, series = build(sweeps)
     found = history_changes.find(series, len(ordered), args.threshold)
     print_changes(ordered, series, found)
+    page = write_dashboard(ordered, series, found, args.out)
+    print(f"wrote {page}")
+    uri = args.tracking_uri or next((s.tracking_uri for s in ordered if s.tracking_uri), None)
+    if not args.no_mlflow:
+        log_history(page, uri, ordered, series, found)
     if args.fail_on_new:
         new = history_changes.new_regressions(found, args.window)
         for c in new:

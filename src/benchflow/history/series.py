@@ -17,7 +17,7 @@ from pathlib import Path
 
 from benchflow.core.status import Status
 from benchflow.report.sources import Sweep
-from benchflow.results.headline import headline_of
+from benchflow.results.headline import Headline, headline_of
 from benchflow.results.io import current
 from benchflow.results.row import ResultRow
 
@@ -29,10 +29,15 @@ class Point:
     row: ResultRow
 
     @functools.cached_property
+    def headline(self) -> Headline:
+        """The row's headline numbers, read once (the series, the search for change
+        points and the dashboard all ask)."""
+        return headline_of(self.row)
+
+    @property
     def time_s(self) -> float | None:
-        """The job's median time per step; None unless it ran ok (read once: the series
-        and the search for its change points both ask)."""
-        return headline_of(self.row).time_s if self.row.status is Status.OK else None
+        """The job's median time per step; None unless it ran ok."""
+        return self.headline.time_s if self.row.status is Status.OK else None
 
 
 @dataclass

@@ -289,7 +289,7 @@ def print_terminal(report: Report, title: str, changes: Sequence[Change] | None 
         console.print(f"note: {note}")
 
 
-def _html_table(
+def html_table(
     header: Sequence[str], body: Sequence[Sequence[str]], classes: Sequence[str] = ()
 ) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
@@ -300,7 +300,7 @@ def _html_table(
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(lines)}</tbody></table>"
 
 
-_CSS = """
+CSS = """
 body{font-family:system-ui,sans-serif;margin:2em;color:#222}
 table{border-collapse:collapse;margin:1em 0;font-size:14px}
 th,td{border:1px solid #ccc;padding:4px 8px;text-align:left}
@@ -319,7 +319,7 @@ def to_html(
     """One file, no external resources: the plots are inline SVG."""
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'>",
-        f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>",
+        f"<title>{html.escape(title)}</title><style>{CSS}</style></head><body>",
         f"<h1>{html.escape(title)}</h1>",
         "<p class='note'>"
         + " · ".join(f"{html.escape(k)}: {html.escape(str(v))}" for k, v in meta.items())
@@ -329,12 +329,12 @@ def to_html(
         classes = ["bad" if c.fails else ("good" if c.verdict in GOOD else "") for c in changes]
         parts += [
             "<h2>Against the baseline sweep</h2>",
-            _html_table(CHANGE_HEADER, [change_cells(c) for c in changes], classes),
+            html_table(CHANGE_HEADER, [change_cells(c) for c in changes], classes),
             *[f"<p>{html.escape(line)}</p>" for line in overall_lines(changes)],
         ]
     parts += [
         "<h2>Summary</h2>",
-        _html_table(SUMMARY_HEADER, [summary_cells(s) for s in report.summaries]),
+        html_table(SUMMARY_HEADER, [summary_cells(s) for s in report.summaries]),
     ]
     for name, svg in figures.items():
         parts.append(f"<figure id='{html.escape(name)}'>{svg}</figure>")
@@ -344,7 +344,7 @@ def to_html(
     ]
     parts += [
         "<h2>Per model</h2>",
-        _html_table(
+        html_table(
             ENTRY_HEADER, [entry_cells(e, report.baseline) for e in report.entries], classes
         ),
         f"<p class='note'>{html.escape(definitions(report))}</p>",
@@ -352,12 +352,12 @@ def to_html(
     if report.invalid:
         parts += [
             f"<h2>{html.escape(INVALID_TITLE)}</h2>",
-            _html_table(INVALID_HEADER, invalid_rows(report)),
+            html_table(INVALID_HEADER, invalid_rows(report)),
         ]
     if report.time_spent:
         parts += [
             f"<h2>{html.escape(TIME_TITLE)}</h2>",
-            _html_table(TIME_HEADER, time_rows(report)),
+            html_table(TIME_HEADER, time_rows(report)),
             f"<p class='note'>{html.escape(time_note())}</p>",
         ]
     parts += [f"<p class='note'>note: {html.escape(n)}</p>" for n in report.notes]

@@ -26,7 +26,12 @@ from benchflow.core.layout import JobDir, SweepDir
 from benchflow.report.model import Meta
 from benchflow.results.io import read_rows
 from benchflow.results.row import Provenance, ResultRow, RowError
-from benchflow.tracking.mlflow_runs import BASELINE_TAG, default_tracking_uri, job_runs
+from benchflow.tracking.mlflow_runs import (
+    BASELINE_TAG,
+    KIND_TAG,
+    default_tracking_uri,
+    job_runs,
+)
 
 log = logging.getLogger(__name__)
 
@@ -158,7 +163,7 @@ def _from_experiment(name: str, uri: str) -> Sweep:
     runs = [
         r
         for r in client.search_runs([exp.experiment_id], max_results=50000)
-        if r.data.tags.get("benchflow.kind") != "sweep"
+        if KIND_TAG not in r.data.tags  # a job's run, not a sweep's or a history's
     ]
     rows = _rows_of(client, runs)
     if not rows:

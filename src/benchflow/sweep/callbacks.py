@@ -18,7 +18,14 @@ from benchflow.results.environment import facts
 from benchflow.results.io import current, read_rows
 from benchflow.results.provenance import packages, provenance
 from benchflow.results.row import ResultRow
-from benchflow.tracking.mlflow_runs import BASELINE_TAG, check_reachable, safely, tracker_for
+from benchflow.tracking.mlflow_runs import (
+    BASELINE_TAG,
+    KIND_SWEEP,
+    KIND_TAG,
+    check_reachable,
+    safely,
+    tracker_for,
+)
 from benchflow.tracking.sync import status_tags
 
 if TYPE_CHECKING:
@@ -136,7 +143,7 @@ def start_sweep(config: DictConfig) -> None:
         name,
         params={"sweep.overrides": " ".join(overrides) or "(none)"},
         tags={
-            "benchflow.kind": "sweep",
+            KIND_TAG: KIND_SWEEP,
             "sweep_dir": str(sweep.path.resolve()),
             BASELINE_TAG: bench.baseline,
             "command": prov.command,

@@ -23,6 +23,11 @@ log = logging.getLogger(__name__)
 
 # The sweep's parent run's tag naming its `baseline=` (what its report's speedups are over).
 BASELINE_TAG = "benchflow.baseline"
+# What a run that is not a job's is: a sweep's parent run, a history's run. Job runs
+# carry no such tag.
+KIND_TAG = "benchflow.kind"
+KIND_SWEEP = "sweep"
+KIND_HISTORY = "history"
 
 
 def check_reachable(cfg: MlflowConfig, timeout_s: float = 5.0) -> str | None:

@@ -1,0 +1,220 @@
+"""A history as one HTML file to look at (no server, nothing fetched: the plots are
+inline SVG), laid out as PyTorch's HUD lays out its dashboard:
+
+- each backend configuration over the sweeps: its passrate, geomean speedup over the
+  baseline (with its 95% interval), mean compile time and memory ratio, each sweep's
+  summary as `benchflow report` gives it (report/model.py: one definition);
+- each model: its jobs' times per sweep, the 95% interval drawn as a band, the change
+  points as dashed lines at the first sweep after them;
+- the open change points, newest first: a series' latest one (an earlier one was
+  followed by another level), each linking to its model's plot.
+"""
+
+from __future__ import annotations
+
+import datetime
+import html
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from benchflow.core.units import format_time
+from benchflow.history.changes import Change
+from benchflow.history.series import Series, ran_at
+from benchflow.report.model import Summary, build_report
+from benchflow.report.plots import to_svg
+from benchflow.report.render import CSS, html_table
+from benchflow.report.sources import Sweep
+
+# A configuration's panels: the title and how a summary gives its value.
+PANELS: tuple[tuple[str, Any], ...] = (
+    ("passrate", lambda s: s.passrate),
+    ("geomean speedup", lambda s: s.geomean_speedup),
+    ("mean compile time (s)", lambda s: s.mean_compile_s),
+    ("memory ratio", lambda s: s.memory_ratio),
+)
+OPEN_HEADER = [
+    "first sweep after",
+    "job",
+    "change",
+    "before",
+    "after",
+    "p (BH)",
+    "what changed",
+    "rerun before",
+    "rerun after",
+]
+
+
+def model_anchor(series: Series) -> str:
+    """The id of the plot that holds a series (one plot per model and test)."""
+    model, test = _model_of(series)
+    return "model-" + re.sub(r"[^A-Za-z0-9_-]", "_", f"{model}-{test}")
+
+
+def change_id(change: Change) -> str:
+    """The id of a change point's line in its model's plot."""
+    return f"change-{change.series.fingerprint[:12]}-{change.after.order}"
+
+
+def _model_of(series: Series) -> tuple[str, str]:
+    row = series.points[0].row
+    return row.model.model_name, row.experiment.test
+
+
+def open_changes(changes: Sequence[Change]) -> list[Change]:
+    """Each series' latest change point, newest first (as `changes` are ordered)."""
+    latest: dict[str, Change] = {}
+    for c in changes:
+        now = latest.get(c.series.fingerprint)
+        if now is None or c.sweeps_ago < now.sweeps_ago:
+            latest[c.series.fingerprint] = c
+    return [c for c in changes if latest.get(c.series.fingerprint) is c]
+
+
+def _when(sweep: Sweep) -> str:
+    at = ran_at(sweep)
+    if not at:
+        return sweep.label
+    return datetime.datetime.fromtimestamp(at).strftime("%m-%d %H:%M")
+
+
+def summaries(sweeps: Sequence[Sweep], baseline: str) -> dict[str, list[tuple[int, Summary]]]:
+    """Each configuration's summary in each sweep that ran it, by the sweep's place."""
+    out: dict[str, list[tuple[int, Summary]]] = {}
+    for order, sweep in enumerate(sweeps):
+        report = build_report(sweep.rows, sweep.baseline or baseline)
+        for s in report.summaries:
+            out.setdefault(s.config.label, []).append((order, s))
+    return out
+
+
+def _ticks(ax: Any, sweeps: Sequence[Sweep]) -> None:
+    step = max(1, round(len(sweeps) / 8))
+    places = list(range(0, len(sweeps), step))
+    ax.set_xticks(places, [_when(sweeps[i]) for i in places], rotation=30, fontsize=7)
+    ax.set_xlim(-0.5, len(sweeps) - 0.5)
+
+
+def config_figure(label: str, points: list[tuple[int, Summary]], sweeps: Sequence[Sweep]) -> Any:
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(12, 2.6), layout="constrained")
+    fig.suptitle(label, fontsize=10)
+    for i, (title, value) in enumerate(PANELS):
+        ax = fig.add_subplot(1, len(PANELS), i + 1)
+        ax.set_title(title, fontsize=9)
+        xs = [o for o, s in points if value(s) is not None]
+        ys = [value(s) for o, s in points if value(s) is not None]
+        ax.plot(xs, ys, marker="o", markersize=3)
+        if title == "geomean speedup":
+            low = [(o, s.geomean_ci) for o, s in points if s.geomean_ci is not None]
+            if low:
+                ax.fill_between(
+                    [o for o, _ in low],
+                    [ci.low for _, ci in low],
+                    [ci.high for _, ci in low],
+                    alpha=0.25,
+                )
+        _ticks(ax, sweeps)
+    return fig
+
+
+def model_figure(group: list[Series], changes: Sequence[Change], sweeps: Sequence[Sweep]) -> Any:
+    """A model's jobs (one line per configuration): time per sweep in ms, the 95%
+    interval as a band, each change point a dashed line in its job's colour."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(12, 3.2), layout="constrained")
+    ax = fig.add_subplot()
+    for i, series in enumerate(group):
+        color = f"C{i % 10}"
+        timed = series.timed()
+        xs = [p.order for p in timed]
+        ax.plot(xs, [(p.time_s or 0) * 1e3 for p in timed], marker="o", markersize=3,
+                color=color, label=series.name)  # fmt: skip
+        band = [
+            (p.order, low, high)
+            for p in timed
+            if (low := p.headline.ci_low_s) is not None and (high := p.headline.ci_high_s)
+        ]
+        if band:
+            ax.fill_between([b[0] for b in band], [b[1] * 1e3 for b in band],
+                            [b[2] * 1e3 for b in band], color=color, alpha=0.2,
+                            gid=f"band-{series.fingerprint[:12]}")  # fmt: skip
+        for c in changes:
+            if c.series is series:
+                x = c.after.order - 0.5
+                ax.axvline(x, color=color, linestyle="--", linewidth=1, gid=change_id(c))
+                ax.annotate(f"{c.point.change:+.1%}", (x, 1.0), xycoords=("data", "axes fraction"),
+                            fontsize=8, color=color, va="top", ha="left")  # fmt: skip
+    ax.set_ylabel("time per step (ms)")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
+    _ticks(ax, sweeps)
+    return fig
+
+
+def _open_cells(c: Change) -> list[str]:
+    p = c.point
+    return [
+        f"{c.after.sweep} ({c.sweeps_ago} sweep(s) ago)",
+        c.series.name,
+        f"{p.change:+.1%}",
+        format_time(p.before),
+        format_time(p.after),
+        f"{p.p_value:.2g}",
+        c.explained,
+        c.reruns[0],
+        c.reruns[1],
+    ]
+
+
+def to_html(
+    sweeps: Sequence[Sweep],
+    series: Sequence[Series],
+    changes: Sequence[Change],
+    baseline: str,
+    title: str,
+) -> str:
+    """The dashboard: the open change points first, then each configuration, then
+    each model."""
+    opened = open_changes(changes)
+    parts = [
+        "<!doctype html><html><head><meta charset='utf-8'>",
+        f"<title>{html.escape(title)}</title><style>{CSS}</style></head><body>",
+        f"<h1>{html.escape(title)}</h1>",
+        f"<p class='note'>{len(sweeps)} sweep(s) from {html.escape(_when(sweeps[0]))} to "
+        f"{html.escape(_when(sweeps[-1]))}; {len(series)} job(s); {len(changes)} change "
+        f"point(s), {len(opened)} open</p>"
+        if sweeps
+        else "<p>no sweep</p>",
+        "<h2 id='open'>Open change points, newest first</h2>",
+    ]
+    if opened:
+        table = html_table(OPEN_HEADER, [_open_cells(c) for c in opened],
+                           ["bad" if c.regression else "good" for c in opened])  # fmt: skip
+        # each job's cell links to its model's plot
+        for c in opened:
+            name = html.escape(c.series.name)
+            link = f"<a class='change' href='#{model_anchor(c.series)}'>{name}</a>"
+            table = table.replace(f"<td>{name}</td>", f"<td>{link}</td>", 1)
+        parts.append(table)
+    else:
+        parts.append("<p>none: every job's time kept its level</p>")
+    parts.append("<h2>Configurations over time</h2>")
+    for label, points in summaries(sweeps, baseline).items():
+        svg = to_svg(config_figure(label, points, sweeps))
+        parts.append(f"<figure class='config'>{svg}</figure>")
+    parts.append("<h2>Models over time</h2>")
+    groups: dict[str, list[Series]] = {}
+    for s in series:
+        if s.timed():
+            groups.setdefault(model_anchor(s), []).append(s)
+    for anchor, group in groups.items():
+        model, test = _model_of(group[0])
+        parts += [
+            f"<h3 id='{anchor}'>{html.escape(model)} ({html.escape(test)})</h3>",
+            f"<figure class='model'>{to_svg(model_figure(group, changes, sweeps))}</figure>",
+        ]
+    parts.append("</body></html>")
+    return "\n".join(parts)
