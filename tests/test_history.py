@@ -178,11 +178,10 @@ def test_history_refuses_a_bad_window(tmp_path: Path, capsys: pytest.CaptureFixt
 REAL_SWEEPS, REAL_CHANGE_AT = 12, 8
 REAL_JOB = [
     "-m",
-    "model=llama",
+    "model=resnet",
     "model.size=small",
     "dtype=float32",
-    "repeat=8",
-    "iterations_per_run=2",
+    "repeat=10",  # one process; each repeat calibrated to min_run_time_s (50 ms)
     "warmup=2",
     "mlflow.enabled=false",
     "progress=false",
