@@ -112,6 +112,75 @@ def _history(root: Path, sweeps: int, change_at: int) -> Path:
     return root / "multirun"
 
 
+def _sweeps(root: Path, levels: list[tuple[float, dict[str, Any]]]) -> Path:
+    """One sweep folder per (time, provenance facts), in that order of time: one job,
+    m0, whose time is the level times a little noise."""
+    rng = np.random.default_rng(RNG_SEED)
+    for k, (level, prov) in enumerate(levels):
+        folder = root / "multirun" / f"s{k:02d}"
+        folder.mkdir(parents=True)
+        row = _row(0, level * float(np.exp(rng.normal(0, 0.01))), 1e9 + 3600 * k, "0-1", "x")
+        row["provenance"] |= prov
+        (folder / "results.jsonl").write_text(json.dumps(row) + "\n")
+    return root / "multirun"
+
+
+def test_history_in_the_order_of_torch_versions_finds_the_release_that_slowed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Sweeps of two torch releases and 2.10.0 interleaved in time (bisecting, say), 2.10.0
+    30% slower: in time order the level jumps back and forth, in version order (PEP 440:
+    2.9.1 < 2.10.0, which a string sort gets wrong) it steps once, at 2.10.0."""
+    versions = ["2.10.0", "2.9.0", "2.9.1", "2.10.0", "2.9.0", "2.10.0", "2.9.1", "2.9.0"] * 2
+    levels = [(0.013 if v == "2.10.0" else 0.010, {"versions": {"torch": v}}) for v in versions]
+    root = _sweeps(tmp_path, levels)
+    out = tmp_path / "h"
+    assert (
+        history_main([str(root), "--order-by", "version.torch", "--no-mlflow", "--out", str(out)])
+        == 0
+    )
+    text = capsys.readouterr().out
+    assert "1 change point(s)" in text, text
+    assert "what changed: version.torch: 2.9.1 -> 2.10.0" in text, text
+    (line,) = [ln for ln in text.splitlines() if ln.startswith("m0·inductor·eval: +")]
+    assert 0.25 <= float(line.split("+")[1].split("%")[0]) / 100 <= 0.35, line
+    # in time order no single step explains the series
+    assert history_main([str(root), "--no-mlflow", "--out", str(out)]) == 0
+    assert "version.torch: 2.9.1 -> 2.10.0" not in capsys.readouterr().out
+
+
+def test_history_in_the_order_of_commits_follows_the_checkout(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--order-by git_sha puts the sweeps in the order of --repo's commits (run out of
+    order here), and names a commit the checkout does not have."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    shas = []
+    for n in range(4):
+        subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", f"c{n}"], check=True)
+        head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True)
+        shas.append(head.stdout.strip())
+    ran = [3, 0, 2, 1, 0, 3, 1, 2, 2, 0, 3, 1]  # the commit each sweep ran, in time order
+    levels = [(0.010 * (1.4 if c >= 2 else 1.0), {"git_sha": shas[c]}) for c in ran]
+    root = _sweeps(tmp_path, levels)
+    by_commit = [str(root), "--order-by", "git_sha", "--repo", str(repo), "--no-mlflow"]
+    assert history_main([*by_commit, "--out", str(tmp_path / "h")]) == 0
+    text = capsys.readouterr().out
+    assert "1 change point(s)" in text and f"git_sha: {shas[1]} -> {shas[2]}" in text, text
+    stranger = [str(root), "--order-by", "git_sha", "--repo", str(tmp_path), "--no-mlflow"]
+    assert history_main(stranger) == 2
+    assert "is not a git checkout" in capsys.readouterr().err
+    other = tmp_path / "other"
+    subprocess.run(["git", "init", "-q", str(other)], check=True)
+    subprocess.run(["git", "-C", str(other), "-c", "user.name=t", "-c", "user.email=t@t",
+                    "commit", "-q", "--allow-empty", "-m", "x"], check=True)  # fmt: skip
+    assert history_main([*by_commit[:3], "--repo", str(other), "--no-mlflow"]) == 2
+    assert "not in" in capsys.readouterr().err
+
+
 def history_changes(root: Path) -> list[Change]:
     """The change points `benchflow history` finds under `root`, found in this process."""
     ordered, series = build(sweeps_of([str(root)], None))

@@ -35,6 +35,7 @@ EPILOG = """\
 examples:
   benchflow history multirun                              # and history/history.html
   benchflow history multirun --fail-on-new --window 5     # nightly CI
+  benchflow history multirun --order-by version.torch     # one sweep per torch release
 
 exit codes: 0 done, 1 a regression change point in the last --window sweeps
 (--fail-on-new), 2 bad input.
@@ -53,6 +54,7 @@ def _window(text: str) -> int:
 
 def parser() -> argparse.ArgumentParser:
     from benchflow.history.changes import WINDOW
+    from benchflow.history.series import BY_TIME, order_choices
     from benchflow.results.changepoints import THRESHOLD
 
     p = argparse.ArgumentParser(
@@ -78,6 +80,22 @@ def parser() -> argparse.ArgumentParser:
         type=_window,
         default=WINDOW,
         help=f"with --fail-on-new: how many of the newest sweeps count as new (default {WINDOW})",
+    )
+    p.add_argument(
+        "--order-by",
+        choices=order_choices(),
+        default=BY_TIME,
+        metavar="AXIS",
+        help="the sweeps' order: time (when they ran, the default), a package's version "
+        "(version.torch, ...), or a commit (git_sha, torchbench_sha: its place in --repo's "
+        f"history); choices: {', '.join(order_choices())}",
+    )
+    p.add_argument(
+        "--repo",
+        type=Path,
+        default=Path("."),
+        help="with --order-by git_sha or torchbench_sha: the git checkout whose history "
+        "orders the commits (default: .)",
     )
     p.add_argument(
         "--out",
@@ -167,7 +185,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     from benchflow.history import changes as history_changes
     from benchflow.history.render import print_changes
-    from benchflow.history.series import build
+    from benchflow.history.series import OrderError, build
     from benchflow.report.sources import SourceError
 
     try:
@@ -175,7 +193,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SourceError as exc:
         print(f"benchflow history: error: {exc}", file=sys.stderr)
         return 2
-    ordered, series = build(sweeps)
+    try:
+        ordered, series = build(sweeps, args.order_by, args.repo)
+    except OrderError as exc:
+        print(f"benchflow history: error: {exc}", file=sys.stderr)
+        return 2
     found = history_changes.find(series, len(ordered), args.threshold)
     print_changes(ordered, series, found)
     page = write_dashboard(ordered, series, found, args.out)
