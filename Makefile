@@ -34,11 +34,14 @@ $(UV):
 EXTRAS ?= ray suites
 STAMP := $(VENV)/.synced
 
+# --compile-bytecode: the packages' bytecode written once, in parallel, at install;
+# without it the first processes to import torch each compile it (a fresh clone's
+# test suite starts dozens at once).
 setup: | $(UV) ## Create .venv from uv.lock with EXTRAS (torch 2.9.0 + torch_xla 2.9.0, ~8 GB, cached)
 	@if [ "$$(cat $(STAMP) 2>/dev/null)" != "$(sort $(EXTRAS))" ] \
 	  || [ pyproject.toml -nt $(STAMP) ] || [ uv.lock -nt $(STAMP) ]; then \
-	  echo "$(UV) sync --locked $(addprefix --extra ,$(sort $(EXTRAS)))"; \
-	  $(UV) sync --locked $(addprefix --extra ,$(sort $(EXTRAS))) \
+	  echo "$(UV) sync --locked --compile-bytecode $(addprefix --extra ,$(sort $(EXTRAS)))"; \
+	  $(UV) sync --locked --compile-bytecode $(addprefix --extra ,$(sort $(EXTRAS))) \
 	    && echo "$(sort $(EXTRAS))" > $(STAMP); \
 	fi
 	@$(if $(filter setup,$(MAKECMDGOALS)),$(HOW_TO_RUN),true)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from tests.conftest import CliResult, run_cli
+from tests.conftest import CliResult, EarlySweeps, early, run_cli
 from tests.early import niced
 
 from benchflow.core.machine import cuda_present
@@ -189,21 +189,17 @@ CASES = [
 ]
 
 
-@pytest.fixture(scope="module")
-def broken_conf(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    conf = tmp_path_factory.mktemp("conf")
-    (conf / "experiment").mkdir()
+def _broken_conf(conf: Path) -> Path:
+    (conf / "experiment").mkdir(parents=True)
     (conf / "experiment" / "broken.yaml").write_text(
         "# @package _global_\nhydra:\n  sweeper:\n    params:\n      model: [llama\n  dynamo: x\n"
     )
     return conf
 
 
-@pytest.fixture(scope="module")
-def user_conf(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def _user_conf(user: Path) -> Path:
     """A user's config folders ({user} in a case's arguments): one sets a key the schema
     does not have, one has an option named like one of benchflow's."""
-    user = tmp_path_factory.mktemp("user")
     (user / "typo" / "model").mkdir(parents=True)
     (user / "typo" / "model" / "typo.yaml").write_text("name: typo\nnmae: typo\n")
     (user / "shadow" / "model").mkdir(parents=True)
@@ -211,23 +207,31 @@ def user_conf(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return user
 
 
-@pytest.fixture(scope="module")
-def outcomes(
-    tmp_path_factory: pytest.TempPathFactory, broken_conf: Path, user_conf: Path
-) -> dict[str, tuple[CliResult, Path]]:
+@early("bad_input")
+def _bad_inputs(root: Path) -> dict[str, tuple[CliResult, Path]]:
     """Every case through the real CLI, each in a scratch directory of its own; four at a
-    time (they are independent processes, mostly importing), niced."""
+    time (they are independent processes, mostly importing), niced, in the background
+    from the session's start: the lane of tests that run in order never waits for them."""
+    broken, user = _broken_conf(root / "conf"), _user_conf(root / "user")
 
-    def one(case: Case) -> tuple[CliResult, Path]:
-        cwd = tmp_path_factory.mktemp("bad")
-        args = [a.replace("{user}", str(user_conf)) for a in case.args]
-        with niced():  # 40-odd interpreters' imports: they yield to the session sweeps
-            return run_cli([*args, f"hydra.searchpath=[file://{broken_conf}]"], cwd), cwd
+    def one(numbered: tuple[int, Case]) -> tuple[CliResult, Path]:
+        n, case = numbered
+        cwd = root / f"bad{n}"
+        cwd.mkdir()
+        args = [a.replace("{user}", str(user)) for a in case.args]
+        with niced():  # each pool thread: 40-odd interpreters' imports yield the cores
+            return run_cli([*args, f"hydra.searchpath=[file://{broken}]"], cwd), cwd
 
     # With a GPU, accelerator=cuda is good input: that case would run a real job.
     cases = [c for c in CASES if not (c.gpu_less and cuda_present())]
     with ThreadPoolExecutor(max_workers=4) as pool:
-        return dict(zip([c.kind for c in cases], pool.map(one, cases), strict=True))
+        return dict(zip([c.kind for c in cases], pool.map(one, enumerate(cases)), strict=True))
+
+
+@pytest.fixture(scope="module")
+def outcomes(early_sweeps: EarlySweeps) -> dict[str, tuple[CliResult, Path]]:
+    result: dict[str, tuple[CliResult, Path]] = early_sweeps.result("bad_input")
+    return result
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.kind for c in CASES])
