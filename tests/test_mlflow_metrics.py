@@ -171,3 +171,26 @@ def test_a_heterogeneous_sweeps_summary_reaches_its_parent_run(
     passrates = [k for k in names if k.endswith(".passrate")]
     rated = [s for s in report.summaries if s.passrate is not None]  # some ran no model
     assert len(passrates) == len(rated) > len(labels) / 2
+
+
+def test_a_search_reads_every_page_and_results_are_read_where_they_lie(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An experiment's runs are read page by page (one search stops at 50,000 runs,
+    silently), and a local store's result.json is read in place, not downloaded."""
+    from benchflow.report import sources
+    from benchflow.tracking import mlflow_runs
+
+    tracker = Tracker(MlflowConfig(), tmp_path)
+    made = [tracker.start_run(f"job{n}") for n in range(5)]
+    for run_id in made:
+        tracker.log_text(run_id, json.dumps({"n": run_id}), "result.json")
+    monkeypatch.setattr(mlflow_runs, "SEARCH_PAGE", 2)  # three pages of at most two
+    runs = mlflow_runs.search_all(tracker.client, tracker.experiment_id)
+    assert sorted(r.info.run_id for r in runs) == sorted(made)
+    client = MlflowClient(tracker.uri)
+    for run in runs:
+        path = sources._result_file(client, run, str(tmp_path / "downloads"))
+        assert path.is_relative_to(tmp_path / "mlartifacts"), path  # where it lies
+        assert json.loads(path.read_text()) == {"n": run.info.run_id}
+    assert not (tmp_path / "downloads").exists()

@@ -31,6 +31,7 @@ from benchflow.tracking.mlflow_runs import (
     KIND_TAG,
     default_tracking_uri,
     job_runs,
+    search_all,
 )
 
 log = logging.getLogger(__name__)
@@ -113,13 +114,26 @@ def _client(uri: str) -> Any:
     return MlflowClient(tracking_uri=uri)
 
 
+def _result_file(client: Any, run: Any, tmp: str) -> Path:
+    """A run's result.json: read where it lies when its artifacts are local files (a
+    download asks the store for the run again, per run), else downloaded into `tmp`."""
+    from mlflow.utils.file_utils import local_file_uri_to_path
+
+    uri = run.info.artifact_uri or ""
+    if uri.startswith("file:") or (uri and "://" not in uri):
+        here = Path(local_file_uri_to_path(uri)) / "result.json"
+        if here.is_file():
+            return here
+    return Path(client.download_artifacts(run.info.run_id, "result.json", tmp))
+
+
 def _rows_of(client: Any, runs: list[Any]) -> list[ResultRow]:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for run in runs:
             try:
-                local = client.download_artifacts(run.info.run_id, "result.json", tmp)
-                rows.append(ResultRow.from_dict(json.loads(Path(local).read_text())))
+                local = _result_file(client, run, tmp)
+                rows.append(ResultRow.from_dict(json.loads(local.read_text())))
             except Exception as exc:  # a run killed before its artifacts were logged
                 log.warning(
                     "run %s (%s) has no result.json: %s", run.info.run_id, run.info.run_name, exc
@@ -162,7 +176,7 @@ def _from_experiment(name: str, uri: str) -> Sweep:
         )
     runs = [
         r
-        for r in client.search_runs([exp.experiment_id], max_results=50000)
+        for r in search_all(client, exp.experiment_id)
         if KIND_TAG not in r.data.tags  # a job's run, not a sweep's or a history's
     ]
     rows = _rows_of(client, runs)

@@ -311,13 +311,31 @@ class Tracker:
         self.client.set_terminated(run_id, status=status_of(status).mlflow_run_status)
 
 
+SEARCH_PAGE = 1000  # runs a search asks for at a time (MLflow's own default page)
+
+
+def search_all(client: Any, experiment_id: str, filter_string: str = "") -> list[Any]:
+    """Every run of an experiment that the filter matches, page by page (one search
+    returns at most 50,000 runs, and the rest silently not)."""
+    runs: list[Any] = []
+    token = None
+    while True:
+        page = client.search_runs(
+            [experiment_id], filter_string, max_results=SEARCH_PAGE, page_token=token
+        )
+        runs += page
+        token = page.token
+        if not token:
+            return runs
+
+
 def job_runs(client: Any, run: Any) -> tuple[list[Any], bool]:
     """(the job runs a run id stands for, whether it is a sweep's parent run): its
     child runs, oldest first, or the run itself when it has none."""
-    children = client.search_runs(
-        [run.info.experiment_id],
-        filter_string=f"tags.mlflow.parentRunId = '{run.info.run_id}'",
-        max_results=50000,
+    children = search_all(
+        client,
+        run.info.experiment_id,
+        f"tags.mlflow.parentRunId = '{run.info.run_id}'",
     )
     if not children:
         return [run], False
