@@ -40,6 +40,12 @@ class Change:
         return "; ".join(str(d) for d in self.diffs) or NOTHING
 
     @property
+    def when(self) -> str:
+        """The first sweep after the change, and how far back it lies."""
+        ago = self.sweeps_ago
+        return f"{self.after.sweep} ({'the newest sweep' if not ago else f'{ago} sweep(s) ago'})"
+
+    @property
     def reruns(self) -> tuple[str, str]:
         return rerun_command(self.before), rerun_command(self.after)
 

@@ -72,7 +72,7 @@ def open_changes(changes: Sequence[Change]) -> list[Change]:
     return [c for c in changes if latest.get(c.series.fingerprint) is c]
 
 
-def _when(sweep: Sweep) -> str:
+def _date(sweep: Sweep) -> str:
     at = ran_at(sweep)
     if not at:
         return sweep.label
@@ -92,7 +92,7 @@ def summaries(sweeps: Sequence[Sweep], baseline: str) -> dict[str, list[tuple[in
 def _ticks(ax: Any, sweeps: Sequence[Sweep]) -> None:
     step = max(1, round(len(sweeps) / 8))
     places = list(range(0, len(sweeps), step))
-    ax.set_xticks(places, [_when(sweeps[i]) for i in places], rotation=30, fontsize=7)
+    ax.set_xticks(places, [_date(sweeps[i]) for i in places], rotation=30, fontsize=7)
     ax.set_xlim(-0.5, len(sweeps) - 0.5)
 
 
@@ -157,7 +157,7 @@ def model_figure(group: list[Series], changes: Sequence[Change], sweeps: Sequenc
 def _open_cells(c: Change) -> list[str]:
     p = c.point
     return [
-        f"{c.after.sweep} ({c.sweeps_ago} sweep(s) ago)",
+        c.when,
         c.series.name,
         f"{p.change:+.1%}",
         format_time(p.before),
@@ -183,8 +183,8 @@ def to_html(
         "<!doctype html><html><head><meta charset='utf-8'>",
         f"<title>{html.escape(title)}</title><style>{CSS}</style></head><body>",
         f"<h1>{html.escape(title)}</h1>",
-        f"<p class='note'>{len(sweeps)} sweep(s) from {html.escape(_when(sweeps[0]))} to "
-        f"{html.escape(_when(sweeps[-1]))}; {len(series)} job(s); {len(changes)} change "
+        f"<p class='note'>{len(sweeps)} sweep(s) from {html.escape(_date(sweeps[0]))} to "
+        f"{html.escape(_date(sweeps[-1]))}; {len(series)} job(s); {len(changes)} change "
         f"point(s), {len(opened)} open</p>"
         if sweeps
         else "<p>no sweep</p>",

@@ -22,11 +22,6 @@ def _level(value: float, ci: Interval | None) -> str:
     return f"{format_time(value)} (95% CI {format_interval(ci.low, ci.high)})"
 
 
-def _when(change: Change) -> str:
-    ago = change.sweeps_ago
-    return f"{change.after.sweep} ({'the newest sweep' if not ago else f'{ago} sweep(s) ago'})"
-
-
 def print_changes(
     sweeps: Sequence[Sweep], series: Sequence[Series], changes: Sequence[Change]
 ) -> None:
@@ -35,7 +30,7 @@ def print_changes(
     for c in changes:
         p, style = c.point, "red" if c.regression else "green"
         kind = "slower" if c.regression else "faster"
-        say(f"\n[bold]{c.series.name}[/]: [{style}]{p.change:+.1%} ({kind})[/] from {_when(c)}, "
+        say(f"\n[bold]{c.series.name}[/]: [{style}]{p.change:+.1%} ({kind})[/] from {c.when}, "
             f"p={p.p_value:.2g} after BH")  # fmt: skip
         say(f"  before {_level(p.before, p.before_ci)}; after {_level(p.after, p.after_ci)}")
         say(f"  what changed: {c.explained}")
