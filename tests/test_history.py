@@ -17,11 +17,13 @@ from tests.conftest import cli_command, run_cli, sweep_runs
 
 from benchflow.cli.history import main as history_main
 from benchflow.cli.history import sweeps_of
+from benchflow.config.schema import MlflowConfig
 from benchflow.history import changes
 from benchflow.history.changes import Change
 from benchflow.history.dashboard import change_id, model_anchor
 from benchflow.history.series import build
 from benchflow.results import changepoints
+from benchflow.tracking.mlflow_runs import Tracker
 
 RNG_SEED = 26
 
@@ -222,6 +224,73 @@ def test_history_finds_the_change_names_what_changed_and_gates_new_ones(
         gate = [str(root), "--fail-on-new", "--window", window, "--no-mlflow"]
         assert history_main([*gate, "--out", str(tmp_path / "h")]) == code, window
     assert "new regression: m0·inductor·eval +" in capsys.readouterr().err
+
+
+def _logged(root: Path, uri: str) -> dict[str, list[str]]:
+    """The sweep folders under `root` logged to the MLflow store `uri` as benchflow logs
+    them: the first ones as sweep runs with their results.jsonl (and job runs), the
+    second-last as a sweep run that never got its results.jsonl (stopped before its
+    end: its job runs' result.json), the last as job runs of no sweep run. Returns the
+    job runs of each kind."""
+    from benchflow.tracking.mlflow_runs import KIND_SWEEP, KIND_TAG, SWEEP_DIR_TAG
+
+    tracker = Tracker(MlflowConfig(tracking_uri=uri), root.parent)
+    folders = sorted(p.parent for p in root.glob("*/*/results.jsonl"))
+    made: dict[str, list[str]] = {"in results.jsonl": [], "stopped": [], "lone": []}
+    for k, folder in enumerate(folders):
+        kind = "lone" if k == len(folders) - 1 else "stopped" if k == len(folders) - 2 else ""
+        parent = None
+        if kind != "lone":
+            tags = {KIND_TAG: KIND_SWEEP, SWEEP_DIR_TAG: str(folder)}
+            parent = tracker.start_run(f"sweep {folder.name}", tags=tags)
+            if not kind:
+                tracker.log_files(parent, [folder / "results.jsonl"])
+        for line in (folder / "results.jsonl").read_text().splitlines():
+            row = json.loads(line)
+            row["job"]["dir"] = str(folder / str(row["job"]["num"]))
+            run_id = tracker.start_run(row["job"]["name"], parent_id=parent)
+            tracker.log_text(run_id, json.dumps(row), "result.json")
+            made[kind or "in results.jsonl"].append(run_id)
+    return made
+
+
+def test_history_of_an_mlflow_experiment_reads_a_file_a_sweep(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An experiment is read a sweep run at a time, from its results.jsonl; job runs are
+    read only where no sweep run's results.jsonl holds them. The series and change
+    points are the folders' own; an MLflow server older than IS NULL in its search
+    filters gets the same sweeps."""
+    from benchflow.report import sources
+
+    root = _history(tmp_path, 12, 8)
+    uri = f"sqlite:///{tmp_path / 'store.db'}"
+    made = _logged(root, uri)
+    read: list[str] = []
+    rows_of = sources._rows_of
+
+    def recorded(client: Any, runs: list[Any]) -> Any:
+        read.extend(r.info.run_id for r in runs)
+        return rows_of(client, runs)
+
+    monkeypatch.setattr(sources, "_rows_of", recorded)
+    expected = [
+        (c.series.name, c.after.order, round(c.point.change, 6)) for c in history_changes(root)
+    ]
+    for lone_filter in (sources.LONE_RUNS, "tags.x IS NOTHING"):  # the second: refused
+        monkeypatch.setattr(sources, "LONE_RUNS", lone_filter)
+        read.clear()
+        sweeps = sweeps_of(["experiment:benchflow"], uri)
+        assert sorted(read) == sorted(made["stopped"] + made["lone"]), lone_filter
+        assert sorted(s.label for s in sweeps) == sorted(
+            str(p.parent) for p in root.glob("*/*/results.jsonl")
+        )
+        assert [len(s.rows) for s in sweeps] == [2] * 12
+        ordered, series = build(sweeps)
+        found = changes.find(series, len(ordered), changepoints.THRESHOLD)
+        assert [(c.series.name, c.after.order, round(c.point.change, 6)) for c in found] == expected
+    # a report of the experiment: every sweep's rows in one
+    assert len(sources.load("experiment:benchflow", uri).rows) == 24
 
 
 def test_history_of_the_sweeps_before_the_change_is_flat(

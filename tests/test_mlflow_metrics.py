@@ -190,7 +190,7 @@ def test_a_search_reads_every_page_and_results_are_read_where_they_lie(
     assert sorted(r.info.run_id for r in runs) == sorted(made)
     client = MlflowClient(tracker.uri)
     for run in runs:
-        path = sources._result_file(client, run, str(tmp_path / "downloads"))
+        path = sources._artifact(client, run, "result.json", str(tmp_path / "downloads"))
         assert path.is_relative_to(tmp_path / "mlartifacts"), path  # where it lies
         assert json.loads(path.read_text()) == {"n": run.info.run_id}
     assert not (tmp_path / "downloads").exists()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import multiprocessing
 import statistics
 from pathlib import Path
@@ -236,6 +237,19 @@ def test_read_rows_skips_what_is_no_row(tmp_path: Path, caplog: pytest.LogCaptur
     (replaced,) = record_row(path, again)
     assert replaced.row_id == row.row_id and replaced.superseded_by == "second"
     assert current(read_rows(path)) == [again]
+
+
+def test_rows_with_what_json_writes_beyond_the_standard_are_read(tmp_path: Path) -> None:
+    """Rows are parsed by orjson, which refuses the NaN and Infinity that json.dumps
+    writes; such a row is read all the same (by json), and a corrupt line is skipped."""
+    path = tmp_path / "results.jsonl"
+    row = build_row(_job(), status=Status.OK, error=None, child=_child())
+    data = row.to_dict()
+    data["metrics"] = {**data["metrics"], "odd": float("nan"), "far": float("inf")}
+    path.write_text(json.dumps(data) + "\n" + "{not json\n")
+    (read,) = read_rows(path)
+    assert math.isnan(read.metrics["odd"]) and read.metrics["far"] == math.inf
+    assert read.row_id == row.row_id
 
 
 def test_a_plan_types_only_the_job_asked_for() -> None:

@@ -117,10 +117,11 @@ def parser() -> argparse.ArgumentParser:
 
 
 def sweeps_of(specs: Sequence[str], tracking_uri: str | None) -> list[Sweep]:
-    """Each SOURCE as sweeps: a folder that holds sweeps gives every one under it."""
+    """Each SOURCE as sweeps: a folder that holds sweeps gives every one under it, an
+    MLflow experiment every sweep in it."""
     from benchflow.core.layout import SweepDir
-    from benchflow.history.series import split
-    from benchflow.report.sources import load
+    from benchflow.report.sources import experiment_name, experiment_sweeps, load, split
+    from benchflow.tracking.mlflow_runs import default_tracking_uri
 
     out: list[Sweep] = []
     for spec in specs:
@@ -130,6 +131,9 @@ def sweeps_of(specs: Sequence[str], tracking_uri: str | None) -> list[Sweep]:
             if inside:
                 out += [load(str(p), tracking_uri) for p in inside]
                 continue
+        if (name := experiment_name(spec)) is not None:
+            out += experiment_sweeps(name, tracking_uri or default_tracking_uri(Path.cwd()))
+            continue
         out += split(load(spec, tracking_uri))
     return out
 
@@ -187,9 +191,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     from benchflow.history.render import print_changes
     from benchflow.history.series import OrderError, build
     from benchflow.report.sources import SourceError
+    from benchflow.results.io import bulk
 
     try:
-        sweeps = sweeps_of(args.sources, args.tracking_uri)
+        with bulk():  # many sweeps, from folders or MLflow: many rows
+            sweeps = sweeps_of(args.sources, args.tracking_uri)
     except SourceError as exc:
         print(f"benchflow history: error: {exc}", file=sys.stderr)
         return 2

@@ -72,11 +72,11 @@ def open_changes(changes: Sequence[Change]) -> list[Change]:
     return [c for c in changes if latest.get(c.series.fingerprint) is c]
 
 
-def _date(sweep: Sweep) -> str:
+def _date(sweep: Sweep, fmt: str = "%m-%d %H:%M") -> str:
     at = ran_at(sweep)
     if not at:
         return sweep.label
-    return datetime.datetime.fromtimestamp(at).strftime("%m-%d %H:%M")
+    return datetime.datetime.fromtimestamp(at).strftime(fmt)
 
 
 def summaries(sweeps: Sequence[Sweep], baseline: str) -> dict[str, list[tuple[int, Summary]]]:
@@ -89,24 +89,34 @@ def summaries(sweeps: Sequence[Sweep], baseline: str) -> dict[str, list[tuple[in
     return out
 
 
+MARKERS_UP_TO = 60  # a line's points drawn as dots up to this many sweeps; a line beyond
+
+
+def _marker(points: int) -> dict[str, Any]:
+    return {"marker": "o", "markersize": 3} if points <= MARKERS_UP_TO else {}
+
+
 def _ticks(ax: Any, sweeps: Sequence[Sweep]) -> None:
     step = max(1, round(len(sweeps) / 8))
     places = list(range(0, len(sweeps), step))
-    ax.set_xticks(places, [_date(sweeps[i]) for i in places], rotation=30, fontsize=7)
+    span_s = ran_at(sweeps[-1]) - ran_at(sweeps[0]) if sweeps else 0.0
+    fmt = "%Y-%m-%d" if abs(span_s) > 180 * 86400 else "%m-%d %H:%M"  # a year's dates: the year
+    ax.set_xticks(places, [_date(sweeps[i], fmt) for i in places], rotation=30, fontsize=7)
     ax.set_xlim(-0.5, len(sweeps) - 0.5)
 
 
 def config_figure(label: str, points: list[tuple[int, Summary]], sweeps: Sequence[Sweep]) -> Any:
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(12, 2.6), layout="constrained")
+    fig = Figure(figsize=(12, 2.6))
+    fig.subplots_adjust(left=0.04, right=0.99, bottom=0.3, top=0.8, wspace=0.25)
     fig.suptitle(label, fontsize=10)
     for i, (title, value) in enumerate(PANELS):
         ax = fig.add_subplot(1, len(PANELS), i + 1)
         ax.set_title(title, fontsize=9)
         xs = [o for o, s in points if value(s) is not None]
         ys = [value(s) for o, s in points if value(s) is not None]
-        ax.plot(xs, ys, marker="o", markersize=3)
+        ax.plot(xs, ys, **_marker(len(xs)))
         if title == "geomean speedup":
             low = [(o, s.geomean_ci) for o, s in points if s.geomean_ci is not None]
             if low:
@@ -125,14 +135,16 @@ def model_figure(group: list[Series], changes: Sequence[Change], sweeps: Sequenc
     interval as a band, each change point a dashed line in its job's colour."""
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(12, 3.2), layout="constrained")
+    fig = Figure(
+        figsize=(12, max(3.2, 0.6 + 0.17 * len(group))), layout="constrained"
+    )  # the legend
     ax = fig.add_subplot()
     for i, series in enumerate(group):
         color = f"C{i % 10}"
         timed = series.timed()
         xs = [p.order for p in timed]
-        ax.plot(xs, [(p.time_s or 0) * 1e3 for p in timed], marker="o", markersize=3,
-                color=color, label=series.name)  # fmt: skip
+        ax.plot(xs, [(p.time_s or 0) * 1e3 for p in timed], color=color, label=series.name,
+                **_marker(len(xs)))  # fmt: skip
         band = [
             (p.order, low, high)
             for p in timed

@@ -10,7 +10,6 @@ gives a series at most one point, its current row of that job.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import subprocess
 from collections import Counter
@@ -61,27 +60,6 @@ def ran_at(sweep: Sweep) -> float:
     """When the sweep ran: its first job's start (epoch seconds)."""
     times = [r.job.started_at or r.timestamp for r in sweep.rows]
     return min((t for t in times if t), default=0.0)
-
-
-def sweep_of(row: ResultRow) -> str:
-    """The folder of the sweep a row ran in, from its job folder (a sweep's job folders
-    are named by the job's number; a single run's folder is its own sweep)."""
-    folder = Path(row.job.dir or "")
-    return str(folder.parent if folder.name == str(row.job.num) else folder)
-
-
-def split(sweep: Sweep) -> list[Sweep]:
-    """A source that holds several sweeps' rows (an MLflow experiment) as one sweep
-    each; a source of one sweep as it is."""
-    groups: dict[str, list[ResultRow]] = {}
-    for row in sweep.rows:
-        groups.setdefault(sweep_of(row), []).append(row)
-    if len(groups) < 2:
-        return [sweep]
-    return [
-        dataclasses.replace(sweep, label=folder or sweep.label, rows=rows, directory=None)
-        for folder, rows in groups.items()
-    ]
 
 
 # --order-by: when the sweeps ran, or a recorded fact with an order of its own: a

@@ -68,14 +68,17 @@ def _text(value: Setting) -> str:
     return "null" if value is None else str(value)
 
 
-def varying_axes(rows: Sequence[ResultRow]) -> list[str]:
+def varying_axes(
+    rows: Sequence[ResultRow], settings: Sequence[dict[str, str]] | None = None
+) -> list[str]:
     """Measured settings whose value differs between two rows of the same model and test
     (absent counts as a value). The suite's rules may give each model its own dtype or
-    batch size; that alone makes no new configuration."""
+    batch size; that alone makes no new configuration. `settings`: the rows' `_axes`,
+    where the caller has them."""
     groups: dict[tuple[str, str], list[dict[str, str]]] = {}
-    for row in rows:
+    for i, row in enumerate(rows):
         key = (row.model_name, row.test)
-        groups.setdefault(key, []).append(_axes(row))
+        groups.setdefault(key, []).append(settings[i] if settings else _axes(row))
     varying: set[str] = set()
     for per_row in groups.values():
         keys = {k for axes in per_row for k in axes}
@@ -168,15 +171,15 @@ def build_report(rows: Sequence[ResultRow], baseline: str = DEFAULT_BASELINE) ->
     Rows of invalid combinations stand for no configuration: listed apart."""
     base = backends.baseline_label(baseline)
     invalid = [_invalid(r) for r in rows if r.status is Status.INVALID]
-    rows = [r for r in rows if r.status.counts_as_configuration]
-    axes = varying_axes(rows)
+    # Oldest first: a rerun replaces an earlier row, and column order follows the
+    # sweep's own order whatever order the rows were read in (MLflow: newest first).
+    rows = sorted((r for r in rows if r.status.counts_as_configuration), key=lambda r: r.timestamp)
+    settings = [_axes(row) for row in rows]
+    axes = varying_axes(rows, settings)
     notes: list[str] = []
     latest: dict[tuple[str, str, str], Entry] = {}
     superseded = 0
-    # Oldest first: a rerun replaces an earlier row, and column order follows the
-    # sweep's own order whatever order the rows were read in (MLflow: newest first).
-    rows = sorted(rows, key=lambda r: r.timestamp)
-    configs = [_config_of(row, axes) for row in rows]
+    configs = [_config_of(row, axes, s) for row, s in zip(rows, settings, strict=True)]
     for row, config in zip(rows, configs, strict=True):
         entry = make_entry(row, config)
         superseded += entry.key in latest
@@ -272,9 +275,8 @@ def build_report(rows: Sequence[ResultRow], baseline: str = DEFAULT_BASELINE) ->
     )
 
 
-def _config_of(row: ResultRow, axes: Sequence[str]) -> Config:
-    row_axes = _axes(row)
-    return Config(row.backend, tuple((k, row_axes.get(k, "-")) for k in axes))
+def _config_of(row: ResultRow, axes: Sequence[str], settings: dict[str, str]) -> Config:
+    return Config(row.backend, tuple((k, settings.get(k, "-")) for k in axes))
 
 
 def _outcome(e: Entry) -> str:

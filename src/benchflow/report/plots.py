@@ -199,7 +199,12 @@ def figures(report: Report) -> dict[str, Any]:
 
 
 def to_svg(fig: Any) -> str:
+    """The figure as inline SVG, its text as text (the browser's font), not as glyph
+    paths: a quarter of the time and size for a figure with many labels."""
+    import matplotlib
+
     buf = io.StringIO()
-    fig.savefig(buf, format="svg")
+    with matplotlib.rc_context({"svg.fonttype": "none"}):
+        fig.savefig(buf, format="svg")
     text = buf.getvalue()
     return text[text.find("<svg") :]  # drop the XML prolog and DOCTYPE for inline use

@@ -6,14 +6,18 @@
 - an MLflow experiment, by name or id: every job run in it.
 ``run:<id>`` and ``experiment:<name>`` say which explicitly.
 
-MLflow rows are the ``result.json`` artifact every job run carries, so a report
+MLflow rows are the ``results.jsonl`` artifact of a sweep's parent run (logged when
+the sweep ends) and the ``result.json`` artifact every job run carries, so a report
 from MLflow is the same as one from the folder, on any machine that can reach
-the tracking store.
+the tracking store. An experiment is read a sweep at a time (``experiment_sweeps``):
+its sweep runs' ``results.jsonl``, then the job runs that no such file holds (a
+sweep stopped before its end, a run outside any sweep); one search of the sweep runs
+and a file a sweep, not a search and a file a job.
 """
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import logging
 import re
 import tempfile
@@ -24,11 +28,14 @@ from typing import Any
 
 from benchflow.core.layout import JobDir, SweepDir
 from benchflow.report.model import Meta
-from benchflow.results.io import read_rows
+from benchflow.results.io import bulk, loads, read_rows
 from benchflow.results.row import Provenance, ResultRow, RowError
 from benchflow.tracking.mlflow_runs import (
     BASELINE_TAG,
+    KIND_SWEEP,
     KIND_TAG,
+    PARENT_TAG,
+    SWEEP_DIR_TAG,
     default_tracking_uri,
     job_runs,
     search_all,
@@ -53,21 +60,34 @@ class Sweep:
     baseline: str | None = None  # the sweep's own `baseline=`, where it is known
 
 
+def experiment_name(spec: str) -> str | None:
+    """The MLflow experiment a SOURCE names (``experiment:<name>``, or a bare name that
+    is neither a path nor a run id); None for any other source."""
+    if Path(spec).expanduser().exists():
+        return None
+    kind, _, value = spec.partition(":")
+    if kind == "experiment" and value:
+        return value
+    if (kind == "run" and value) or RUN_ID.match(spec):
+        return None
+    if "/" in spec or spec.endswith((".jsonl", ".json")):
+        return None  # a path that is not there: load says so
+    return spec
+
+
 def load(spec: str, tracking_uri: str | None = None) -> Sweep:
     path = Path(spec).expanduser()
     if path.exists():
         return _from_path(path, tracking_uri)
     uri = tracking_uri or default_tracking_uri(Path.cwd())
+    if (name := experiment_name(spec)) is not None:
+        return _from_experiment(name, uri)
     kind, _, value = spec.partition(":")
     if kind == "run" and value:
         return _from_run(value, uri)
-    if kind == "experiment" and value:
-        return _from_experiment(value, uri)
     if RUN_ID.match(spec):
         return _from_run(spec, uri)
-    if "/" in spec or spec.endswith((".jsonl", ".json")):
-        raise SourceError(f"{spec}: no such file or folder")
-    return _from_experiment(spec, uri)
+    raise SourceError(f"{spec}: no such file or folder")
 
 
 def _from_path(path: Path, tracking_uri: str | None) -> Sweep:
@@ -103,7 +123,7 @@ def _from_path(path: Path, tracking_uri: str | None) -> Sweep:
 def _read_row(path: Path) -> ResultRow:
     """A result.json."""
     try:
-        return ResultRow.from_dict(json.loads(path.read_text()))
+        return ResultRow.from_dict(loads(path.read_text()))
     except RowError as exc:
         raise SourceError(f"{path}: {exc}") from None
 
@@ -114,17 +134,25 @@ def _client(uri: str) -> Any:
     return MlflowClient(tracking_uri=uri)
 
 
-def _result_file(client: Any, run: Any, tmp: str) -> Path:
-    """A run's result.json: read where it lies when its artifacts are local files (a
-    download asks the store for the run again, per run), else downloaded into `tmp`."""
+def _local_artifact(run: Any, name: str) -> Path | None:
+    """A run's artifact `name` where it lies, when its artifacts are local files (a
+    download asks the store for the run again, per run)."""
     from mlflow.utils.file_utils import local_file_uri_to_path
 
     uri = run.info.artifact_uri or ""
     if uri.startswith("file:") or (uri and "://" not in uri):
-        here = Path(local_file_uri_to_path(uri)) / "result.json"
+        here = Path(local_file_uri_to_path(uri)) / name
         if here.is_file():
             return here
-    return Path(client.download_artifacts(run.info.run_id, "result.json", tmp))
+    return None
+
+
+def _artifact(client: Any, run: Any, name: str, tmp: str) -> Path:
+    """A run's artifact `name`: where it lies, else downloaded into `tmp`."""
+    local = _local_artifact(run, name)
+    if local is not None:
+        return local
+    return Path(client.download_artifacts(run.info.run_id, name, tmp))
 
 
 def _rows_of(client: Any, runs: list[Any]) -> list[ResultRow]:
@@ -132,13 +160,27 @@ def _rows_of(client: Any, runs: list[Any]) -> list[ResultRow]:
     with tempfile.TemporaryDirectory() as tmp:
         for run in runs:
             try:
-                local = _result_file(client, run, tmp)
-                rows.append(ResultRow.from_dict(json.loads(local.read_text())))
+                local = _artifact(client, run, "result.json", tmp)
+                rows.append(ResultRow.from_dict(loads(local.read_text())))
             except Exception as exc:  # a run killed before its artifacts were logged
                 log.warning(
                     "run %s (%s) has no result.json: %s", run.info.run_id, run.info.run_name, exc
                 )
     return rows
+
+
+def _sweep_rows(client: Any, run: Any) -> list[ResultRow] | None:
+    """A sweep run's rows from its results.jsonl; None where it has none (the sweep did
+    not reach its end)."""
+    local = _local_artifact(run, "results.jsonl")
+    if local is not None:
+        return read_rows(local)
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            got = Path(client.download_artifacts(run.info.run_id, "results.jsonl", tmp))
+        except Exception:
+            return None
+        return read_rows(got)
 
 
 def _from_run(run_id: str, uri: str) -> Sweep:
@@ -160,8 +202,7 @@ def _from_run(run_id: str, uri: str) -> Sweep:
     )
 
 
-def _from_experiment(name: str, uri: str) -> Sweep:
-    client = _client(uri)
+def _experiment(client: Any, name: str, uri: str) -> Any:
     exp = client.get_experiment_by_name(name)
     if exp is None and name.isdigit():
         try:
@@ -174,15 +215,99 @@ def _from_experiment(name: str, uri: str) -> Sweep:
             f"{name!r} is not a folder, a run id or an MLflow experiment at {uri}; "
             f"experiments there: {', '.join(known) or '(none)'}"
         )
-    runs = [
-        r
-        for r in search_all(client, exp.experiment_id)
-        if KIND_TAG not in r.data.tags  # a job's run, not a sweep's or a history's
+    return exp
+
+
+# MLflow search filters: a sweep's parent run; a job run that no sweep run holds.
+SWEEP_RUNS = f"tags.`{KIND_TAG}` = '{KIND_SWEEP}'"
+LONE_RUNS = f"tags.`{PARENT_TAG}` IS NULL AND tags.`{KIND_TAG}` IS NULL"
+
+
+def _lone_runs(client: Any, experiment_id: str, sweeps: set[str]) -> list[Any]:
+    """The job runs of no sweep run (`sweeps`: the experiment's sweep runs, whose job
+    runs are read with them)."""
+    try:
+        return search_all(client, experiment_id, LONE_RUNS)
+    except Exception:  # a server older than IS NULL in search filters: every run, filtered here
+        return [
+            r
+            for r in search_all(client, experiment_id)
+            if KIND_TAG not in r.data.tags and r.data.tags.get(PARENT_TAG) not in sweeps
+        ]
+
+
+def experiment_sweeps(name: str, uri: str) -> list[Sweep]:
+    """An MLflow experiment's rows, a sweep each: its sweep runs' results.jsonl (a sweep
+    run without one: its job runs' result.json), and the job runs outside any sweep
+    run, split into their sweeps by their job folders."""
+    client = _client(uri)
+    exp = _experiment(client, name, uri)
+    with bulk():
+        return _sweeps_in(client, exp, uri)
+
+
+def _sweeps_in(client: Any, exp: Any, uri: str) -> list[Sweep]:
+    out: list[Sweep] = []
+    sweeps: set[str] = set()
+    for run in search_all(client, exp.experiment_id, SWEEP_RUNS):
+        sweeps.add(run.info.run_id)
+        rows = _sweep_rows(client, run)
+        if rows is None:
+            rows = _rows_of(client, job_runs(client, run)[0])
+        if not rows:
+            continue
+        tags = run.data.tags
+        out.append(
+            Sweep(
+                label=tags.get(SWEEP_DIR_TAG) or sweep_of(rows[0]),
+                rows=rows,
+                parent_run_id=run.info.run_id,
+                tracking_uri=uri,
+                baseline=tags.get(BASELINE_TAG),
+            )
+        )
+    lone = _rows_of(client, _lone_runs(client, exp.experiment_id, sweeps))
+    out += [
+        Sweep(label=folder or f"experiment {exp.name}", rows=rows, tracking_uri=uri)
+        for folder, rows in by_sweep(lone).items()
     ]
-    rows = _rows_of(client, runs)
-    if not rows:
-        raise SourceError(f"MLflow experiment {name!r} at {uri} has no job runs with a result.json")
-    return Sweep(label=f"experiment {exp.name}", rows=rows, tracking_uri=uri)
+    if not out:
+        raise SourceError(
+            f"MLflow experiment {exp.name!r} at {uri} has no job runs with a result.json"
+        )
+    return out
+
+
+def _from_experiment(name: str, uri: str) -> Sweep:
+    rows = [row for s in experiment_sweeps(name, uri) for row in s.rows]
+    return Sweep(label=f"experiment {name}", rows=rows, tracking_uri=uri)
+
+
+def sweep_of(row: ResultRow) -> str:
+    """The folder of the sweep a row ran in, from its job folder (a sweep's job folders
+    are named by the job's number; a single run's folder is its own sweep)."""
+    folder = Path(row.job.dir or "")
+    return str(folder.parent if folder.name == str(row.job.num) else folder)
+
+
+def by_sweep(rows: list[ResultRow]) -> dict[str, list[ResultRow]]:
+    """Rows by the sweep folder they ran in (sweep_of)."""
+    groups: dict[str, list[ResultRow]] = {}
+    for row in rows:
+        groups.setdefault(sweep_of(row), []).append(row)
+    return groups
+
+
+def split(sweep: Sweep) -> list[Sweep]:
+    """A source that holds several sweeps' rows as one sweep each (by their job
+    folders); a source of one sweep as it is."""
+    groups = by_sweep(sweep.rows)
+    if len(groups) < 2:
+        return [sweep]
+    return [
+        dataclasses.replace(sweep, label=folder or sweep.label, rows=rows, directory=None)
+        for folder, rows in groups.items()
+    ]
 
 
 def meta_of(sweep: Sweep, baseline: str) -> Meta:

@@ -9,6 +9,7 @@ either). A child that died writes nothing, and the parent says why from its exit
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,9 +29,14 @@ Versions = dict[str, str | None]  # python, torch, torch_xla, benchflow (+ the s
 Digest = dict[str, Any]
 
 
+@functools.cache
+def _field_names(cls: type) -> frozenset[str]:
+    return frozenset(f.name for f in dataclasses.fields(cls))
+
+
 def pick(cls: type, data: dict[str, Any]) -> dict[str, Any]:
     """The keys of `data` that are fields of `cls` (readers skip keys they do not know)."""
-    names = {f.name for f in dataclasses.fields(cls)}
+    names = _field_names(cls)
     return {k: v for k, v in data.items() if k in names}
 
 

@@ -22,6 +22,7 @@ from benchflow.tracking.mlflow_runs import (
     BASELINE_TAG,
     KIND_SWEEP,
     KIND_TAG,
+    SWEEP_DIR_TAG,
     check_reachable,
     safely,
     tracker_for,
@@ -144,7 +145,7 @@ def start_sweep(config: DictConfig) -> None:
         params={"sweep.overrides": " ".join(overrides) or "(none)"},
         tags={
             KIND_TAG: KIND_SWEEP,
-            "sweep_dir": str(sweep.path.resolve()),
+            SWEEP_DIR_TAG: str(sweep.path.resolve()),
             BASELINE_TAG: bench.baseline,
             "command": prov.command,
             **facts(prov, per_job=False),

@@ -27,7 +27,7 @@ from benchflow.config.errors import ConfigError
 from benchflow.config.schema import BenchConfig, config_from_yaml
 from benchflow.core.job import Job, Origin
 from benchflow.core.layout import JobDir, SweepDir
-from benchflow.results.io import current, read_rows
+from benchflow.results.io import current, loads, read_rows
 from benchflow.results.row import ResultRow, RowError
 
 log = logging.getLogger(__name__)
@@ -81,7 +81,7 @@ def _uri(tracking_uri: str | None, project_dir: Path) -> str:
 
 def _from_line(text: str) -> Recorded:
     try:
-        row = ResultRow.from_dict(json.loads(text))
+        row = ResultRow.from_dict(loads(text))
     except (json.JSONDecodeError, RowError) as exc:
         raise RerunError(f"the line given is not a result row: {exc}") from None
     return Recorded(row, _config_of(row, None))
@@ -99,7 +99,7 @@ def _from_path(path: Path) -> list[Recorded]:
         return [Recorded(r, _config_of(r, path.parent)) for r in rows]
     if path.is_file() and path.suffix == ".json":
         try:
-            row = ResultRow.from_dict(json.loads(path.read_text()))
+            row = ResultRow.from_dict(loads(path.read_text()))
         except (json.JSONDecodeError, RowError) as exc:
             raise RerunError(f"{path}: {exc}") from None
         return [Recorded(row, _config_of(row, None))]
@@ -134,7 +134,7 @@ def _by_row_id(
     for results in sorted((project_dir / "multirun").glob("**/results.jsonl")):
         with results.open() as f:
             lines = [line for line in f if row_id in line]
-        for row in (ResultRow.from_dict(json.loads(line)) for line in lines):
+        for row in (ResultRow.from_dict(loads(line)) for line in lines):
             if row.row_id == row_id:
                 return [Recorded(row, _config_of(row, results.parent))]
     if not mlflow:
@@ -190,7 +190,7 @@ def _recorded_run(client: Any, run_id: str, tmp: Path) -> Recorded:
     folder.mkdir()
     row_file = client.download_artifacts(run_id, "result.json", str(folder))
     config_file = client.download_artifacts(run_id, "config.yaml", str(folder))
-    row = ResultRow.from_dict(json.loads(Path(row_file).read_text()))
+    row = ResultRow.from_dict(loads(Path(row_file).read_text()))
     row = dataclasses.replace(row, job=dataclasses.replace(row.job, mlflow_run_id=run_id))
     return Recorded(row, config_from_yaml(Path(config_file)))
 

@@ -28,6 +28,8 @@ BASELINE_TAG = "benchflow.baseline"
 KIND_TAG = "benchflow.kind"
 KIND_SWEEP = "sweep"
 KIND_HISTORY = "history"
+PARENT_TAG = "mlflow.parentRunId"  # MLflow's own: a job run's sweep run
+SWEEP_DIR_TAG = "sweep_dir"  # a sweep run's folder
 
 
 def check_reachable(cfg: MlflowConfig, timeout_s: float = 5.0) -> str | None:
@@ -203,7 +205,7 @@ class Tracker:
     ) -> str:
         all_tags = {k: str(v) for k, v in (tags or {}).items() if v is not None}
         if parent_id:
-            all_tags["mlflow.parentRunId"] = parent_id
+            all_tags[PARENT_TAG] = parent_id
         run = self.client.create_run(self.experiment_id, run_name=name, tags=all_tags)
         run_id: str = run.info.run_id
         if params:
@@ -335,7 +337,7 @@ def job_runs(client: Any, run: Any) -> tuple[list[Any], bool]:
     children = search_all(
         client,
         run.info.experiment_id,
-        f"tags.mlflow.parentRunId = '{run.info.run_id}'",
+        f"tags.`{PARENT_TAG}` = '{run.info.run_id}'",
     )
     if not children:
         return [run], False

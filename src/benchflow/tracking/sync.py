@@ -16,7 +16,7 @@ from benchflow.results.environment import facts
 from benchflow.results.io import current, read_rows, tally
 from benchflow.results.row import ResultRow
 from benchflow.tracking.metrics import job_metrics
-from benchflow.tracking.mlflow_runs import KIND_SWEEP, KIND_TAG, Tracker
+from benchflow.tracking.mlflow_runs import KIND_SWEEP, KIND_TAG, SWEEP_DIR_TAG, Tracker
 
 LOGGED_TAG = "benchflow.logged"
 RERUN_TAG = "benchflow.rerun_of"  # the row_id a rerun's job ran again
@@ -132,7 +132,7 @@ def sync(sweep_dir: Path, tracking_uri: str | None = None) -> dict[str, int]:
     if parent is None:
         parent = tracker.start_run(
             f"sweep {sweep_dir.parent.name} {sweep_dir.name}",
-            tags={KIND_TAG: KIND_SWEEP, "sweep_dir": str(sweep_dir.resolve())},
+            tags={KIND_TAG: KIND_SWEEP, SWEEP_DIR_TAG: str(sweep_dir.resolve())},
         )
         sweep.parent_run.write_text(parent)
         sweep.tracking_uri.write_text(tracker.uri)
