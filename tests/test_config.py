@@ -28,7 +28,7 @@ def group_options(group: str) -> list[str]:
     return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
 
 
-@pytest.mark.parametrize("group", ["model", "dynamo", "xla", "test", "accelerator"])
+@pytest.mark.parametrize("group", ["model", "dynamo", "xla", "test", "accelerator", "toolchain"])
 def test_every_group_option_composes_and_parses(group: str) -> None:
     for option in group_options(group):
         cfg = parse(composed(f"{group}={option}"))

@@ -95,6 +95,13 @@ def parser() -> argparse.ArgumentParser:
         help="results to report on (the candidate with --compare)",
     )
     p.add_argument(
+        "--baseline-toolchain",
+        metavar="NAME",
+        help="speedups of each configuration over itself run with this toolchain (a "
+        "release over another: conf/toolchain/NAME.yaml, `project` for benchflow's own "
+        "environment), instead of over a backend",
+    )
+    p.add_argument(
         "--baseline",
         choices=backends.baseline_choices(),
         default=None,
@@ -201,11 +208,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     # One baseline for both sides of a comparison: the user's, else the candidate's own.
     baseline = args.baseline or cand.baseline or DEFAULT_BASELINE
-    report = build_report(cand.rows, baseline)
+    report = build_report(cand.rows, baseline, args.baseline_toolchain)
     changes = None
     title = f"benchflow report: {cand.label}"
     if base is not None:
-        changes = compare(build_report(base.rows, baseline), report, args.threshold)
+        changes = compare(
+            build_report(base.rows, baseline, args.baseline_toolchain), report, args.threshold
+        )
         title = f"benchflow compare: {base.label} -> {cand.label}"
     diffs: list[Difference] = []
     if base is not None:

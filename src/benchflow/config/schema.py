@@ -59,8 +59,9 @@ DEFAULT_BASELINE = "inductor"  # the backend label reports compute speedups over
 # flat `config` (the suite's rule lists): in the fingerprint and config.yaml only.
 UNMEASURED = {"measured": False}
 BULKY = {"bulky": True}
-# OPTIONAL: measured, but left out while unset (None), so that adding such a field
-# changes neither the fingerprints of the rows written before it nor their `config`.
+# OPTIONAL: measured, but left out while unset (None, or a section at its defaults), so
+# that adding such a field changes neither the fingerprints of the rows written before
+# it nor their `config`.
 OPTIONAL = {"optional": True}
 
 # One measured setting's value, as the row's `config` and the MLflow params hold it.
@@ -146,6 +147,30 @@ class IrConfig:
     inductor_code: bool = False  # keep the code Inductor generates (dynamo=inductor jobs)
 
 
+PROJECT_TOOLCHAIN = "project"  # the toolchain that is benchflow's own environment
+
+
+@dataclass
+class ToolchainConfig:
+    """The packages a job runs with (docs/toolchains.md): benchflow's own environment,
+    or one built for these pins."""
+
+    name: str = PROJECT_TOOLCHAIN  # the option's name (conf/toolchain/<name>.yaml)
+    # package -> exact version, on top of what the harness needs at the project's
+    # versions: torch, torch_xla where the release has one, the suites' libraries.
+    # Empty: the project's environment itself.
+    pins: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def is_project(self) -> bool:
+        return not self.pins
+
+    def provides(self, package: str) -> bool:
+        """Does the toolchain's environment hold `package`? The project's holds all
+        of benchflow's dependencies; another, what it pins."""
+        return self.is_project or package in self.pins
+
+
 @dataclass
 class BenchConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -157,6 +182,9 @@ class BenchConfig:
     profile: ProfileConfig = field(default_factory=ProfileConfig)
     ir: IrConfig = field(default_factory=IrConfig)
     suite: SuiteConfig = field(default_factory=SuiteConfig)
+    # The packages the job runs with; at its default (the project's own environment) it
+    # is in no fingerprint, so rows from before toolchains keep theirs.
+    toolchain: ToolchainConfig = field(default_factory=ToolchainConfig, metadata=OPTIONAL)
     # Timed repeats: null: adaptive (at least 6, then until the median's 95% interval is
     # within target_ci, timed_budget_s or max_repeat) | N: exactly N (docs/timing.md).
     repeat: int | None = None
@@ -231,7 +259,7 @@ def _walk(obj: Any, prefix: str, flat: bool) -> dict[str, Any]:
         if not f.metadata.get("measured", True) or (flat and f.metadata.get("bulky")):
             continue
         value = getattr(obj, f.name)
-        if value is None and f.metadata.get("optional"):
+        if f.metadata.get("optional") and (value is None or _at_default(value)):
             continue
         key = f"{prefix}{f.name}"
         if is_dataclass(value):
@@ -245,6 +273,11 @@ def _walk(obj: Any, prefix: str, flat: bool) -> dict[str, Any]:
         else:
             out[f.name] = value
     return out
+
+
+def _at_default(value: Any) -> bool:
+    """A section (dataclass) whose every field has its default."""
+    return is_dataclass(value) and not isinstance(value, type) and value == type(value)()
 
 
 def measured(cfg: BenchConfig) -> dict[str, Any]:

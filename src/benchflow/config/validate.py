@@ -28,6 +28,7 @@ from benchflow.config.schema import (
     TEST_CHOICES,
     XLA_CHOICES,
     BenchConfig,
+    ToolchainConfig,
 )
 
 __all__ = ["ConfigError", "InvalidCombination", "check_values", "parse", "typed"]
@@ -45,6 +46,21 @@ def _at_least(key: str, value: float | None, low: float, *, exclusive: bool = Fa
     if bad:
         bound = f"> {low:g}" if exclusive else f">= {low:g}"
         raise ConfigError(f"{key}={value!r} is out of range; allowed: a number {bound}")
+
+
+def _check_toolchain(tc: ToolchainConfig) -> None:
+    """A toolchain's pins are exact releases (what uv installs, and what its environment's
+    key hashes)."""
+    from packaging.version import InvalidVersion, Version
+
+    for package, version in tc.pins.items():
+        try:
+            Version(str(version))
+        except InvalidVersion:
+            raise ConfigError(
+                f"toolchain.pins.{package}={version!r} is not a release version; allowed: "
+                f"an exact version such as {package}=2.9.0 (toolchain={tc.name})"
+            ) from None
 
 
 def check_values(cfg: BenchConfig) -> None:
@@ -107,6 +123,7 @@ def check_values(cfg: BenchConfig) -> None:
     _at_least("profile.active", cfg.profile.active, 1)
     for fmt in cfg.ir.formats:
         _choice("ir.formats", fmt, IR_FORMATS)
+    _check_toolchain(cfg.toolchain)
     if not cfg.model.name:
         raise ConfigError("model.name is empty; choose a model, e.g. model=llama")
     if cfg.model.source == "builtin" and not cfg.model.builtin:

@@ -17,6 +17,7 @@ import resource
 import sys
 import time
 import traceback
+from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -47,21 +48,29 @@ AMP_DTYPES = {"amp": None, "amp_bf16": "bfloat16", "amp_fp16": "float16"}
 SUITE_LIBRARIES = {"huggingface": "transformers", "timm": "timm"}
 
 
-def versions(model_source: str | None = None) -> Versions:
+def versions(model_source: str | None = None, pinned: Sequence[str] = ()) -> Versions:
+    """The versions the row records: Python, torch, torch_xla, benchflow, the suite's
+    library, and each package a toolchain pins (as this interpreter has them)."""
+
     def ver(dist: str) -> str | None:
         try:
             return metadata.version(dist)
         except metadata.PackageNotFoundError:
             return None
 
+    import benchflow
+
     out = {
         "python": platform.python_version(),
         "torch": ver("torch"),
         "torch_xla": ver("torch_xla"),
-        "benchflow": ver("benchflow"),
+        # a toolchain's environment finds benchflow by a path entry: no installed version
+        "benchflow": ver("benchflow") or benchflow.__version__,
     }
     if library := SUITE_LIBRARIES.get(model_source or ""):
         out[library] = ver(library)
+    for package in pinned:
+        out.setdefault(package, ver(package))
     return out
 
 
@@ -378,7 +387,7 @@ def main(argv: list[str]) -> int:
         log.warning("no glibc mallopt: host allocations may page-fault on every step")
     cfg = job.config
     result = ChildResult(
-        versions=versions(cfg.model.source),
+        versions=versions(cfg.model.source, list(cfg.toolchain.pins)),
         env=job_env(),  # as the job started: before torch or the device set any
         affinity=span(sorted(os.sched_getaffinity(0))),
     )

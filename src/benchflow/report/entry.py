@@ -35,6 +35,12 @@ class Config:
     def with_backend(self, backend: str) -> Config:
         return Config(backend, self.axes)
 
+    def axis(self, key: str) -> str | None:
+        return next((v for k, v in self.axes if k == key), None)
+
+    def with_axis(self, key: str, value: str) -> Config:
+        return Config(self.backend, tuple((k, value if k == key else v) for k, v in self.axes))
+
 
 @dataclass
 class Entry:

@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from benchflow import backends
-from benchflow.config.schema import DEFAULT_BASELINE, Setting, is_measured
+from benchflow.config.schema import DEFAULT_BASELINE, PROJECT_TOOLCHAIN, Setting, is_measured
 from benchflow.core.status import INVALID_PREFIX, Status
 from benchflow.report.entry import Config, Entry, make_entry
 from benchflow.results.headline import references
@@ -45,16 +45,27 @@ from benchflow.results.stats import geomean
 # the lines of the report, and dynamo/xla are the backend, the label's first part.
 _IDENTITY = ("model.name", "model.builtin", "test.name", "dynamo.name", "xla.name")
 
+# A configuration's toolchain: one axis, by name (its pins are the toolchain's own).
+TOOLCHAIN_AXIS = "toolchain"
+_TOOLCHAIN_KEYS = f"{TOOLCHAIN_AXIS}."
+
 # What a report's header says: where the rows came from, what they ran on, when.
 Meta = dict[str, str | int | None]
 
 
 def _axes(row: ResultRow) -> dict[str, str]:
     """A row's measured settings, as text (its recorded `config`; rows written before
-    schema 2 have only their overrides, of which the measured ones count, and the step)."""
+    schema 2 have only their overrides, of which the measured ones count, and the step).
+    The toolchain is one axis, its name (`project` where the row records none)."""
     if row.config is not None:
-        return {k: _text(v) for k, v in row.config.items() if k not in _IDENTITY}
-    out = {"model.step": row.experiment.step}  # what they timed: their model's own step
+        out = {
+            k: _text(v)
+            for k, v in row.config.items()
+            if k not in _IDENTITY and not k.startswith(_TOOLCHAIN_KEYS)
+        }
+        out[TOOLCHAIN_AXIS] = str(row.config.get(f"{TOOLCHAIN_AXIS}.name") or PROJECT_TOOLCHAIN)
+        return out
+    out = {"model.step": row.experiment.step, TOOLCHAIN_AXIS: PROJECT_TOOLCHAIN}
     for item in row.job.overrides:
         key, sep, value = str(item).lstrip("+~").partition("=")
         if sep and key not in ("model", "dynamo", "xla", "test") and is_measured(key):
@@ -114,7 +125,7 @@ class Summary:
 
 @dataclass
 class Report:
-    baseline: str  # backend label the speedups are over
+    baseline: str  # what the speedups are over: a backend's label, or toolchain=<name>
     entries: list[Entry]
     summaries: list[Summary]
     axes: list[str]  # the measured settings that vary, in the configuration labels
@@ -133,6 +144,10 @@ class Report:
 
     def lookup(self) -> dict[tuple[str, str, str], Entry]:
         return {e.key: e for e in self.entries}
+
+    def is_baseline(self, config: Config) -> bool:
+        """Is this the configuration (or one of those) the speedups are over?"""
+        return any(s.baseline and s.config == config for s in self.summaries)
 
 
 @dataclass(frozen=True)
@@ -166,10 +181,39 @@ def _invalid(row: ResultRow) -> Invalid:
     )
 
 
-def build_report(rows: Sequence[ResultRow], baseline: str = DEFAULT_BASELINE) -> Report:
+@dataclass(frozen=True)
+class Baseline:
+    """What a report's speedups are over: a backend (each configuration over the same
+    axes with that backend), or, given a toolchain, that toolchain (each configuration
+    over itself run with that toolchain: a release against another)."""
+
+    backend: str
+    toolchain: str | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{TOOLCHAIN_AXIS}={self.toolchain}" if self.toolchain else self.backend
+
+    def is_base(self, config: Config) -> bool:
+        if self.toolchain:
+            return config.axis(TOOLCHAIN_AXIS) == self.toolchain
+        return config.backend == self.backend
+
+    def reference(self, config: Config) -> Config:
+        if self.toolchain:
+            return config.with_axis(TOOLCHAIN_AXIS, self.toolchain)
+        return config.with_backend(self.backend)
+
+
+def build_report(
+    rows: Sequence[ResultRow],
+    baseline: str = DEFAULT_BASELINE,
+    baseline_toolchain: str | None = None,
+) -> Report:
     """Entries (a later row for the same model/test/configuration wins), speedups, summaries.
-    Rows of invalid combinations stand for no configuration: listed apart."""
-    base = backends.baseline_label(baseline)
+    Rows of invalid combinations stand for no configuration: listed apart. The speedups
+    are over `baseline` (a backend), or with `baseline_toolchain`, over that toolchain."""
+    base = Baseline(backends.baseline_label(baseline), baseline_toolchain)
     invalid = [_invalid(r) for r in rows if r.status is Status.INVALID]
     # Oldest first: a rerun replaces an earlier row, and column order follows the
     # sweep's own order whatever order the rows were read in (MLflow: newest first).
@@ -198,21 +242,29 @@ def build_report(rows: Sequence[ResultRow], baseline: str = DEFAULT_BASELINE) ->
     entries.sort(key=lambda e: (e.model, e.test, order.get(e.config.label, 0)))
 
     index = {e.key: e for e in entries}
-    has_base = any(e.config.backend == base for e in entries)
-    if not has_base:
+    has_base = any(base.is_base(e.config) for e in entries)
+    if not has_base and base.toolchain:
+        present = ", ".join(
+            sorted({e.config.axis(TOOLCHAIN_AXIS) or PROJECT_TOOLCHAIN for e in entries})
+        )
+        notes.append(
+            f"baseline toolchain {base.toolchain} is not among these results' toolchains: "
+            f"no speedups (choose one of {present} with --baseline-toolchain)"
+        )
+    elif not has_base:
         present = ", ".join(sorted({e.config.backend for e in entries}))
         notes.append(
-            f"baseline {base} is not in these results: no speedups "
+            f"baseline {base.label} is not in these results: no speedups "
             f"(choose one of {present} with --baseline, or baseline= in the sweep)"
         )
     for e in entries:
-        if e.config.backend == base or not has_base:
+        if base.is_base(e.config) or not has_base:
             continue
-        ref = index.get((e.model, e.test, e.config.with_backend(base).label))
+        ref = index.get((e.model, e.test, base.reference(e.config).label))
         if ref is None:
-            e.note = f"no {base} row: no speedup"
+            e.note = f"no {base.label} row: no speedup"
         elif not ref.passed:
-            e.note = f"{base} {_outcome(ref)}: no speedup"
+            e.note = f"{base.label} {_outcome(ref)}: no speedup"
         elif not e.passed:
             e.note = f"{_outcome(e)}: not in the geomean"
         elif e.time_s and ref.time_s:
@@ -221,14 +273,14 @@ def build_report(rows: Sequence[ResultRow], baseline: str = DEFAULT_BASELINE) ->
             e.speedup_ci = compare_times(ref.timed, e.timed).ratio_ci
             if e.flags or ref.flags:
                 e.in_geomean = False
-                e.note = "; ".join(e.flags or [f"{base}: {f}" for f in ref.flags])
+                e.note = "; ".join(e.flags or [f"{base.label}: {f}" for f in ref.flags])
                 e.note += ": not in the geomean"
             if e.peak_bytes and ref.peak_bytes and e.memory_kind == ref.memory_kind:
                 e.memory_ratio = ref.peak_bytes / e.peak_bytes
     for e in entries:
-        if e.config.backend == base and not e.passed:
+        if base.is_base(e.config) and not e.passed:
             e.note = f"{_outcome(e)}: {e.model} has no baseline"
-        elif e.config.backend == base and e.flags:
+        elif base.is_base(e.config) and e.flags:
             e.note = "; ".join(e.flags)
     busy = [e for e in entries if e.host and not e.host.quiet]
     for e in busy:
@@ -256,11 +308,11 @@ def build_report(rows: Sequence[ResultRow], baseline: str = DEFAULT_BASELINE) ->
             "shown, and the summary names them among the models its geomean leaves out"
         )
     summaries = [
-        _summarize(config, [e for e in entries if e.config == config], base)
+        _summarize(config, [e for e in entries if e.config == config], base.is_base(config))
         for config in _configs(entries)
     ]
     return Report(
-        baseline=base,
+        baseline=base.label,
         entries=entries,
         summaries=summaries,
         axes=axes,
@@ -292,10 +344,9 @@ def _configs(entries: Sequence[Entry]) -> list[Config]:
     return list(seen)
 
 
-def _summarize(config: Config, entries: list[Entry], base: str) -> Summary:
+def _summarize(config: Config, entries: list[Entry], is_base: bool) -> Summary:
     counted = [e for e in entries if e.status.counts_in_passrate]
     passed = [e for e in counted if e.passed]
-    is_base = config.backend == base
     in_geomean = [e for e in passed if is_base or (e.speedup and e.in_geomean)]
     left_out = [(e.model, _why_left_out(e)) for e in counted if e not in in_geomean]
     compiles = [e.compile_s for e in passed if e.compile_s is not None]

@@ -147,7 +147,7 @@ def _legend(ax: Any, configs: int) -> None:
 
 
 def speedup_figure(report: Report) -> Any:
-    configs = [c for c in report.configs if c.backend != report.baseline]
+    configs = [c for c in report.configs if not report.is_baseline(c)]
     fig, ax, colors = _grouped(
         report,
         configs,

@@ -65,11 +65,11 @@ def _x_ci(value: float | None, ci: Interval | None) -> str:
     return f"{value:.2f}x" + (f" ({ci.low:.2f}-{ci.high:.2f})" if ci else " (no CI)")
 
 
-def entry_cells(e: Entry, baseline: str) -> list[str]:
+def entry_cells(e: Entry, baseline: bool) -> list[str]:
     mem = _bytes(e.peak_bytes)
     if e.peak_bytes and e.memory_kind != "device":
         mem += f" ({e.memory_kind})"
-    is_base = e.config.backend == baseline and e.passed
+    is_base = baseline and e.passed
     speed = "(baseline)" if is_base else _x_ci(e.speedup, e.speedup_ci)
     return [
         e.model,
@@ -204,8 +204,11 @@ def overall_lines(changes: Sequence[Change]) -> list[str]:
     return lines
 
 
+def entry_rows(report: Report) -> list[list[str]]:
+    return [entry_cells(e, report.is_baseline(e.config)) for e in report.entries]
+
+
 def to_markdown(report: Report, title: str, changes: Sequence[Change] | None = None) -> str:
-    base = report.baseline
     parts = [f"# {title}", ""]
     if changes is not None:
         parts += [
@@ -223,7 +226,9 @@ def to_markdown(report: Report, title: str, changes: Sequence[Change] | None = N
         "",
         "## Per model",
         "",
-        markdown_table(ENTRY_HEADER, [entry_cells(e, base) for e in report.entries]),
+        markdown_table(
+            ENTRY_HEADER, [entry_cells(e, report.is_baseline(e.config)) for e in report.entries]
+        ),
         "",
         definitions(report),
         "",
@@ -270,7 +275,7 @@ def print_terminal(report: Report, title: str, changes: Sequence[Change] | None 
             table.add_section()
         previous = (e.model, e.test)
         style = None if e.passed else e.status.style
-        table.add_row(*entry_cells(e, report.baseline), style=style)
+        table.add_row(*entry_cells(e, report.is_baseline(e.config)), style=style)
     console.print(table)
     table = Table(*SUMMARY_HEADER, title="summary", caption=definitions(report))
     for s in report.summaries:
@@ -345,7 +350,9 @@ def to_html(
     parts += [
         "<h2>Per model</h2>",
         html_table(
-            ENTRY_HEADER, [entry_cells(e, report.baseline) for e in report.entries], classes
+            ENTRY_HEADER,
+            [entry_cells(e, report.is_baseline(e.config)) for e in report.entries],
+            classes,
         ),
         f"<p class='note'>{html.escape(definitions(report))}</p>",
     ]

@@ -86,8 +86,10 @@ def run_isolated(
     env: dict[str, str] | None = None,
     prefork: str | None = None,
     build_key: str | None = None,
+    python: str | None = None,
 ) -> Outcome:
     """Run ``python -m benchflow.harness job_file``; logs go to job_dir/{stdout,stderr}.log.
+    python: the interpreter (a toolchain's, runner/toolchain.py; None: this process's).
     prefork: fork it from this process's zygote of that kind (``torch``, ``xla``: what
     it imported already) instead; build_key (share_build): from the zygote that built
     the model of that key, where one can (job_dir/build.log: the build's output)."""
@@ -101,7 +103,7 @@ def run_isolated(
         )
         if forked is not None:
             return forked
-    cmd = [sys.executable, "-m", "benchflow.harness", str(job_file)]
+    cmd = [python or sys.executable, "-m", "benchflow.harness", str(job_file)]
     start = time.perf_counter()
     with stdout_path.open("wb") as out, stderr_path.open("wb") as err:
         proc = subprocess.Popen(

@@ -24,6 +24,7 @@ from benchflow.core.job import JobSpec
 from benchflow.core.layout import JobDir
 from benchflow.core.status import Status
 from benchflow.runner.isolated import run_isolated
+from benchflow.runner.toolchain import launch
 
 log = logging.getLogger(__name__)
 
@@ -61,14 +62,16 @@ def dump_ir(
         job_file = ir_dir / f"job_{label}.json"
         result = ir_dir / f"result_{label}.json"
         write_json_atomic(job_file, _ir_spec(job, result))
+        python, toolchain_env = launch(job.config.toolchain)
         outcome = run_isolated(
             job_file,
             job_dir,
             timeout_s,
             result_path=result,
             log_prefix=f"ir_{label}.",
-            env=env,
+            env={**env, **toolchain_env},
             prefork=zygote_for(env),
+            python=python,
         )
         if outcome.status is not Status.OK:
             notes.append(f"ir pass {label}: {outcome.status}: {(outcome.error or '')[:300]}")
@@ -106,8 +109,15 @@ def dump_inductor_code(
     job_file = out / "job.json"
     result = out / "result.json"
     write_json_atomic(job_file, _ir_spec(job, result))
+    python, toolchain_env = launch(job.config.toolchain)
     outcome = run_isolated(
-        job_file, job_dir, timeout_s, result_path=result, log_prefix="ir_inductor.", env=env
+        job_file,
+        job_dir,
+        timeout_s,
+        result_path=result,
+        log_prefix="ir_inductor.",
+        env={**env, **toolchain_env},
+        python=python,
     )
     if outcome.status is not Status.OK:
         return [], [f"inductor code pass: {outcome.status}: {(outcome.error or '')[:300]}"]

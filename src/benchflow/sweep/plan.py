@@ -62,6 +62,13 @@ def resolve(cfg: BenchConfig) -> BenchConfig:
         accelerator,
         auto_accelerator=cfg.accelerator.name == "auto",
     )
+    if backend.on_xla and not cfg.toolchain.provides("torch_xla"):
+        pins = ", ".join(f"{k}=={v}" for k, v in cfg.toolchain.pins.items())
+        raise InvalidCombination(
+            f"dynamo={cfg.dynamo.name} xla={backend.xla_value()} runs on the XLA device, "
+            f"which needs torch_xla, but toolchain={cfg.toolchain.name} has none (its pins: "
+            f"{pins}); allowed: a toolchain that pins torch_xla, or xla=none"
+        )
     if cfg.dtype in ("float16", "amp_fp16") and accelerator == "cpu" and not backend.on_xla:
         # Half-precision CPU kernels exist for few ops; runs would fail deep inside a model.
         raise InvalidCombination(

@@ -15,6 +15,7 @@ from benchflow.core.job import Job, JobSpec
 from benchflow.core.layout import JobDir
 from benchflow.core.status import Status
 from benchflow.runner.isolated import Outcome, run_isolated
+from benchflow.runner.toolchain import launch
 from benchflow.sweep import progress
 
 
@@ -45,15 +46,17 @@ def run_process(
     result, job_file = job_dir.process_files(n)
     write_json_atomic(job_file, JobSpec(job.name, cfg, str(result)).to_dict())
     zygote, key = prefork
+    python, toolchain_env = launch(cfg.toolchain)
     return run_isolated(
         job_file,
         job_dir.path,
         cfg.timeout_s,
         result_path=result,
         log_prefix=job_dir.process_prefix(n),
-        env=env,
+        env={**env, **toolchain_env},
         prefork=zygote,
         build_key=key,
+        python=python,
     )
 
 

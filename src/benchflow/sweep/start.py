@@ -65,6 +65,13 @@ def plan_sweep(
         jobs.append(planned)
     if errors:
         raise SweepRefused(errors)
+    from benchflow.runner.toolchain import ToolchainError
+    from benchflow.sweep.toolchains import build_toolchains
+
+    try:
+        build_toolchains(jobs)
+    except ToolchainError as exc:
+        raise SweepRefused([str(exc)]) from None
     if given is None:
         jobs = in_run_order(jobs)
     return Plan.of(jobs, len(grid), sweep_args)

@@ -35,6 +35,7 @@ from benchflow.results.io import current, known_rows, record_row, tally
 from benchflow.results.provenance import provenance
 from benchflow.results.row import JobInfo, Provenance, ResultRow, build_row
 from benchflow.runner.isolated import Outcome, join_prestart, start_zygote
+from benchflow.runner.toolchain import environment
 from benchflow.sweep import progress, rounds
 from benchflow.sweep.ir import dump_inductor_code, dump_ir
 from benchflow.sweep.plan import plan_job
@@ -154,9 +155,14 @@ def planned(where: Where, cfg: DictConfig) -> Job:
 
 
 def plan_single(cfg: DictConfig, overrides: list[str]) -> Job:
-    """A single run's job; a bad value or combination exits (2) with its message."""
+    """A single run's job, its toolchain's environment built; a bad value or combination,
+    or an environment that cannot be built, exits (2) with its message."""
+    from benchflow.sweep.toolchains import build_toolchains
+
     try:
-        return plan_job(cfg, 0, overrides, single=True)
+        job = plan_job(cfg, 0, overrides, single=True)
+        build_toolchains([job])  # ToolchainError is a ConfigError
+        return job
     except ConfigError as exc:
         die(exc)
         raise  # not reached
@@ -379,6 +385,9 @@ def record(job: Job, where: Where, done: Execution) -> tuple[ResultRow, list[Res
     cfg = job.config
     tb_root = cfg.suite.torchbench_root if cfg.model.source == "torchbench" else None
     prov = provenance(where.project_dir, tb_root)
+    if (env := environment(cfg.toolchain)) is not None:  # its own packages, not the project's
+        locked = env.lock_sha256()
+        prov = dataclasses.replace(prov, lock_sha256=locked, packages_sha256=locked)
     if job.origin:
         _check_rerun(job, info, prov.with_child(child or ChildResult()), child)
     row = build_row(
@@ -431,9 +440,10 @@ def finish(job: Job, where: Where, status: Status, tracker: Tracker | None) -> N
 
 
 def zygote_kind(job: Job, env: dict[str, str] | None = None) -> str | None:
-    """The zygote this job forks from (None: prefork=false, spawn). Without `env`,
-    from the plan alone, as the sweep does to start zygotes before its jobs."""
-    if not job.config.prefork:
+    """The zygote this job forks from (None: prefork=false, or a toolchain's environment
+    other than the project's, whose interpreter the zygotes are not: spawn). Without
+    `env`, from the plan alone, as the sweep does to start zygotes before its jobs."""
+    if not job.config.prefork or not job.config.toolchain.is_project:
         return None
     if env is None:
         env = compile_cache_env(job, JobDir(Path(".")))

@@ -1,0 +1,40 @@
+"""A tiny model that writes down where its job ran: the interpreter, sys.path, the file
+torch was imported from and six's version, as a JSON line appended to
+$BENCHFLOW_TEST_WHERE (tests/test_toolchains.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+from torch import nn
+
+from benchflow.models.base import BenchModel
+
+
+class Where(BenchModel):
+    DEFAULT_TRAIN_BSIZE = 4
+    DEFAULT_EVAL_BSIZE = 4
+    SIZES = {s: {"width": 16} for s in ("tiny", "small", "base", "large")}
+
+    def build_module(self, width: int) -> nn.Module:
+        import six
+        import torch
+
+        seen = {
+            "executable": sys.executable,
+            "prefix": sys.prefix,
+            "path": sys.path,
+            "torch": torch.__file__,
+            "six": six.__version__,
+        }
+        with open(os.environ["BENCHFLOW_TEST_WHERE"], "a") as f:
+            f.write(json.dumps(seen) + "\n")
+        return nn.Sequential(nn.Linear(width, width), nn.ReLU(), nn.Linear(width, width))
+
+    def make_inputs(self, module: nn.Module, batch_size: int) -> tuple[Any, ...]:
+        import torch
+
+        return (torch.randn(batch_size, 16),)

@@ -1,0 +1,174 @@
+"""Toolchains (issue 27), with a cheap difference: two environments built by uv with the
+project's torch, differing in one small package (six 1.16.0 and 1.15.0; the project
+has 1.17.0). A real sweep over them and the project's own environment: each job ran
+in its toolchain's interpreter and imported nothing from the parent's environment,
+the rows and the report tell them apart, a later run reuses the environments, and a
+pin uv cannot install is refused before any job. The real torch releases: -m full."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from tests.conftest import REPO, SEARCHPATH, run_cli
+
+from benchflow.cli.report import main as report_main
+from benchflow.report.model import TOOLCHAIN_AXIS, build_report
+from benchflow.results.io import read_rows
+
+SIX = {"project": "1.17.0", "six-a": "1.16.0", "six-b": "1.15.0"}
+JOB = ["model=where", "dynamo=none", "repeat=3", "warmup=1", "mlflow.enabled=false"]
+
+
+def _inside(entry: str, roots: list[Path]) -> bool:
+    path = Path(entry or ".").resolve()
+    return any(path == r or path.is_relative_to(r) for r in roots)
+
+
+def test_jobs_run_in_their_toolchains_environment_and_reports_tell_them_apart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cache, where = tmp_path / "cache", tmp_path / "where.jsonl"
+    env = {
+        "BENCHFLOW_CACHE_DIR": str(cache),
+        "BENCHFLOW_TEST_WHERE": str(where),
+        "UV_COMPILE_BYTECODE": "0",  # 10 s of CPU an environment; nothing here is timed
+    }
+    got = run_cli(["-m", SEARCHPATH, "toolchain=project,six-a,six-b", *JOB], tmp_path, **env)
+    assert got.returncode == 0, got.stderr[-3000:]
+    assert (got.stdout + got.stderr).count("building toolchain") == 2  # six-a and six-b
+    (results,) = tmp_path.glob("multirun/*/*/results.jsonl")
+    rows = {str((r.config or {}).get("toolchain.name", "project")): r for r in read_rows(results)}
+    assert sorted(rows) == ["project", "six-a", "six-b"]
+    for name, row in rows.items():
+        assert row.status.value == "ok", (name, row.error)
+        if name != "project":  # the versions of a toolchain's pins
+            assert row.provenance.versions["six"] == SIX[name]
+        assert row.provenance.versions["torch"] == "2.9.0"
+    # each toolchain's packages hash is its own lock's; the project's is its own set
+    hashes = {row.provenance.packages_sha256 for row in rows.values()}
+    assert len(hashes) == 3
+    envs = sorted((cache / "toolchains").glob("*/requirements.lock"))
+    assert len(envs) == 2 and any("six==1.16.0" in p.read_text() for p in envs)
+    # where each job ran: its toolchain's interpreter, torch from its environment, and
+    # a sys.path of that environment, the base interpreter's standard library, benchflow's
+    # src/ and the test's PYTHONPATH (this checkout, for tests.models), nothing else
+    seen = [json.loads(line) for line in where.read_text().splitlines()]
+    by_six = {s["six"]: s for s in seen}
+    assert sorted(by_six) == sorted(SIX.values())
+    venv = Path(sys.prefix).resolve()
+    for name in ("six-a", "six-b"):
+        s = by_six[SIX[name]]
+        prefix = Path(s["prefix"]).resolve()
+        assert prefix.is_relative_to(cache / "toolchains") and prefix != venv
+        assert Path(s["executable"]).parent.resolve() == prefix / "bin"
+        assert Path(s["torch"]).resolve().is_relative_to(prefix)
+        allowed = [prefix, Path(sys.base_prefix).resolve(), REPO / "src", REPO, tmp_path]
+        strays = [p for p in s["path"] if not _inside(p, allowed)]
+        assert strays == [], strays
+        assert not any(_inside(p, [venv]) for p in s["path"])  # the parent's environment
+    assert Path(by_six[SIX["project"]]["prefix"]).resolve() == venv
+    # the report: the toolchain is part of each configuration's label, and with a
+    # baseline toolchain, each is compared with itself on that toolchain
+    report = build_report(list(rows.values()), baseline_toolchain="six-a")
+    assert TOOLCHAIN_AXIS in report.axes
+    labels = {s.config.label: s for s in report.summaries}
+    assert set(labels) == {f"eager toolchain={n}" for n in SIX}
+    assert labels["eager toolchain=six-a"].baseline
+    for name in ("project", "six-b"):
+        (entry,) = [e for e in report.entries if e.config.axis(TOOLCHAIN_AXIS) == name]
+        assert entry.speedup is not None and entry.speedup_ci is not None, entry.note
+        base = next(e for e in report.entries if e.config.axis(TOOLCHAIN_AXIS) == "six-a")
+        assert entry.speedup == base.time_s / entry.time_s  # type: ignore[operator]
+    out = tmp_path / "by-toolchain"
+    args = [str(results.parent), "--baseline-toolchain", "six-a", "--out", str(out)]
+    assert report_main([*args, "--no-mlflow"]) == 0
+    assert "speedup: toolchain=six-a time / this time" in (out / "report.md").read_text()
+    assert "eager toolchain=six-b" in capsys.readouterr().out
+    # a later sweep finds the environments built: it builds nothing
+    monkeypatch.setenv("BENCHFLOW_CACHE_DIR", str(cache))
+    from benchflow.config.schema import ToolchainConfig
+    from benchflow.runner.toolchain import build
+
+    for name in ("six-a", "six-b"):
+        pins = {"torch": "2.9.0", "six": SIX[name]}
+        env_of, took = build(ToolchainConfig(name, pins), say=pytest.fail)
+        assert took == 0.0 and env_of.folder.parent == cache / "toolchains"
+
+
+def test_a_pin_uv_cannot_install_is_refused_before_any_job(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    bad = ["-m", SEARCHPATH, "toolchain=six-a", "toolchain.pins.six=0.0.1", *JOB]
+    got = run_cli(bad, tmp_path, BENCHFLOW_CACHE_DIR=str(cache))
+    assert got.returncode == 2, got.stderr[-2000:]
+    assert "toolchain=six-a" in got.stderr and "six==0.0.1" in got.stderr, got.stderr[-2000:]
+    assert not (tmp_path / "multirun").exists()  # refused before the sweep's folder
+    assert not any((cache / "toolchains").glob("*/ready"))  # and no half environment
+    version = ["-m", SEARCHPATH, "toolchain=six-a", "toolchain.pins.six=latest", *JOB]
+    got = run_cli(version, tmp_path)
+    assert got.returncode == 2 and "toolchain.pins.six='latest'" in got.stderr, got.stderr
+
+
+def test_the_project_toolchain_is_in_no_fingerprint_and_xla_needs_torch_xla() -> None:
+    """toolchain=project leaves every fingerprint as before toolchains (no key of it in
+    the measured config); another is measured. An XLA backend with a toolchain that has
+    no torch_xla is an invalid pair that says why; one that pins torch_xla is valid."""
+    from tests.test_config import composed
+
+    from benchflow.config.schema import measured, measured_flat
+    from benchflow.config.validate import parse
+    from benchflow.sweep.plan import plan_config
+
+    project = parse(composed("model=llama", "toolchain=project"))
+    assert "toolchain" not in measured(project)
+    assert not any(k.startswith("toolchain") for k in measured_flat(project))
+    newer = parse(composed("model=llama", "toolchain=torch-2.15"))
+    assert measured(newer)["toolchain"] == {"name": "torch-2.15", "pins": {"torch": "2.15.0"}}
+    plan = plan_config(
+        parse(composed("model=llama", "toolchain=torch-2.15", "dynamo=openxla")), 0, []
+    )
+    assert plan.invalid and "needs torch_xla, but toolchain=torch-2.15 has none" in plan.invalid
+    assert "allowed: a toolchain that pins torch_xla, or xla=none" in plan.invalid
+    lazy = plan_config(parse(composed("model=llama", "toolchain=torch-2.15", "xla=PJRT")), 0, [])
+    assert lazy.invalid and "torch_xla" in lazy.invalid
+    eager = plan_config(
+        parse(composed("model=llama", "toolchain=torch-2.15", "dynamo=none")), 0, []
+    )
+    assert eager.invalid is None
+    older = plan_config(
+        parse(composed("model=llama", "toolchain=torch-2.8", "dynamo=openxla")), 0, []
+    )
+    assert older.invalid is None and older.config.toolchain.pins["torch_xla"] == "2.8.0"
+
+
+@pytest.mark.full
+def test_two_torch_releases_in_one_sweep_and_report(tmp_path: Path) -> None:
+    """The real thing (-m full: torch 2.15.0 downloaded once, about 5 GB): a sweep over
+    the project's torch 2.9.0 and torch 2.15.0, the XLA backend an invalid pair on 2.15,
+    and the report's speedups of 2.15 over the project's."""
+    sweep = ["-m", "toolchain=project,torch-2.15", "model=llama,dlrm", "dynamo=none,inductor"]
+    small = ["model.size=tiny", "repeat=3", "mlflow.enabled=false"]
+    got = run_cli([*sweep, *small], tmp_path)
+    assert got.returncode == 0, got.stderr[-3000:]
+    (results,) = tmp_path.glob("multirun/*/*/results.jsonl")
+    rows = read_rows(results)
+    assert len(rows) == 8 and all(r.status.value == "ok" for r in rows), [
+        (r.job.name, r.error) for r in rows
+    ]
+    torch_of = {r.provenance.versions["torch"] for r in rows}
+    assert torch_of == {"2.9.0", "2.15.0"}
+    day, clock = results.parent.parent.name, results.parent.name  # run in tmp_path
+    by_tc = ["report", f"multirun/{day}/{clock}", "--baseline-toolchain", "project"]
+    got = run_cli(by_tc, tmp_path)
+    assert got.returncode == 0, got.stderr[-3000:]
+    assert "inductor toolchain=torch-2.15" in got.stdout
+    xla = ["-m", "toolchain=project,torch-2.15", "model=llama", "dynamo=openxla", *small]
+    got = run_cli(xla, tmp_path)
+    assert got.returncode == 0, got.stderr[-3000:]
+    (_, results) = sorted(tmp_path.glob("multirun/*/*/results.jsonl"))
+    by = {(r.config or {}).get("toolchain.name", "project"): r for r in read_rows(results)}
+    assert by["project"].status.value == "ok"
+    assert by["torch-2.15"].status.value == "invalid"
+    assert "needs torch_xla, but toolchain=torch-2.15 has none" in (by["torch-2.15"].error or "")
