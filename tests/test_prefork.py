@@ -185,11 +185,14 @@ def test_a_zygote_with_a_thread_or_a_process_refuses_to_fork() -> None:
     """The check a zygote runs before its first fork can fail: a thread started and a
     process left running after the preloads are named, and the zygote is not used."""
     code = (
-        "import subprocess, threading, time\n"
+        "import subprocess, threading, time, psutil\n"
         "from benchflow.runner.zygote import ZygoteError, pristine\n"
         "threads = pristine(1)['threads']\n"
         "threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
         "sleeper = subprocess.Popen(['sleep', '60'])\n"
+        # under load, /proc may show a child's command line empty for a moment after exec
+        "while not psutil.Process(sleeper.pid).cmdline():\n"
+        "    time.sleep(0.01)\n"
         "try:\n"
         "    pristine(threads)\n"
         "except ZygoteError as exc:\n"

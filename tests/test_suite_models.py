@@ -138,6 +138,16 @@ def test_a_suite_model_runs_under_its_own_suite_only() -> None:
     assert job.invalid is not None and "allowed: suite=huggingface" in job.invalid
     with pytest.raises(InvalidCombination, match="suite=torchbench"):
         plan_job(composed(*overrides), 0, overrides, single=True)
+
+
+def test_a_suite_model_needs_its_library_in_the_toolchain() -> None:
+    """A toolchain other than the project's holds what it pins: a Hugging Face model
+    there needs transformers pinned (docs/toolchains.md), else the pair is invalid."""
+    model = ["suite=huggingface", "model=BertForMaskedLM"]
+    job = plan_job(composed(*model, "toolchain=torch-2.15"), 0, [])
+    assert job.invalid is not None and "needs transformers, but toolchain=torch-2.15" in job.invalid
+    pinned = [*model, "toolchain=torch-2.15", "+toolchain.pins.transformers=4.57.0"]
+    assert plan_job(composed(*pinned), 0, []).invalid is None
     with pytest.raises(ConfigError, match=r"'ghostnet_100' with model\.source=huggingface"):
         overrides = ["suite=huggingface", "model=ghostnet_100", "model.source=huggingface"]
         plan_job(composed(*overrides), 0, overrides)

@@ -172,3 +172,40 @@ def test_two_torch_releases_in_one_sweep_and_report(tmp_path: Path) -> None:
     assert by["project"].status.value == "ok"
     assert by["torch-2.15"].status.value == "invalid"
     assert "needs torch_xla, but toolchain=torch-2.15 has none" in (by["torch-2.15"].error or "")
+
+
+def test_bisection_finds_the_boundary_in_few_steps() -> None:
+    from benchflow.history.bisect import Step, search
+
+    releases = [f"1.{n}.0" for n in range(10)]
+    for boundary in (0, 3, 9, 10):  # 10: every release good, the bad toolchain the first bad
+        low, high, steps = search(
+            releases, lambda r, at=boundary: Step(r, releases.index(r) >= at, "")
+        )
+        assert (low, high) == (boundary - 1, boundary)
+        judged = [s.release for s in steps]
+        assert len(judged) <= 4 and len(set(judged)) == len(judged)  # log2(11); none twice
+        assert all(s.bad == (releases.index(s.release) >= boundary) for s in steps)
+
+
+def test_the_registry_gives_the_releases_between_two_pins() -> None:
+    from benchflow.history.bisect import releases_between
+
+    assert releases_between("six", "1.12.0", "1.17.0") == ["1.13.0", "1.14.0", "1.15.0", "1.16.0"]
+
+
+@pytest.mark.full
+def test_bisect_finds_the_first_release_that_slowed_the_model(tmp_path: Path) -> None:
+    """Real jobs in real environments (the project's torch, six from 1.12.0 to 1.17.0):
+    the model waits 4 ms a step from six 1.16.0 on, and bisect names 1.16.0, with 1.15.0
+    the last good release, from PyPI's releases between the two pins."""
+    job = ["model=six_paced", "dynamo=none", "mlflow.enabled=false"]  # 3 processes a step
+    bisect = ["bisect", "--good", "six-1.12", "--bad", "six-1.17", "--package", "six"]
+    got = run_cli([*bisect, "--config-dir", str(REPO / "tests" / "conf"), *job], tmp_path)
+    assert got.returncode == 1, got.stdout[-3000:] + got.stderr[-3000:]
+    out = got.stdout
+    assert "4 release(s) between: 1.13.0, 1.14.0, 1.15.0, 1.16.0" in out, out
+    assert "the first release that regressed: six-1.16.0 (the last good one: six-1.15.0)" in out
+    assert "what changed: version.six: 1.15.0 -> 1.16.0" in out
+    assert "rerun the first bad: benchflow rerun " in out
+    assert out.count("  ran ") <= 2 + 3  # the two toolchains, then at most 3 halvings

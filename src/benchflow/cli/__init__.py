@@ -11,4 +11,5 @@ COMMANDS = {
     "sync": ("benchflow.cli.sync", "upload to MLflow what a sweep could not log"),
     "rerun": ("benchflow.cli.rerun", "run recorded jobs again, from their records"),
     "history": ("benchflow.cli.history", "the same jobs over many sweeps: change points"),
+    "bisect": ("benchflow.cli.bisect", "the first release between two toolchains that regressed"),
 }

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from benchflow import backends
 from benchflow.backends.base import Backend
-from benchflow.config.schema import BenchConfig
+from benchflow.config.schema import SUITE_MODEL_SOURCES, BenchConfig
 from benchflow.core import clock
 from benchflow.core.cpus import ENV_CPUS, pin_self, span
 from benchflow.core.files import write_json_atomic
@@ -42,10 +42,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("benchflow.child")
 
 AMP_DTYPES = {"amp": None, "amp_bf16": "bfloat16", "amp_fp16": "float16"}
-
-
-# A suite's model source, and the library whose version its rows record.
-SUITE_LIBRARIES = {"huggingface": "transformers", "timm": "timm"}
 
 
 def versions(model_source: str | None = None, pinned: Sequence[str] = ()) -> Versions:
@@ -67,8 +63,11 @@ def versions(model_source: str | None = None, pinned: Sequence[str] = ()) -> Ver
         # a toolchain's environment finds benchflow by a path entry: no installed version
         "benchflow": ver("benchflow") or benchflow.__version__,
     }
-    if library := SUITE_LIBRARIES.get(model_source or ""):
-        out[library] = ver(library)
+    if model_source in SUITE_MODEL_SOURCES:  # the suite's library (suites.py: not imported
+        from benchflow.suite.suites import by_source  # for other jobs, it brings Hydra's)
+
+        if (suite := by_source(model_source)) and suite.package:
+            out[suite.package] = ver(suite.package)
     for package in pinned:
         out.setdefault(package, ver(package))
     return out

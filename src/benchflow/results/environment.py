@@ -77,6 +77,10 @@ FACTS: tuple[Fact, ...] = (
     Fact("version.benchflow", lambda p: p.versions.get("benchflow"), speed=False, per_job=True),
 )
 ENV_PREFIX = "env."  # env.<NAME>: one speed fact per variable a row recorded
+# version.<package>: one speed fact per other package whose version a row recorded (a
+# toolchain's pins, harness/child.py)
+VERSION_PREFIX = "version."
+_NAMED = frozenset(f.name for f in FACTS)
 
 
 def facts(prov: Provenance, *, per_job: bool = True) -> dict[str, str]:
@@ -91,11 +95,18 @@ def facts(prov: Provenance, *, per_job: bool = True) -> dict[str, str]:
             out[fact.name] = str(value)
     if per_job:
         out |= {f"{ENV_PREFIX}{k}": v for k, v in prov.env.items()}
+        out |= {
+            name: str(v)
+            for k, v in prov.versions.items()
+            if v and (name := f"{VERSION_PREFIX}{k}") not in _NAMED
+        }
     return out
 
 
 def is_speed(name: str) -> bool:
-    return name.startswith(ENV_PREFIX) or any(f.speed for f in FACTS if f.name == name)
+    if name in _NAMED:
+        return any(f.speed for f in FACTS if f.name == name)
+    return name.startswith((ENV_PREFIX, VERSION_PREFIX))
 
 
 @dataclass(frozen=True)
@@ -120,15 +131,23 @@ def _values(provs: Iterable[Provenance], per_job: bool) -> dict[str, set[str]]:
     return seen
 
 
+def _rank(name: str) -> float:
+    """Where a fact comes in a list of differences: FACTS' order, a package's version
+    with the others (before the hashes of the whole set), the variables last."""
+    order = [f.name for f in FACTS]
+    if name in order:
+        return order.index(name)
+    if name.startswith(VERSION_PREFIX):
+        return order.index("version.timm") + 0.5
+    return len(order)
+
+
 def differences(
     base: Iterable[Provenance], cand: Iterable[Provenance], *, per_job: bool = True
 ) -> list[Difference]:
     """Every fact whose recorded values differ between the two sides, speed facts first."""
     b, c = _values(base, per_job), _values(cand, per_job)
-    order = [f.name for f in FACTS]
-    names = sorted(
-        set(b) | set(c), key=lambda n: (not is_speed(n), order.index(n) if n in order else 99, n)
-    )
+    names = sorted(set(b) | set(c), key=lambda n: (not is_speed(n), _rank(n), n))
     out = []
     for name in names:
         if b.get(name) != c.get(name):

@@ -168,6 +168,12 @@ def _check_suite_model(cfg: BenchConfig) -> None:
             f"model={name!r} with model.source={source} is not in suite {suite.name}; "
             f"allowed: {', '.join(names)}"
         )
+    if suite.package and not cfg.toolchain.provides(suite.package):
+        raise InvalidCombination(
+            f"model={name} is a {suite.name} model, which needs {suite.package}, but "
+            f"toolchain={cfg.toolchain.name} does not pin it; allowed: a toolchain that "
+            f"pins {suite.package} (toolchain.pins.{suite.package}=<version>)"
+        )
 
 
 def job_name(cfg: BenchConfig) -> str:

@@ -1,0 +1,78 @@
+"""The first release that regressed, by binary search between a good and a bad toolchain
+(`benchflow bisect`, docs/toolchains.md#bisect).
+
+The releases of one package (torch, most often) between the good toolchain's pin and
+the bad one's come from the package registry (PyPI's JSON API: final releases with a
+wheel for this Python on this platform) or from the user. Each step is one real job in
+its release's environment, judged against the good toolchain's job as `report
+--compare` judges a row (report/compare.py: a test on the samples and the threshold):
+a significant regression past the threshold, or a job that did not end ok, is bad;
+anything else is good. A release judged with too little data to tell is said so.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import sysconfig
+import urllib.request
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from packaging.version import InvalidVersion, Version
+
+PYPI = "https://pypi.org/pypi/{package}/json"
+
+
+@dataclass(frozen=True)
+class Step:
+    release: str
+    bad: bool
+    said: str  # the verdict in words
+
+
+def search(releases: Sequence[str], judge: Callable[[str], Step]) -> tuple[int, int, list[Step]]:
+    """Binary search over `releases` (oldest first; the good one before them, the bad
+    one after): (the index of the last good release, -1 for the good toolchain; the
+    index of the first bad one, len(releases) for the bad toolchain; the steps, in the
+    order judged). Assumes one boundary, as bisection does."""
+    low, high = -1, len(releases)
+    steps: list[Step] = []
+    while high - low > 1:
+        mid = (low + high) // 2
+        step = judge(releases[mid])
+        steps.append(step)
+        if step.bad:
+            high = mid
+        else:
+            low = mid
+    return low, high, steps
+
+
+def _wheel_fits(filename: str) -> bool:
+    """A wheel this interpreter can install: pure Python, or for this CPython on this
+    platform (manylinux x86-64 here)."""
+    if not filename.endswith(".whl"):
+        return False
+    tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    machine = sysconfig.get_platform().split("-")[-1]  # linux-x86_64 -> x86_64
+    return filename.endswith("-none-any.whl") or (tag in filename and machine in filename)
+
+
+def releases_between(package: str, good: str, bad: str, timeout_s: float = 30.0) -> list[str]:
+    """The final releases of `package` strictly between `good` and `bad` that have a wheel
+    for this interpreter, oldest first, from PyPI."""
+    with urllib.request.urlopen(PYPI.format(package=package), timeout=timeout_s) as answer:
+        data = json.load(answer)
+    low, high = Version(good), Version(bad)
+    found = []
+    for text, files in data.get("releases", {}).items():
+        try:
+            version = Version(text)
+        except InvalidVersion:
+            continue
+        if version.is_prerelease or version.is_devrelease or not low < version < high:
+            continue
+        if any(_wheel_fits(f.get("filename", "")) and not f.get("yanked") for f in files):
+            found.append(version)
+    return [str(v) for v in sorted(found)]
