@@ -34,7 +34,6 @@ def test_jobs_run_in_their_toolchains_environment_and_reports_tell_them_apart(
     env = {
         "BENCHFLOW_CACHE_DIR": str(cache),
         "BENCHFLOW_TEST_WHERE": str(where),
-        "UV_COMPILE_BYTECODE": "0",  # 10 s of CPU an environment; nothing here is timed
     }
     got = run_cli(["-m", SEARCHPATH, "toolchain=project,six-a,six-b", *JOB], tmp_path, **env)
     assert got.returncode == 0, got.stderr[-3000:]
