@@ -84,7 +84,7 @@ browser: ## Install Debian's chromium + chromedriver for the MLflow UI browser t
 docs: setup ## Build the docs site into site/ (mkdocs-material, --strict: zero warnings)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
-test: setup browser docs ## Run the default test suite (real torch_xla, Inductor, MLflow, chromium; 420 tests, ~6 min on 2 cores)
+test: setup browser docs ## Run the default test suite (real torch_xla, Inductor, MLflow, chromium; 430 tests, ~6 min on 2 cores)
 	$(PY) -m pytest
 
 test-full: setup browser ## Run every test, including the long end-to-end ones
