@@ -117,6 +117,11 @@ def _bisect(args: argparse.Namespace) -> int:
     print(f"{args.bad}: {first.said}")
     if not first.bad:
         print(f"no release regressed beyond the threshold ({args.threshold:.0%})")
+        if first.undecided:
+            print(
+                "  (the samples could not tell a change that size from the host's noise: "
+                "time more processes, e.g. processes=5, to rule one out)"
+            )
         return 0
     rows: dict[str, ResultRow] = {}
 
@@ -174,10 +179,11 @@ class _Runner:
 
 def _judge(base: ResultRow, row: ResultRow, threshold: float, release: str = "") -> Step:
     """A step's verdict: the row against the good toolchain's, as report --compare."""
-    from benchflow.report.compare import BROKEN, REGRESSION, compare
+    from benchflow.report.compare import BROKEN, INSUFFICIENT, REGRESSION, compare
     from benchflow.report.model import build_report
 
     (change,) = compare(build_report([base]), build_report([row]), threshold)
     bad = change.verdict in (REGRESSION, BROKEN)
     ratio = f" {change.ratio - 1:+.1%}" if change.ratio else ""
-    return Step(release, bad, f"{change.verdict}{ratio} ({change.detail})")
+    said = f"{change.verdict}{ratio} ({change.detail})"
+    return Step(release, bad, said, undecided=change.verdict == INSUFFICIENT)

@@ -29,6 +29,7 @@ class Step:
     release: str
     bad: bool
     said: str  # the verdict in words
+    undecided: bool = False  # too little data to tell a change from the host's noise
 
 
 def search(releases: Sequence[str], judge: Callable[[str], Step]) -> tuple[int, int, list[Step]]:
