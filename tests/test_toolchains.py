@@ -68,6 +68,8 @@ def test_jobs_run_in_their_toolchains_environment_and_reports_tell_them_apart(
         strays = [p for p in s["path"] if not _inside(p, allowed)]
         assert strays == [], strays
         assert not any(_inside(p, [venv]) for p in s["path"])  # the parent's environment
+    # every job forked from a zygote of its own toolchain's environment
+    assert [s["launch"] for s in seen] == ["fork"] * len(seen)
     assert Path(by_six[SIX["project"]]["prefix"]).resolve() == venv
     # the report: the toolchain is part of each configuration's label, and with a
     # baseline toolchain, each is compared with itself on that toolchain

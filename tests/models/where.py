@@ -1,6 +1,6 @@
 """A tiny model that writes down where its job ran: the interpreter, sys.path, the file
-torch was imported from and six's version, as a JSON line appended to
-$BENCHFLOW_TEST_WHERE (tests/test_toolchains.py)."""
+torch was imported from, six's version and how the process started, as a JSON line
+appended to $BENCHFLOW_TEST_WHERE (tests/test_toolchains.py)."""
 
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ class Where(BenchModel):
             "path": sys.path,
             "torch": torch.__file__,
             "six": six.__version__,
+            "launch": os.environ.get("BENCHFLOW_LAUNCH"),  # fork: from a zygote
         }
         with open(os.environ["BENCHFLOW_TEST_WHERE"], "a") as f:
             f.write(json.dumps(seen) + "\n")

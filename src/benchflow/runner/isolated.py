@@ -209,14 +209,14 @@ def prestart_zygotes(kinds: list[str], cpus_per_job: int | None) -> None:
 
     def start_all() -> None:
         from benchflow.core.cpus import cpu_slot
-        from benchflow.runner.zygote import BASE, shared
+        from benchflow.runner.zygote import base_of, shared
 
         what = f"benchflow: starting the {', '.join(kinds)} zygote(s)"
         with cpu_slot(cpus_per_job, what) as cores:
-            # The torch zygote first: the others fork from it once it has imported torch
-            # (zygote.py), then import the rest side by side, each on one of the slot's
-            # cores: on a 2-core slot that takes the longest one's time, not the sum.
-            for kind in sorted(kinds, key=lambda k: k != BASE):
+            # Each environment's torch zygote first: the others fork from it once it has
+            # imported torch (zygote.py), then import the rest side by side, each on one
+            # of the slot's cores: on a 2-core slot that takes the longest one's time.
+            for kind in sorted(kinds, key=lambda k: k != base_of(k)):
                 with contextlib.suppress(OSError):  # start_zygote below says why
                     shared(kind, cores)
             for kind in kinds:

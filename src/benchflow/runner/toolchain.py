@@ -222,6 +222,13 @@ def launch(toolchain: ToolchainConfig) -> tuple[str, dict[str, str]]:
     env = environment(toolchain)
     if env is None:
         raise ToolchainError(f"toolchain={toolchain.name}: its environment is not built")
+    return interpreter(env.folder.name)
+
+
+def interpreter(key: str) -> tuple[str, dict[str, str]]:
+    """(the interpreter, variables to add) of the environment of `key` (key_of): what
+    a job, or a zygote (runner/zygote.py), of that toolchain starts with."""
     # benchflow's folder first, then the user's own PYTHONPATH (their models' code)
     path = [harness_path(), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
-    return str(env.python), {"PYTHONPATH": os.pathsep.join(path), "PYTHONNOUSERSITE": "1"}
+    python = Environment(key, root() / key).python
+    return str(python), {"PYTHONPATH": os.pathsep.join(path), "PYTHONNOUSERSITE": "1"}

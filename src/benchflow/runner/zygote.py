@@ -51,6 +51,11 @@ answers ``{"pid", "returncode"}`` (negative: killed by that signal, as Popen). T
 "cpus"}``; it answers ``{"zygote_pid"}`` once the new zygote is forked, which then
 connects to PATH and says ``{"ready"}`` there after its imports.
 
+A toolchain other than the project's (runner/toolchain.py) has zygotes of its own,
+started from its environment's interpreter: a zygote's *name* is its kind, or its kind
+and the environment's key (``inductor@<key>``, ``named``). They import that
+environment's torch, and fork only from that environment's ``torch`` zygote.
+
 share_build=true: a zygote of any kind may also fork a *model's* zygote, with
 ``"build": {"key", "job", "env", "cwd", "log"}`` in that request: it builds the model
 of the job file ``job`` (runner/model_zygote.py) in the job's environment and folder,
@@ -106,6 +111,7 @@ KINDS = {
     "xla": (*BASE_MODULES, "torch_xla", "torch_xla._dynamo.dynamo_bridge", "torch._dynamo"),
 }
 BASE = "torch"  # the kind the other kinds fork from, once a zygote of it runs
+TOOLCHAIN_SEP = "@"  # a zygote's name: its kind, then its toolchain environment's key
 ENV_PRELOADED = "BENCHFLOW_PRELOADED"  # in a forked child: what was imported before it
 INDUCTOR_CACHE = "TORCHINDUCTOR_CACHE_DIR"  # Inductor's on-disk cache; a job sets its own
 CONNECT_TIMEOUT_S = 60.0  # a zygote forked from the base connects at once, before importing
@@ -115,20 +121,39 @@ class ZygoteError(RuntimeError):
     pass
 
 
+def named(kind: str, toolchain_key: str | None = None) -> str:
+    """The name of the zygote of `kind` in the environment of `toolchain_key`
+    (runner/toolchain.key_of; None: this interpreter's)."""
+    return kind if toolchain_key is None else f"{kind}{TOOLCHAIN_SEP}{toolchain_key}"
+
+
+def split(name: str) -> tuple[str, str | None]:
+    """A zygote's name as (its kind, its toolchain environment's key or None)."""
+    kind, _, key = name.partition(TOOLCHAIN_SEP)
+    return kind, key or None
+
+
+def base_of(name: str) -> str:
+    """The name of the zygote a zygote of `name` forks from: the same environment's."""
+    return named(BASE, split(name)[1])
+
+
 class Zygote:
     """The parent's handle on one zygote process."""
 
     def __init__(
         self,
-        kind: str = "torch",
+        name: str = "torch",
         cores: list[int] | None = None,
         base: Zygote | None = None,
         build: dict[str, Any] | None = None,
     ) -> None:
-        """A fresh interpreter of `kind`, or (`base`: a running zygote) one forked from
-        it; `build` (with `base` of the same kind): the zygote of that model. `cores`:
-        where its imports (and build) run."""
-        self.kind = kind
+        """A fresh interpreter of the zygote `name` (its kind, in its toolchain's
+        environment: ``named``), or (`base`: a running zygote of that environment) one
+        forked from it; `build` (with `base` of the same name): the zygote of that model.
+        `cores`: where its imports (and build) run."""
+        self.name = name
+        self.kind, toolchain_key = split(name)
         self._ready = False
         self._ready_lock = threading.Lock()  # a pre-start thread and a job may both wait
         self.proc: subprocess.Popen[bytes] | None = None
@@ -141,11 +166,16 @@ class Zygote:
             return
         # The import runs on the cores of the job that asked for the zygote (its CPU
         # slot), so it never competes with a job timing on other cores.
-        env = dict(os.environ)
+        python, env = sys.executable, dict(os.environ)
+        if toolchain_key is not None:
+            from benchflow.runner.toolchain import interpreter
+
+            python, extra = interpreter(toolchain_key)
+            env.update(extra)
         if cores:
             env[ENV_CPUS] = ",".join(map(str, cores))
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "benchflow.runner.zygote", kind],
+            [python, "-m", "benchflow.runner.zygote", self.kind],
             env=env,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -172,12 +202,12 @@ class Zygote:
                 base._say(request | ({"build": build} if build else {}))
                 msg = base._read(CONNECT_TIMEOUT_S)
                 if msg is None or not msg.get("zygote_pid"):  # 0: its fork failed
-                    raise ZygoteError(f"the {base.kind} zygote did not fork a zygote: {msg}")
+                    raise ZygoteError(f"the {base.name} zygote did not fork a zygote: {msg}")
                 self.pid = int(msg["zygote_pid"])
                 try:
                     self._sock, _ = listener.accept()
                 except TimeoutError as exc:
-                    raise ZygoteError(f"the forked {self.kind} zygote never connected") from exc
+                    raise ZygoteError(f"the forked {self.name} zygote never connected") from exc
         finally:
             shutil.rmtree(folder, ignore_errors=True)
         self._sock.settimeout(None)
@@ -222,7 +252,7 @@ class Zygote:
                 self.import_s = float(msg["ready"])
                 log.info(
                     "the %s zygote (pid %d) preloaded in %.1f s: %s",
-                    self.kind,
+                    self.name,
                     self.pid,
                     self.import_s,
                     json.dumps(msg.get("state")),
@@ -285,26 +315,28 @@ _zygotes: dict[str, Zygote] = {}
 _zygotes_lock = threading.Lock()
 
 
-def shared(kind: str = "torch", cores: list[int] | None = None) -> Zygote:
-    """This process's zygote of `kind`, started on first use (and again if it died);
-    `cores`: where its start-up may run (the CPU slot of the job that starts it)."""
+def shared(name: str = "torch", cores: list[int] | None = None) -> Zygote:
+    """This process's zygote of `name` (``named``), started on first use (and again if
+    it died); `cores`: where its start-up may run (the CPU slot of the job that starts
+    it)."""
     with _zygotes_lock:
-        zygote = _zygotes.get(kind)
+        zygote = _zygotes.get(name)
         if zygote is None or not zygote.alive():
-            zygote = _zygotes[kind] = _start(kind, cores)
+            zygote = _zygotes[name] = _start(name, cores)
             atexit.register(zygote.close)
         return zygote
 
 
-def _start(kind: str, cores: list[int] | None) -> Zygote:
-    """Forked from this process's running ``torch`` zygote if it has one, else fresh."""
-    base = _zygotes.get(BASE)
-    if kind != BASE and base is not None and base.alive():
+def _start(name: str, cores: list[int] | None) -> Zygote:
+    """Forked from this process's running ``torch`` zygote of the same environment if it
+    has one, else fresh."""
+    base = _zygotes.get(base_of(name))
+    if name != base_of(name) and base is not None and base.alive():
         try:
-            return Zygote(kind, cores, base=base)
+            return Zygote(name, cores, base=base)
         except (ZygoteError, OSError) as exc:
-            log.warning("could not fork the %s zygote from the %s one (%s)", kind, BASE, exc)
-    return Zygote(kind, cores)
+            log.warning("could not fork the %s zygote from the %s one (%s)", name, base.name, exc)
+    return Zygote(name, cores)
 
 
 def _preload(name: str) -> None:
@@ -458,6 +490,12 @@ def serve(
     no_select = "torch_xla" in preload and "PJRT_SELECT_DEFAULT_DEVICE" not in os.environ
     if no_select:
         os.environ["PJRT_SELECT_DEFAULT_DEVICE"] = "0"
+    # torch 2.8 and older start Inductor's compile-worker pool (Triton's, where triton
+    # is installed) when Inductor's async_compile is imported; torch's own switch
+    # (TORCH_WARM_POOL=0) leaves it to the job's first compile, as torch 2.9 does.
+    no_warm_pool = "TORCH_WARM_POOL" not in os.environ
+    if no_warm_pool:
+        os.environ["TORCH_WARM_POOL"] = "0"
     threads = _threads()  # a zygote forked from the base: 1 (fork keeps one thread)
     for name in preload:
         _preload(name)
@@ -465,6 +503,8 @@ def serve(
             threads = _threads()
     if no_select:
         del os.environ["PJRT_SELECT_DEFAULT_DEVICE"]
+    if no_warm_pool:
+        del os.environ["TORCH_WARM_POOL"]
     # Modules every job imports next; cheap, but not free.
     import benchflow.harness.child
 

@@ -35,7 +35,8 @@ from benchflow.results.io import current, known_rows, record_row, tally
 from benchflow.results.provenance import provenance
 from benchflow.results.row import JobInfo, Provenance, ResultRow, build_row
 from benchflow.runner.isolated import Outcome, join_prestart, start_zygote
-from benchflow.runner.toolchain import environment
+from benchflow.runner.toolchain import environment, key_of
+from benchflow.runner.zygote import named
 from benchflow.sweep import progress, rounds
 from benchflow.sweep.ir import dump_inductor_code, dump_ir
 from benchflow.sweep.plan import plan_job
@@ -440,14 +441,18 @@ def finish(job: Job, where: Where, status: Status, tracker: Tracker | None) -> N
 
 
 def zygote_kind(job: Job, env: dict[str, str] | None = None) -> str | None:
-    """The zygote this job forks from (None: prefork=false, or a toolchain's environment
-    other than the project's, whose interpreter the zygotes are not: spawn). Without
-    `env`, from the plan alone, as the sweep does to start zygotes before its jobs."""
-    if not job.config.prefork or not job.config.toolchain.is_project:
+    """The name of the zygote this job forks from (runner/zygote.named: its kind, in its
+    toolchain's environment; None: prefork=false, spawn). Without `env`, from the plan
+    alone, as the sweep does to start zygotes before its jobs."""
+    if not job.config.prefork:
         return None
     if env is None:
         env = compile_cache_env(job, JobDir(Path(".")))
-    return backends.get(job.backend).zygote(env, trains=job.config.test.name == "train")
+    kind = backends.get(job.backend).zygote(env, trains=job.config.test.name == "train")
+    toolchain = job.config.toolchain
+    if kind is None or toolchain.is_project:
+        return kind
+    return named(kind, key_of(toolchain))
 
 
 def build_key(job: Job) -> str | None:
