@@ -6,7 +6,10 @@ import dataclasses
 import json
 import math
 import multiprocessing
+import signal
 import statistics
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +24,7 @@ from benchflow.results.child import ChildResult, ChildTimings, Timing, Unsteady
 from benchflow.results.io import (
     append_jsonl,
     current,
+    known_rows,
     read_jsonl,
     read_rows,
     record_row,
@@ -109,12 +113,58 @@ def test_reader_skips_corrupt_lines_and_appender_repairs_a_torn_tail(
     path = tmp_path / "results.jsonl"
     append_jsonl(path, {"n": 1})
     with path.open("a") as f:
-        f.write('{"n": 2, "broken')  # a writer killed mid-line
-    append_jsonl(path, {"n": 3})
+        f.write("not json\n")  # a corrupt line in the middle stays, and is skipped
+    append_jsonl(path, {"n": 2})
     with caplog.at_level("WARNING"):
         rows = read_jsonl(path)
-    assert [r["n"] for r in rows] == [1, 3]
+    assert [r["n"] for r in rows] == [1, 2]
     assert "corrupt line" in caplog.text and ":2:" in caplog.text
+
+
+def test_a_writer_killed_mid_line_leaves_a_tail_readers_ignore_and_the_next_append_cuts(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A real writer killed (SIGKILL) between the two halves of a row's line: readers
+    ignore the torn tail, and the next append cuts it off (kept in results.jsonl.torn)
+    before it writes, so every line of the file is a whole row again."""
+    path = tmp_path / "results.jsonl"
+    rows = [
+        build_row(dataclasses.replace(_job(), num=i, config=_cfg(seed=i)), status=Status.OK,
+                  error=None, child=_child())
+        for i in range(3)
+    ]  # fmt: skip
+    record_row(path, rows[0])
+    line = (json.dumps(rows[1].to_dict()) + "\n").encode()
+    half = line[: len(line) // 2]
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITE_HALF_THEN_WAIT, str(path), half.hex()],
+        stdout=subprocess.PIPE,
+    )
+    assert writer.stdout is not None and writer.stdout.readline() == b"half\n"
+    writer.kill()
+    assert writer.wait(timeout=10) == -signal.SIGKILL
+    assert path.read_bytes().endswith(half)  # torn: the file ends mid-row
+    with caplog.at_level("WARNING"):
+        assert read_rows(path) == [rows[0]] == known_rows(path)
+    assert "corrupt" not in caplog.text  # ignored as torn, not reported as corrupt
+    record_row(path, rows[2])
+    assert read_rows(path) == [rows[0], rows[2]]
+    assert all(json.loads(x) for x in path.read_text().splitlines())  # whole rows only
+    assert path.with_name("results.jsonl.torn").read_bytes() == half + b"\n"
+    assert "cut off a torn last line" in caplog.text
+    # the torn row's job has no row: resume runs it again
+    record_row(path, rows[1])
+    assert {r.job.num for r in read_rows(path)} == {0, 1, 2}
+
+
+# A writer of results.jsonl that dies mid-line: half a row written, then SIGKILLed.
+WRITE_HALF_THEN_WAIT = """
+import os, sys, time
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND)
+os.write(fd, bytes.fromhex(sys.argv[2]))
+print("half", flush=True)
+time.sleep(60)
+"""
 
 
 def test_dataclass_round_trip_through_job_file() -> None:
@@ -307,7 +357,7 @@ def test_known_rows_parses_only_what_was_appended_and_rereads_a_rewrite(tmp_path
     assert io.known_rows(path) == rows
     assert io._SEEN[path].lines == parsed + 1  # the new line only; not the half one
     # A rerun of job 0 supersedes its row: the file is rewritten (another inode, or the
-    # same number again); the mark is seen, and the torn line is skipped as corrupt.
+    # same number again), its torn tail cut off first; the mark is seen.
     again = dataclasses.replace(rows[0], row_id="again")
     assert [r.row_id for r in record_row(path, again)] == [rows[0].row_id]
     known = io.known_rows(path)

@@ -2,8 +2,10 @@
 
 - whole files (result.json, plan.json): ``benchflow.core.files``.
 - ``append_jsonl``: one ``os.write`` of a whole line under an exclusive lock
-  (``results.jsonl.lock``), fsynced, so concurrent writers (parallel launchers)
-  and crashes never leave a partial line in ``results.jsonl``.
+  (``results.jsonl.lock``), fsynced, so concurrent writers (parallel launchers) never
+  interleave. A writer killed mid-line (SIGKILL in the write, a full disk, power loss)
+  leaves a torn last line: readers ignore it, and the next append cuts it off (kept in
+  ``results.jsonl.torn``) before it writes.
 - ``record_row``: a :class:`ResultRow`, the same way, and a rerun job's earlier rows
   are marked ``superseded_by`` (whole-file atomic rewrite under the same lock): the
   history stays, as written (an older schema's rows too), and exactly one row per job
@@ -80,19 +82,51 @@ def _line(data: dict[str, Any]) -> str:
     return json.dumps(data, default=str, separators=(",", ":"))
 
 
+TORN_SUFFIX = ".torn"  # beside results.jsonl: the torn lines a later append cut off
+TORN_TAIL_MAX = 1 << 20  # a last line longer than this is no torn row: left as it is
+
+
 def _append_line(path: Path, data: dict[str, Any]) -> None:
     line = (_line(data) + "\n").encode("utf-8")
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
     try:
-        # A previous writer killed mid-line would glue our row to its fragment:
-        # start on a fresh line if the file does not end with one.
-        size = os.fstat(fd).st_size
-        if size and os.pread(fd, 1, size - 1) != b"\n":
-            line = b"\n" + line
+        if not _repair_torn_tail(path, fd):
+            line = b"\n" + line  # a last line left as it was: ours starts on a fresh one
         os.write(fd, line)
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _repair_torn_tail(path: Path, fd: int) -> bool:
+    """Before an append, under the writers' lock: a file that does not end with a newline
+    has a torn last line, from a writer killed mid-line (SIGKILL, power loss). A fragment
+    that is not JSON is cut off the file and kept in `<path>.torn`; one that is whole
+    JSON gets its newline. False where the tail is left as it was."""
+    size = os.fstat(fd).st_size
+    if not size or os.pread(fd, 1, size - 1) == b"\n":
+        return True
+    start = max(0, size - TORN_TAIL_MAX)
+    tail = os.pread(fd, size - start, start)
+    newline = tail.rfind(b"\n")
+    if newline < 0 and start > 0:
+        return False
+    fragment = tail[newline + 1 :]
+    try:
+        loads(fragment)
+    except json.JSONDecodeError:
+        with open(path.with_name(path.name + TORN_SUFFIX), "ab") as kept:
+            kept.write(fragment + b"\n")
+        os.ftruncate(fd, size - len(fragment))
+        log.warning(
+            "%s: cut off a torn last line of %d bytes (a writer killed mid-line), kept in %s",
+            path,
+            len(fragment),
+            path.name + TORN_SUFFIX,
+        )
+        return True
+    os.write(fd, b"\n")
+    return True
 
 
 def append_jsonl(path: Path, data: dict[str, Any]) -> None:
@@ -105,6 +139,12 @@ def record_row(path: Path, row: ResultRow) -> list[ResultRow]:
     ``superseded_by`` = the new row's id, in place (the file is rewritten atomically).
     Returns the rows it superseded. Unparseable lines are kept as they are."""
     with _locked(path):
+        if path.exists():  # a torn last line is cut off before the file is read
+            fd = os.open(path, os.O_RDWR | os.O_APPEND)
+            try:
+                _repair_torn_tail(path, fd)
+            finally:
+                os.close(fd)
         # Under the lock no one appends: the rows known are the file's. Most jobs have
         # no earlier row, and are one append; only a rerun reads the file whole.
         if not any(
@@ -229,9 +269,22 @@ def _objects(path: Path) -> list[tuple[int, dict[str, Any]]]:
         return found
     with path.open(encoding="utf-8", errors="replace") as f:
         for lineno, line in enumerate(f, 1):
+            if not line.endswith("\n") and not _whole(line):
+                # a torn last line (its writer killed mid-line): no row, and the next
+                # append repairs it (_repair_torn_tail)
+                log.info("%s:%d: ignored a torn last line", path, lineno)
+                continue
             if (data := _parse(line, path, lineno)) is not None:
                 found.append((lineno, data))
     return found
+
+
+def _whole(line: str) -> bool:
+    try:
+        loads(line)
+    except json.JSONDecodeError:
+        return False
+    return True
 
 
 def _parse(line: str, path: Path, lineno: int) -> dict[str, Any] | None:
