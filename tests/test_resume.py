@@ -1,6 +1,7 @@
 """Resume and retry: a sweep run again into its folder keeps what its policy keeps, an
-interrupted sweep (SIGTERM) resumes to exactly the rows of an uninterrupted one, and
-results.jsonl and MLflow end with one current result per job."""
+interrupted sweep (SIGTERM) resumes to exactly the rows of an uninterrupted one, a
+killed one (SIGKILL) leaves no process behind, and results.jsonl and MLflow end with
+one current result per job and no run left RUNNING."""
 
 from __future__ import annotations
 
@@ -208,6 +209,101 @@ def test_sigterm_then_resume_equals_an_uninterrupted_sweep(early_sweeps: EarlySw
     (gone,) = deleted
     assert gone.info.status == "KILLED"
     assert gone.data.tags["benchflow.superseded_by"] == rerun["job"]["mlflow_run_id"]
+
+
+KILLED = ["-m", SEARCHPATH, "model=sleepy,fault_hang", "model.size=tiny", "dtype=float32",
+          "repeat=2", "iterations_per_run=2", "warmup=1", "timeout_s=10"]  # fmt: skip
+
+
+def _processes_gone(folder: Path, within_s: float) -> list[str]:
+    deadline = time.monotonic() + within_s
+    while (left := _running_in(folder)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return left
+
+
+@early("sigkill_resume", niced=False)  # the SIGKILL must land while the hang runs
+def _sigkill_then_resume(root: Path) -> dict[str, Any]:
+    """A sweep's own process SIGKILLed while its second job (a hang) runs, then the same
+    command with resume=true. Between the two, the MLflow store is left as a kill in
+    the middle of a job's logging leaves it, which no signal can be timed to hit: the
+    first job's run RUNNING without its last tag (its row recorded), and a job run
+    RUNNING with no row (killed between its run's start and its row)."""
+    from mlflow.tracking import MlflowClient
+
+    from benchflow.tracking.sync import LOGGED_TAG
+
+    cwd = root / "killed"
+    cwd.mkdir()
+    err = cwd / "stderr.log"
+    proc = start_cli(KILLED, cwd, err)
+    try:
+        wait_for_text(err, "[2/2] fault_hang", proc)
+        time.sleep(2.0)  # its child is in the hang (timeout_s=10)
+        proc.kill()
+        code = proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    got: dict[str, Any] = {"cwd": cwd, "code": code, "err": err.read_text()}
+    got["left"] = _processes_gone(cwd, 15.0)  # the zygotes end the job, then themselves
+    (sweep,) = [p for p in (cwd / "multirun").glob("*/*") if p.is_dir()]
+    got["sweep"], got["first"] = sweep, read_rows(sweep)
+    client = MlflowClient(f"sqlite:///{cwd / 'mlflow.db'}")
+    parent = SweepDir(sweep).parent_run_id()
+    assert parent is not None
+    exp = client.get_run(parent).info.experiment_id
+    if len(got["first"]) == 1:
+        logged = got["first"][0]["job"]["mlflow_run_id"]
+        client.update_run(logged, status="RUNNING")
+        client.delete_tag(logged, LOGGED_TAG)
+        orphan = client.create_run(exp, run_name="sleepy", tags={"mlflow.parentRunId": parent})
+        got["logged"], got["orphan"] = logged, orphan.info.run_id
+    got["again"] = run_cli([*KILLED, "resume=true"], cwd)
+    got["left_after"] = _processes_gone(cwd, 5.0)
+    return got
+
+
+def test_a_sweep_sigkilled_mid_job_leaves_no_process_and_resume_ends_every_run(
+    early_sweeps: EarlySweeps,
+) -> None:
+    got = early_sweeps.result("sigkill_resume")  # (its thread imports MLflow too: first)
+    from mlflow.entities import ViewType
+    from mlflow.tracking import MlflowClient
+
+    from benchflow.tracking.sync import KILLED_TAG, LOGGED_TAG
+
+    assert got["code"] == -signal.SIGKILL, got["err"][-3000:]
+    # its zygotes saw it go: each ended the job it ran (the hang and its grandchild)
+    # and exited; nothing of the sweep runs on
+    assert got["left"] == []
+    assert [r["status"] for r in got["first"]] == ["ok"]  # the hang had no row yet
+    again = got["again"]
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "1 logged from their rows, 1 ended KILLED" in again.stdout + again.stderr
+    assert got["left_after"] == []
+    rows = current(read_typed_rows(SweepDir(got["sweep"]).results))
+    assert sorted(r.status.value for r in rows) == ["ok", "timeout"]
+    assert len({r.job.fingerprint for r in rows}) == 2
+    client = MlflowClient(f"sqlite:///{got['cwd'] / 'mlflow.db'}")
+    parent = client.get_run(SweepDir(got["sweep"]).parent_run_id() or "")
+    runs = client.search_runs([parent.info.experiment_id], run_view_type=ViewType.ALL)
+    assert [r.info.run_id for r in runs if r.info.status == "RUNNING"] == []
+    jobs = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+    active = [r for r in jobs if r.info.lifecycle_stage == "active"]
+    # one ended run per job, each its current row's, complete
+    assert sorted(r.info.run_id for r in active) == sorted(r.job.mlflow_run_id for r in rows)
+    for run in active:
+        (row,) = [r for r in rows if r.job.mlflow_run_id == run.info.run_id]
+        assert run.data.tags[LOGGED_TAG] == row.row_id
+        assert run.info.status == ("FINISHED" if row.status.value == "ok" else "FAILED")
+    logged = client.get_run(got["logged"])
+    assert logged.info.status == "FINISHED" and "per_iter_time_s" in str(logged.data.metrics)
+    orphan = client.get_run(got["orphan"])
+    assert orphan.info.status == "KILLED" and orphan.info.lifecycle_stage == "deleted"
+    assert "before this job's row was recorded" in orphan.data.tags[KILLED_TAG]
+    assert parent.info.status == "FINISHED"
+    assert parent.data.tags["jobs.ok"] == "1" and parent.data.tags["jobs.timeout"] == "1"
 
 
 SINGLE = [SEARCHPATH, "model=sleepy", "model.size=tiny", "dtype=float32", "repeat=3",

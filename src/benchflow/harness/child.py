@@ -31,7 +31,12 @@ from benchflow.core.files import write_json_atomic
 from benchflow.core.job import JobSpec
 from benchflow.core.layout import JobDir
 from benchflow.core.status import Status
-from benchflow.harness.process import limit_memory, seed_everything, steady_host_allocator
+from benchflow.harness.process import (
+    die_with_parent,
+    limit_memory,
+    seed_everything,
+    steady_host_allocator,
+)
 from benchflow.models.errors import ModelSkipped
 from benchflow.results.child import ChildResult, ChildTimings, Digest, Timing, Versions
 from benchflow.results.provenance import job_env
@@ -374,6 +379,7 @@ def main(argv: list[str]) -> int:
         print("usage: python -m benchflow.harness JOB.json", file=sys.stderr)
         return 2
     t0 = time.perf_counter()
+    die_with_parent()  # a job whose sweep (or worker) was killed does not run on
     cores = pin_self()  # the job's CPU slot, before torch starts its thread pools
     job = JobSpec.from_dict(json.loads(Path(argv[0]).read_text()))
     logging.basicConfig(

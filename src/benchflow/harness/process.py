@@ -1,12 +1,15 @@
 """The job's process, set up alike wherever its model is built: the RNGs seeded, the
 host allocator made steady, and the memory limit. The child (child.py) and a model's
-zygote (prebuilt.py) both call these before they build a model."""
+zygote (prebuilt.py) both call these before they build a model. And the child's tie
+to the process that started it (die_with_parent)."""
 
 from __future__ import annotations
 
 import ctypes
 import logging
+import os
 import resource
+import signal
 
 log = logging.getLogger(__name__)
 
@@ -57,3 +60,23 @@ def limit_memory(gb: float) -> None:
     limit = int(gb * 1024**3)
     resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
     log.info("memory limit: %.2f GiB of data (RLIMIT_DATA)", gb)
+
+
+ENV_PARENT = "BENCHFLOW_PARENT_PID"  # the process that waits for this job's child
+PR_SET_PDEATHSIG = 1  # prctl(2): the signal this process gets when its parent dies
+
+
+def die_with_parent() -> None:
+    """SIGKILL this process when the process that waits for it dies (Linux's parent-death
+    signal), and exit now if that has happened already. A job's child runs in a session
+    of its own (so that a timeout kills its whole group), so nothing else ends it when
+    its waiter is SIGKILLed (a sweep killed mid-job, a worker node lost): a hanging job
+    would run forever. Its compile workers are its children, in its group."""
+    expected = os.environ.get(ENV_PARENT)
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return  # not Linux: the parent's own timeout is the only limit
+    prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if expected and os.getppid() != int(expected):
+        os._exit(1)  # its waiter died before the signal was set: no one waits for it

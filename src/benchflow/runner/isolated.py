@@ -24,6 +24,7 @@ from typing import Any
 import psutil
 
 from benchflow.core.status import Status
+from benchflow.harness.process import ENV_PARENT
 from benchflow.results.child import ChildResult
 
 log = logging.getLogger(__name__)
@@ -112,7 +113,8 @@ def run_isolated(
             stderr=err,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
-            env={**os.environ, **env} if env else None,
+            # the child dies with this process (harness/process.die_with_parent)
+            env={**os.environ, **(env or {}), ENV_PARENT: str(os.getpid())},
         )
         try:
             returncode: int | None = proc.wait(timeout=timeout_s)

@@ -87,6 +87,7 @@ import psutil
 
 from benchflow.backends.inductor import ISA_CHECK
 from benchflow.core.cpus import ENV_CPUS, pin_self
+from benchflow.harness.process import ENV_PARENT
 
 log = logging.getLogger(__name__)
 
@@ -399,7 +400,7 @@ def pristine(threads: int) -> dict[str, Any]:
 _BEFORE_IMPORTS: dict[str, str] = {}
 
 
-def _run_child(request: dict[str, Any], preloaded: tuple[str, ...]) -> int:
+def _run_child(request: dict[str, Any], preloaded: tuple[str, ...], zygote_pid: int) -> int:
     """In the forked child: become the job's process, as a spawned child would be."""
     os.setsid()
     devnull = os.open(os.devnull, os.O_RDONLY)
@@ -420,6 +421,7 @@ def _run_child(request: dict[str, Any], preloaded: tuple[str, ...]) -> int:
     provenance.remember_environ({**_BEFORE_IMPORTS, **request["env"]})
     os.environ.update(env)
     os.environ["BENCHFLOW_LAUNCH"] = "fork"  # the row says how the child started
+    os.environ[ENV_PARENT] = str(zygote_pid)  # it dies with the zygote (die_with_parent)
     os.environ[ENV_PRELOADED] = ",".join(preloaded)
     os.chdir(request["cwd"])
     sys.argv = [sys.executable, "-m", "benchflow.harness", request["job"]]
@@ -529,7 +531,9 @@ def serve(
     state = pristine(threads)  # raises if the preloads (or the build) started anything
 
     say({"ready": time.perf_counter() - t0, "state": state} | built)
-    for line in stdin:
+    requests = _Requests(stdin.fileno())
+    zygote_pid = os.getpid()
+    while (line := requests.next_line()) is not None:
         request = json.loads(line)
         if "zygote" in request:
             say({"zygote_pid": _fork_zygote(request)})
@@ -538,7 +542,7 @@ def serve(
         if pid == 0:
             code = 1
             try:
-                code = _run_child(request, preload)
+                code = _run_child(request, preload, zygote_pid)
             except BaseException:
                 import traceback
 
@@ -549,8 +553,66 @@ def serve(
                     sys.stderr.flush()
                 os._exit(code)
         say({"pid": pid})
+        returncode = requests.wait_child(pid)
+        if returncode is None:  # the parent is gone (SIGKILLed mid-sweep): so is its job
+            _kill_job(pid)
+            return
+        say({"pid": pid, "returncode": returncode})
+
+
+class _Requests:
+    """The parent's requests, a JSON line each, read from the file descriptor with a
+    buffer of our own, so that the zygote can also watch it while a job runs: the parent
+    says nothing then, so the descriptor turns readable only when the parent is gone
+    (end of file: its end of the pipe or socket closed with it)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.pending = b""
+
+    def _fill(self) -> bool:
+        chunk = os.read(self.fd, 65536)
+        self.pending += chunk
+        return bool(chunk)
+
+    def next_line(self) -> bytes | None:
+        """The next request; None once the parent has closed its end."""
+        while b"\n" not in self.pending:
+            if not self._fill():
+                return None
+        line, _, self.pending = self.pending.partition(b"\n")
+        return line
+
+    def wait_child(self, pid: int) -> int | None:
+        """The job's exit code (negative: the signal that killed it, as Popen), or None
+        if the parent went away first."""
+        pidfd = os.pidfd_open(pid)
+        try:
+            while True:
+                ready, _, _ = select.select([pidfd, self.fd], [], [])
+                if pidfd in ready:
+                    break
+                if not self._fill():
+                    return None
+        finally:
+            os.close(pidfd)
         _, status = os.waitpid(pid, 0)
-        say({"pid": pid, "returncode": os.waitstatus_to_exitcode(status)})
+        return os.waitstatus_to_exitcode(status)
+
+
+def _kill_job(pid: int) -> None:
+    """SIGKILL a job's process group and every descendant that left it, and reap it."""
+    try:
+        family = psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        family = []
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, 9)
+    for proc in family:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            proc.kill()
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ from benchflow.tracking.mlflow_runs import (
     safely,
     tracker_for,
 )
-from benchflow.tracking.sync import status_tags
+from benchflow.tracking.sync import close_interrupted, status_tags
 
 if TYPE_CHECKING:
     from benchflow.report.model import Report
@@ -130,6 +130,14 @@ def start_sweep(config: DictConfig) -> None:
         if safely("reopen", tracker.reopen, run_id):
             safely("tags", tracker.set_tags, run_id, {"benchflow.resumed": time.ctime()})
             log.info("MLflow parent run %s (resumed) at %s", run_id, tracker.uri)
+            closed = safely("interrupted runs", close_interrupted, tracker, sweep, run_id)
+            if closed and any(closed.values()):
+                log.info(
+                    "MLflow: job runs left RUNNING by the interrupted sweep: %d logged from "
+                    "their rows, %d ended KILLED (their jobs run again)",
+                    closed["completed"],
+                    closed["killed"],
+                )
             return
     overrides = list(config.hydra.overrides.task)
     experiment = config.hydra.runtime.choices.get("experiment")

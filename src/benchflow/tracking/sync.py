@@ -94,6 +94,41 @@ def _job_run(tracker: Tracker, row: ResultRow) -> tuple[str | None, bool]:
     return None, False
 
 
+KILLED_TAG = "benchflow.killed"  # why a job run was ended KILLED by a later process
+
+
+def close_interrupted(tracker: Tracker, sweep: SweepDir, parent_id: str) -> dict[str, int]:
+    """A resumed sweep's first act in MLflow: the job runs its predecessor left RUNNING
+    when it was killed (SIGKILL, a lost node: nothing ended them). A run whose row was
+    recorded is logged in full from that row and ended with its status, as `sync` does;
+    one with no current row (killed before its row was written) is ended KILLED, tagged
+    why, and deleted (restorable, as a superseded run is): its job runs again, in a run
+    of its own. Returns how many of each."""
+    from benchflow.tracking.mlflow_runs import PARENT_TAG, search_all
+
+    rows = {r.job.mlflow_run_id: r for r in read_rows(sweep.results) if r.job.mlflow_run_id}
+    running = search_all(
+        tracker.client,
+        tracker.experiment_id,
+        f"tags.`{PARENT_TAG}` = '{parent_id}' and attributes.status = 'RUNNING'",
+    )
+    counts = {"completed": 0, "killed": 0}
+    for run in running:
+        run_id = run.info.run_id
+        row = rows.get(run_id)
+        if row is not None and not row.superseded_by:
+            job = JobDir(Path(row.job.dir or ""))
+            log_job(tracker, run_id, row, job.path, params=_params_of(row, job))
+            counts["completed"] += 1
+            continue
+        why = "its sweep's process ended before this job's row was recorded"
+        tracker.client.set_terminated(run_id, status="KILLED")
+        tracker.client.set_tag(run_id, KILLED_TAG, f"{why}; the resumed sweep runs it again")
+        tracker.client.delete_run(run_id)
+        counts["killed"] += 1
+    return counts
+
+
 def status_tags(rows: list[ResultRow]) -> dict[str, int]:
     """A sweep run's `jobs.<status>` tags: how many of its current rows ended so."""
     return {f"jobs.{status}": n for status, n in tally(rows).items()}
