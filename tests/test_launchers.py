@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import platform
 import subprocess
 import sys
 import threading
@@ -138,6 +139,9 @@ def test_same_rows_under_every_launcher(launcher: str, sweep: Sweeps) -> None:
             assert row["experiment"]["num_threads"] == 1
             assert (median_time(ResultRow.from_dict(row)) or 0) > 0
         assert row["job"]["cpus"] in ("0", "1") or not TWO_CORES
+        # where it ran: the launcher's node (Ray's node id), else this host
+        node = row["job"]["node"]
+        assert node.startswith("ray:") if launcher == "ray" else node == platform.node()
 
 
 @pytest.mark.parametrize("launcher", each(list(LAUNCHERS)))

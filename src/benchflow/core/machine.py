@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import platform
 import re
+import sys
 from functools import cache
 from pathlib import Path
 
@@ -112,3 +113,15 @@ def cuda_present() -> bool:
     if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
         return False
     return os.path.exists("/dev/nvidiactl") or os.path.exists("/proc/driver/nvidia/version")
+
+
+def node_name() -> str:
+    """Where this process runs, as its launcher names it (a row's `job.node`): the Ray
+    node in a Ray worker (`ray:<node id>`: two nodes of a cluster may share a host), the
+    SLURM node in a SLURM job (`slurm:<node>`), else the host's name."""
+    ray = sys.modules.get("ray")  # imported by the Ray launcher's worker, never here
+    if ray is not None and ray.is_initialized():
+        return f"ray:{ray.get_runtime_context().get_node_id()}"
+    if slurm_node := os.environ.get("SLURMD_NODENAME"):
+        return f"slurm:{slurm_node}"
+    return platform.node()

@@ -51,6 +51,7 @@ from typing import Any, TypeVar
 from benchflow import backends
 from benchflow.config.schema import Settings
 from benchflow.core.job import Job
+from benchflow.core.machine import node_name
 from benchflow.core.status import Status, status_of
 from benchflow.results.child import (
     SCHEMA_VERSION,
@@ -127,6 +128,8 @@ class JobInfo:
     dir: str | None = None  # the job's folder
     notes: list[str] = field(default_factory=list)  # settings that do not apply, IR passes
     cpus: str | None = None  # the CPU slot it ran on, e.g. "0-1"
+    # the node its processes ran on (core/machine.node_name; a comma between several)
+    node: str | None = None
     cpu_wait_s: float | None = None  # waiting for that slot
     started_at: float | None = None  # epoch seconds when the child started
     ir_files: list[str] | None = None  # an ok job's IR dumps, relative to dir
@@ -153,6 +156,7 @@ class JobInfo:
             dir=dir,
             notes=list(job.notes),
             fingerprint=job.fingerprint,
+            node=node_name(),
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from benchflow.tracking.mlflow_runs import (
     KIND_SWEEP,
     KIND_TAG,
     SWEEP_DIR_TAG,
+    Tracker,
     check_reachable,
     safely,
     tracker_for,
@@ -81,6 +82,9 @@ class SweepCallback(Callback):
         tracker = safely("connection", tracker_for, bench.mlflow, Path(config.hydra.runtime.cwd))
         if tracker is None:
             return
+        # Every job has ended: a job run still RUNNING lost its process (a worker or a
+        # node killed; the launcher ran the job again, or it has no row).
+        _close_interrupted(tracker, sweep, run_id)
         safely("tags", tracker.set_tags, run_id, status_tags(rows))
         safely("artifacts", tracker.log_files, run_id, [sweep.results])
         if made:
@@ -89,6 +93,17 @@ class SweepCallback(Callback):
             report, files = made
             safely("report logging", log_to_mlflow, report, files, tracker.uri, run_id)
         safely("end_run", tracker.end_run, run_id, "ok")
+
+
+def _close_interrupted(tracker: Tracker, sweep: SweepDir, run_id: str) -> None:
+    closed = safely("interrupted runs", close_interrupted, tracker, sweep, run_id)
+    if closed and any(closed.values()):
+        log.info(
+            "MLflow: job runs left RUNNING by a process that ended first: %d logged from "
+            "their rows, %d ended KILLED (their jobs ran again, or have no row)",
+            closed["completed"],
+            closed["killed"],
+        )
 
 
 def _report(rows: list[ResultRow], baseline: str, sweep: SweepDir) -> tuple[Report, list[Path]]:
@@ -130,14 +145,7 @@ def start_sweep(config: DictConfig) -> None:
         if safely("reopen", tracker.reopen, run_id):
             safely("tags", tracker.set_tags, run_id, {"benchflow.resumed": time.ctime()})
             log.info("MLflow parent run %s (resumed) at %s", run_id, tracker.uri)
-            closed = safely("interrupted runs", close_interrupted, tracker, sweep, run_id)
-            if closed and any(closed.values()):
-                log.info(
-                    "MLflow: job runs left RUNNING by the interrupted sweep: %d logged from "
-                    "their rows, %d ended KILLED (their jobs run again)",
-                    closed["completed"],
-                    closed["killed"],
-                )
+            _close_interrupted(tracker, sweep, run_id)
             return
     overrides = list(config.hydra.overrides.task)
     experiment = config.hydra.runtime.choices.get("experiment")

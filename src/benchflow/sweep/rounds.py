@@ -127,6 +127,7 @@ class Ran:
     started_at: float  # epoch seconds
     cpus: str | None  # the CPU slot, e.g. "0-1"
     cores: int  # how many it holds
+    node: str | None = None  # where it ran (core/machine.node_name)
 
     @classmethod
     def of(cls, outcome: Outcome, **parent: Any) -> Ran:

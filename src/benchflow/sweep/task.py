@@ -259,6 +259,7 @@ def execute_round(job: Job, where: Where, state: rounds.JobRounds, index: int) -
                 "started_at": started_at + (launched - launching),
                 "cpus": info.cpus,
                 "cores": len(cores),
+                "node": info.node,
             }
             state.add(index, rounds.Ran.of(ran, **parent))
             if ran.status is Status.OK and index < total - 1:
@@ -298,6 +299,7 @@ def _rounds_pooled(
     ran = [state.ran[n] for n in range(len(outcomes))]
     info.started_at = ran[0].started_at
     info.cpu_wait_s = sum(r.cpu_wait_s for r in ran)
+    info.node = ",".join(dict.fromkeys(r.node for r in ran if r.node)) or info.node
     wall = sum(o.wall_time_s for o in outcomes)
     return pooled(outcomes, processes, cores, wall=wall), sum(r.gap_s for r in ran)
 
