@@ -32,6 +32,16 @@ TORCHBENCH_FIXTURE = Path(__file__).resolve().parent / "fixtures" / "torchbench"
 os.environ["PYTHONPATH"] = os.pathsep.join(
     p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p
 )
+# The real services tests start (services/: PostgreSQL with an MLflow server, SLURM, a
+# Ray cluster) keep their state and PID files here, apart from any a user runs with
+# `make` under /tmp/benchflow-services; in a folder the `postgres` user can enter
+# (pytest's own are 0700). Each test stops what it started, by PID.
+# (Once per session: pytest imports this file both as `conftest` and `tests.conftest`.)
+if "BENCHFLOW_TEST_SERVICES_DIR" not in os.environ:
+    _root = Path(tempfile.mkdtemp(prefix="bf-services-", dir="/tmp"))
+    _root.chmod(0o755)
+    os.environ["BENCHFLOW_TEST_SERVICES_DIR"] = os.environ["BENCHFLOW_SERVICES_DIR"] = str(_root)
+SERVICES_ROOT = Path(os.environ["BENCHFLOW_TEST_SERVICES_DIR"])
 
 
 @dataclass
@@ -90,7 +100,11 @@ def pytest_runtest_logstart(nodeid: str) -> None:
 
 
 def pytest_sessionfinish() -> None:
-    """The test process's own CPU, and all it reaped (with BENCHFLOW_TEST_CPU_LOG)."""
+    """The test process's own CPU, and all it reaped (with BENCHFLOW_TEST_CPU_LOG); the
+    services' state folder removed (their daemons were stopped by their tests)."""
+    import shutil
+
+    shutil.rmtree(SERVICES_ROOT, ignore_errors=True)
     own, reaped = (
         resource.getrusage(resource.RUSAGE_SELF),
         resource.getrusage(resource.RUSAGE_CHILDREN),

@@ -1,4 +1,7 @@
-"""Tracking through a real `mlflow server` process on 127.0.0.1 (artifacts proxied)."""
+"""Tracking as a team runs it: a real `mlflow server` on 127.0.0.1 whose runs are in a
+real PostgreSQL server and whose artifacts it serves itself (services/postgres.py,
+started and stopped by PID here). A sweep logs to it; `report`, `rerun` and `sync` read
+from it."""
 
 from __future__ import annotations
 
@@ -11,7 +14,6 @@ from tests.conftest import (
     SEARCHPATH,
     CliResult,
     EarlySweeps,
-    MlflowServer,
     early,
     read_rows,
     run_cli,
@@ -20,12 +22,15 @@ from tests.conftest import (
 
 
 @early("mlflow_server")
-def _server_and_sweep(root: Path) -> tuple[MlflowServer, CliResult, CliResult | None]:
-    """A real server, a sweep logging to it, then `benchflow report` reading that sweep
-    back from the server by its parent run id (from the first test on)."""
-    server = MlflowServer(root / "server")
-    (root / "server").mkdir()
-    url = server.start()
+def _server_and_sweep(root: Path) -> tuple[str, CliResult, CliResult | None]:
+    """PostgreSQL and an MLflow server on it, a sweep logging to it, then `benchflow
+    report` reading that sweep back from the server by its parent run id, a rerun of
+    it, and `sync` of its folder (from the first test on)."""
+    from services import postgres
+
+    service = postgres.up()
+    url = str(service["tracking_uri"])
+    DATABASES[url] = str(service["postgres_uri"])
     workdir = root / "work"
     workdir.mkdir()
     try:
@@ -59,21 +64,26 @@ def _server_and_sweep(root: Path) -> tuple[MlflowServer, CliResult, CliResult | 
                 ["rerun", run_id, "--tracking-uri", url, "mlflow.experiment=server_rerun"],
                 elsewhere,
             )
+            SYNCS[url] = run_cli(["sync", str(found[0].parent)], workdir)
     except BaseException:
-        server.stop()
+        postgres.down()
         raise
     RERUNS[url] = again
-    return server, res, rep
+    return url, res, rep
 
 
 RERUNS: dict[str, CliResult | None] = {}  # the server's URL -> the rerun of its sweep
+SYNCS: dict[str, CliResult] = {}  # the server's URL -> `sync` of its sweep's folder
+DATABASES: dict[str, str] = {}  # the server's URL -> its PostgreSQL database's URI
 
 
 @pytest.fixture(scope="module")
 def served(early_sweeps: EarlySweeps) -> Iterator[tuple[str, CliResult, CliResult | None]]:
-    server, res, rep = early_sweeps.result("mlflow_server")
-    yield server.url, res, rep
-    server.stop()
+    from services import postgres
+
+    url, res, rep = early_sweeps.result("mlflow_server")
+    yield url, res, rep
+    postgres.down()
 
 
 def test_sweep_logs_to_a_real_server(served: tuple[str, CliResult, CliResult | None]) -> None:
@@ -130,3 +140,26 @@ def test_a_sweep_reruns_from_its_parent_run_on_a_real_server(
     _, reruns = sweep_runs(url, "server_rerun")
     assert {r.data.tags["benchflow.rerun_of"] for r in reruns} == set(old)
     assert not (again.cwd / "mlflow.db").exists(), "fell back to the local store"
+
+
+def test_the_server_keeps_the_runs_in_postgresql_and_sync_reads_them(
+    served: tuple[str, CliResult, CliResult | None],
+) -> None:
+    """The runs are rows of the PostgreSQL database (not a file beside the server), the
+    same the server answers with; `sync` of the sweep's folder finds each job's run
+    there complete and logs nothing again."""
+    import psycopg
+
+    url, _, _ = served
+    parents, children = sweep_runs(url, "server_check")
+    with psycopg.connect(DATABASES[url]) as conn:
+        stored = dict(
+            conn.execute(
+                "SELECT r.run_uuid, r.status FROM runs r JOIN experiments e"
+                " ON r.experiment_id = e.experiment_id WHERE e.name = 'server_check'"
+            ).fetchall()
+        )
+    assert stored == {r.info.run_id: r.info.status for r in [*parents, *children]}
+    sync = SYNCS[url]
+    assert sync.returncode == 0, sync.stderr[-2000:]
+    assert "0 job run(s) logged, 2 already complete" in sync.stdout, sync.stdout
