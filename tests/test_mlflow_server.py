@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from mlflow.tracking import MlflowClient
@@ -19,6 +20,7 @@ from tests.conftest import (
     run_cli,
     sweep_runs,
 )
+from tests.test_ui_browser import METRIC, browser, experiment_page_shows  # noqa: F401
 
 
 @early("mlflow_server")
@@ -163,3 +165,21 @@ def test_the_server_keeps_the_runs_in_postgresql_and_sync_reads_them(
     sync = SYNCS[url]
     assert sync.returncode == 0, sync.stderr[-2000:]
     assert "0 job run(s) logged, 2 already complete" in sync.stdout, sync.stdout
+
+
+def test_the_mlflow_ui_of_the_postgresql_server_shows_the_sweep(
+    served: tuple[str, CliResult, CliResult | None],
+    browser: Any,  # noqa: F811  (the browser fixture, imported above)
+) -> None:
+    """The same browser check as the default store's (tests/test_ui_browser.py), on the
+    PostgreSQL-backed server's own UI: the sweep's run, its job runs under it, their
+    metric and tag (screenshot: test-artifacts/mlflow_ui_postgresql.png)."""
+    url, _, _ = served
+    client = MlflowClient(url)
+    exp = client.get_experiment_by_name("server_check")
+    assert exp is not None
+    (parent,), children = sweep_runs(url, "server_check")
+    timed = [c for c in children if METRIC in c.data.metrics]
+    assert [c.info.run_name for c in timed] == ["matmul_chain·eager·eval"]
+    link = f"{url}/#/experiments/{exp.experiment_id}?workflowType=machine_learning"
+    experiment_page_shows(browser, link, parent, children, timed)

@@ -48,6 +48,7 @@ SCREENSHOTS = REPO / "test-artifacts"
 SCREENSHOT_OF = {
     "test_experiment_page_shows_child_runs_and_a_metric": "mlflow_ui_experiment.png",
     "test_history_dashboard_renders_and_links_its_change_points": "history_dashboard.png",
+    "test_the_mlflow_ui_of_the_postgresql_server_shows_the_sweep": "mlflow_ui_postgresql.png",
 }
 METRIC = "headline.per_iter_time_s"
 TAG = "cpu.features"  # a provenance fact, as a tag (results/environment.py)
@@ -194,7 +195,16 @@ def test_experiment_page_shows_child_runs_and_a_metric(
     # GenAI (traces) view unless the link asks for "Model training", which has the runs.
     links = re.findall(r"runs of experiment benchflow: (\S+)", ui.log.read_text())
     assert links == [f"{ui.url}/#/experiments/{exp.experiment_id}?workflowType=machine_learning"]
-    browser.get(links[0])
+    experiment_page_shows(browser, links[0], parent, children, timed)
+
+
+def experiment_page_shows(
+    browser: Any, link: str, parent: Any, children: list[Any], timed: list[Any]
+) -> None:
+    """The runs table at `link` (an experiment's page) shows the sweep's run with its
+    child runs folded under it, each child's headline metric (the `timed` ones) as
+    MLflow stored it, and each child's CPU features tag."""
+    browser.get(link)
     wait = WebDriverWait(browser, 60)
 
     # The sweep's parent run is a row; its child runs are folded under it.
