@@ -7,6 +7,7 @@ a grandchild that outlives it. Tests select them through tests/conf/model/.
 from __future__ import annotations
 
 import os
+import random
 import subprocess
 import sys
 import time
@@ -75,6 +76,43 @@ class Oom(_Tiny):
 
         held = [torch.ones(64 * 1024 * 1024) for _ in range(256)]
         return held[-1]
+
+
+# A chaos sweep's faults (tests/test_chaos.py): which of its jobs misbehave and how is
+# a function of the job's seed alone, so the test knows what each row must say.
+CHAOS_SEED = 43  # in seeds 0-39: one fault of each kind (and a second exit), 5 of 40
+CHAOS_SHARE = 0.1  # of the jobs
+CHAOS_FAULTS = ("segfault", "exit", "hang", "oom")
+
+
+def chaos_fault(seed: int) -> str | None:
+    """The fault the chaos job of this seed injects, or None (it runs ok)."""
+    rng = random.Random(f"{CHAOS_SEED}:{seed}")
+    return rng.choice(CHAOS_FAULTS) if rng.random() < CHAOS_SHARE else None
+
+
+class Chaos(_Tiny):
+    """A tiny MLP whose first step, in about one job in ten (chaos_fault of the job's
+    seed, which the harness gave torch), crashes (SIGSEGV, or os._exit(3) with no
+    result), hangs, or allocates past memory_limit_gb."""
+
+    def eval(self) -> Any:
+        import torch
+
+        fault = chaos_fault(torch.initial_seed())
+        if fault == "segfault":
+            import ctypes
+
+            ctypes.string_at(0)
+        elif fault == "exit":
+            os._exit(3)
+        elif fault == "hang":
+            while True:
+                time.sleep(1)
+        elif fault == "oom":
+            held = [torch.ones(64 * 1024 * 1024) for _ in range(256)]
+            return held[-1]
+        return self.model(*self.example_inputs)
 
 
 class RaisesWhileLoading(_Tiny):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -102,11 +103,13 @@ def begin(config: DictConfig, plan: Plan, *, prestart: bool) -> None:
     (`prestart`: when they run in this process, started while the MLflow store and parent
     run are set up, not after), and the MLflow parent run."""
     from benchflow.sweep.callbacks import start_sweep
-    from benchflow.sweep.task import zygote_kind
+    from benchflow.sweep.task import ENV_SWEEP_PID, zygote_kind
 
     sweep = SweepDir(Path(config.hydra.sweep.dir))
     sweep.path.mkdir(parents=True, exist_ok=True)
     sweep.write_plan(plan)
+    # A launcher's local workers (joblib's) end with this process (task.tie_to_sweep).
+    os.environ[ENV_SWEEP_PID] = str(os.getpid())
     kinds: list[str] = []  # the zygotes the jobs fork from, in the order first needed
     cpus_per_job = None
     for job in jobs_of(plan):

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import shutil
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,6 +101,8 @@ class Execution:
 
 def run_job(cfg: DictConfig) -> ResultRow | None:
     where = Where.from_hydra()
+    if where.multirun:
+        tie_to_sweep()
     job = planned(where, cfg)
     if not where.multirun:  # what resume=true finds a single run's folder by
         where.sweep.write_plan(Plan.of([job], 1, where.overrides))
@@ -138,6 +142,34 @@ def run_job(cfg: DictConfig) -> ResultRow | None:
         state.done()  # later rounds leave it be
     finish(job, where, row.status, tracker)
     return row
+
+
+ENV_SWEEP_PID = "BENCHFLOW_SWEEP_PID"  # the sweep's own process (start.begin)
+_tied = False
+
+
+def tie_to_sweep(poll_s: float = 0.5) -> None:
+    """In a launcher's worker process that the sweep's process started (joblib's loky
+    workers): exit when the sweep's process is gone. Such a worker outlives a SIGKILLed
+    sweep by minutes (loky keeps idle workers 300 s), and one in a job would go on to
+    record it beside a resumed sweep. Its exit closes its zygotes' pipes, so they end
+    their jobs too (runner/zygote.py). A watching thread, not a parent-death signal:
+    that fires when the *thread* that started the worker ends, not the process. Once
+    per process; nothing where the worker's parent is not the sweep (Ray, SLURM: their
+    own daemons end theirs) or in the sweep's own process (the basic launcher)."""
+    global _tied
+    sweep_pid = os.environ.get(ENV_SWEEP_PID)
+    if _tied or not sweep_pid or os.getppid() != int(sweep_pid):
+        return
+    _tied = True
+
+    def watch() -> None:
+        while os.getppid() == int(sweep_pid):
+            time.sleep(poll_s)
+        log.error("the sweep's process (pid %s) is gone: this worker exits", sweep_pid)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="benchflow-tie-to-sweep", daemon=True).start()
 
 
 def planned(where: Where, cfg: DictConfig) -> Job:
