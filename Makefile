@@ -17,10 +17,10 @@ export UV_PYTHON_DOWNLOADS := never
 unexport PYTHONDONTWRITEBYTECODE
 
 .DEFAULT_GOAL := help
-.PHONY: help setup browser run demo docs test test-full bench compare-xr lint format ui clean
+.PHONY: help setup browser slurm-install slurm-up slurm-down postgres-up postgres-down ray-up ray-down run demo docs test test-full bench compare-xr lint format ui clean
 
 help: ## List the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
 
 $(UV):
 	python3 -m venv .uv
@@ -78,16 +78,40 @@ browser: ## Install Debian's chromium + chromedriver for the MLflow UI browser t
 	  fi; \
 	fi
 
+# Real services on this host (services/, docs/launchers.md): each keeps its state and
+# PID files under $BENCHFLOW_SERVICES_DIR (default /tmp/benchflow-services) and is
+# stopped by those PIDs. The tests start their own, in a folder of their own.
+slurm-install: setup ## Install Debian's SLURM (slurmctld, slurmd) and munge with apt, if missing (root or sudo)
+	$(PY) services/slurm.py install
+
+slurm-up: setup ## A single-host SLURM cluster (munged, slurmctld, slurmd; partition debug; its env: services/slurm.py env)
+	$(PY) services/slurm.py up
+
+slurm-down: ## Stop the SLURM cluster (its jobs cancelled), by PID
+	$(PY) services/slurm.py down
+
+postgres-up: setup ## PostgreSQL (127.0.0.1:5433) with an MLflow server on it (http://127.0.0.1:5001, artifacts served)
+	$(PY) services/postgres.py up
+
+postgres-down: ## Stop the MLflow server and PostgreSQL, by PID (the data stay)
+	$(PY) services/postgres.py down
+
+ray-up: setup ## A Ray cluster of two nodes on this host (a head and a worker, 1 CPU each)
+	$(PY) services/ray_cluster.py up
+
+ray-down: ## Stop both Ray nodes, by PID
+	$(PY) services/ray_cluster.py down
+
 # The reference (docs/, mkdocs.yml) as a site in site/ (git-ignored). --strict: a broken
 # link or anchor is an error (not with --quiet: it hides the warnings strict counts).
 # NO_MKDOCS_2_WARNING: Material's notice about its successor.
 docs: setup ## Build the docs site into site/ (mkdocs-material, --strict: zero warnings)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
-test: setup browser docs ## Run the default test suite (real torch_xla, Inductor, MLflow, chromium; 430 tests, ~6 min on 2 cores)
+test: setup browser slurm-install docs ## Run the default test suite (real torch_xla, Inductor, MLflow, chromium; 430 tests, ~6 min on 2 cores)
 	$(PY) -m pytest
 
-test-full: setup browser ## Run every test, including the long end-to-end ones
+test-full: setup browser slurm-install ## Run every test, including the long end-to-end ones
 	$(PY) -m pytest -m "full or not full"
 
 # With XLA_CHECKOUT= and TORCHBENCH_ROOT= (as for compare-xr) it adds the TorchBench grid
@@ -106,14 +130,14 @@ compare-xr: setup ## benchflow vs PyTorch/XLA's experiment runner (XLA_CHECKOUT=
 	$(PY) benchmarks/compare_xr.py --xla $(XLA_CHECKOUT) --torchbench $(TORCHBENCH_ROOT) --out $(COMPARE_OUT) $(if $(MODELS),--models $(MODELS))
 
 lint: setup ## ruff (lint + format check) and mypy on src/
-	$(VENV)/bin/ruff check src tests benchmarks
-	$(VENV)/bin/ruff format --check src tests benchmarks
+	$(VENV)/bin/ruff check src tests benchmarks services
+	$(VENV)/bin/ruff format --check src tests benchmarks services
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports --no-cache
 
 format: setup ## Apply ruff's formatting and safe fixes
-	$(VENV)/bin/ruff format src tests benchmarks
-	$(VENV)/bin/ruff check --fix src tests benchmarks
+	$(VENV)/bin/ruff format src tests benchmarks services
+	$(VENV)/bin/ruff check --fix src tests benchmarks services
 
 ui: setup ## MLflow UI on 127.0.0.1:5000 over the default local store
 	$(VENV)/bin/benchflow ui

@@ -16,8 +16,8 @@ class Status(str, Enum):
     FAILED = "failed"  # the child raised: the model, the backend or the step failed
     OOM = "oom"  # out of memory: the allocator (or memory_limit_gb) refused
     CRASHED = "crashed"  # the child died with no result: a signal, a segfault, an abort
-    TIMEOUT = "timeout"  # no result after timeout_s; the process group was killed
-    INTERRUPTED = "interrupted"  # Ctrl-C or SIGTERM to the sweep while it ran
+    TIMEOUT = "timeout"  # no result after timeout_s (or the scheduler's time limit)
+    INTERRUPTED = "interrupted"  # Ctrl-C or SIGTERM to the sweep while it ran, or scancel
     SKIPPED = "skipped"  # not run on purpose: a suite skip list, the model's own refusal
     INVALID = "invalid"  # never ran: the combination cannot exist (dynamo=inductor xla=PJRT)
 
@@ -80,8 +80,10 @@ _MEANING = {
     Status.FAILED: "the child raised an exception (model, backend or step)",
     Status.OOM: "out of memory (the allocator, or memory_limit_gb, refused)",
     Status.CRASHED: "the child died without a result (signal, segfault, abort)",
-    Status.TIMEOUT: "no result after timeout_s; its process group was killed",
-    Status.INTERRUPTED: "Ctrl-C or SIGTERM to the sweep while the job ran",
+    Status.TIMEOUT: "no result after timeout_s, or the scheduler's time limit (SLURM); "
+    "its process group was killed",
+    Status.INTERRUPTED: "Ctrl-C or SIGTERM to the sweep while the job ran, or the "
+    "scheduler stopped its job (scancel, a preemption)",
     Status.SKIPPED: "not run on purpose (a suite skip list, or the model refused)",
     Status.INVALID: "never ran: the combination of settings cannot exist",
 }

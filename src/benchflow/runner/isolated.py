@@ -234,8 +234,11 @@ def join_prestart() -> None:
 
 
 def _reap(zygote: Any, pid: int) -> None:
+    from benchflow.runner.zygote import ZygoteError
+
     descendants = _kill_group(pid)
-    zygote.wait(None)
+    with contextlib.suppress(ZygoteError):  # it may have died too (SLURM signals them all)
+        zygote.wait(None)
     psutil.wait_procs(descendants, timeout=5)
 
 

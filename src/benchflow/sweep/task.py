@@ -39,7 +39,7 @@ from benchflow.results.row import JobInfo, Provenance, ResultRow, build_row
 from benchflow.runner.isolated import Outcome, join_prestart, start_zygote
 from benchflow.runner.toolchain import environment, key_of
 from benchflow.runner.zygote import named
-from benchflow.sweep import progress, rounds
+from benchflow.sweep import progress, rounds, scheduler
 from benchflow.sweep.ir import dump_inductor_code, dump_ir
 from benchflow.sweep.plan import plan_job
 from benchflow.sweep.processes import pooled, run_process, run_processes
@@ -121,12 +121,15 @@ def run_job(cfg: DictConfig) -> ResultRow | None:
         return previous  # resume: the recorded result stands
     config_to_yaml(job.config, where.job_dir.config)
     tracker = _open_tracker(job, where)
-    if state is not None and round_ is not None:
-        done = execute_round(job, where, state, round_.index)
-        if done is None:
-            return None  # its next process runs in a later round
-    else:
-        done = execute(job, where)
+    with scheduler.catch_stop() as stop:  # a SLURM job's stop: its child killed, a row
+        if state is not None and round_ is not None:
+            done = execute_round(job, where, state, round_.index)
+            if done is None:
+                return None  # its next process runs in a later round
+        else:
+            done = execute(job, where)
+    if done.outcome.status is Status.INTERRUPTED and (slurm_job := scheduler.slurm_job()):
+        done.outcome.status, done.outcome.error = scheduler.cause(slurm_job, stop.signum)
     run_id = _start_run(tracker, job, where)  # its params are logged with its results
     done.info.attempt = attempts(history, job.fingerprint) + 1
     done.info.mlflow_run_id = run_id
@@ -146,6 +149,11 @@ def run_job(cfg: DictConfig) -> ResultRow | None:
 
 ENV_SWEEP_PID = "BENCHFLOW_SWEEP_PID"  # the sweep's own process (start.begin)
 _tied = False
+
+
+def in_sweep_process() -> bool:
+    """This is the sweep's own process (start.begin), not a launcher's worker."""
+    return os.environ.get(ENV_SWEEP_PID) in (None, str(os.getpid()))
 
 
 def tie_to_sweep(poll_s: float = 0.5) -> None:
@@ -463,6 +471,8 @@ def finish(job: Job, where: Where, status: Status, tracker: Tracker | None) -> N
     """What a job's end means for the sweep: Ctrl-C stops it, a single run's failure
     exits non-zero, fail_fast makes every later job skip."""
     if status is Status.INTERRUPTED:
+        if where.multirun and scheduler.slurm_job() and not in_sweep_process():
+            return  # a SLURM job of the sweep, cancelled: its row says so; the rest go on
         if tracker and where.multirun and (parent := where.sweep.parent_run_id()):
             safely("end_run", tracker.end_run, parent, Status.INTERRUPTED)
         raise KeyboardInterrupt
