@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from tests.conftest import (
     REPO,
     SEARCHPATH,
@@ -157,3 +158,18 @@ def test_ctrl_c_marks_the_running_job_interrupted_and_keeps_earlier_rows(
     assert got["code"] == 130, got["err"][-2000:]
     assert [r["status"] for r in got["rows"]] == ["failed", "interrupted"]  # job 2 never started
     assert got["leftovers"] == []
+
+
+def test_a_launcher_of_benchflows_own_passes_the_config_file_check(tmp_path: Path) -> None:
+    """benchflow's hydra/launcher options (ray_local, ray_cluster) set keys of Hydra's
+    launcher schema, not benchflow's: the check of a chosen file's keys leaves them be
+    (it once refused every one of them), and still refuses a file of benchflow's groups
+    that sets a key the schema does not have."""
+    from benchflow.cli.sweep import _check_yaml
+
+    for launcher in ("ray_local", "ray_cluster"):
+        _check_yaml([f"hydra/launcher={launcher}", "model=llama"])  # no SystemExit
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "odd.yaml").write_text("name: odd\nno_such_key: 1\n")
+    with pytest.raises(SystemExit):
+        _check_yaml(["--config-dir", str(tmp_path), "model=odd"])

@@ -19,7 +19,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.conftest import SEARCHPATH, CliResult, EarlySweeps, early, run_cli, sweep_runs
+from tests.conftest import (
+    SEARCHPATH,
+    CliResult,
+    EarlySweeps,
+    early,
+    run_cli,
+    start_cli,
+    sweep_runs,
+)
 
 from benchflow.core import cpus
 from benchflow.core.layout import SweepDir
@@ -50,10 +58,13 @@ LAUNCHERS = {
     "joblib": ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"],
     "submitit_local": ["hydra/launcher=submitit_local"],
     "ray": ["hydra/launcher=ray_local"],
+    # A real Ray cluster of two nodes on this host (services/ray_cluster.py), joined.
+    "ray_cluster": ["hydra/launcher=ray_cluster", "hydra.launcher.ray.init.address={}"],
 }
 # joblib runs in the default suite; submitit's and Ray's sweeps (2-3 min each on 2 CPUs:
-# one process per job at once, a Ray instance) in `make test-full`.
-SLOW = {"submitit_local", "ray"}
+# one process per job at once, a Ray instance or cluster) in `make test-full`.
+SLOW = {"submitit_local", "ray", "ray_cluster"}
+RAY = ("ray", "ray_cluster")
 
 
 def each(names: list[str]) -> list[Any]:
@@ -69,9 +80,34 @@ def _run(name: str, root: Path) -> CliResult:
     # Its own CPU locks: the check that two jobs ran at once, each on its own core,
     # must not depend on which cores the session sweeps hold meanwhile.
     locks = str(cwd / "cpu-locks")
+    if name == "ray_cluster":
+        return _on_a_ray_cluster(cwd, locks)
     result = run_cli([*SWEEP, *LAUNCHERS[name]], cwd, timeout=600, BENCHFLOW_CPU_LOCK_DIR=locks)
     assert result.returncode == 0, result.stderr[-4000:]
     return result
+
+
+def _on_a_ray_cluster(cwd: Path, locks: str) -> CliResult:
+    """The sweep on a two-node Ray cluster started for it (its nodes' workers get the
+    CPU lock folder from the cluster's environment, as on machines of their own)."""
+    from services import ray_cluster
+
+    os.environ["BENCHFLOW_CPU_LOCK_DIR"] = locks  # what `up` gives the nodes
+    try:
+        cluster = ray_cluster.up()
+    finally:
+        del os.environ["BENCHFLOW_CPU_LOCK_DIR"]
+    try:
+        RAY_NODES[str(cwd)] = {n["node_id"] for n in cluster["nodes"]}
+        address = f"hydra.launcher.ray.init.address={cluster['address']}"
+        result = run_cli([*SWEEP, "hydra/launcher=ray_cluster", address], cwd, timeout=600)
+    finally:
+        ray_cluster.down()
+    assert result.returncode == 0, result.stderr[-4000:]
+    return result
+
+
+RAY_NODES: dict[str, set[str]] = {}  # a Ray cluster sweep's folder -> its nodes' ids
 
 
 # Not niced: joblib's second worker must import and take its job while the first
@@ -141,7 +177,10 @@ def test_same_rows_under_every_launcher(launcher: str, sweep: Sweeps) -> None:
         assert row["job"]["cpus"] in ("0", "1") or not TWO_CORES
         # where it ran: the launcher's node (Ray's node id), else this host
         node = row["job"]["node"]
-        assert node.startswith("ray:") if launcher == "ray" else node == platform.node()
+        assert node.startswith("ray:") if launcher in RAY else node == platform.node()
+    if launcher == "ray_cluster":  # jobs on both nodes of the cluster
+        nodes = {r["job"]["node"].removeprefix("ray:") for r in rows}
+        assert nodes == RAY_NODES[str(result.cwd)], nodes
 
 
 @pytest.mark.parametrize("launcher", each(list(LAUNCHERS)))
@@ -314,3 +353,57 @@ def test_sqlite_store_waits_out_a_locked_database(tmp_path: Path) -> None:
     assert time.monotonic() - start >= 20
     run = MlflowClient(tracker.uri).get_run(run_id)
     assert run.data.metrics == {"per_iter_time_s": 0.25}
+
+
+@pytest.mark.full
+def test_a_ray_worker_node_killed_mid_sweep_loses_no_row(tmp_path: Path) -> None:
+    """A real two-node Ray cluster; its worker node SIGKILLed (every process of it, as a
+    lost machine) while it runs a job: Ray runs that task again on the head, the sweep
+    ends with one ok row per job and no MLflow run left RUNNING, and `resume=true` finds
+    nothing left to run."""
+    from mlflow.entities import ViewType
+    from mlflow.tracking import MlflowClient
+    from services import ray_cluster
+
+    cluster = ray_cluster.up()
+    try:
+        sweep = [*SWEEP[:2], "model=sleepy", *SWEEP[3:], "seed=0,1,2"]  # 6 ok jobs
+        args = [
+            *sweep,
+            "hydra/launcher=ray_cluster",
+            f"hydra.launcher.ray.init.address={cluster['address']}",
+        ]
+        err = tmp_path / "stderr.log"
+        proc = start_cli(args, tmp_path, err)
+        worker_cwd = Path(cluster["folder"]) / "worker-cwd"  # its workers' folder
+        deadline = time.monotonic() + 300
+        while not _job_running_in(worker_cwd):  # a job of the sweep on the worker node
+            assert proc.poll() is None and time.monotonic() < deadline, err.read_text()[-3000:]
+            time.sleep(0.2)
+        time.sleep(1.0)
+        ray_cluster.kill_worker()
+        code = proc.wait(timeout=600)
+        assert code == 0, err.read_text()[-3000:]
+        again = run_cli([*args, "resume=true"], tmp_path, timeout=600)
+    finally:
+        ray_cluster.down()
+    assert again.returncode == 0, again.stderr[-3000:]
+    rows = again.rows()
+    assert len(rows) == 6 and {r["status"] for r in rows} == {"ok"}
+    assert again.stderr.count("kept ok") == 6  # the resume ran nothing again
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    runs = client.search_runs(
+        [e.experiment_id for e in client.search_experiments()], run_view_type=ViewType.ALL
+    )
+    assert not [r.info.run_id for r in runs if r.info.status == "RUNNING"]
+
+
+def _job_running_in(cwd: Path) -> bool:
+    """A job's process (its zygote, or its child forked from one) works in `cwd`."""
+    import psutil
+
+    for proc in psutil.process_iter(["cwd", "cmdline"]):
+        command = " ".join(proc.info["cmdline"] or [])
+        if proc.info["cwd"] == str(cwd) and "benchflow" in command and "ray" not in command:
+            return True
+    return False

@@ -175,6 +175,7 @@ LAUNCHERS = {
     "submitit_slurm": ("hydra_plugins.hydra_submitit_launcher", "hydra-submitit-launcher", _CORE),
     "ray": ("hydra_plugins.hydra_ray_launcher", "hydra-ray-launcher", _RAY),
     "ray_local": ("hydra_plugins.hydra_ray_launcher", "hydra-ray-launcher", _RAY),
+    "ray_cluster": ("hydra_plugins.hydra_ray_launcher", "hydra-ray-launcher", _RAY),
 }
 
 
@@ -237,7 +238,8 @@ def _check_yaml(args: list[str]) -> None:
     dirs, groups = config_dirs(args), config_groups(args)
     for arg in args:
         group, sep, value = arg.partition("=")
-        if not sep or arg.startswith(("-", "+", "~", "hydra.")):
+        # (Hydra's own groups, hydra/launcher=...: keys of Hydra's schema, not ours)
+        if not sep or arg.startswith(("-", "+", "~", "hydra.", "hydra/")):
             continue
         for option in (v.strip() for v in value.split(",")):
             path = next(

@@ -16,7 +16,11 @@ from typing import Any
 from hydra._internal.core_plugins.basic_launcher import BasicLauncher
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from omegaconf import OmegaConf
+from omegaconf import OmegaConf, open_dict
+
+# Launchers (their modules) whose workers run in a working folder of their own: a Ray
+# worker in its node's.
+ELSEWHERE = ("hydra_plugins.hydra_ray_launcher",)
 
 
 class _PlannedConfigs:
@@ -50,6 +54,22 @@ class BenchflowSweeper(BasicSweeper):
                 hydra_context, config_loader=self._planned
             )
 
+    def _sweep_dir_for_every_worker(self, sweep_dir: Path) -> None:
+        """The sweep's folder as an absolute path in every job's config. Hydra composes
+        each job's config again (load_sweep_config), so a relative hydra.sweep.dir
+        (multirun/<date>/<time>) is resolved in the job's own working folder; a Ray
+        worker runs in its node's (`ray start`'s), not this one, and would write its
+        rows there. The master config's hydra overrides are the base of every job's
+        composition: the absolute folder is added there, not to the jobs' own
+        overrides (which name each job, and find a sweep to resume). Only for the
+        launchers whose workers work elsewhere (SLURM's start in the submitting folder)."""
+        launcher = type(self.launcher).__module__
+        if sweep_dir.is_absolute() or not launcher.startswith(ELSEWHERE):
+            return
+        absolute = f"hydra.sweep.dir={sweep_dir.resolve()}"
+        with open_dict(self.config):
+            self.config.hydra.overrides.hydra.append(absolute)
+
     def sweep(self, arguments: list[str]) -> Any:
         from benchflow.core.layout import SweepDir
         from benchflow.sweep import progress, rounds
@@ -77,6 +97,7 @@ class BenchflowSweeper(BasicSweeper):
             self._planned.composer = composer
         sweep_dir = Path(self.config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
+        self._sweep_dir_for_every_worker(sweep_dir)
         OmegaConf.save(self.config, sweep_dir / "multirun.yaml")  # as Hydra's own sweeper
         begin(self.config, plan, prestart=self._planned is not None)
         jobs = jobs_of(plan)
