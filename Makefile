@@ -90,8 +90,8 @@ slurm-up: setup ## A single-host SLURM cluster (munged, slurmctld, slurmd; parti
 slurm-down: ## Stop the SLURM cluster (its jobs cancelled), by PID
 	$(PY) services/slurm.py down
 
-postgres-up: setup ## PostgreSQL (127.0.0.1:5433) with an MLflow server on it (http://127.0.0.1:5001, artifacts served)
-	$(PY) services/postgres.py up
+postgres-up: setup ## PostgreSQL (127.0.0.1:5433) with an MLflow server on it (http://127.0.0.1:5001, artifacts served); PG_PORT=, MLFLOW_PORT= (0: free ones)
+	$(PY) services/postgres.py up $(if $(PG_PORT),--port $(PG_PORT)) $(if $(MLFLOW_PORT),--mlflow-port $(MLFLOW_PORT))
 
 postgres-down: ## Stop the MLflow server and PostgreSQL, by PID (the data stay)
 	$(PY) services/postgres.py down

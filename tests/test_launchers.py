@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from tests.conftest import (
+    REPO,
     SEARCHPATH,
     CliResult,
     EarlySweeps,
@@ -92,17 +93,16 @@ def _on_a_ray_cluster(cwd: Path, locks: str) -> CliResult:
     CPU lock folder from the cluster's environment, as on machines of their own)."""
     from services import ray_cluster
 
-    os.environ["BENCHFLOW_CPU_LOCK_DIR"] = locks  # what `up` gives the nodes
-    try:
-        cluster = ray_cluster.up()
-    finally:
-        del os.environ["BENCHFLOW_CPU_LOCK_DIR"]
+    # as docs/launchers.md shows it; the nodes get the CPU lock folder from its env
+    env = {**os.environ, "BENCHFLOW_CPU_LOCK_DIR": locks}
+    subprocess.run(["make", "-s", "ray-up"], cwd=REPO, env=env, check=True)
+    cluster = ray_cluster.up()  # (it runs: its address and nodes)
     try:
         RAY_NODES[str(cwd)] = {n["node_id"] for n in cluster["nodes"]}
         address = f"hydra.launcher.ray.init.address={cluster['address']}"
         result = run_cli([*SWEEP, "hydra/launcher=ray_cluster", address], cwd, timeout=600)
     finally:
-        ray_cluster.down()
+        subprocess.run(["make", "-s", "ray-down"], cwd=REPO, check=True)
     assert result.returncode == 0, result.stderr[-4000:]
     return result
 

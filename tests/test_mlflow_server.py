@@ -5,6 +5,7 @@ from it."""
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from typing import Any
 import pytest
 from mlflow.tracking import MlflowClient
 from tests.conftest import (
+    REPO,
     SEARCHPATH,
     CliResult,
     EarlySweeps,
@@ -30,7 +32,10 @@ def _server_and_sweep(root: Path) -> tuple[str, CliResult, CliResult | None]:
     it, and `sync` of its folder (from the first test on)."""
     from services import postgres
 
-    service = postgres.up()
+    # as docs/launchers.md shows it, on free ports
+    up = ["make", "-s", "postgres-up", "PG_PORT=0", "MLFLOW_PORT=0"]
+    subprocess.run(up, cwd=REPO, check=True)
+    service = postgres.up()  # (it runs: its URIs)
     url = str(service["tracking_uri"])
     DATABASES[url] = str(service["postgres_uri"])
     workdir = root / "work"
@@ -68,7 +73,7 @@ def _server_and_sweep(root: Path) -> tuple[str, CliResult, CliResult | None]:
             )
             SYNCS[url] = run_cli(["sync", str(found[0].parent)], workdir)
     except BaseException:
-        postgres.down()
+        subprocess.run(["make", "-s", "postgres-down"], cwd=REPO, check=False)
         raise
     RERUNS[url] = again
     return url, res, rep
@@ -81,11 +86,10 @@ DATABASES: dict[str, str] = {}  # the server's URL -> its PostgreSQL database's 
 
 @pytest.fixture(scope="module")
 def served(early_sweeps: EarlySweeps) -> Iterator[tuple[str, CliResult, CliResult | None]]:
-    from services import postgres
 
     url, res, rep = early_sweeps.result("mlflow_server")
     yield url, res, rep
-    postgres.down()
+    subprocess.run(["make", "-s", "postgres-down"], cwd=REPO, check=True)
 
 
 def test_sweep_logs_to_a_real_server(served: tuple[str, CliResult, CliResult | None]) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.conftest import SEARCHPATH, CliResult, run_cli, start_cli
+from tests.conftest import REPO, SEARCHPATH, CliResult, run_cli, start_cli
 from tests.test_launchers import SWEEP, identity, planned
 
 from benchflow.core.layout import SweepDir
@@ -28,13 +28,15 @@ HANG = [SEARCHPATH, "model=fault_hang", "model.size=tiny", "timeout_s=600", "mlf
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[dict[str, Any]]:
+    """The cluster, brought up and down by the Make targets docs/launchers.md shows (in
+    the session's services folder, $BENCHFLOW_SERVICES_DIR)."""
     from services import slurm
 
-    info = slurm.up()
+    subprocess.run(["make", "-s", "slurm-up"], cwd=REPO, check=True)
     try:
-        yield info
+        yield slurm.up()  # (it runs: its description)
     finally:
-        slurm.down()
+        subprocess.run(["make", "-s", "slurm-down"], cwd=REPO, check=True)
 
 
 def _env(cluster: dict[str, Any]) -> dict[str, str]:
@@ -44,7 +46,7 @@ def _env(cluster: dict[str, Any]) -> dict[str, str]:
 def test_a_sweep_on_slurm_gives_the_basic_launchers_rows(
     cluster: dict[str, Any], tmp_path: Path
 ) -> None:
-    got = run_cli([*SWEEP, *LAUNCHER], tmp_path, timeout=600, **_env(cluster))
+    got = run_cli(["-m", *SWEEP[1:], *LAUNCHER], tmp_path, timeout=600, **_env(cluster))
     assert got.returncode == 0, got.stderr[-3000:]
     rows = got.rows()
     assert sorted(map(identity, rows)) == sorted(planned(got))
