@@ -70,7 +70,11 @@ class EarlySweeps:
     """The early sweeps of the selected modules, each running in its own thread."""
 
     def __init__(self, modules: set[str], mktemp: Callable[[str], Path]) -> None:
-        wanted = {n: e for n, e in _EARLY.items() if e[0].__module__ in modules}
+        # By the module's own name: pytest imports a test file as `test_x`, and another
+        # test file that imports from it makes a second copy, `tests.test_x`, whose
+        # registration of the same early run may be the one kept.
+        selected = {m.rpartition(".")[2] for m in modules}
+        wanted = {n: e for n, e in _EARLY.items() if e[0].__module__.rpartition(".")[2] in selected}
         self._pool = ThreadPoolExecutor(max_workers=max(1, len(wanted)))
         self._futures: dict[str, Future[Any]] = {
             n: self._pool.submit(_run, fn, mktemp(n), niced) for n, (fn, niced) in wanted.items()

@@ -6,15 +6,20 @@ current row per job with the status and cause its fault gives, one ended MLflow 
 job and none RUNNING, the parent run's counts equal to the rows, and no process of the
 sweep left, by PID.
 
-The default suite runs 40 jobs (seeds 0-39 hold one fault of each kind) on the local
-store; `-m full` runs 1,000 on an MLflow server over PostgreSQL (services/postgres.py)."""
+The default suite runs 20 jobs (seeds 0-19 hold one fault of each kind) on the local
+store, and between the kill and the resume leaves the store as a kill in the middle of
+a job's logging leaves it (no signal can be timed to hit that): one job's run RUNNING
+without its last tag (its row recorded), and a job run RUNNING with no row. `-m full`
+runs 1,000 jobs on an MLflow server over PostgreSQL (services/postgres.py)."""
 
 from __future__ import annotations
 
 import contextlib
+import re
 import signal
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -85,8 +90,14 @@ def _alive(pids: dict[int, float]) -> list[int]:
     return left
 
 
-def chaos(root: Path, jobs: int, *extra: str) -> dict[str, Any]:
-    """The sweep, SIGKILLed once 40% of its rows are in, then resumed: what each left."""
+def chaos(
+    root: Path,
+    jobs: int,
+    *extra: str,
+    between: Callable[[Path, Path], dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """The sweep, SIGKILLed once 40% of its rows are in, then resumed: what each left.
+    `between(folder, sweep folder)`: done after the kill, before the resume."""
     cwd = root / "chaos"
     cwd.mkdir()
     err = cwd / "stderr.log"
@@ -117,6 +128,8 @@ def chaos(root: Path, jobs: int, *extra: str) -> dict[str, Any]:
     while (left := _alive(seen)) and time.monotonic() < deadline:
         time.sleep(0.2)
     got["left_after_kill"], got["processes_seen"] = left, len(seen)
+    if between is not None:
+        got |= between(cwd, sweep)
     resumed = time.monotonic()
     got["again"] = run_cli([*args, "resume=true"], cwd, timeout=3600)
     got["resume_s"] = time.monotonic() - resumed
@@ -181,14 +194,55 @@ def check(got: dict[str, Any], jobs: int, tracking_uri: str, experiment: str) ->
 
 
 @early("chaos", niced=False)  # its timeouts are the test's clock: not starved by others
-def _chaos_40(root: Path) -> dict[str, Any]:
-    return chaos(root, 40)
+def _chaos_20(root: Path) -> dict[str, Any]:
+    return chaos(root, 20, between=_runs_a_kill_mid_logging_leaves)
+
+
+def _runs_a_kill_mid_logging_leaves(cwd: Path, sweep: Path) -> dict[str, Any]:
+    """One recorded job's run back to RUNNING without its last tag, and a job run
+    RUNNING with no row: what a kill between a run's start and its end leaves."""
+    from mlflow.tracking import MlflowClient
+
+    from benchflow.tracking.sync import LOGGED_TAG
+
+    client = MlflowClient(f"sqlite:///{cwd / 'mlflow.db'}")
+    parent = SweepDir(sweep).parent_run_id()
+    assert parent is not None
+    exp = client.get_run(parent).info.experiment_id
+    logged = next(r for r in read_rows(SweepDir(sweep).results) if r.status.value == "ok")
+    run_id = logged.job.mlflow_run_id or ""
+    client.update_run(run_id, status="RUNNING")
+    client.delete_tag(run_id, LOGGED_TAG)
+    orphan = client.create_run(exp, run_name="chaos", tags={"mlflow.parentRunId": parent})
+    return {"logged": run_id, "orphan": orphan.info.run_id}
 
 
 def test_chaos_nothing_lost(early_sweeps: EarlySweeps) -> None:
     got = early_sweeps.result("chaos")
-    statuses = check(got, 40, f"sqlite:///{got['cwd'] / 'mlflow.db'}", "benchflow")
-    assert statuses["FINISHED (active)"] == 35 and statuses["FAILED (active)"] == 5
+    statuses = check(got, 20, f"sqlite:///{got['cwd'] / 'mlflow.db'}", "benchflow")
+    assert statuses["FINISHED (active)"] == 16 and statuses["FAILED (active)"] == 4
+
+
+def test_a_resume_ends_the_runs_a_kill_left_running(early_sweeps: EarlySweeps) -> None:
+    """The run whose row was recorded is logged in full from it and ends FINISHED; the
+    one with no row ends KILLED, says why, and is deleted (restorable)."""
+    got = early_sweeps.result("chaos")  # (its thread imports MLflow too: first)
+    from mlflow.tracking import MlflowClient
+
+    from benchflow.tracking.sync import KILLED_TAG, LOGGED_TAG
+
+    said = re.search(
+        r"(\d+) logged from their rows, (\d+) ended KILLED",
+        got["again"].stdout + got["again"].stderr,
+    )
+    assert said and int(said[1]) >= 1 and int(said[2]) >= 1, got["again"].stdout[-3000:]
+    client = MlflowClient(f"sqlite:///{got['cwd'] / 'mlflow.db'}")
+    logged = client.get_run(got["logged"])
+    assert logged.info.status == "FINISHED" and LOGGED_TAG in logged.data.tags
+    assert "headline.per_iter_time_s" in logged.data.metrics
+    orphan = client.get_run(got["orphan"])
+    assert orphan.info.status == "KILLED" and orphan.info.lifecycle_stage == "deleted"
+    assert "before this job's row was recorded" in orphan.data.tags[KILLED_TAG]
 
 
 @pytest.mark.full

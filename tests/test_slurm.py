@@ -8,6 +8,7 @@ timeout row that says so."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 import subprocess
 import time
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.conftest import REPO, SEARCHPATH, CliResult, run_cli, start_cli
+from tests.conftest import REPO, SEARCHPATH, CliResult, EarlySweeps, early, run_cli, start_cli
 from tests.test_launchers import SWEEP, identity, planned
 
 from benchflow.core.layout import SweepDir
@@ -26,10 +27,10 @@ LAUNCHER = ["hydra/launcher=submitit_slurm", "cpus_per_job=1"]
 HANG = [SEARCHPATH, "model=fault_hang", "model.size=tiny", "timeout_s=600", "mlflow.enabled=false"]
 
 
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[dict[str, Any]]:
+@contextlib.contextmanager
+def _slurm() -> Iterator[dict[str, Any]]:
     """The cluster, brought up and down by the Make targets docs/launchers.md shows (in
-    the session's services folder, $BENCHFLOW_SERVICES_DIR)."""
+    the session's services folder, $BENCHFLOW_SERVICES_DIR); its description."""
     from services import slurm
 
     subprocess.run(["make", "-s", "slurm-up"], cwd=REPO, check=True)
@@ -39,14 +40,35 @@ def cluster() -> Iterator[dict[str, Any]]:
         subprocess.run(["make", "-s", "slurm-down"], cwd=REPO, check=True)
 
 
+@early("slurm")  # mostly waiting (on SLURM's timers): beside the other tests
+def _on_slurm(root: Path) -> dict[str, Any]:
+    """On one cluster: the launchers' sweep, a hanging job scancelled, and a hanging job
+    under a one-minute time limit (its SIGUSR2 warning comes at once)."""
+    got: dict[str, Any] = {}
+    with _slurm() as cluster:
+        got["cluster"] = cluster
+        (root / "sweep").mkdir()
+        got["sweep"] = run_cli(
+            ["-m", *SWEEP[1:], *LAUNCHER], root / "sweep", timeout=600, **_env(cluster)
+        )
+        (root / "scancel").mkdir()
+        proc, job_id, err = _hang_until(cluster, root / "scancel", HANG)
+        cancelled = time.monotonic()
+        subprocess.run(["scancel", job_id], check=True, env=_full_env(cluster))
+        got["scancel"] = (job_id, _finished(proc, root / "scancel", err))
+        got["scancel_s"] = time.monotonic() - cancelled
+        (root / "limit").mkdir()
+        got["limit"] = _timed_out(cluster, root / "limit")
+    return got
+
+
 def _env(cluster: dict[str, Any]) -> dict[str, str]:
     return dict(cluster["env"])
 
 
-def test_a_sweep_on_slurm_gives_the_basic_launchers_rows(
-    cluster: dict[str, Any], tmp_path: Path
-) -> None:
-    got = run_cli(["-m", *SWEEP[1:], *LAUNCHER], tmp_path, timeout=600, **_env(cluster))
+def test_a_sweep_on_slurm_gives_the_basic_launchers_rows(early_sweeps: EarlySweeps) -> None:
+    ran = early_sweeps.result("slurm")
+    got, cluster = ran["sweep"], ran["cluster"]
     assert got.returncode == 0, got.stderr[-3000:]
     rows = got.rows()
     assert sorted(map(identity, rows)) == sorted(planned(got))
@@ -87,15 +109,11 @@ def _finished(proc: subprocess.Popen[bytes], cwd: Path, err: Path) -> CliResult:
     return CliResult(code, "", err.read_text(), cwd)
 
 
-def test_scancel_makes_a_row_with_its_cause_and_the_sweep_ends(
-    cluster: dict[str, Any], tmp_path: Path
-) -> None:
-    proc, job_id, err = _hang_until(cluster, tmp_path, HANG)
-    cancelled = time.monotonic()
-    subprocess.run(["scancel", job_id], check=True, env=_full_env(cluster))
-    got = _finished(proc, tmp_path, err)
+def test_scancel_makes_a_row_with_its_cause_and_the_sweep_ends(early_sweeps: EarlySweeps) -> None:
+    ran = early_sweeps.result("slurm")
+    job_id, got = ran["scancel"]
     assert got.returncode == 0, got.stderr[-3000:]
-    assert time.monotonic() - cancelled < 60  # not a hang
+    assert ran["scancel_s"] < 60  # not a hang
     (sweep,) = got.sweep_dirs
     (row,) = read_rows(SweepDir(sweep).results)
     assert row.status.value == "interrupted"
@@ -115,12 +133,10 @@ def _timed_out(cluster: dict[str, Any], cwd: Path, *launcher: str) -> tuple[str,
     return job_id, row
 
 
-def test_the_time_limits_warning_makes_a_timeout_row(
-    cluster: dict[str, Any], tmp_path: Path
-) -> None:
+def test_the_time_limits_warning_makes_a_timeout_row(early_sweeps: EarlySweeps) -> None:
     """submitit asks SLURM for SIGUSR2 signal_delay_s (120 s by default) before the time
     limit, so with one minute it comes at once: the job stops then, a timeout."""
-    job_id, row = _timed_out(cluster, tmp_path)
+    job_id, row = early_sweeps.result("slurm")["limit"]
     assert row.status.value == "timeout"
     assert row.error == (
         f"SLURM's time limit was near (job {job_id}, TimeLimit=00:01:00; its warning, "
@@ -129,10 +145,13 @@ def test_the_time_limits_warning_makes_a_timeout_row(
 
 
 @pytest.mark.full
-def test_slurms_time_limit_makes_a_timeout_row(cluster: dict[str, Any], tmp_path: Path) -> None:
+def test_slurms_time_limit_makes_a_timeout_row(tmp_path: Path, early_sweeps: EarlySweeps) -> None:
     """No warning before the limit (signal_delay_s=0): SIGUSR2 and SIGTERM at it, 60-90 s
-    in (whichever comes first names the cause)."""
-    job_id, row = _timed_out(cluster, tmp_path, "hydra.launcher.signal_delay_s=0")
+    in (whichever comes first names the cause). On a cluster of its own, once the early
+    run's is down (one SLURM cluster a host)."""
+    early_sweeps.result("slurm")
+    with _slurm() as cluster:
+        job_id, row = _timed_out(cluster, tmp_path, "hydra.launcher.signal_delay_s=0")
     assert row.status.value == "timeout"
     assert row.error is not None and row.error.startswith(
         (
