@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from tests.conftest import REPO, SEARCHPATH, CliResult, EarlySweeps, early, run_cli, start_cli
+from tests.early import BACKGROUND_NICE
 from tests.test_launchers import SWEEP, identity, planned
 
 from benchflow.core.layout import SweepDir
@@ -33,7 +34,9 @@ def _slurm() -> Iterator[dict[str, Any]]:
     the session's services folder, $BENCHFLOW_SERVICES_DIR); its description."""
     from services import slurm
 
-    subprocess.run(["make", "-s", "slurm-up"], cwd=REPO, check=True)
+    # niced: its daemons and the jobs they start yield the CPU to the suite's tests
+    nice = ["nice", "-n", str(BACKGROUND_NICE)]
+    subprocess.run([*nice, "make", "-s", "slurm-up"], cwd=REPO, check=True)
     try:
         yield slurm.up()  # (it runs: its description)
     finally:
