@@ -1,8 +1,8 @@
 """SLURM for real: a single-host cluster from Debian's packages (munged, slurmctld,
 slurmd; services/slurm.py), started here and stopped by PID. A sweep through Hydra's
 submitit_slurm launcher gives the basic launcher's rows, each job a SLURM job of its
-own; a job cancelled with `scancel` is a row that says so, and the sweep ends; a job
-stopped by SLURM's time limit (its SIGUSR2 warning, or -m full: its SIGTERM at the
+own. In -m full: a job cancelled with `scancel` is a row that says so, and the sweep
+ends; a job stopped by SLURM's time limit (its SIGUSR2 warning, or its SIGTERM at the
 limit, which SLURM checks every 30 s, so a one-minute limit takes 60-90 s) is a
 timeout row that says so."""
 
@@ -18,14 +18,14 @@ from typing import Any
 
 import pytest
 from tests.conftest import REPO, SEARCHPATH, CliResult, EarlySweeps, early, run_cli, start_cli
-from tests.early import BACKGROUND_NICE
 from tests.test_launchers import SWEEP, identity, planned
 
 from benchflow.core.layout import SweepDir
 from benchflow.results.io import read_rows
 
 LAUNCHER = ["hydra/launcher=submitit_slurm", "cpus_per_job=1"]
-HANG = [SEARCHPATH, "model=fault_hang", "model.size=tiny", "timeout_s=600", "mlflow.enabled=false"]
+HANG = [SEARCHPATH, "model=fault_hang", "model.size=tiny", "timeout_s=600", "processes=1",
+        "mlflow.enabled=false"]  # fmt: skip
 
 
 @contextlib.contextmanager
@@ -34,35 +34,19 @@ def _slurm() -> Iterator[dict[str, Any]]:
     the session's services folder, $BENCHFLOW_SERVICES_DIR); its description."""
     from services import slurm
 
-    # niced: its daemons and the jobs they start yield the CPU to the suite's tests
-    nice = ["nice", "-n", str(BACKGROUND_NICE)]
-    subprocess.run([*nice, "make", "-s", "slurm-up"], cwd=REPO, check=True)
+    subprocess.run(["make", "-s", "slurm-up"], cwd=REPO, check=True)
     try:
         yield slurm.up()  # (it runs: its description)
     finally:
         subprocess.run(["make", "-s", "slurm-down"], cwd=REPO, check=True)
 
 
-@early("slurm")  # mostly waiting (on SLURM's timers): beside the other tests
+@early("slurm")  # mostly waiting (for SLURM and submitit's polls): beside the other tests
 def _on_slurm(root: Path) -> dict[str, Any]:
-    """On one cluster: the launchers' sweep, a hanging job scancelled, and a hanging job
-    under a one-minute time limit (its SIGUSR2 warning comes at once)."""
-    got: dict[str, Any] = {}
+    """The launchers' sweep on a cluster brought up for it."""
     with _slurm() as cluster:
-        got["cluster"] = cluster
-        (root / "sweep").mkdir()
-        got["sweep"] = run_cli(
-            ["-m", *SWEEP[1:], *LAUNCHER], root / "sweep", timeout=600, **_env(cluster)
-        )
-        (root / "scancel").mkdir()
-        proc, job_id, err = _hang_until(cluster, root / "scancel", HANG)
-        cancelled = time.monotonic()
-        subprocess.run(["scancel", job_id], check=True, env=_full_env(cluster))
-        got["scancel"] = (job_id, _finished(proc, root / "scancel", err))
-        got["scancel_s"] = time.monotonic() - cancelled
-        (root / "limit").mkdir()
-        got["limit"] = _timed_out(cluster, root / "limit")
-    return got
+        got = run_cli(["-m", *SWEEP[1:], *LAUNCHER], root, timeout=600, **_env(cluster))
+        return {"cluster": cluster, "sweep": got}
 
 
 def _env(cluster: dict[str, Any]) -> dict[str, str]:
@@ -112,11 +96,18 @@ def _finished(proc: subprocess.Popen[bytes], cwd: Path, err: Path) -> CliResult:
     return CliResult(code, "", err.read_text(), cwd)
 
 
-def test_scancel_makes_a_row_with_its_cause_and_the_sweep_ends(early_sweeps: EarlySweeps) -> None:
-    ran = early_sweeps.result("slurm")
-    job_id, got = ran["scancel"]
+@pytest.mark.full
+def test_scancel_makes_a_row_with_its_cause_and_the_sweep_ends(
+    tmp_path: Path, early_sweeps: EarlySweeps
+) -> None:
+    early_sweeps.result("slurm")  # (one SLURM cluster a host: after the early run's)
+    with _slurm() as cluster:
+        proc, job_id, err = _hang_until(cluster, tmp_path, HANG)
+        cancelled = time.monotonic()
+        subprocess.run(["scancel", job_id], check=True, env=_full_env(cluster))
+        got = _finished(proc, tmp_path, err)
     assert got.returncode == 0, got.stderr[-3000:]
-    assert ran["scancel_s"] < 60  # not a hang
+    assert time.monotonic() - cancelled < 60  # not a hang
     (sweep,) = got.sweep_dirs
     (row,) = read_rows(SweepDir(sweep).results)
     assert row.status.value == "interrupted"
@@ -136,10 +127,15 @@ def _timed_out(cluster: dict[str, Any], cwd: Path, *launcher: str) -> tuple[str,
     return job_id, row
 
 
-def test_the_time_limits_warning_makes_a_timeout_row(early_sweeps: EarlySweeps) -> None:
+@pytest.mark.full
+def test_the_time_limits_warning_makes_a_timeout_row(
+    tmp_path: Path, early_sweeps: EarlySweeps
+) -> None:
     """submitit asks SLURM for SIGUSR2 signal_delay_s (120 s by default) before the time
     limit, so with one minute it comes at once: the job stops then, a timeout."""
-    job_id, row = early_sweeps.result("slurm")["limit"]
+    early_sweeps.result("slurm")
+    with _slurm() as cluster:
+        job_id, row = _timed_out(cluster, tmp_path)
     assert row.status.value == "timeout"
     assert row.error == (
         f"SLURM's time limit was near (job {job_id}, TimeLimit=00:01:00; its warning, "
