@@ -172,6 +172,7 @@ def test_the_server_keeps_the_runs_in_postgresql_and_sync_reads_them(
     assert "0 job run(s) logged, 2 already complete" in sync.stdout, sync.stdout
 
 
+@pytest.mark.full  # the default store's UI is checked in the default suite (no room for both)
 def test_the_mlflow_ui_of_the_postgresql_server_shows_the_sweep(
     served: tuple[str, CliResult, CliResult | None],
     browser: Any,  # noqa: F811  (the browser fixture, imported above)
