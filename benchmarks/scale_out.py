@@ -19,6 +19,7 @@ import datetime
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 import tempfile
@@ -132,7 +133,8 @@ def postgres_sweep(root: Path, jobs: int = 100) -> dict[str, Any]:
         for run in children:
             statuses[run.info.status] = statuses.get(run.info.status, 0) + 1
         md = (cwd / "rep" / "report.md").read_text()
-        rows_in_report = md.count("| llama | eval | eager |")
+        seeds = re.findall(r"^\| llama \| eval \| eager seed=(\d+) \|", md, re.M)
+        rows_in_report = len(set(seeds))
     finally:
         postgres.down()
     return {
