@@ -16,9 +16,9 @@ batch size agree (both read PyTorch's torchbench.yaml: this script writes the ru
 copy from benchflow's mirror, so the rules are the same data):
 - eval runs in bfloat16 (float16 or AMP for the models the suite lists), at the
   suite's batch size or the model's default;
-- train: the runner never uses AMP on a CPU, so it trains in float32; benchflow's
-  suite rule is AMP. The script passes dtype=float32 to benchflow so that both do
-  the same work, and says so in its output;
+- train: float32 on both sides, each by its own rule: the runner never uses AMP on a
+  CPU, and benchflow trains in float32 on a CPU unless dtype= is given (its report and
+  this script's header say the rule);
 - matmul precision: the runner sets torch's and torch_xla's to high (only with
   --disable-tf32 does it take its --matmul-precision, else highest); benchflow's
   matmul_precision sets both too and defaults to high. The script passes
@@ -64,6 +64,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from benchflow import backends  # noqa: E402
 from benchflow.results.io import read_rows  # noqa: E402
+from benchflow.suite.rules import DTYPE_RULE  # noqa: E402
 
 BACKENDS = ("eager", "lazy_xla", "inductor", "openxla")
 # The runner's --xla/--dynamo values per backend; it runs the valid pairs of their product.
@@ -148,8 +149,6 @@ def run_benchflow(args: argparse.Namespace, out: Path) -> list[Path]:
         "mlflow.enabled=false",
         "progress=false",
     ]
-    if args.test == "train":
-        common.append("dtype=float32")  # the runner trains in float32 on a CPU
     # Two sweeps: the backends `xla=auto` picks for their dynamo= option, and lazy XLA.
     auto = [backends.REGISTRY[b].dynamo for b in args.backends if b != "lazy_xla"]
     groups = {
@@ -380,8 +379,7 @@ def main(argv: list[str] | None = None) -> int:
         "- ratio: benchflow median / runner median of the per-iteration time (> 1: "
         "benchflow measured longer)",
     ]
-    if args.test == "train":
-        header.append("- train: benchflow given dtype=float32 (the runner uses no AMP on a CPU)")
+    header.append(f"- dtype rule: {DTYPE_RULE} (the runner: the same, with no AMP on a CPU)")
     if walls:
         header.append("- sweep wall: " + ", ".join(f"{k} {v:.0f} s" for k, v in walls.items()))
     (out / "compare_xr.md").write_text(markdown(rows, header))

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import json
 import os
 import pwd
 import signal
 import socket
 import subprocess
+import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -26,6 +30,58 @@ def state_dir(service: str) -> Path:
     folder = ROOT / service
     folder.mkdir(parents=True, exist_ok=True)
     return folder
+
+
+@contextlib.contextmanager
+def locked(folder: Path) -> Iterator[None]:
+    """One `up`, `down` (or other change) at a time in a service's state folder: test
+    workers and Make targets may share one."""
+    with (folder / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def load_state(folder: Path, name: str) -> dict[str, Any]:
+    """A service's recorded state (`name` in its folder); {} before its first `up`."""
+    path = folder / name
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def save_state(folder: Path, name: str, state: dict[str, Any]) -> None:
+    """Readable by its owner only: a service's state may hold a password."""
+    path = folder / name
+    path.touch(mode=0o600, exist_ok=True)
+    path.write_text(json.dumps(state, indent=2) + "\n")
+
+
+def run_command(
+    prog: str,
+    command: str,
+    *,
+    up: Callable[[], None],
+    down: Callable[[], None],
+    status: Callable[[], list[str]],
+    running: Callable[[], bool],
+    env: Callable[[], list[str]],
+) -> int:
+    """A service script's command (up, down, status, env) with its output and exit
+    status: 1 and the reason for a ServiceError, 3 from `status` when not all runs."""
+    try:
+        if command == "up":
+            up()  # prints what it started
+            print("\n".join(env()))
+        elif command == "down":
+            down()
+            print("stopped")
+        elif command == "status":
+            print("\n".join(status()))
+            return 0 if running() else 3
+        else:
+            print("\n".join(env()))
+    except ServiceError as e:
+        print(f"{prog} {command}: {e}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def start(
@@ -92,11 +148,11 @@ def stop(name: str, folder: Path, timeout_s: float = 20.0) -> bool:
     for p in family:
         with contextlib.suppress(psutil.NoSuchProcess):
             p.send_signal(signal.SIGTERM)
-    _, alive = psutil.wait_procs(family, timeout=timeout_s)
-    for p in alive:
+    _, left = psutil.wait_procs(family, timeout=timeout_s)
+    for p in left:
         with contextlib.suppress(psutil.NoSuchProcess):
             p.kill()
-    psutil.wait_procs(alive, timeout=5)
+    psutil.wait_procs(left, timeout=5)
     return True
 
 
@@ -183,27 +239,27 @@ def stop_session(
     for p in targets:
         with contextlib.suppress(psutil.NoSuchProcess):
             p.send_signal(sig)
-    alive = _wait_gone(family, timeout_s)
-    for p in alive:
+    left = wait_gone(family, timeout_s)
+    for p in left:
         with contextlib.suppress(psutil.NoSuchProcess):
             p.kill()
-    _wait_gone(alive, 5)
+    wait_gone(left, 5)
     return bool(family)
 
 
-def _wait_gone(procs: list[psutil.Process], timeout_s: float) -> list[psutil.Process]:
+def wait_gone(procs: list[psutil.Process], timeout_s: float) -> list[psutil.Process]:
     """Those of `procs` still alive after `timeout_s`, polled every 0.1 s (psutil's
     wait_procs backs off to 2 s between polls: seconds more on every stop). Our own
     children that exited are reaped; others' zombies count as gone."""
     deadline = time.monotonic() + timeout_s
     while True:
-        alive = [p for p in procs if _alive(p)]
-        if not alive or time.monotonic() > deadline:
-            return alive
+        left = [p for p in procs if alive(p)]
+        if not left or time.monotonic() > deadline:
+            return left
         time.sleep(0.1)
 
 
-def _alive(proc: psutil.Process) -> bool:
+def alive(proc: psutil.Process) -> bool:
     with contextlib.suppress(ChildProcessError):
         os.waitpid(proc.pid, os.WNOHANG)  # reaps it if it is our exited child
     try:

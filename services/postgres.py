@@ -28,9 +28,6 @@ searchable by that user: pytest's own temporary folders (mode 0700) are not.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import fcntl
-import json
 import os
 import pwd
 import secrets
@@ -41,7 +38,6 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +48,7 @@ from services import daemons
 from services.daemons import ServiceError
 
 SERVICE = "postgres"
+STATE = "service.json"  # its state file, in its folder (daemons.load_state)
 DEFAULT_PG_PORT = 5433
 DEFAULT_MLFLOW_PORT = 5001
 DATABASE = ROLE = "mlflow"
@@ -76,26 +73,6 @@ def _folder() -> Path:
     """This service's state folder, under the state root of the moment (a test may point
     daemons.ROOT elsewhere after import)."""
     return daemons.state_dir(SERVICE)
-
-
-@contextlib.contextmanager
-def _locked(folder: Path) -> Iterator[None]:
-    """One `up` or `down` at a time in a state folder (test workers may share one)."""
-    with (folder / ".lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
-
-
-def _load_state(folder: Path) -> dict[str, Any]:
-    path = folder / "service.json"
-    return json.loads(path.read_text()) if path.exists() else {}
-
-
-def _save_state(folder: Path, state: dict[str, Any]) -> None:
-    """service.json holds the MLflow role's password: readable by its owner only."""
-    path = folder / "service.json"
-    path.touch(mode=0o600, exist_ok=True)
-    path.write_text(json.dumps(state, indent=2) + "\n")
 
 
 def _pg_bin(tool: str) -> str:
@@ -323,12 +300,12 @@ def up(pg_port: int | None = None, mlflow_port: int | None = None) -> dict[str, 
     "started": {what: seconds to ready}}. Idempotent: what runs already is kept, unless
     asked for another port (ServiceError: `down` first)."""
     folder = _folder()
-    with _locked(folder):
+    with daemons.locked(folder):
         return _up(folder, pg_port, mlflow_port)
 
 
 def _up(folder: Path, pg_port: int | None, mlflow_port: int | None) -> dict[str, Any]:
-    state = _load_state(folder)
+    state = daemons.load_state(folder, STATE)
     state.setdefault("password", secrets.token_urlsafe(24))
     user = _db_user()
     started: dict[str, float] = {}
@@ -343,14 +320,14 @@ def _up(folder: Path, pg_port: int | None, mlflow_port: int | None) -> dict[str,
         _start_postgres(folder, state["pg_port"], user)
         _bootstrap(folder, state["pg_port"], state["password"])
         started["initdb+postgres" if created else "postgres"] = time.monotonic() - t0
-        _save_state(folder, state)
+        daemons.save_state(folder, STATE, state)
 
     if daemons.recorded("mlflow", folder) is not None:
         _same_port(mlflow_port, state["mlflow_port"], "the MLflow server")
     else:
         daemons.stop_session("mlflow", folder)
         state["mlflow_port"] = _pick_port(mlflow_port, state.get("mlflow_port"))
-        _save_state(folder, state)
+        daemons.save_state(folder, STATE, state)
         t0 = time.monotonic()
         # psycopg (3) named: a plain postgresql:// means psycopg to SQLAlchemy 2.1 (the
         # locked one) but psycopg2, which is not installed, to SQLAlchemy 2.0.
@@ -383,7 +360,7 @@ def down() -> None:
     MLflow server's uvicorn, holding the port; PostgreSQL's children leave the
     postmaster's session, but they exit by themselves once it is gone)."""
     folder = _folder()
-    with _locked(folder):
+    with daemons.locked(folder):
         daemons.stop_session("mlflow", folder)
         daemons.stop_session("postgres", folder, signal.SIGINT, timeout_s=60, leader_only=True)
 
@@ -391,7 +368,7 @@ def down() -> None:
 def running() -> bool:
     """Both daemons run (as recorded) and listen on their ports."""
     folder = _folder()
-    state = _load_state(folder)
+    state = daemons.load_state(folder, STATE)
     return all(
         daemons.recorded(name, folder) is not None and daemons.port_open(state.get(key, 0))
         for name, key in (("postgres", "pg_port"), ("mlflow", "mlflow_port"))
@@ -403,7 +380,7 @@ def env_lines() -> list[str]:
     folder = _folder()
     if not running():
         raise ServiceError(f"not running (state in {folder}): `up` first")
-    uris = _uris(folder, _load_state(folder))
+    uris = _uris(folder, daemons.load_state(folder, STATE))
     return [
         f"export MLFLOW_TRACKING_URI={shlex.quote(uris['tracking_uri'])}",
         f"export BENCHFLOW_POSTGRES_URI={shlex.quote(uris['postgres_uri'])}",
@@ -412,7 +389,7 @@ def env_lines() -> list[str]:
 
 def _status_lines() -> list[str]:
     folder = _folder()
-    state = _load_state(folder)
+    state = daemons.load_state(folder, STATE)
     lines = [f"state: {folder}"]
     for name, key in (("postgres", "pg_port"), ("mlflow", "mlflow_port")):
         proc = daemons.recorded(name, folder)
@@ -443,30 +420,27 @@ def main(argv: list[str] | None = None) -> int:
     commands.add_parser("status", help="what runs; exit status 3 when not both")
     commands.add_parser("env", help="export lines for a shell: eval $(... env)")
     args = parser.parse_args(argv)
-    try:
-        if args.command == "up":
-            last = _load_state(_folder())
-            info = up(
-                _or(args.port, last.get("pg_port"), DEFAULT_PG_PORT),
-                _or(args.mlflow_port, last.get("mlflow_port"), DEFAULT_MLFLOW_PORT),
-            )
-            for what, seconds in info["started"].items():
-                print(f"started {what} in {seconds:.1f} s")
-            if not info["started"]:
-                print("already running")
-            print("\n".join(env_lines()))
-        elif args.command == "down":
-            down()
-            print("stopped")
-        elif args.command == "status":
-            print("\n".join(_status_lines()))
-            return 0 if running() else 3
-        else:
-            print("\n".join(env_lines()))
-    except ServiceError as e:
-        print(f"postgres.py {args.command}: {e}", file=sys.stderr)
-        return 1
-    return 0
+
+    def start_both() -> None:
+        last = daemons.load_state(_folder(), STATE)
+        info = up(
+            _or(args.port, last.get("pg_port"), DEFAULT_PG_PORT),
+            _or(args.mlflow_port, last.get("mlflow_port"), DEFAULT_MLFLOW_PORT),
+        )
+        for what, seconds in info["started"].items():
+            print(f"started {what} in {seconds:.1f} s")
+        if not info["started"]:
+            print("already running")
+
+    return daemons.run_command(
+        "postgres.py",
+        args.command,
+        up=start_both,
+        down=down,
+        status=_status_lines,
+        running=running,
+        env=env_lines,
+    )
 
 
 if __name__ == "__main__":

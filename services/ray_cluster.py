@@ -61,7 +61,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import fcntl
 import json
 import os
 import shlex
@@ -70,7 +69,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +81,7 @@ from services import daemons
 from services.daemons import ServiceError
 
 SERVICE = "ray"
+STATE = "ray.json"  # its state file, in its folder (daemons.load_state)
 ROLES = ("head", "worker")  # started in this order, stopped in the reverse one
 HOST = "127.0.0.1"
 # The object store is in /dev/shm; Ray's default (30% of memory) would want gigabytes.
@@ -125,23 +124,6 @@ def _folder() -> Path:
     """This service's state folder, under the state root of the moment (a test may point
     daemons.ROOT elsewhere after import)."""
     return daemons.state_dir(SERVICE)
-
-
-@contextlib.contextmanager
-def _locked(folder: Path) -> Iterator[None]:
-    """One `up`, `down` or `kill_worker` at a time in a state folder."""
-    with (folder / ".lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
-
-
-def _load_state(folder: Path) -> dict[str, Any]:
-    path = folder / "ray.json"
-    return json.loads(path.read_text()) if path.exists() else {}
-
-
-def _save_state(folder: Path, state: dict[str, Any]) -> None:
-    (folder / "ray.json").write_text(json.dumps(state, indent=2) + "\n")
 
 
 def _ray_bin() -> str:
@@ -267,7 +249,7 @@ def _in_session(sid: int | None) -> list[psutil.Process]:
         with contextlib.suppress(OSError, psutil.NoSuchProcess):
             if os.getsid(pid) == sid:
                 members.append(psutil.Process(pid))
-    return [p for p in members if _alive(p)]
+    return [p for p in members if daemons.alive(p)]
 
 
 def _node_processes(folder: Path, role: str) -> list[psutil.Process]:
@@ -293,16 +275,7 @@ def _kill(procs: list[psutil.Process]) -> None:
     for proc in procs:
         with contextlib.suppress(psutil.NoSuchProcess):
             proc.kill()
-    _wait_gone(procs, 10)
-
-
-def _alive(proc: psutil.Process) -> bool:
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(proc.pid, os.WNOHANG)  # reaps it if it is our exited child
-    try:
-        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
+    daemons.wait_gone(procs, 10)
 
 
 def _stop_node(folder: Path, role: str) -> None:
@@ -319,22 +292,16 @@ def _stop_node(folder: Path, role: str) -> None:
     if leader is not None:
         with contextlib.suppress(psutil.NoSuchProcess):
             leader.send_signal(signal.SIGTERM)
-        _wait_gone([leader], STOP_TIMEOUT_S)
-        _wait_gone(family, SETTLE_S)  # its processes, ended by it, on their way out
+        daemons.wait_gone([leader], STOP_TIMEOUT_S)
+        daemons.wait_gone(family, SETTLE_S)  # its processes, ended by it, on their way out
     for _ in range(5):  # one started in between, then the session swept again
-        left = {p.pid: p for p in [*family, *_in_session(sid)] if _alive(p)}
+        left = {p.pid: p for p in [*family, *_in_session(sid)] if daemons.alive(p)}
         if not left:
             break
         _kill(list(left.values()))
         family = []
     for name in (role, f"{role}-raylet", f"{role}-gcs"):
         (folder / f"{name}.pid").unlink(missing_ok=True)
-
-
-def _wait_gone(procs: list[psutil.Process], timeout_s: float) -> None:
-    gone_by = time.monotonic() + timeout_s
-    while any(_alive(p) for p in procs) and time.monotonic() < gone_by:
-        time.sleep(0.05)
 
 
 def _tail(path: Path, lines: int = 15) -> str:
@@ -348,7 +315,7 @@ def _tail(path: Path, lines: int = 15) -> str:
 
 def _tails(folder: Path, roles: list[str]) -> str:
     """The end of each node's `ray start` output and of its raylet's (and GCS's) log."""
-    temp_dirs = _load_state(folder).get("temp_dirs", {})
+    temp_dirs = daemons.load_state(folder, STATE).get("temp_dirs", {})
     parts = []
     for role in roles:
         logs = Path(temp_dirs.get(role, "/nonexistent")) / "session_latest" / "logs"
@@ -425,12 +392,12 @@ def up(port: int | None = None, cpus_per_node: int = 1) -> dict[str, Any]:
     kill_worker, gets a new one), unless asked for another port or CPU count
     (ServiceError: `down` first). On failure, what this call started is stopped."""
     folder = _folder()
-    with _locked(folder):
+    with daemons.locked(folder):
         return _up(folder, port, cpus_per_node)
 
 
 def _up(folder: Path, port: int | None, cpus_per_node: int) -> dict[str, Any]:
-    state = _load_state(folder)
+    state = daemons.load_state(folder, STATE)
     head = daemons.recorded("head", folder)
     if head is not None and "port" not in state:  # ray.json lost: start afresh
         head = None
@@ -449,7 +416,7 @@ def _up(folder: Path, port: int | None, cpus_per_node: int) -> dict[str, Any]:
             raise ServiceError(f"port {port} is taken: choose another")
         state = {"port": port, "cpus_per_node": cpus_per_node}
         state["temp_dirs"] = _temp_dirs(folder, port)
-        _save_state(folder, state)
+        daemons.save_state(folder, STATE, state)
 
     # Seconds from here until each node started here had its raylet running, and until
     # the GCS listed both nodes alive.
@@ -475,7 +442,7 @@ def _up(folder: Path, port: int | None, cpus_per_node: int) -> dict[str, Any]:
     if started:
         started["both alive"] = time.monotonic() - t0
     state["node_ids"] = node_ids
-    _save_state(folder, state)
+    daemons.save_state(folder, STATE, state)
     by_id = {n["node_id"]: n for n in alive}
     nodes = [
         {
@@ -522,10 +489,10 @@ def down() -> None:
     """Stop the worker node, then the head, each by its recorded PIDs; nothing of
     either is left running. Also after a crash or kill_worker."""
     folder = _folder()
-    with _locked(folder):
+    with daemons.locked(folder):
         for role in reversed(ROLES):
             _stop_node(folder, role)
-        _remove_temp_dirs(folder, _load_state(folder))
+        _remove_temp_dirs(folder, daemons.load_state(folder, STATE))
 
 
 def kill_worker() -> None:
@@ -535,11 +502,11 @@ def kill_worker() -> None:
     broke), while the GCS lists the node dead only after its missed health checks,
     about 13 s later. Its PID files stay for `down` or `up`."""
     folder = _folder()
-    with _locked(folder):
+    with daemons.locked(folder):
         if daemons.recorded("worker", folder) is None:
             raise ServiceError("no worker node is running")
         for _ in range(5):  # one the raylet started while we were at it, again
-            procs = [p for p in _node_processes(folder, "worker") if _alive(p)]
+            procs = [p for p in _node_processes(folder, "worker") if daemons.alive(p)]
             if not procs:
                 return
             _kill(procs)
@@ -549,7 +516,7 @@ def kill_worker() -> None:
 def running() -> bool:
     """Both nodes' `ray start` run (as recorded) and the GCS takes connections."""
     folder = _folder()
-    state = _load_state(folder)
+    state = daemons.load_state(folder, STATE)
     return all(daemons.recorded(r, folder) is not None for r in ROLES) and (
         daemons.port_open(state.get("port", 0))
     )
@@ -560,12 +527,12 @@ def env_lines() -> list[str]:
     folder = _folder()
     if not running():
         raise ServiceError(f"not running (state in {folder}): `up` first")
-    return [f"export RAY_ADDRESS={shlex.quote(_address(_load_state(folder)))}"]
+    return [f"export RAY_ADDRESS={shlex.quote(_address(daemons.load_state(folder, STATE)))}"]
 
 
 def _status_lines() -> list[str]:
     folder = _folder()
-    state = _load_state(folder)
+    state = daemons.load_state(folder, STATE)
     lines = [f"state: {folder}"]
     if "port" in state and daemons.recorded("head", folder) is not None:
         lines.append(f"address: {_address(state)}")
@@ -593,28 +560,25 @@ def main(argv: list[str] | None = None) -> int:
     commands.add_parser("status", help="what runs; exit status 3 when not both")
     commands.add_parser("env", help="export lines for a shell: eval $(... env)")
     args = parser.parse_args(argv)
-    try:
-        if args.command == "up":
-            info = up(args.port or None, args.cpus)
-            for what, seconds in info["started"].items():
-                print(f"{what}: {seconds:.1f} s")
-            if not info["started"]:
-                print("already running")
-            for node in info["nodes"]:
-                print(f"{node['role']}: node {node['node_id']}, {node['num_cpus']:g} CPU")
-            print("\n".join(env_lines()))
-        elif args.command == "down":
-            down()
-            print("stopped")
-        elif args.command == "status":
-            print("\n".join(_status_lines()))
-            return 0 if running() else 3
-        else:
-            print("\n".join(env_lines()))
-    except ServiceError as e:
-        print(f"ray_cluster.py {args.command}: {e}", file=sys.stderr)
-        return 1
-    return 0
+
+    def start_both() -> None:
+        info = up(args.port or None, args.cpus)
+        for what, seconds in info["started"].items():
+            print(f"{what}: {seconds:.1f} s")
+        if not info["started"]:
+            print("already running")
+        for node in info["nodes"]:
+            print(f"{node['role']}: node {node['node_id']}, {node['num_cpus']:g} CPU")
+
+    return daemons.run_command(
+        "ray_cluster.py",
+        args.command,
+        up=start_both,
+        down=down,
+        status=_status_lines,
+        running=running,
+        env=env_lines,
+    )
 
 
 if __name__ == "__main__":

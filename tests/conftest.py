@@ -223,6 +223,7 @@ def workdir(tmp_path: Path) -> Path:
 # come before a good job, which must come out intact.
 CASES = [
     *("fault_crash", "fault_segfault", "fault_raise", "fault_raise_on_load", "fault_oom"),
+    "fault_raise",  # planned twice: the same job, run once though it failed (DUPLICATE)
     *("fault_hang", "good"),
     *("leaky_control", "leaky_1", "leaky_2", "spawned"),
     *("xla_lazy_cold", "xla_openxla_cold", "xla_openxla_warm"),
@@ -247,6 +248,7 @@ CASES = [
 ]
 
 
+DUPLICATE = (2, 5)  # the numbers of CASES' two fault_raise jobs
 ZYGOTES_INDUCTOR_CACHE = "zygotes-inductor-cache"  # the cases sweep's, under its folder
 
 

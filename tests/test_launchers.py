@@ -44,14 +44,15 @@ SWEEP = [
     "model=sleepy,fault_raise",
     "model.size=tiny",
     "repeat=2,3",
-    # sleepy sleeps 0.25 s a step: 6.5-9.5 s per ok job (cold step, warm-up, 2-3 repeats
-    # of 12) on any CPU and under any load, long enough that jobs given to two workers
-    # at once overlap in time (the check that they never share a core). A compute-bound
-    # step is not: bfloat16 matmuls took ~1 s on a VM without AVX-512 and 0.2 s with it.
-    # joblib's second worker starts its job late while the suite's other runs import:
-    # at 1.5-2 s a job it once started (3.05 s) after the first ended (2.72 s), and at
-    # 3.5-5 s a job, 6.2 s after the first started (it had ended at 3.7 s).
-    "iterations_per_run=12",
+    # sleepy sleeps 0.25 s a step: 12.5-18.5 s per ok job (cold step, warm-up, 2-3
+    # repeats of 24) on any CPU and under any load, long enough that jobs given to two
+    # workers at once overlap in time (the check that they never share a core). A
+    # compute-bound step is not: bfloat16 matmuls took ~1 s on a VM without AVX-512 and
+    # 0.2 s with it. joblib's second worker starts its job late while the suite's other
+    # runs import (its zygotes start in its first job's gap): at 1.5-2 s a job it once
+    # started (3.05 s) after the first ended (2.72 s), at 3.5-5 s a job 6.2 s after the
+    # first started (it had ended at 3.7 s), and at 6.5-9.5 s a job 7.3 s after (7.0 s).
+    "iterations_per_run=24",
     "warmup=1",
     "cpus_per_job=1",
 ]

@@ -27,6 +27,7 @@ from tests.conftest import (
     wait_for_text,
 )
 
+from benchflow.backends.inductor import ISA_CHECK, ISA_CHECK_NAME
 from benchflow.runner.zygote import KINDS
 
 # The probe cases (tests.models.faults.ZygoteProbe) and the zygote each forks from.
@@ -112,8 +113,19 @@ def test_compiled_jobs_fork_from_a_zygote_that_imported_the_compile_stack(
     # eager training too: building its optimizer imports dynamo, which it finds imported
     assert cases_sweep.case("tb_mlp_train")["timing"]["preloaded"] == stack
     # Inductor's own: the same, and its C++ toolchain checked (a call, run in the zygote)
-    inductor = cases_sweep.case("zygote_probe_inductor")["timing"]["preloaded"]
-    assert inductor[: len(stack)] == stack and inductor[-1].endswith("check_vec_isa()")
+    inductor = cases_sweep.case("zygote_probe_inductor")["timing"]
+    assert inductor["preloaded"][: len(stack)] == stack
+    assert inductor["preloaded"][-1] == ISA_CHECK
+    # The sweep's cache (BENCHFLOW_CACHE_DIR) began empty: the zygote ran the check, the
+    # row and the report say so, and its answer is kept for the machine's next sweeps.
+    check = inductor["machine_checks"][ISA_CHECK]
+    assert check["from_cache"] is False and check["s"] > 0.1, check
+    (kept,) = (cases_sweep.cwd / "cache" / "machine").glob("inductor-vec-isa-*.json")
+    assert json.loads(kept.read_text())["valid"]
+    (sweep,) = cases_sweep.result.sweep_dirs
+    notes = (sweep / "report" / "report.md").read_text()
+    assert f"{ISA_CHECK_NAME} ran in this sweep ({check['s']:.1f} s" in notes
+    assert cases_sweep.case("good")["timing"]["machine_checks"] == {}  # the torch zygote ran none
 
 
 def test_the_compile_stack_zygotes_start_nothing(cases_sweep: SessionSweep) -> None:

@@ -128,11 +128,7 @@ def test_a_writer_killed_mid_line_leaves_a_tail_readers_ignore_and_the_next_appe
     ignore the torn tail, and the next append cuts it off (kept in results.jsonl.torn)
     before it writes, so every line of the file is a whole row again."""
     path = tmp_path / "results.jsonl"
-    rows = [
-        build_row(dataclasses.replace(_job(), num=i, config=_cfg(seed=i)), status=Status.OK,
-                  error=None, child=_child())
-        for i in range(3)
-    ]  # fmt: skip
+    rows = _three_rows()
     record_row(path, rows[0])
     line = (json.dumps(rows[1].to_dict()) + "\n").encode()
     half = line[: len(line) // 2]
@@ -196,6 +192,15 @@ def _child() -> ChildResult:
         verification_code="PASS",
         child_wall_s=7.0,
     )
+
+
+def _three_rows() -> list[ResultRow]:
+    """Three ok rows of three jobs (seeds 0, 1, 2)."""
+    return [
+        build_row(dataclasses.replace(_job(), num=i, config=_cfg(seed=i)), status=Status.OK,
+                  error=None, child=_child())
+        for i in range(3)
+    ]  # fmt: skip
 
 
 def test_a_row_reads_back_as_it_was_written() -> None:
@@ -341,11 +346,7 @@ def test_known_rows_parses_only_what_was_appended_and_rereads_a_rewrite(tmp_path
     from benchflow.results import io
 
     path = tmp_path / "results.jsonl"
-    rows = [
-        build_row(dataclasses.replace(_job(), num=i, config=_cfg(seed=i)), status=Status.OK,
-                  error=None, child=_child())
-        for i in range(3)
-    ]  # fmt: skip
+    rows = _three_rows()
     assert io.known_rows(path) == []  # no file yet
     for row in rows[:2]:
         record_row(path, row)

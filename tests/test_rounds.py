@@ -145,10 +145,11 @@ def test_rounds_launch_runs_of_consecutive_jobs_with_a_process_left() -> None:
     assert rounds.launches(jobs, 1, 10) == [(0, [["x=0"]]), (2, [["x=2"], ["x=3"]])]
     assert rounds.launches(jobs, 2, 10) == [(0, [["x=0"]]), (3, [["x=3"]])]
     assert rounds.count([_job(0, repeat=3), _job(1, interleave=False)]) == 1
-    # a job with an earlier one's fingerprint runs only in the last round, to be kept
+    # a job with an earlier one's fingerprint is never launched: the first is the job
     twice = [_job(0), _job(1, repeat=3), _job(2), _job(3, processes=2, seed=7)]
-    repeats = rounds.repeats_of(twice)
-    assert repeats == {2}
-    assert [first for first, _ in rounds.launches(twice, 0, 10, repeats)] == [0, 3]
-    assert rounds.launches(twice, 1, 10, repeats) == [(0, [["x=0"]]), (3, [["x=3"]])]
-    assert rounds.launches(twice, 2, 10, repeats) == [(0, [["x=0"]]), (2, [["x=2"]])]
+    duplicates = rounds.duplicates_of(twice)
+    assert duplicates == {2: 0}
+    assert rounds.launches(twice, 0, 10, duplicates) == [(0, [["x=0"], ["x=1"]]), (3, [["x=3"]])]
+    assert rounds.launches(twice, 1, 10, duplicates) == [(0, [["x=0"]]), (3, [["x=3"]])]
+    assert rounds.launches(twice, 2, 10, duplicates) == [(0, [["x=0"]])]
+    assert rounds.duplicates_of([_job(0, interleave=False), _job(1, interleave=False)]) == {1: 0}

@@ -86,15 +86,27 @@ def test_sync_rejects_a_missing_file(tmp_path: Path) -> None:
     ("model", "test", "dtype", "source"),
     [
         ("llama", "eval", "bfloat16", "suite"),
-        ("tts_angular", "eval", "amp", "suite"),  # force_amp_for_fp16_bf16_models
+        ("tts_angular", "eval", "bfloat16", "suite"),  # force_amp_…: no AMP on a CPU
         ("vision_maskrcnn", "eval", "float16", "suite"),  # force_fp16_for_bf16_models
-        ("dlrm", "train", "amp", "suite"),  # training always AMP
-        ("modded_nanogpt", "train", "amp_bf16", "suite"),  # amp_dtype_bfloat16
+        ("dlrm", "train", "float32", "suite"),  # training on a CPU: float32, as XR
+        ("modded_nanogpt", "train", "float32", "suite"),
     ],
 )
 def test_dtype_rules(model: str, test: str, dtype: str, source: str) -> None:
     d = decide(tb(), model, test, "cpu", None, None)
     assert (d.dtype, d.dtype_source) == (dtype, source)
+
+
+@pytest.mark.parametrize(
+    ("model", "dtype"),
+    [("dlrm", "amp"), ("modded_nanogpt", "amp_bf16"), ("llama", "amp")],  # amp_dtype_bfloat16
+)
+def test_training_on_cuda_is_amp_and_a_given_dtype_wins_on_a_cpu(model: str, dtype: str) -> None:
+    """Training runs in AMP on CUDA (the suite's rule); on a CPU `dtype=amp` is asked."""
+    assert decide(tb(), model, "train", "cuda", None, None).dtype == dtype
+    assert decide(tb(), "tts_angular", "eval", "cuda", None, None).dtype == "amp"
+    given = decide(tb(), model, "train", "cpu", "amp", None)
+    assert (given.dtype, given.dtype_source) == ("amp", "user")
 
 
 def test_user_dtype_always_wins_and_builtin_suite_is_float32() -> None:

@@ -104,11 +104,12 @@ def test_a_bad_models_list_line_names_the_file_and_line(tmp_path: Path) -> None:
     [
         # the list's 32, halved by batch_size.divisors; inference in bfloat16
         (["suite=huggingface", "model=BertForMaskedLM"], 16, "suite", "bfloat16", "suite"),
-        (["suite=huggingface", "model=BertForMaskedLM", "test=train"], 16, "suite", "amp", "suite"),
+        (["suite=huggingface", "model=BertForMaskedLM", "test=train"], 16, "suite", "float32",
+         "suite"),
         # only_fp32
         (["suite=huggingface", "model=GoogleFnet"], 16, "suite", "float32", "suite"),
         (["suite=timm", "model=mobilevit_s"], 64, "suite", "bfloat16", "suite"),  # 128 / 2
-        (["suite=timm", "model=ghostnet_100", "test=train"], 512, "suite", "amp", "suite"),
+        (["suite=timm", "model=ghostnet_100", "test=train"], 512, "suite", "float32", "suite"),
         (["suite=timm", "model=ghostnet_100", "batch_size=4", "dtype=float32"], 4, "user",
          "float32", "user"),
     ],
@@ -287,7 +288,7 @@ def _check_timed(row: dict[str, Any], suite: str, dtype: str) -> None:
 @pytest.mark.full
 def test_a_real_huggingface_model_trains_offline(tmp_path: Path) -> None:
     rows = _by_model(run_cli(HUGGINGFACE, tmp_path))
-    _check_timed(rows["ElectraForCausalLM"], "huggingface", "amp")
+    _check_timed(rows["ElectraForCausalLM"], "huggingface", "float32")  # training, CPU
     skipped = rows["GPTJForCausalLM"]
     assert skipped["status"] == "skipped" and "`skip.all`" in skipped["error"]
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import psutil
 from mlflow.tracking import MlflowClient
-from tests.conftest import SessionSweep, sweep_runs
+from tests.conftest import CASES, DUPLICATE, SessionSweep, sweep_runs
 
 HANG_MARKER = "import time; time.sleep(3600)"  # the Hang model's grandchild
 
@@ -64,6 +64,30 @@ def test_the_good_job_after_the_bad_ones_is_intact(cases_sweep: SessionSweep) ->
     assert row["model"]["model_source"] == "builtin"
     assert row["provenance"]["versions"]["torch"] == "2.9.0"
     assert len(row["job"]["fingerprint"]) == 64
+
+
+def test_a_job_planned_twice_runs_once_though_it_failed(cases_sweep: SessionSweep) -> None:
+    """Two grid points of one fingerprint are one job: the sweep launches the first only,
+    and says so before it starts; its failure does not make the second run it again
+    (retry=failed is for a resumed sweep's jobs)."""
+    first, second = DUPLICATE
+    assert CASES[first] == CASES[second] == "fault_raise"
+    row = cases_sweep.case("fault_raise")  # exactly one row of it
+    assert row["status"] == "failed" and row["job"]["num"] == first
+    total = len(CASES)
+    (said,) = [
+        line
+        for line in cases_sweep.result.stderr.splitlines()
+        if line.startswith(f"[{second + 1}/{total}] ") and "the same job as" in line
+    ]
+    assert said.split(":")[0].split()[1:2] == ["+case=fault_raise"], said
+    assert f"the same job as [{first + 1}/{total}] (+case=fault_raise" in said
+    (sweep,) = cases_sweep.result.sweep_dirs
+    assert (sweep / str(first)).is_dir() and not (sweep / str(second)).exists()
+    _, children = sweep_runs(cases_sweep.tracking_uri)
+    fingerprint = row["job"]["fingerprint"]
+    runs = [c for c in children if c.data.tags.get("config_fingerprint") == fingerprint]
+    assert [c.info.run_id for c in runs] == [row["job"]["mlflow_run_id"]]
 
 
 def test_job_folders_hold_config_result_and_logs(cases_sweep: SessionSweep) -> None:

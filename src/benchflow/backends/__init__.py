@@ -22,7 +22,13 @@ for _info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
     if _info.name not in _NOT_BACKENDS:
         importlib.import_module(f"{__name__}.{_info.name}")
 
+from benchflow.backends.inductor import ISA_CHECK, ISA_CHECK_NAME  # noqa: E402
+
+# The machine checks a zygote may run before its jobs (runner/zygote.py KINDS), in words.
+MACHINE_CHECKS = {ISA_CHECK: ISA_CHECK_NAME}
+
 __all__ = [
+    "MACHINE_CHECKS",
     "REGISTRY",
     "Backend",
     "DynamoBackend",

@@ -27,6 +27,7 @@ class Inductor(DynamoBackend):
 # each time, as Inductor does. The switch does not answer whether AVX-512 has bf16
 # (one more build and load, 1-2 s), so the zygote still asks that, as before.
 ISA_CHECK = "benchflow.backends.inductor.check_vec_isa()"  # the inductor zygote's preload
+ISA_CHECK_NAME = "Inductor's C++ vector-ISA check (valid_vec_isa_list)"
 
 
 def _isa_facts() -> dict[str, Any]:

@@ -32,6 +32,7 @@ from benchflow.core.job import JobSpec
 from benchflow.core.layout import JobDir
 from benchflow.core.status import Status
 from benchflow.harness.process import (
+    ENV_MACHINE_CHECKS,
     die_with_parent,
     limit_memory,
     seed_everything,
@@ -243,6 +244,7 @@ def run(cfg: BenchConfig, backend: type[Backend], out_dir: Path) -> ChildResult:
             launch=os.environ.get("BENCHFLOW_LAUNCH", "spawn"),
             # forked: what the zygote had imported (the rest was imported in the job)
             preloaded=[m for m in os.environ.get("BENCHFLOW_PRELOADED", "").split(",") if m],
+            machine_checks=json.loads(os.environ.get(ENV_MACHINE_CHECKS) or "{}"),
             shared_build_s=prebuilt.taken_build_s(),
             timer_resolution_s=time.get_clock_info("perf_counter").resolution,
         ),

@@ -63,6 +63,8 @@ def limit_memory(gb: float) -> None:
 
 
 ENV_PARENT = "BENCHFLOW_PARENT_PID"  # the process that waits for this job's child
+# In a forked job: the machine checks its zygote ran, as JSON (runner/zygote.py _CHECKS)
+ENV_MACHINE_CHECKS = "BENCHFLOW_MACHINE_CHECKS"
 PR_SET_PDEATHSIG = 1  # prctl(2): the signal this process gets when its parent dies
 
 

@@ -142,6 +142,16 @@ class Report:
     def phase_totals(self) -> dict[str, float]:
         return {k: sum(t.phases.get(k, 0.0) for t in self.time_spent) for k in PHASES}
 
+    @property
+    def dtypes(self) -> str:
+        """The dtypes its jobs ran in, by test, each with who chose it (suite, user...)."""
+        found = dict.fromkeys(
+            f"{x.test} {x.dtype} ({x.dtype_source or 'not recorded'})"
+            for x in (e.row.experiment for e in self.entries)
+            if x.dtype
+        )
+        return ", ".join(found) or "none recorded"
+
     def lookup(self) -> dict[tuple[str, str, str], Entry]:
         return {e.key: e for e in self.entries}
 
@@ -301,6 +311,7 @@ def build_report(
             "their processes ran the same reference step more than 10% apart, which "
             "widens their intervals"
         )
+    notes += _machine_checks_run(rows)
     biased = sum(bool(e.flags) for e in entries)
     if biased:
         notes.append(
@@ -379,3 +390,20 @@ def _why_left_out(e: Entry) -> str:
 def _geomean_ci(in_geomean: list[Entry]) -> Interval | None:
     """The geomean speedup's interval: every model's baseline and own samples resampled."""
     return geomean_ratio_ci([(e.baseline, e.timed) for e in in_geomean])
+
+
+def _machine_checks_run(rows: Sequence[ResultRow]) -> list[str]:
+    """A note for each machine check a zygote of the sweep ran rather than read from the
+    machine's cache (runner/zygote.py): a cold machine's first sweep pays it once,
+    before its first job of that kind."""
+    took: dict[str, float] = {}
+    for row in rows:
+        for name, check in (row.timing.machine_checks if row.timing else {}).items():
+            if not check.get("from_cache"):
+                took[name] = max(took.get(name, 0.0), float(check.get("s") or 0.0))
+    return [
+        f"{backends.MACHINE_CHECKS.get(name, name)} ran in this sweep ({s:.1f} s before its "
+        "first job of that kind); later sweeps on this machine read its answer from "
+        "benchflow's cache"
+        for name, s in sorted(took.items())
+    ]

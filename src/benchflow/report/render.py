@@ -13,6 +13,7 @@ from benchflow.report.entry import Entry
 from benchflow.report.model import Meta, Report, Summary
 from benchflow.results.intervals import Interval
 from benchflow.results.phases import MODEL_WORK, PHASES
+from benchflow.suite.rules import DTYPE_RULE
 
 ENTRY_HEADER = [
     "model",
@@ -183,6 +184,7 @@ def definitions(report: Report) -> str:
         f"speedup: {report.baseline} time / this time (> 1 is faster), with its 95% interval "
         "(Welch's t over both jobs' log process medians; bootstrap over their repeats for "
         "jobs timed in one process); "
+        f"dtype: {DTYPE_RULE} (this report's: {report.dtypes}); "
         "compile: first call minus a steady step; "
         f"memory ratio: {report.baseline} peak / this peak; "
         "passrate: ran ok and accuracy did not fail, over models not skipped; "

@@ -71,6 +71,9 @@ class Timing:
     compile_cache: str | None = None
     launch: str | None = None  # spawn | fork
     preloaded: list[str] = field(default_factory=list)  # forked: what the zygote imported
+    # forked: the machine checks the zygote ran before it (Inductor's vector-ISA check),
+    # each {"from_cache": answered from the machine's cache, "s": seconds it took}
+    machine_checks: dict[str, dict[str, Any]] = field(default_factory=dict)
     # share_build: seconds the model's build took in the interpreter the job forked from
     # (null: the job built its own model)
     shared_build_s: float | None = None

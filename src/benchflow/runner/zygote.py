@@ -87,7 +87,7 @@ import psutil
 
 from benchflow.backends.inductor import ISA_CHECK
 from benchflow.core.cpus import ENV_CPUS, pin_self
-from benchflow.harness.process import ENV_PARENT
+from benchflow.harness.process import ENV_MACHINE_CHECKS, ENV_PARENT
 
 log = logging.getLogger(__name__)
 
@@ -340,14 +340,23 @@ def _start(name: str, cores: list[int] | None) -> Zygote:
     return Zygote(name, cores)
 
 
+# The checks this zygote ran (KINDS' "module.function()" entries): whether the answer
+# came from the machine's cache, and how long the check took. Its forked jobs record them
+# (ENV_MACHINE_CHECKS; the row's timing.machine_checks).
+_CHECKS: dict[str, dict[str, Any]] = {}
+
+
 def _preload(name: str) -> None:
-    """Import a module, or call a check ("module.function()", see KINDS)."""
+    """Import a module, or call a check ("module.function()", see KINDS: it returns True
+    when it answered from the machine's cache)."""
     if not name.endswith("()"):
         importlib.import_module(name)
         return
     module, _, function = name[:-2].rpartition(".")
+    start = time.perf_counter()
     with _scratch_inductor_cache():
-        getattr(importlib.import_module(module), function)()
+        cached = getattr(importlib.import_module(module), function)()
+    _CHECKS[name] = {"from_cache": bool(cached), "s": round(time.perf_counter() - start, 3)}
 
 
 @contextlib.contextmanager
@@ -423,6 +432,8 @@ def _run_child(request: dict[str, Any], preloaded: tuple[str, ...], zygote_pid: 
     os.environ["BENCHFLOW_LAUNCH"] = "fork"  # the row says how the child started
     os.environ[ENV_PARENT] = str(zygote_pid)  # it dies with the zygote (die_with_parent)
     os.environ[ENV_PRELOADED] = ",".join(preloaded)
+    if _CHECKS:
+        os.environ[ENV_MACHINE_CHECKS] = json.dumps(_CHECKS)
     os.chdir(request["cwd"])
     sys.argv = [sys.executable, "-m", "benchflow.harness", request["job"]]
     from benchflow.harness.child import main

@@ -2,8 +2,10 @@
 
 Applied as PyTorch/XLA's experiment runner applies torchbench.yaml (seed 003):
 - inference runs in bfloat16, unless the model is in
-  dtype.force_amp_for_fp16_bf16_models (AMP) or dtype.force_fp16_for_bf16_models
-  (float16); training always uses AMP (bfloat16 AMP for dtype.amp_dtype_bfloat16);
+  dtype.force_amp_for_fp16_bf16_models (AMP, off a CPU) or
+  dtype.force_fp16_for_bf16_models (float16); training uses AMP off a CPU (bfloat16
+  AMP for dtype.amp_dtype_bfloat16) and float32 on one: the runner never autocasts on
+  a CPU (TRAINING_ON_CPU);
 - the batch size is batch_size.{training,inference}[model] (for huggingface and
   timm: their models list's), divided by batch_size.divisors[model] as their runners
   divide it, unless the user set one; dont_change_batch_size wins over both (such
@@ -24,6 +26,17 @@ from typing import Any
 from benchflow.config.schema import SuiteConfig
 
 TEST_KEY = {"train": "training", "eval": "inference"}
+
+# The dtype rule a report states (report/render.py definitions), in words.
+DTYPE_RULE = (
+    "eval in bfloat16 (float16 for the models the suite lists; AMP for others it lists, "
+    "off a CPU), training in float32 on a CPU and in AMP off one, float32 for the suite's "
+    "only_fp32 models and the built-in suite; dtype= given wins"
+)
+# Training on a CPU: float32, as PyTorch/XLA's experiment runner (it never autocasts on a
+# CPU) and PyTorch's CPU dashboards; AMP there is bfloat16 autocast, whose speed differs
+# about 20x between CPUs with and without AVX-512 BF16: dtype=amp asks for it.
+TRAINING_ON_CPU = "float32"
 
 
 @dataclass(frozen=True)
@@ -80,10 +93,12 @@ def decide(
         dtype, dtype_source = "float32", "model"
     elif listed(rules, "only_fp32", model):
         dtype, dtype_source = "float32", "suite"
+    elif test == "train" and accelerator == "cpu":
+        dtype, dtype_source = TRAINING_ON_CPU, "suite"
     elif test == "train":
         amp_bf16 = listed(rules, "dtype.amp_dtype_bfloat16", model)
         dtype, dtype_source = ("amp_bf16" if amp_bf16 else "amp"), "suite"
-    elif listed(rules, "dtype.force_amp_for_fp16_bf16_models", model):
+    elif accelerator != "cpu" and listed(rules, "dtype.force_amp_for_fp16_bf16_models", model):
         dtype, dtype_source = "amp", "suite"
     elif listed(rules, "dtype.force_fp16_for_bf16_models", model):
         dtype, dtype_source = "float16", "suite"

@@ -16,6 +16,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
+from benchflow.core.job import Job
 from benchflow.core.units import format_interval, format_time
 from benchflow.results.headline import headline_of, median_time
 from benchflow.results.row import ResultRow
@@ -46,6 +47,18 @@ def running(enabled: bool, num: int, total: int, name: str) -> Iterator[None]:
 def note(text: str) -> None:
     """A line about the sweep itself (waiting for CPUs, and such)."""
     console.print(f"[dim]{text}[/]", soft_wrap=True)
+
+
+def duplicate(job: Job, first: Job, total: int) -> None:
+    """A job planned twice (its fingerprint an earlier job's): launched once, as the
+    first; said before the sweep launches anything."""
+    from rich.markup import escape
+
+    console.print(
+        f"[{job.num + 1}/{total}] [dim]{escape(' '.join(job.overrides))}: the same job as "
+        f"[{first.num + 1}/{total}] ({escape(' '.join(first.overrides))}), run once as it[/]",
+        soft_wrap=True,
+    )
 
 
 def report(row: ResultRow, num: int, total: int, tally: Counter[str]) -> None:

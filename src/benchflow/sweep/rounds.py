@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -51,36 +51,33 @@ def count(jobs: Sequence[Job]) -> int:
     return max((job.config.process_count for job in jobs if interleaved(job)), default=1)
 
 
-def repeats_of(jobs: Sequence[Job]) -> set[int]:
-    """The interleaved jobs with the fingerprint of an earlier one (xla=auto,PJRT plans
-    openxla twice): a sweep run back to back keeps the second, the first's row recorded
-    by then; in rounds it would run its processes beside the first's."""
-    seen: set[str] = set()
-    out = set()
+def duplicates_of(jobs: Sequence[Job]) -> dict[int, int]:
+    """The jobs with the fingerprint of an earlier one, each with the number of the first
+    (xla=auto,PJRT plans openxla twice): the same job, so the sweep launches it once,
+    whatever its outcome, and the first's row is the one row of both."""
+    first: dict[str, int] = {}
+    out: dict[int, int] = {}
     for job in sorted(jobs, key=lambda j: j.num):
-        if interleaved(job):
-            fp = job.fingerprint
-            if fp in seen:
-                out.add(job.num)
-            seen.add(fp)
+        fp = job.fingerprint
+        if fp in first:
+            out[job.num] = first[fp]
+        else:
+            first[fp] = job.num
     return out
 
 
 def launches(
-    jobs: Sequence[Job], index: int, size: int, repeats: set[int] | None = None
+    jobs: Sequence[Job], index: int, size: int, duplicates: Collection[int] = ()
 ) -> list[tuple[int, list[list[str]]]]:
     """Round `index`'s launches: (the first job's number, the jobs' overrides), each a
     run of consecutive job numbers, at most `size` long. The first round launches every
-    job; a later one, the interleaved jobs with a process for it. A job in `repeats`
-    (repeats_of) waits for the last round, where the first of its fingerprint has its
-    row, and is kept."""
-    last = count(jobs) - 1
+    job; a later one, the interleaved jobs with a process for it. A job in `duplicates`
+    (duplicates_of) is never launched."""
     out: list[tuple[int, list[list[str]]]] = []
     for job in sorted(jobs, key=lambda j: j.num):
-        if repeats and job.num in repeats:
-            if index != last:
-                continue
-        elif index and not (interleaved(job) and job.config.process_count > index):
+        if job.num in duplicates:
+            continue
+        if index and not (interleaved(job) and job.config.process_count > index):
             continue
         if out and out[-1][0] + len(out[-1][1]) == job.num and len(out[-1][1]) < size:
             out[-1][1].append(list(job.overrides))

@@ -115,8 +115,7 @@ def run_job(cfg: DictConfig) -> ResultRow | None:
         if state.recorded:
             return previous  # recorded in an earlier round (a process did not end ok)
     if previous is not None and not previous.status.runs_again(job.config.retry):
-        # once: in the first round, or a job planned twice in the round it is launched
-        if round_ is None or round_.index == 0 or previous.job.num != job.num:
+        if round_ is None or round_.index == 0:  # said once, in the first round
             progress.kept(previous, where.num, where.total, job.config.retry)
         return previous  # resume: the recorded result stands
     config_to_yaml(job.config, where.job_dir.config)

@@ -92,6 +92,67 @@ def default_tracking_uri(project_dir: Path) -> str:
     return f"sqlite:///{(project_dir / 'mlflow.db').resolve()}"
 
 
+def seed_sqlite_store(uri: str) -> bool:
+    """Make a new SQLite store a copy of an empty one at MLflow's schema head.
+
+    MLflow creates a new SQLite store by running each of its schema migrations, about
+    1.7 CPU-seconds and the first thing every sweep in a new folder waits for. The
+    migrated, empty database is kept once per MLflow version under the cache
+    (core/layout.cache_root) and copied; MLflow then opens it as a store whose tables
+    exist (it still checks their revision, and makes its Default experiment as for a new
+    one). True when the store was seeded; False, and MLflow creates it as before, when
+    the URI is not a file of SQLite, the file exists, or anything here fails."""
+    import os
+    import shutil
+
+    prefix = "sqlite:///"
+    if not uri.startswith(prefix) or "?" in uri:
+        return False
+    target = Path(uri[len(prefix) :])
+    if target.exists() or not target.parent.is_dir():
+        return False
+    try:
+        template = _empty_store_template()
+        staged = target.with_name(f".{target.name}.{os.getpid()}.seed")
+        shutil.copyfile(template, staged)
+        try:
+            os.link(staged, target)  # only where no store is yet: never over one
+        except FileExistsError:
+            return False
+        finally:
+            staged.unlink(missing_ok=True)
+    except Exception as exc:  # MLflow's own creation is the fallback
+        log.debug("MLflow store not seeded (%s): MLflow creates it", exc)
+        return False
+    return True
+
+
+def _empty_store_template() -> Path:
+    """The cached empty store of this MLflow version, made on first use."""
+    import os
+
+    import mlflow
+
+    from benchflow.core.layout import cache_root
+
+    path = cache_root() / "mlflow" / f"empty-store-{mlflow.__version__}.db"
+    if path.exists():
+        return path
+    import sqlalchemy
+    from mlflow.store.db.utils import _initialize_tables
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staged = path.with_name(f".{path.name}.{os.getpid()}")
+    staged.unlink(missing_ok=True)
+    engine = sqlalchemy.create_engine(f"sqlite:///{staged}")
+    try:
+        _initialize_tables(engine)  # MLflow's own migrations, to its head
+    finally:
+        engine.dispose()
+    os.replace(staged, path)
+    return path
+
+
 def flatten(data: Any, prefix: str = "") -> dict[str, Any]:
     """Nested dicts -> {"a.b": value}."""
     if not isinstance(data, dict):
@@ -176,6 +237,7 @@ class Tracker:
         from mlflow.tracking import MlflowClient
 
         self.uri = cfg.tracking_uri or default_tracking_uri(project_dir)
+        seed_sqlite_store(self.uri)
         self.client = RetryingClient(MlflowClient(tracking_uri=self.uri))
         exp = self.client.get_experiment_by_name(cfg.experiment)
         if exp is not None:

@@ -104,7 +104,10 @@ class BenchflowSweeper(BasicSweeper):
         size = self.max_batch_size or len(jobs) or 1
         sweep = SweepDir(sweep_dir)
         count, token = rounds.count(jobs), rounds.new_token()
-        repeats = rounds.repeats_of(jobs) if count > 1 else set()
+        duplicates = rounds.duplicates_of(jobs)
+        by_num = {job.num: job for job in jobs}
+        for num, first in duplicates.items():
+            progress.duplicate(by_num[num], by_num[first], len(jobs))
         rounds.end(sweep)  # a killed launch's round, if it left one
         returns = []
         try:
@@ -112,7 +115,7 @@ class BenchflowSweeper(BasicSweeper):
                 if count > 1:
                     rounds.begin(sweep, index, count, token)
                     progress.note(f"round {index + 1} of {count}: each job's process {index + 1}")
-                for first, batch in rounds.launches(jobs, index, size, repeats):
+                for first, batch in rounds.launches(jobs, index, size, duplicates):
                     results = self.launcher.launch(batch, initial_job_idx=first)
                     for result in results:
                         _ = result.return_value  # raises what a job raised, as Hydra's

@@ -1,0 +1,71 @@
+"""A new SQLite store is a copy of MLflow's own empty one (tracking/mlflow_runs.py
+seed_sqlite_store): the same tables at the same schema revision, opened by MLflow as a
+new store, and never written over an existing one."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from benchflow.tracking.mlflow_runs import seed_sqlite_store
+
+
+def _schema(db: Path) -> tuple[dict[str, list[str]], list[str]]:
+    """Each table's and index's definition, and the alembic revision. A definition is
+    its SQL's lines, sorted: MLflow's migrations list one table's constraints in no
+    fixed order (two stores it made itself can differ so)."""
+    with sqlite3.connect(db) as con:
+        objects = con.execute("SELECT name, sql FROM sqlite_master WHERE sql IS NOT NULL")
+        definitions = {
+            name: sorted(line.strip().rstrip(",") for line in sql.splitlines())
+            for name, sql in objects
+        }
+        revision = [r[0] for r in con.execute("SELECT version_num FROM alembic_version")]
+    return definitions, revision
+
+
+def _experiments(uri: str) -> list[tuple[str, str, str]]:
+    from mlflow.tracking import MlflowClient
+
+    return [
+        (e.experiment_id, e.name, e.artifact_location)
+        for e in MlflowClient(tracking_uri=uri).search_experiments()
+    ]
+
+
+def test_a_seeded_store_is_mlflows_own_new_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("BENCHFLOW_CACHE_DIR", str(tmp_path / "cache"))
+    own, seeded = tmp_path / "own", tmp_path / "seeded"
+    own.mkdir()
+    seeded.mkdir()
+    monkeypatch.chdir(own)
+    own_experiments = _experiments(f"sqlite:///{own / 'mlflow.db'}")  # MLflow migrates
+    monkeypatch.chdir(seeded)
+    assert seed_sqlite_store(f"sqlite:///{seeded / 'mlflow.db'}")
+    assert _schema(seeded / "mlflow.db") == _schema(own / "mlflow.db")
+    assert _schema(seeded / "mlflow.db")[1]  # at a revision, MLflow's head
+    # Opened as a new store: its Default experiment is made here, for this folder.
+    seeded_experiments = _experiments(f"sqlite:///{seeded / 'mlflow.db'}")
+    assert [e[:2] for e in seeded_experiments] == [e[:2] for e in own_experiments]
+    assert seeded_experiments[0][2] == str(seeded / "mlruns" / "0")
+    templates = list((tmp_path / "cache" / "mlflow").glob("*.db"))
+    assert len(templates) == 1 and not list(seeded.glob(".*seed"))
+
+
+def test_an_existing_store_or_another_uri_is_left_to_mlflow(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("BENCHFLOW_CACHE_DIR", str(tmp_path / "cache"))
+    db = tmp_path / "mlflow.db"
+    db.write_bytes(b"not a template")
+    assert not seed_sqlite_store(f"sqlite:///{db}")
+    assert db.read_bytes() == b"not a template"
+    assert not seed_sqlite_store(f"sqlite:///{tmp_path / 'absent' / 'mlflow.db'}")
+    assert not (tmp_path / "absent").exists()
+    assert not seed_sqlite_store("http://127.0.0.1:5000")
+    assert not seed_sqlite_store(f"sqlite:///{tmp_path / 'x.db'}?mode=ro")
+    assert not (tmp_path / "cache").exists()  # nothing made for what was not seeded
