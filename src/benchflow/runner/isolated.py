@@ -123,7 +123,7 @@ def run_isolated(
             return _timed_out(timeout_s, time.perf_counter() - start)
         except KeyboardInterrupt:
             _kill_tree(proc)
-            return _interrupted(time.perf_counter() - start)
+            return interrupted(time.perf_counter() - start)
         # Grandchildren (compile workers) must not outlive their job.
         _kill_tree(proc)
     ended = time.perf_counter()
@@ -134,7 +134,8 @@ def _timed_out(timeout_s: float, wall: float) -> Outcome:
     return Outcome(Status.TIMEOUT, f"no result after timeout_s={timeout_s:g}", None, wall, None)
 
 
-def _interrupted(wall: float) -> Outcome:
+def interrupted(wall: float) -> Outcome:
+    """Ctrl-C or SIGTERM to the sweep while the job ran."""
     return Outcome(
         Status.INTERRUPTED, "interrupted (Ctrl-C or SIGTERM to the sweep)", None, wall, None
     )
@@ -178,7 +179,7 @@ def _run_forked(
         return Outcome(Status.CRASHED, error, None, wall, None)
     except KeyboardInterrupt:
         _reap(zygote, pid)
-        return _interrupted(time.perf_counter() - start)
+        return interrupted(time.perf_counter() - start)
     if returncode is None:
         _reap(zygote, pid)
         return _timed_out(timeout_s, time.perf_counter() - start)

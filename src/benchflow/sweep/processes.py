@@ -14,7 +14,7 @@ from benchflow.core.files import write_json_atomic
 from benchflow.core.job import Job, JobSpec
 from benchflow.core.layout import JobDir
 from benchflow.core.status import Status
-from benchflow.runner.isolated import Outcome, run_isolated
+from benchflow.runner.isolated import Outcome, interrupted, run_isolated
 from benchflow.runner.toolchain import launch
 from benchflow.sweep import progress
 
@@ -42,22 +42,28 @@ def run_process(
 ) -> Outcome:
     """Process `n` (from 0) of the job; `prefork`: the zygote it forks from and its
     build key (None: spawned)."""
-    cfg = process_config(job.config)
-    result, job_file = job_dir.process_files(n)
-    write_json_atomic(job_file, JobSpec(job.name, cfg, str(result)).to_dict())
-    zygote, key = prefork
-    python, toolchain_env = launch(cfg.toolchain)
-    return run_isolated(
-        job_file,
-        job_dir.path,
-        cfg.timeout_s,
-        result_path=result,
-        log_prefix=job_dir.process_prefix(n),
-        env={**env, **toolchain_env},
-        prefork=zygote,
-        build_key=key,
-        python=python,
-    )
+    try:
+        cfg = process_config(job.config)
+        result, job_file = job_dir.process_files(n)
+        write_json_atomic(job_file, JobSpec(job.name, cfg, str(result)).to_dict())
+        zygote, key = prefork
+        python, toolchain_env = launch(cfg.toolchain)
+        return run_isolated(
+            job_file,
+            job_dir.path,
+            cfg.timeout_s,
+            result_path=result,
+            log_prefix=job_dir.process_prefix(n),
+            env={**env, **toolchain_env},
+            prefork=zygote,
+            build_key=key,
+            python=python,
+        )
+    except KeyboardInterrupt:
+        # Ctrl-C or SIGTERM before its child started (its files written, its zygote made
+        # ready, its model built: seconds on a busy host). Its progress line is out, so
+        # it is under way for the user: it gets its `interrupted` row, as in its child.
+        return interrupted(0.0)
 
 
 def run_processes(
