@@ -64,6 +64,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from benchflow import backends  # noqa: E402
 from benchflow.results.io import read_rows  # noqa: E402
+from benchflow.results.phases import PHASES  # noqa: E402
 from benchflow.suite.rules import DTYPE_RULE  # noqa: E402
 
 BACKENDS = ("eager", "lazy_xla", "inductor", "openxla")
@@ -149,12 +150,22 @@ def run_benchflow(args: argparse.Namespace, out: Path) -> list[Path]:
         "mlflow.enabled=false",
         "progress=false",
     ]
-    # Two sweeps: the backends `xla=auto` picks for their dynamo= option, and lazy XLA.
+    # The backends `xla=auto` picks for their dynamo= option, and lazy XLA (dynamo=none
+    # on xla=PJRT). With eager among them, one sweep over `xla=auto,PJRT`, as a user
+    # would type it: inductor on PJRT is an invalid pair (no job), openxla on PJRT the
+    # same job as on auto (run once), and every job of a model in the same sweep (one
+    # build of it, share_build). Otherwise two sweeps, so no backend runs unasked.
     auto = [backends.REGISTRY[b].dynamo for b in args.backends if b != "lazy_xla"]
-    groups = {
-        "native": ["dynamo=" + ",".join(auto)] if auto else None,
-        "lazy": ["dynamo=none", "xla=PJRT"] if "lazy_xla" in args.backends else None,
-    }
+    lazy = "lazy_xla" in args.backends
+    if lazy and "eager" in args.backends:
+        groups: dict[str, list[str] | None] = {
+            "grid": ["dynamo=" + ",".join(auto), "xla=auto,PJRT"]
+        }
+    else:
+        groups = {
+            "native": ["dynamo=" + ",".join(auto)] if auto else None,
+            "lazy": ["dynamo=none", "xla=PJRT"] if lazy else None,
+        }
     env = dict(os.environ)
     if args.functionalization == "off":  # what the runner does unless told otherwise
         env["XLA_DISABLE_FUNCTIONALIZATION"] = "1"
@@ -170,6 +181,7 @@ def run_benchflow(args: argparse.Namespace, out: Path) -> list[Path]:
             "-m",
             *common,
             *extra,
+            *args.set,
             f"hydra.sweep.dir={sweep_dir}",
         ]
         print("benchflow:", " ".join(cmd[3:]), flush=True)
@@ -208,6 +220,8 @@ def read_benchflow(paths: list[Path]) -> dict[tuple[str, str], Side]:
             if row.superseded_by:
                 continue
             key = (row.model_name, row.backend)
+            if row.status.value == "invalid" and key in sides:
+                continue  # inductor on xla=PJRT: the grid's invalid pair, not inductor's row
             if row.status.value != "ok":
                 sides[key] = Side(row.status.value, note=_short(row.error or ""))
                 continue
@@ -291,6 +305,27 @@ def markdown(rows: list[dict[str, Any]], header: list[str]) -> str:
     return "\n".join(lines + (["", *notes] if notes else [])) + "\n"
 
 
+def phase_table(paths: list[Path]) -> str:
+    """benchflow's seconds by phase (results/phases.PHASES), summed over its rows: where
+    its sweep's wall went (the sweeps' own summary and report come after)."""
+    phased = [r.job.phases for p in paths if p.exists() for r in read_rows(p) if r.job.phases]
+    if not phased:
+        return ""
+    totals = {k: sum(ph.get(k, 0.0) for ph in phased) for k in PHASES}
+    shown = [k for k in PHASES if totals[k] >= 0.05]
+    lines = [
+        "",
+        f"benchflow's time by phase, over its {len(phased)} rows (seconds):",
+        "",
+        "| " + " | ".join([*shown, "total"]) + " |",
+        "|" + "---|" * (len(shown) + 1),
+        "| "
+        + " | ".join([*(f"{totals[k]:.1f}" for k in shown), f"{sum(totals.values()):.1f}"])
+        + " |",
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def machine() -> str:
     flags = ""
     try:
@@ -334,6 +369,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=Path("compare_xr"))
     p.add_argument("--reuse", action="store_true", help="read results already in --out")
     p.add_argument("--only", choices=("runner", "benchflow"), help="run one side only")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an override for benchflow's sweep (repeatable), e.g. --set share_build=false",
+    )
     args = p.parse_args(argv)
     args.models = [m for m in args.models.split(",") if m]
     args.backends = [b for b in args.backends.split(",") if b]
@@ -351,7 +393,7 @@ def main(argv: list[str] | None = None) -> int:
 
     started = time.perf_counter()
     xr_file = out / "xr" / "results.jsonl"
-    bf_files = [out / "benchflow" / g / "results.jsonl" for g in ("native", "lazy")]
+    bf_files = [out / "benchflow" / g / "results.jsonl" for g in ("grid", "native", "lazy")]
     walls = {}
     if not args.reuse and args.only != "benchflow":
         t = time.perf_counter()
@@ -382,7 +424,9 @@ def main(argv: list[str] | None = None) -> int:
     header.append(f"- dtype rule: {DTYPE_RULE} (the runner: the same, with no AMP on a CPU)")
     if walls:
         header.append("- sweep wall: " + ", ".join(f"{k} {v:.0f} s" for k, v in walls.items()))
-    (out / "compare_xr.md").write_text(markdown(rows, header))
+    if args.set:
+        header.append("- benchflow overrides: " + " ".join(args.set))
+    (out / "compare_xr.md").write_text(markdown(rows, header) + phase_table(bf_files))
     with (out / "compare_xr.csv").open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else ["model"])
         writer.writeheader()

@@ -244,6 +244,9 @@ CASES = [
     *("share_llama_eval_on", "share_llama_eval_off", "share_llama_train_on"),
     *("share_llama_train_off", "share_tb_eval_on", "share_tb_eval_off", "share_tb_train_on"),
     *("share_tb_train_off", "share_llama_train_again", "share_tb_train_again"),
+    # across backends (three zygote kinds), on 2 threads: one build, and each one's own
+    *("share_llama_eval_on_aot", "share_llama_eval_on_openxla", "share_tb_eval_on_aot"),
+    *("share_llama_eval_off_aot", "share_llama_eval_off_openxla"),
     *("ff_raise", "ff_after"),  # last: fail_fast=true skips every job after it
 ]
 
@@ -366,7 +369,7 @@ def _session_sweeps(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[s
     (cases / "utils.py").write_text("OTHER = 1  # shadows the checkout's utils from the cwd\n")
     started = {
         "cases": _Background(
-            ["-m", SEARCHPATH, "+case=" + ",".join(CASES)],
+            ["-m", SEARCHPATH, "experiment=cases", "+case=" + ",".join(CASES)],
             cases,
             BENCHFLOW_CACHE_DIR=str(cases / "cache"),  # the warm-cache cases' shared cache
             # what the zygotes inherit; each job sets its own: nothing may be written here

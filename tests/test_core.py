@@ -247,7 +247,7 @@ def test_settings_that_do_not_apply_are_notes_in_a_sweep_and_errors_alone() -> N
 
 def test_jobs_share_a_build_only_where_the_build_is_the_same() -> None:
     from benchflow.models.sharing import build_key
-    from benchflow.sweep.task import build_key as job_key
+    from benchflow.sweep.builds import build_key as job_key
 
     def job(*overrides: str) -> Job:
         return plan_job(composed("model=llama", "share_build=true", *overrides), 0, overrides)
@@ -262,8 +262,37 @@ def test_jobs_share_a_build_only_where_the_build_is_the_same() -> None:
         assert job_key(job(*other)) != job_key(base), other
     assert job_key(job("dtype=float32")) != job_key(base)  # llama's suite default: bfloat16
     assert job_key(job("prefork=false")) is None
-    assert any("prefork=false" in n for n in job("prefork=false").notes)
-    assert job_key(plan_job(composed("model=llama"), 0, [])) is None  # off by default
+    assert job_key(plan_job(composed("model=llama"), 0, [])) == job_key(base)  # on by default
+    assert job_key(plan_job(composed("model=llama", "share_build=false"), 0, [])) is None
+
+
+def test_a_sweeps_jobs_of_one_build_share_it_across_backends() -> None:
+    """The jobs of a build key share it where two or more of them run, whatever their
+    zygote kinds: from one zygote that preloads them all; alone, a job builds its own."""
+    from benchflow.sweep.builds import shared_builds
+    from benchflow.sweep.start import in_run_order
+
+    grid = [
+        ("dynamo=none",),
+        ("dynamo=none", "seed=2"),  # alone with its build
+        ("dynamo=inductor",),
+        ("dynamo=inductor", "xla=PJRT"),  # an invalid pair: runs nothing
+        ("dynamo=openxla",),
+        ("dynamo=none", "xla=PJRT"),  # lazy XLA
+        ("dynamo=none", "share_build=false"),
+        ("dynamo=none", "prefork=false"),
+    ]
+    jobs = [plan_job(composed("model=llama", *o), n, o) for n, o in enumerate(grid)]
+    shared = shared_builds(jobs)
+    assert sorted(shared) == [0, 2, 4, 5]
+    assert {s.zygote for s in shared.values()} == {"inductor+xla"}
+    assert len({s.key for s in shared.values()}) == 1
+    # the build's jobs run together, at its first job's place; the rest keep their order
+    ordered = in_run_order(jobs)
+    assert [j.overrides for j in ordered] == [grid[i] for i in (0, 2, 4, 5, 1, 3, 6, 7)]
+    assert [j.num for j in ordered] == list(range(len(grid)))
+    # a single job of a key shares nothing: it is built in its job
+    assert shared_builds(jobs[:2]) == {}
 
 
 def test_the_jobs_of_a_build_run_together_each_kind_in_turn() -> None:

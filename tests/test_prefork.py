@@ -23,6 +23,7 @@ from tests.conftest import (
     early,
     left_behind,
     read_rows,
+    run_cli,
     start_cli,
     wait_for_text,
 )
@@ -126,6 +127,34 @@ def test_compiled_jobs_fork_from_a_zygote_that_imported_the_compile_stack(
     notes = (sweep / "report" / "report.md").read_text()
     assert f"{ISA_CHECK_NAME} ran in this sweep ({check['s']:.1f} s" in notes
     assert cases_sweep.case("good")["timing"]["machine_checks"] == {}  # the torch zygote ran none
+
+
+def test_a_later_check_answers_every_test_build_from_the_machines_cache(
+    cases_sweep: SessionSweep,
+) -> None:
+    """With the cases sweep's cache, a later process answers Inductor's vector-ISA check,
+    and every test build past it (AVX-512's bf16, AMX's), without building or loading
+    a library: Inductor's test build is made to fail, and the answer is the same."""
+    (kept,) = (cases_sweep.cwd / "cache" / "machine").glob("inductor-vec-isa-*.json")
+    answer = json.loads(kept.read_text())
+    script = (
+        "import json\n"
+        "from torch._inductor import cpu_vec_isa\n"
+        "def built(isa, code): raise AssertionError(f'a test build ran: {isa}')\n"
+        "cpu_vec_isa.VecISA.check_build = built\n"
+        "from benchflow.backends.inductor import check_vec_isa\n"
+        "cached = check_vec_isa()\n"
+        "print(json.dumps([cached, [str(i) for i in cpu_vec_isa.valid_vec_isa_list()]]))\n"
+    )
+    env = {**os.environ, "BENCHFLOW_CACHE_DIR": str(cases_sweep.cwd / "cache")}
+    env["TORCHINDUCTOR_CACHE_DIR"] = str(cases_sweep.cwd / "isa-check-inductor-cache")
+    out = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    cached, valid = json.loads(out.stdout.splitlines()[-1])
+    assert cached is True
+    assert sorted(valid) == sorted(answer["valid"]) and answer["builds"]
 
 
 def test_the_compile_stack_zygotes_start_nothing(cases_sweep: SessionSweep) -> None:
@@ -330,6 +359,104 @@ def test_jobs_of_one_build_fork_from_one_zygote_in_turn(cases_sweep: SessionSwee
     )
 
 
+ACROSS = {"eager": "", "aot_eager": "_aot", "openxla": "_openxla"}  # share_llama_eval_on…
+
+
+def test_one_build_serves_a_models_jobs_on_every_backend(cases_sweep: SessionSweep) -> None:
+    """share_build across zygote kinds: llama's eager, aot_eager and openxla jobs (the
+    torch, dynamo and xla kinds) fork from one build, in one model zygote forked from a
+    zygote that preloaded the three kinds' modules. Each job has the weights, inputs, RNG
+    states, first output and verify code of the same job that built its own (on 2
+    threads: test_jobs_on_two_threads_fork_from_a_build_made_on_one)."""
+    from benchflow.runner.zygote import preloads, union
+
+    builds = cases_sweep.builds()
+    on = {b: cases_sweep.case(f"share_llama_eval_on{s}") for b, s in ACROSS.items()}
+    off = {b: cases_sweep.case(f"share_llama_eval_off{s}") for b, s in ACROSS.items()}
+    for backend in ACROSS:
+        mine, own = on[backend], off[backend]
+        assert [mine["status"], own["status"]] == ["ok", "ok"], [mine["error"], own["error"]]
+        for what in ("dynamo", "xla"):
+            assert mine["experiment"][what] == own["experiment"][what], backend
+        assert mine["experiment"]["num_threads"] == own["experiment"]["num_threads"]
+        assert mine["timing"]["shared_build_s"] is not None, backend
+        assert own["timing"]["shared_build_s"] is None, backend
+        built, built_own = builds[mine["job"]["dir"]], builds[own["job"]["dir"]]
+        assert [built["prebuilt"], built_own["prebuilt"]] == [True, False], backend
+        for what in ("weights", "inputs", "torch_rng", "numpy_rng", "python_rng"):
+            assert built[what] == built_own[what], (backend, what)
+        assert mine["digest"] == own["digest"] and mine["digest"], backend
+        assert mine["verification_code"] == own["verification_code"] == "PASS", backend
+    # one build, one process: every job's parent is the same model zygote
+    assert len({builds[on[b]["job"]["dir"]]["parent_pid"] for b in ACROSS}) == 1
+    assert len({on[b]["timing"]["shared_build_s"] for b in ACROSS}) == 1
+    both = union(["torch", "dynamo", "xla"])
+    assert both == "dynamo+xla"
+    for backend in ACROSS:
+        assert on[backend]["timing"]["preloaded"] == list(preloads(both)), backend
+    assert off["eager"]["timing"]["preloaded"] == list(KINDS["torch"])
+    # run one after another, at the place of the first
+    nums = sorted(on[b]["job"]["num"] for b in ACROSS)
+    assert nums == list(range(nums[0], nums[0] + 3))
+
+
+@early("two_threads")
+def _two_threads(root: Path) -> dict[str, Any]:
+    """llama's eager and openxla jobs, on 2 threads and 2 cores, sharing one build (made
+    on 1 thread); each job's build record kept."""
+    args = ["-m", "model=llama", "model.size=tiny", "suite.skip_lists=false"]
+    args += ["dynamo=none,openxla", "cpus_per_job=2", "num_threads=2", "repeat=2"]
+    args += ["iterations_per_run=1", "warmup=1", "verify=true", "mlflow.enabled=false"]
+    res = run_cli(args, root, BENCHFLOW_BUILD_RECORD=str(root / "builds.jsonl"))
+    lines = (root / "builds.jsonl").read_text().splitlines() if res.returncode == 0 else []
+    return {"res": res, "builds": [json.loads(line) for line in lines]}
+
+
+def test_jobs_on_two_threads_fork_from_a_build_made_on_one(
+    early_sweeps: EarlySweeps, cases_sweep: SessionSweep
+) -> None:
+    """GNU OpenMP does not survive a fork after a parallel region on 2 threads: jobs on 2
+    threads forked from a shared build (made on 1) run, and get the build a job on 1
+    thread makes itself (the cases sweep's share_llama_eval_off)."""
+    got = early_sweeps.result("two_threads")
+    res = got["res"]
+    assert res.returncode == 0, res.stderr[-3000:]
+    rows = res.rows()
+    assert [r["status"] for r in rows] == ["ok", "ok"], [r["error"] for r in rows]
+    assert {r["experiment"]["num_threads"] for r in rows} == {2}
+    assert all(r["timing"]["shared_build_s"] is not None for r in rows)
+    assert all(r["verification_code"] == "PASS" for r in rows)
+    builds = {str(Path(b["job"]).parent): b for b in got["builds"]}
+    mine = [builds[r["job"]["dir"]] for r in rows]
+    assert [b["prebuilt"] for b in mine] == [True, True]
+    assert mine[0]["parent_pid"] == mine[1]["parent_pid"]  # one model zygote
+    # each against the same backend's own build on 1 thread (a tensor on the XLA device
+    # is recorded by its dtype and shape)
+    cases = {None: "share_llama_eval_off", "openxla": "share_llama_eval_off_openxla"}
+    for row, built in zip(rows, mine, strict=True):
+        case = cases_sweep.case(cases[row["experiment"]["dynamo"]])
+        own = cases_sweep.builds()[case["job"]["dir"]]
+        assert own["prebuilt"] is False
+        for what in ("weights", "inputs", "torch_rng", "numpy_rng", "python_rng"):
+            assert built[what] == own[what], (row["experiment"]["dynamo"], what)
+
+
+def test_zygote_unions_name_the_fewest_kinds() -> None:
+    """A union of zygotes drops a kind another one's preloads hold, keeps the
+    environment's key, and preloads each module once, in its kinds' order."""
+    from benchflow.runner.zygote import named, preloads, union
+
+    assert union(["torch"]) == "torch"
+    assert union(["torch", "dynamo"]) == "dynamo"
+    assert union(["xla", "inductor", "dynamo", "torch"]) == "inductor+xla"
+    assert union([named("torch", "k1"), named("xla", "k1")]) == named("xla", "k1")
+    with pytest.raises(AssertionError, match="several environments"):
+        union([named("torch", "k1"), "xla"])
+    got = preloads("inductor+xla")
+    assert len(got) == len(set(got)) == len(set(KINDS["inductor"]) | set(KINDS["xla"]))
+    assert got[: len(KINDS["inductor"])] == KINDS["inductor"]
+
+
 def test_a_message_right_behind_another_is_read_at_once() -> None:
     """The zygote's pid message and a fast job's exit code can arrive in one read: the
     second must be returned at once, not after the job's whole timeout (a sweep once
@@ -350,3 +477,37 @@ def test_a_message_right_behind_another_is_read_at_once() -> None:
     os.close(w)
     with pytest.raises(ZygoteError, match="the zygote exited"):
         zygote._read(5.0)
+
+
+def test_only_threads_known_to_survive_a_fork_are_left_out_of_the_count() -> None:
+    """A zygote forks jobs only with no thread of its own but those of
+    FORK_SAFE_THREADS' names (jemalloc's background thread, which pyarrow starts): a
+    thread of that name is not counted, any other is."""
+    import ctypes
+    import threading
+
+    from benchflow.harness.process import FORK_SAFE_THREADS, threads_unsafe_to_fork
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    before = threads_unsafe_to_fork()
+    stop, named = threading.Event(), threading.Barrier(3)
+
+    def run(name: bytes) -> None:
+        libc.prctl(15, ctypes.c_char_p(name), 0, 0, 0)  # PR_SET_NAME: its comm
+        named.wait()
+        stop.wait()
+
+    threads = [
+        threading.Thread(target=run, args=(n,), daemon=True)
+        for n in (b"jemalloc_bg_thd", b"some_pool")
+    ]
+    for t in threads:
+        t.start()
+    named.wait()
+    try:
+        assert "jemalloc_bg_thd" in FORK_SAFE_THREADS
+        assert threads_unsafe_to_fork() == before + 1  # some_pool's alone
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()

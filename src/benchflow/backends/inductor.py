@@ -24,8 +24,10 @@ class Inductor(DynamoBackend):
 # sets Inductor's own switch for that answer (config.cpp.vec_isa_ok = True, which
 # TORCHINDUCTOR_VEC_ISA_OK=1 also sets), on a first run as on a later one, so that the
 # kernels and Inductor's cache keys are the same either way; otherwise it runs the check
-# each time, as Inductor does. The switch does not answer whether AVX-512 has bf16
-# (one more build and load, 1-2 s), so the zygote still asks that, as before.
+# each time, as Inductor does. The switch does not answer the checks past the ISA
+# itself (AVX-512's bf16; AMX's tiles and fp16: a build and a load each, 2-3 s): each
+# of Inductor's test builds (`VecISA.check_build`, by its flags and code) is answered
+# from the same file, and run and kept there only where it is not.
 ISA_CHECK = "benchflow.backends.inductor.check_vec_isa()"  # the inductor zygote's preload
 ISA_CHECK_NAME = "Inductor's C++ vector-ISA check (valid_vec_isa_list)"
 
@@ -57,11 +59,11 @@ def _isa_facts() -> dict[str, Any]:
 
 def check_vec_isa() -> bool:
     """Answer Inductor's vector-ISA check from the machine's cache, or run it and keep
-    its answer there; True when the answer came from the cache."""
+    its answers there; True when the answer came from the cache."""
     import hashlib
     import json
 
-    from torch._inductor.cpu_vec_isa import valid_vec_isa_list
+    from torch._inductor import cpu_vec_isa
 
     from benchflow.core.files import write_json_atomic
     from benchflow.core.layout import cache_root
@@ -73,16 +75,34 @@ def check_vec_isa() -> bool:
         known = json.loads(path.read_text())
     except (OSError, ValueError):
         known = None
-    cached = bool(known and known.get("facts") == facts and known.get("all_claimed_valid"))
-    if cached:  # the switch first: the check then builds only what it does not answer
-        _all_isas_valid()
-    valid = [str(isa) for isa in valid_vec_isa_list()]  # cached: AVX-512's bf16, one build
+    cached = bool(known and known.get("facts") == facts and "builds" in known)
+    builds: dict[str, bool] = dict(known["builds"]) if cached else {}
+    original = cpu_vec_isa.VecISA.check_build
+
+    def check_build(isa: Any, code: str) -> bool:
+        # Inductor's own test build and load (a compile, and a fresh Python that imports
+        # torch: 2-3 s each), answered as it answered on this machine before
+        what = f"{isa._arch_flags} {hashlib.sha256(code.encode()).hexdigest()[:16]}"
+        if what not in builds:
+            builds[what] = bool(original(isa, code))
+        return builds[what]
+
+    if cached and known and known.get("all_claimed_valid"):
+        _all_isas_valid()  # the switch first: the check then asks only the extra ones
+    cpu_vec_isa.VecISA.check_build = check_build  # type: ignore[method-assign,assignment]
+    try:
+        valid = [str(isa) for isa in cpu_vec_isa.valid_vec_isa_list()]
+    finally:
+        cpu_vec_isa.VecISA.check_build = original  # type: ignore[method-assign]
     if not cached:
         everything = sorted(valid) == sorted(facts["claimed"])
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(path, {"facts": facts, "valid": valid, "all_claimed_valid": everything})
+        known = {"facts": facts, "valid": valid, "all_claimed_valid": everything}
         if everything:
             _all_isas_valid()
+    elif known and builds == known["builds"]:
+        return True
+    write_json_atomic(path, (known or {}) | {"builds": builds})  # a new answer kept too
     return cached
 
 

@@ -213,8 +213,9 @@ class BenchConfig:
     # --- not measured: how jobs run and are reported ---
     # Fork jobs from a process that imported torch (+torch_xla).
     prefork: bool = field(default=True, metadata=UNMEASURED)
-    # With prefork: jobs with the same model build fork from one process that built it.
-    share_build: bool = field(default=False, metadata=UNMEASURED)
+    # With prefork: a sweep's jobs with the same model build fork from one process that
+    # built it (sweep/builds.py), whatever their backends.
+    share_build: bool = field(default=True, metadata=UNMEASURED)
     # Calibration: the shortest a repeat may last (timer ticks, scheduler noise; docs/timing.md).
     min_run_time_s: float = field(default=0.05, metadata=UNMEASURED)
     # Adaptive repeats stop once the timed repeats have taken this long (at least 6 first).

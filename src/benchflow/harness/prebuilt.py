@@ -8,12 +8,13 @@ model's construction; its jobs are forked from it after, each with its own copy
 (``place``: the dtype cast and device move) instead of building again. Verify, the
 compile profile and IR passes build their own models, as without sharing.
 
-The build runs on one thread: GNU OpenMP (libgomp, torch's CPU thread pool) cannot
-fork once it has run a parallel region on more than one thread (a child's next
-parallel region waits for pool threads that were not forked: it hangs), so the
-process that forks jobs must never have used more than one. An op of the build whose
-result depends on the thread count (a large reduction, a matmul) may then differ in
-its last bits from the build of a job that runs on more threads.
+The build runs on one thread (models/registry.build_model), here as in a job that
+builds its own: GNU OpenMP (libgomp, torch's CPU thread pool) cannot fork once it has
+run a parallel region on more than one thread (a child's next parallel region waits
+for pool threads that were not forked: it hangs), so the process that forks jobs must
+never have used more than one; and since every build runs on one, an op of the build
+whose result depends on the thread count (a large reduction, a matmul) gives the same
+bits in a shared build and in a job's own, whatever the job's thread count.
 """
 
 from __future__ import annotations
@@ -46,11 +47,6 @@ class Prebuilt:
 _prebuilt: Prebuilt | None = None
 
 
-def threads_alive() -> int:
-    """This process's threads (Linux)."""
-    return len(os.listdir("/proc/self/task"))
-
-
 def build_here(cfg: BenchConfig) -> float:
     """In a model's zygote: build the model of `cfg` as its job's child would, before the
     dtype cast and device move; returns how long it took. Raises what the build raises,
@@ -58,23 +54,22 @@ def build_here(cfg: BenchConfig) -> float:
     global _prebuilt
     import torch
 
-    from benchflow.harness.process import seed_everything, steady_host_allocator
+    from benchflow.harness.process import (
+        seed_everything,
+        steady_host_allocator,
+        threads_unsafe_to_fork,
+    )
     from benchflow.models.registry import build_model
 
     key = build_key(cfg)
     assert key is not None, "only a job built on the host shares its build"
     t0 = time.perf_counter()
-    before = threads_alive()
+    before = threads_unsafe_to_fork()
     steady_host_allocator()  # as the job's child, so the model's memory is laid out alike
     torch.set_float32_matmul_precision(cfg.matmul_precision)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # see above: no OpenMP pool in a process that forks
-    try:
-        seed_everything(cfg.seed)
-        model = build_model(cfg)
-    finally:
-        torch.set_num_threads(threads)  # a child forked from here sets its own
-    if (after := threads_alive()) > before:
+    seed_everything(cfg.seed)
+    model = build_model(cfg)  # on one thread (see above), as in every job's own build
+    if (after := threads_unsafe_to_fork()) > before:
         raise RuntimeError(
             f"building {cfg.model.name} started {after - before} thread(s); a process "
             "forked from here could deadlock"

@@ -62,6 +62,28 @@ def limit_memory(gb: float) -> None:
     log.info("memory limit: %.2f GiB of data (RLIMIT_DATA)", gb)
 
 
+# Threads a process may hold and still fork jobs: allocator background threads of a
+# library that registers its own fork handlers. jemalloc's (pyarrow bundles a jemalloc
+# that starts one when pyarrow loads; scikit-learn loads pyarrow, and TorchBench's dlrm
+# imports scikit-learn): jemalloc takes its locks around the fork and, in the child,
+# sets its background threads to disabled (background_thread_postfork_child), so the
+# child allocates without one. Any other thread may hold a lock the child then waits
+# for forever (GNU OpenMP's pool, a PJRT client, compile workers).
+FORK_SAFE_THREADS = frozenset({"jemalloc_bg_thd"})
+
+
+def threads_unsafe_to_fork() -> int:
+    """This process's threads (Linux), but those of FORK_SAFE_THREADS' names."""
+    count = 0
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                count += f.read().strip() not in FORK_SAFE_THREADS
+        except OSError:  # it ended meanwhile
+            continue
+    return count
+
+
 ENV_PARENT = "BENCHFLOW_PARENT_PID"  # the process that waits for this job's child
 # In a forked job: the machine checks its zygote ran, as JSON (runner/zygote.py _CHECKS)
 ENV_MACHINE_CHECKS = "BENCHFLOW_MACHINE_CHECKS"

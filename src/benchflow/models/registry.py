@@ -82,8 +82,18 @@ BUILDERS: dict[str, Builder] = {
 
 
 def build_model(cfg: BenchConfig) -> Built:
-    """The job's model as built, before its dtype and device (seed first)."""
-    return BUILDERS[cfg.model.source](cfg)
+    """The job's model as built, before its dtype and device (seed first), on one thread
+    of torch's CPU pool, wherever it is built (a job's child, or a model's zygote for
+    share_build), so a build never depends on the job's thread count: an op whose
+    result does (a large reduction, a matmul in a constructor) gives the same bits in
+    every job of a build key. A process that forks jobs after a build must also never
+    have run a parallel region on more than one thread (harness/prebuilt.py)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return BUILDERS[cfg.model.source](cfg)
+    finally:
+        torch.set_num_threads(threads)  # the job's steps run on its own count
 
 
 def load_model(cfg: BenchConfig, device: torch.device, dtype: torch.dtype | None) -> Any:

@@ -87,7 +87,7 @@ import psutil
 
 from benchflow.backends.inductor import ISA_CHECK
 from benchflow.core.cpus import ENV_CPUS, pin_self
-from benchflow.harness.process import ENV_MACHINE_CHECKS, ENV_PARENT
+from benchflow.harness.process import ENV_MACHINE_CHECKS, ENV_PARENT, threads_unsafe_to_fork
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +112,9 @@ KINDS = {
     "xla": (*BASE_MODULES, "torch_xla", "torch_xla._dynamo.dynamo_bridge", "torch._dynamo"),
 }
 BASE = "torch"  # the kind the other kinds fork from, once a zygote of it runs
+# A zygote may preload several kinds' modules ("inductor+xla"): the one a model's shared
+# build forks from when the model's jobs fork from different kinds (sweep/builds.py).
+KIND_SEP = "+"
 TOOLCHAIN_SEP = "@"  # a zygote's name: its kind, then its toolchain environment's key
 ENV_PRELOADED = "BENCHFLOW_PRELOADED"  # in a forked child: what was imported before it
 INDUCTOR_CACHE = "TORCHINDUCTOR_CACHE_DIR"  # Inductor's on-disk cache; a job sets its own
@@ -132,6 +135,27 @@ def split(name: str) -> tuple[str, str | None]:
     """A zygote's name as (its kind, its toolchain environment's key or None)."""
     kind, _, key = name.partition(TOOLCHAIN_SEP)
     return kind, key or None
+
+
+def preloads(kind: str) -> tuple[str, ...]:
+    """What a zygote of `kind` preloads, in order: KINDS' entry, or for kinds joined by
+    KIND_SEP each one's in turn, once."""
+    return tuple(dict.fromkeys(p for k in kind.split(KIND_SEP) for p in KINDS[k]))
+
+
+def union(names: list[str]) -> str:
+    """The name of the zygote that preloads what every zygote of `names` preloads (all of
+    one toolchain environment), with no kind whose preloads another one's hold:
+    ``torch``, ``inductor`` and ``xla`` give ``inductor+xla``."""
+    keys = {split(n)[1] for n in names}
+    assert len(keys) == 1, f"zygotes of several environments: {names}"
+    kinds = {k for n in names for k in split(n)[0].split(KIND_SEP)}
+    kept = [
+        k
+        for k in KINDS
+        if k in kinds and not any(o != k and set(KINDS[k]) < set(KINDS[o]) for o in kinds)
+    ]
+    return named(KIND_SEP.join(kept), keys.pop())
 
 
 def base_of(name: str) -> str:
@@ -378,7 +402,7 @@ def _scratch_inductor_cache() -> Iterator[None]:
 
 
 def _threads() -> int:
-    return len(os.listdir("/proc/self/task"))
+    return threads_unsafe_to_fork()  # jemalloc's background thread is not counted
 
 
 def pristine(threads: int) -> dict[str, Any]:
@@ -497,7 +521,7 @@ def serve(
         _BEFORE_IMPORTS.update(os.environ)  # what its forked jobs record as their start
     allowed = os.sched_getaffinity(0)
     pin_self()  # import on the starting job's cores only
-    preload = KINDS[kind]
+    preload = preloads(kind)
     # torch_xla must not pick a PJRT device for every child at import (a user's
     # own PJRT_SELECT_DEFAULT_DEVICE is kept).
     no_select = "torch_xla" in preload and "PJRT_SELECT_DEFAULT_DEVICE" not in os.environ

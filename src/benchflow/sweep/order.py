@@ -1,11 +1,11 @@
 """The order a sweep runs its jobs in: Hydra's (the product of the command line's
 values, in their order), except that the jobs that share a model build
-(share_build=true, benchflow.models.sharing) run one after another, so that each
-model is built once and held while its jobs run, not built again when it comes back.
+(share_build, sweep/builds.py) run one after another, so that each model is built
+once and held while its jobs run, not built again when it comes back.
 
-Each build's jobs are gathered at the place of its first job, and within a build
-those of one zygote kind (runner/zygote.py: a model's zygote is forked from its
-jobs' kind) are gathered in turn; every other job keeps its place among the rest.
+Each build key's jobs are gathered at the place of its first job, and within a key
+those of one zygote (the key's jobs of one toolchain environment share a zygote) in
+turn; every other job keeps its place among the rest.
 Hydra numbers the jobs in the order they run: a row's ``job.num`` is its place here.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-Build = tuple[str, str]  # a job's build key and the zygote kind it forks from
+Build = tuple[str, str]  # a job's build key and the zygote its model's zygote forks from
 
 
 def run_order(builds: Sequence[Build | None]) -> list[int]:

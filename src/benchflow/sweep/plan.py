@@ -190,8 +190,6 @@ def _not_shared(cfg: BenchConfig) -> str | None:
     """Why a job with share_build=true builds its own model anyway (None: it shares)."""
     from benchflow.models.sharing import build_device
 
-    if not cfg.prefork:
-        return "prefork=false (the model is built in the preforked interpreter)"
     if (where := build_device(cfg)) != "cpu":
         return f"TorchBench builds {cfg.model.name} on the job's device ({where}), not the host"
     return None
@@ -253,7 +251,7 @@ def _with_rules(cfg: BenchConfig, num: int, overrides: tuple[str, ...], single: 
             f"dynamo={cfg.dynamo.name} with xla={cfg.xla.name}: it has no XLA IR; "
             "allowed: xla=PJRT or dynamo=openxla (or ir=none)"
         )
-    if cfg.share_build and not single and (why := _not_shared(cfg)):
+    if cfg.share_build and cfg.prefork and not single and (why := _not_shared(cfg)):
         notes.append(f"share_build=true, but {why}: it builds its own model")
     if notes and single and not skip:
         raise ConfigError(notes[0])  # a single run asked for something it cannot have

@@ -80,11 +80,12 @@ def plan_sweep(
 
 def in_run_order(jobs: Sequence[Job]) -> list[Job]:
     """The jobs in the order they run (sweep/order.py: those that share a model build
-    together), each numbered by its place."""
+    together: sweep/builds.py), each numbered by its place."""
+    from benchflow.sweep.builds import shared_builds
     from benchflow.sweep.order import run_order
-    from benchflow.sweep.task import build_key, zygote_kind
 
-    builds = [(k, zygote_kind(j) or "") if (k := build_key(j)) else None for j in jobs]
+    shared = shared_builds(jobs)
+    builds = [(s.key, s.zygote) if (s := shared.get(job.num)) else None for job in jobs]
     order = run_order(builds)
     if order == sorted(order):
         return list(jobs)
@@ -102,8 +103,9 @@ def begin(config: DictConfig, plan: Plan, *, prestart: bool) -> None:
     """The sweep may run: its folder and plan.json, the zygotes its jobs fork from
     (`prestart`: when they run in this process, started while the MLflow store and parent
     run are set up, not after), and the MLflow parent run."""
+    from benchflow.sweep.builds import shared_of, zygote_kind
     from benchflow.sweep.callbacks import start_sweep
-    from benchflow.sweep.task import ENV_SWEEP_PID, zygote_kind
+    from benchflow.sweep.task import ENV_SWEEP_PID
 
     sweep = SweepDir(Path(config.hydra.sweep.dir))
     sweep.path.mkdir(parents=True, exist_ok=True)
@@ -114,7 +116,8 @@ def begin(config: DictConfig, plan: Plan, *, prestart: bool) -> None:
     cpus_per_job = None
     for job in jobs_of(plan):
         runs = not (job.invalid or job.skip)  # others start no child, need no zygote
-        if runs and (kind := zygote_kind(job)) and kind not in kinds:
+        share = shared_of(job, plan)  # forked from its model's zygote, forked from this
+        if runs and (kind := share.zygote if share else zygote_kind(job)) and kind not in kinds:
             kinds.append(kind)
             cpus_per_job = job.config.cpus_per_job
     if kinds and prestart:

@@ -28,18 +28,17 @@ from benchflow.config.schema import config_to_yaml
 from benchflow.core.cpus import child_env, cpu_slot, span
 from benchflow.core.files import write_json_atomic
 from benchflow.core.job import Job, JobSpec, Plan
-from benchflow.core.layout import JobDir, SweepDir, cache_root
+from benchflow.core.layout import JobDir, SweepDir
 from benchflow.core.status import Status
-from benchflow.models import sharing
 from benchflow.results import phases
 from benchflow.results.child import ChildResult
 from benchflow.results.io import current, known_rows, record_row, tally
 from benchflow.results.provenance import provenance
 from benchflow.results.row import JobInfo, Provenance, ResultRow, build_row
 from benchflow.runner.isolated import Outcome, join_prestart, start_zygote
-from benchflow.runner.toolchain import environment, key_of
-from benchflow.runner.zygote import named
-from benchflow.sweep import progress, rounds, scheduler
+from benchflow.runner.toolchain import environment
+from benchflow.sweep import builds, progress, rounds, scheduler
+from benchflow.sweep.builds import compile_cache_env, zygote_kind
 from benchflow.sweep.ir import dump_inductor_code, dump_ir
 from benchflow.sweep.plan import plan_job
 from benchflow.sweep.processes import pooled, run_process, run_processes
@@ -247,11 +246,10 @@ def execute(job: Job, where: Where) -> Execution:
     with cpu_slot(cfg.cpus_per_job, f"{job.name} in {where.sweep.path}", progress.note) as cores:
         info.cpus, info.cpu_wait_s = span(cores), time.perf_counter() - asked
         env = child_env(cores, cfg.num_threads) | compile_cache_env(job, where.job_dir)
-        zygote = zygote_kind(job, env)
+        zygote, key = _forks_from(job, where, env)
         if zygote:
             start_zygote(zygote, cores)  # once per worker and kind, on this slot's cores
         started_at, launching = time.time(), time.perf_counter()
-        key = build_key(job) if zygote else None
         place = (where.num, where.total)
         outcome = run_processes(job, where.job_dir, place, env, (zygote, key), len(cores))
         # with wall_time_s: when the child ran (after a model's zygote built it, if any)
@@ -283,11 +281,11 @@ def execute_round(job: Job, where: Where, state: rounds.JobRounds, index: int) -
         info.cpus, wait = span(cores), time.perf_counter() - asked
         env = child_env(cores, cfg.num_threads) | compile_cache_env(job, where.job_dir)
         if index not in state.ran:
-            zygote = zygote_kind(job, env)
+            zygote, key = _forks_from(job, where, env)
             if zygote:
                 start_zygote(zygote, cores)
             started_at, launching = time.time(), time.perf_counter()
-            prefork = (zygote, build_key(job) if zygote else None)
+            prefork = (zygote, key)
             label = f"{job.name} (process {index + 1} of {total})"
             with progress.running(cfg.progress, where.num, where.total, label):
                 ran = run_process(job, where.job_dir, index, env, prefork)
@@ -311,6 +309,15 @@ def execute_round(job: Job, where: Where, state: rounds.JobRounds, index: int) -
         _job_ended()
     shutil.rmtree(where.job_dir.compile_cache, ignore_errors=True)  # MBs of generated code
     return Execution(outcome, info, gap_s=gap, ir_s=ir_s)
+
+
+def _forks_from(job: Job, where: Where, env: dict[str, str]) -> tuple[str | None, str | None]:
+    """The zygote the job forks from, and the key of the shared build it forks from
+    (sweep/builds.py; None: it builds its own)."""
+    share = builds.shared_of(job, where.sweep.read_plan()) if where.multirun else None
+    if share is not None:
+        return share.zygote, share.key
+    return zygote_kind(job, env), None
 
 
 def _stopped(job: Job, where: Where, state: rounds.JobRounds) -> Execution:
@@ -481,41 +488,6 @@ def finish(job: Job, where: Where, status: Status, tracker: Tracker | None) -> N
         # The launcher goes on calling us; every later job is recorded as skipped,
         # so the sweep still ends with one row per job and its summary.
         where.sweep.aborted.write_text(f"job {where.num} ({job.name}) ended {status}")
-
-
-def zygote_kind(job: Job, env: dict[str, str] | None = None) -> str | None:
-    """The name of the zygote this job forks from (runner/zygote.named: its kind, in its
-    toolchain's environment; None: prefork=false, spawn). Without `env`, from the plan
-    alone, as the sweep does to start zygotes before its jobs."""
-    if not job.config.prefork:
-        return None
-    if env is None:
-        env = compile_cache_env(job, JobDir(Path(".")))
-    kind = backends.get(job.backend).zygote(env, trains=job.config.test.name == "train")
-    toolchain = job.config.toolchain
-    if kind is None or toolchain.is_project:
-        return kind
-    return named(kind, key_of(toolchain))
-
-
-def build_key(job: Job) -> str | None:
-    """share_build=true: the key of the job's model build, which it shares with the
-    sweep's other jobs of that key (None: it builds its own)."""
-    cfg = job.config
-    if not (cfg.share_build and cfg.prefork) or job.invalid or job.skip:
-        return None
-    return sharing.build_key(cfg)
-
-
-def compile_cache_env(job: Job, job_dir: JobDir) -> dict[str, str]:
-    """compile_cache=cold: a fresh Inductor cache for this job (and XLA's in-memory one,
-    which dies with the child), so compile times never depend on what ran before.
-    warm: one cache shared by every job ($BENCHFLOW_CACHE_DIR, default
-    ~/.cache/benchflow), Inductor's and XLA's persistent one, as a second run sees."""
-    backend = backends.get(job.backend)
-    if job.config.compile_cache == "cold":
-        return backend.cache_env(str(job_dir.compile_cache), persistent=False)
-    return backend.cache_env(str(cache_root()), persistent=True)
 
 
 def _job_spec(job: Job, job_dir: JobDir) -> JobSpec:
