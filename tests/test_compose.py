@@ -214,16 +214,32 @@ def test_bases_kept_stay_few(sweep: tuple[Any, Any]) -> None:
     """The launcher's configs come from a few kept bases, however many jobs: one more
     base composes again, and is still right."""
     loader, master = sweep
-    composer = Composer(loader, master)
+    composer = Composer(loader, master, keep=8)
     models = ["llama", "dlrm", "bert", "resnet"]
     dynamos = ["none", "inductor", "openxla"]
     jobs = [[f"model={m}", f"dynamo={d}", "seed=1"] for m in models for d in dynamos]
     for overrides in jobs + jobs[:2]:
         cfg = composer.compose(overrides)
         assert cfg.model.name == overrides[0].split("=")[1]
-    assert len(composer._composed) == Composer.KEEP
+    assert len(composer._composed) == 8
     again = composer.compose(jobs[0])
     assert _container(again) == _container(loader.load_sweep_config(master, jobs[0]))
+
+
+def test_a_sweeps_plan_and_launch_compose_each_base_once(sweep: tuple[Any, Any]) -> None:
+    """The plan types every job, then the launcher composes every job: with as many
+    bases as a grid of 4 models x 3 backends (more than the few once kept), each base
+    is composed by Hydra once."""
+    loader, master = sweep
+    composer = Composer(loader, master)
+    models = ["llama", "dlrm", "bert", "resnet"]
+    dynamos = ["none", "inductor", "openxla"]
+    jobs = [[f"model={m}", f"dynamo={d}", "seed=1"] for m in models for d in dynamos]
+    for overrides in jobs:
+        composer.typed(overrides)
+    for overrides in jobs:
+        composer.compose(overrides)
+    assert composer.bases_composed == len(jobs)
 
 
 def test_user_folder_is_searched(sweep: tuple[Any, Any]) -> None:

@@ -12,7 +12,7 @@ Hydra's own loader, and applies a job's value overrides after it, as Hydra does:
 - :meth:`Composer.compose` (the config a job runs with, the launcher's): onto a copy of
   the base with Hydra's own ``_apply_overrides_to_config``, and the hydra node's record
   of the overrides (``hydra.overrides.task``, ``hydra.job.override_dirname``) made as
-  Hydra makes it. Only a few bases are kept, so memory does not grow with the sweep.
+  Hydra makes it. At most KEEP bases are kept, so memory does not grow with the sweep.
 
 Whatever is not certain to come out the same takes a slower path. An override of a
 ``hydra.`` key composes the job in full (Hydra's ``load_sweep_config``). For the plan, a
@@ -56,12 +56,19 @@ class Composer:
     gets it) from a few bases. `counts` says how each job was made: typed, composed
     (a base plus overrides) or full (Hydra's composition)."""
 
-    KEEP = 8  # composed bases kept, ~0.7 MB each; a typed base is kept for every one
+    # Composed bases kept, ~0.7 MB each (45 MB at most); a typed base is kept for every
+    # one. A sweep's plan composes each base, then its launcher each job from its base:
+    # with fewer kept than the sweep has bases (a `+case=NAME` per job, or a grid of
+    # models x backends), every base was composed twice (65 cases: 64 compositions
+    # more, ~0.3 CPU-s each).
+    KEEP = 64
 
-    def __init__(self, loader: Any, master: DictConfig) -> None:
+    def __init__(self, loader: Any, master: DictConfig, keep: int = KEEP) -> None:
         self.loader = loader
         self.master = master
+        self.keep = keep
         self.counts: Counter[str] = Counter()
+        self.bases_composed = 0  # by Hydra's loader (_base)
         self._parser = OverridesParser.create()
         self._parsed: dict[str, Override] = {}
         self._repo: Any = None
@@ -197,9 +204,10 @@ class Composer:
         """The config Hydra composes for the group overrides alone (a few are kept)."""
         found = self._composed.get(groups)
         if found is None:
+            self.bases_composed += 1
             found = self.loader.load_sweep_config(self.master, list(groups))
             self._composed[groups] = found
-            if len(self._composed) > self.KEEP:
+            if len(self._composed) > self.keep:
                 self._composed.popitem(last=False)
         else:
             self._composed.move_to_end(groups)
