@@ -244,9 +244,8 @@ CASES = [
     *("share_llama_eval_on", "share_llama_eval_off", "share_llama_train_on"),
     *("share_llama_train_off", "share_tb_eval_on", "share_tb_eval_off", "share_tb_train_on"),
     *("share_tb_train_off", "share_llama_train_again", "share_tb_train_again"),
-    # across backends (three zygote kinds), on 2 threads: one build, and each one's own
-    *("share_llama_eval_on_aot", "share_llama_eval_on_openxla", "share_tb_eval_on_aot"),
-    *("share_llama_eval_off_aot", "share_llama_eval_off_openxla"),
+    # across backends (two zygote kinds): one build, and each one's own
+    *("share_llama_eval_on_openxla", "share_llama_eval_off_openxla", "share_tb_eval_again"),
     *("ff_raise", "ff_after"),  # last: fail_fast=true skips every job after it
 ]
 

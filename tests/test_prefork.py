@@ -359,15 +359,15 @@ def test_jobs_of_one_build_fork_from_one_zygote_in_turn(cases_sweep: SessionSwee
     )
 
 
-ACROSS = {"eager": "", "aot_eager": "_aot", "openxla": "_openxla"}  # share_llama_eval_on…
+ACROSS = {"eager": "", "openxla": "_openxla"}  # share_llama_eval_on…, share_llama_eval_off…
 
 
 def test_one_build_serves_a_models_jobs_on_every_backend(cases_sweep: SessionSweep) -> None:
-    """share_build across zygote kinds: llama's eager, aot_eager and openxla jobs (the
-    torch, dynamo and xla kinds) fork from one build, in one model zygote forked from a
-    zygote that preloaded the three kinds' modules. Each job has the weights, inputs, RNG
-    states, first output and verify code of the same job that built its own (on 2
-    threads: test_jobs_on_two_threads_fork_from_a_build_made_on_one)."""
+    """share_build across zygote kinds: llama's eager and openxla jobs (the torch and xla
+    kinds) fork from one build, in one model zygote forked from a zygote that preloaded
+    both kinds' modules (the xla kind's hold the torch kind's). Each job has the weights,
+    inputs, RNG states, first output and verify code of the same job that built its own
+    (on 2 threads: test_jobs_on_two_threads_fork_from_a_build_made_on_one)."""
     from benchflow.runner.zygote import preloads, union
 
     builds = cases_sweep.builds()
@@ -390,14 +390,14 @@ def test_one_build_serves_a_models_jobs_on_every_backend(cases_sweep: SessionSwe
     # one build, one process: every job's parent is the same model zygote
     assert len({builds[on[b]["job"]["dir"]]["parent_pid"] for b in ACROSS}) == 1
     assert len({on[b]["timing"]["shared_build_s"] for b in ACROSS}) == 1
-    both = union(["torch", "dynamo", "xla"])
-    assert both == "dynamo+xla"
+    both = union(["torch", "xla"])
+    assert both == "xla"
     for backend in ACROSS:
         assert on[backend]["timing"]["preloaded"] == list(preloads(both)), backend
     assert off["eager"]["timing"]["preloaded"] == list(KINDS["torch"])
     # run one after another, at the place of the first
     nums = sorted(on[b]["job"]["num"] for b in ACROSS)
-    assert nums == list(range(nums[0], nums[0] + 3))
+    assert nums == list(range(nums[0], nums[0] + len(ACROSS)))
 
 
 @early("two_threads")
@@ -406,7 +406,7 @@ def _two_threads(root: Path) -> dict[str, Any]:
     on 1 thread); each job's build record kept."""
     args = ["-m", "model=llama", "model.size=tiny", "suite.skip_lists=false"]
     args += ["dynamo=none,openxla", "cpus_per_job=2", "num_threads=2", "repeat=2"]
-    args += ["iterations_per_run=1", "warmup=1", "verify=true", "mlflow.enabled=false"]
+    args += ["iterations_per_run=1", "warmup=1", "mlflow.enabled=false"]
     res = run_cli(args, root, BENCHFLOW_BUILD_RECORD=str(root / "builds.jsonl"))
     lines = (root / "builds.jsonl").read_text().splitlines() if res.returncode == 0 else []
     return {"res": res, "builds": [json.loads(line) for line in lines]}
@@ -425,7 +425,6 @@ def test_jobs_on_two_threads_fork_from_a_build_made_on_one(
     assert [r["status"] for r in rows] == ["ok", "ok"], [r["error"] for r in rows]
     assert {r["experiment"]["num_threads"] for r in rows} == {2}
     assert all(r["timing"]["shared_build_s"] is not None for r in rows)
-    assert all(r["verification_code"] == "PASS" for r in rows)
     builds = {str(Path(b["job"]).parent): b for b in got["builds"]}
     mine = [builds[r["job"]["dir"]] for r in rows]
     assert [b["prebuilt"] for b in mine] == [True, True]
