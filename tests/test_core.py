@@ -291,8 +291,10 @@ def test_a_sweeps_jobs_of_one_build_share_it_across_backends() -> None:
     ordered = in_run_order(jobs)
     assert [j.overrides for j in ordered] == [grid[i] for i in (0, 2, 4, 5, 1, 3, 6, 7)]
     assert [j.num for j in ordered] == list(range(len(grid)))
-    # a single job of a key shares nothing: it is built in its job
+    # a single job of a key shares nothing: it is built in its job; nor does a job
+    # planned twice (the same fingerprint runs once)
     assert shared_builds(jobs[:2]) == {}
+    assert shared_builds([jobs[0], dataclasses.replace(jobs[0], num=9)]) == {}
 
 
 def test_the_jobs_of_a_build_run_together_each_kind_in_turn() -> None:

@@ -86,7 +86,8 @@ def shared_builds(jobs: Sequence[Job]) -> dict[int, Shared]:
             by_key.setdefault((key, split(zygote)[1]), []).append((job, zygote))
     shared: dict[int, Shared] = {}
     for (key, _), members in by_key.items():
-        if len(members) >= 2:
+        # two distinct jobs (a grid point planned twice runs once: sweep/rounds.py)
+        if len({job.fingerprint for job, _ in members}) >= 2:
             zygote = union([z for _, z in members])
             shared |= {job.num: Shared(key, zygote) for job, _ in members}
     return shared
