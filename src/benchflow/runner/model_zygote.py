@@ -1,12 +1,13 @@
-"""share_build=true: a model's own zygote, forked from the zygote of its jobs' kind,
-that builds the model once (benchflow.harness.prebuilt) and forks the jobs of its build
-key (benchflow.models.sharing), each finishing its own copy.
+"""share_build (on by default): a model's own zygote, forked from the zygote its jobs
+need (their kind's, or the union of their kinds': sweep/builds.py), that builds the
+model once (benchflow.harness.prebuilt) and forks the jobs of its build key
+(benchflow.models.sharing), each finishing its own copy.
 
 A process that runs jobs keeps one model's zygote at a time (the one before is closed
 when a job of another build comes), so it holds one model's memory at a time. A build
 that fails, outlives the job's timeout_s or leaves a thread running is not shared: the
-zygote says why and exits, and the jobs of that build fork from their kind's zygote
-and build their own, reporting what happens as their own.
+zygote says why and exits, and the jobs of that build fork from the zygote it was
+forked from and build their own, reporting what happens as their own.
 """
 
 from __future__ import annotations
