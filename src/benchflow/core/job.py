@@ -148,6 +148,12 @@ class Plan:
             self._jobs[num] = Job.from_dict(found)
         return self._jobs[num]
 
+    def jobs(self) -> list[Job]:
+        """Every job of the plan, by number."""
+        found = [self.job(num) for num in range(self.total)]
+        assert all(found), "a plan holds every job of its sweep"
+        return [job for job in found if job is not None]
+
     @property
     def baseline(self) -> str | None:
         """The `baseline=` its jobs share (None: none planned, or they differ)."""

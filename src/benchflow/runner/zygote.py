@@ -401,17 +401,13 @@ def _scratch_inductor_cache() -> Iterator[None]:
             os.environ[INDUCTOR_CACHE] = before
 
 
-def _threads() -> int:
-    return threads_unsafe_to_fork()  # jemalloc's background thread is not counted
-
-
 def pristine(threads: int) -> dict[str, Any]:
     """This process's state, as a zygote must fork it: no thread besides the `threads`
     it had once torch was imported, no child process (the checks' compilers and
     loaders have exited; no compile-worker pool), no CUDA context, no PJRT client.
     Raises ZygoteError naming what is not so."""
     torch, torch_xla = sys.modules.get("torch"), sys.modules.get("torch_xla")
-    now = _threads()
+    now = threads_unsafe_to_fork()
     state: dict[str, Any] = {
         "threads": now,
         "children": [" ".join(p.cmdline()) for p in psutil.Process().children()],
@@ -533,11 +529,11 @@ def serve(
     no_warm_pool = "TORCH_WARM_POOL" not in os.environ
     if no_warm_pool:
         os.environ["TORCH_WARM_POOL"] = "0"
-    threads = _threads()  # a zygote forked from the base: 1 (fork keeps one thread)
+    threads = threads_unsafe_to_fork()  # a zygote forked from the base: 1 (fork keeps one thread)
     for name in preload:
         _preload(name)
         if name in BASE_MODULES:  # numpy's and scipy's OpenBLAS threads; nothing after may
-            threads = _threads()
+            threads = threads_unsafe_to_fork()
     if no_select:
         del os.environ["PJRT_SELECT_DEFAULT_DEVICE"]
     if no_warm_pool:

@@ -104,6 +104,5 @@ def shared_of(job: Job, plan: Plan | None) -> Shared | None:
     if plan is None or build_key(job) is None:
         return None
     if _plan_memo is None or _plan_memo[0] is not plan:
-        jobs = [j for n in range(plan.total) if (j := plan.job(n)) is not None]
-        _plan_memo = (plan, shared_builds(jobs))
+        _plan_memo = (plan, shared_builds(plan.jobs()))
     return _plan_memo[1].get(job.num)

@@ -92,13 +92,6 @@ def in_run_order(jobs: Sequence[Job]) -> list[Job]:
     return [dataclasses.replace(jobs[i], num=num) for num, i in enumerate(order)]
 
 
-def jobs_of(plan: Plan) -> list[Job]:
-    """The plan's jobs, by number."""
-    found = [plan.job(num) for num in range(plan.total)]
-    assert all(found), "a plan holds every job of its sweep"
-    return [job for job in found if job is not None]
-
-
 def begin(config: DictConfig, plan: Plan, *, prestart: bool) -> None:
     """The sweep may run: its folder and plan.json, the zygotes its jobs fork from
     (`prestart`: when they run in this process, started while the MLflow store and parent
@@ -114,7 +107,7 @@ def begin(config: DictConfig, plan: Plan, *, prestart: bool) -> None:
     os.environ[ENV_SWEEP_PID] = str(os.getpid())
     kinds: list[str] = []  # the zygotes the jobs fork from, in the order first needed
     cpus_per_job = None
-    for job in jobs_of(plan):
+    for job in plan.jobs():
         runs = not (job.invalid or job.skip)  # others start no child, need no zygote
         share = shared_of(job, plan)  # forked from its model's zygote, forked from this
         if runs and (kind := share.zygote if share else zygote_kind(job)) and kind not in kinds:

@@ -74,13 +74,13 @@ class BenchflowSweeper(BasicSweeper):
         from benchflow.core.layout import SweepDir
         from benchflow.sweep import progress, rounds
         from benchflow.sweep.compose import Composer
-        from benchflow.sweep.start import SweepRefused, begin, jobs_of, plan_sweep, read_plan
+        from benchflow.sweep.start import SweepRefused, begin, plan_sweep, read_plan
 
         assert self.config is not None and self.hydra_context is not None
         assert self.launcher is not None
         given = read_plan(self.plan_file) if self.plan_file else None
         if given is not None:
-            grid = [list(job.overrides) for job in jobs_of(given)]
+            grid = [list(job.overrides) for job in given.jobs()]
         else:
             parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
             parsed = parser.parse_overrides([*self._parse_config(), *arguments])
@@ -100,7 +100,7 @@ class BenchflowSweeper(BasicSweeper):
         self._sweep_dir_for_every_worker(sweep_dir)
         OmegaConf.save(self.config, sweep_dir / "multirun.yaml")  # as Hydra's own sweeper
         begin(self.config, plan, prestart=self._planned is not None)
-        jobs = jobs_of(plan)
+        jobs = plan.jobs()
         size = self.max_batch_size or len(jobs) or 1
         sweep = SweepDir(sweep_dir)
         count, token = rounds.count(jobs), rounds.new_token()
