@@ -23,6 +23,11 @@ copy from benchflow's mirror, so the rules are the same data):
   --disable-tf32 does it take its --matmul-precision, else highest); benchflow's
   matmul_precision sets both too and defaults to high. The script passes
   matmul_precision=high all the same;
+- compiles: cold on both sides (--compile-cache cold, the default). benchflow's
+  compile_cache=cold gives each job an empty Inductor cache; the runner, left to
+  itself, keeps one in /tmp/torchinductor_<user> for good, so its second run of a grid
+  compiles from it (here its Inductor cold calls took 83 s on a fresh machine and 33 s
+  the next run). The script gives it a fresh TORCHINDUCTOR_CACHE_DIR for each run;
 - functionalization: the runner turns torch_xla's off unless told otherwise
   (XLA_DISABLE_FUNCTIONALIZATION=1; TorchBench's llama then fails on XLA, and
   pyhpc_isoneutral_mixing on openxla measured 2.4x slower here); benchflow keeps
@@ -49,6 +54,7 @@ import json
 import os
 import platform
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -110,6 +116,22 @@ def layout(out: Path, xla: Path, torchbench: Path, suite_yaml: Path | None) -> P
     return work / "pytorch"
 
 
+INDUCTOR_CACHE = "TORCHINDUCTOR_CACHE_DIR"
+
+
+def runner_cache(args: argparse.Namespace, out: Path) -> Path:
+    """The runner's Inductor cache. Left to itself it keeps one in /tmp/torchinductor_<user>
+    for good, so that its second run of a grid compiles from it (here its Inductor cold
+    calls took 83 s on a fresh machine and 33 s the next run). --compile-cache cold (the
+    default): a fresh folder for each run, as benchflow's compile_cache=cold gives each
+    job; warm: one kept under --out, as benchflow's compile_cache=warm keeps its own."""
+    if args.compile_cache == "warm":
+        return out / "xr_inductor_cache_warm"
+    folder = out / "xr_inductor_cache"
+    shutil.rmtree(folder, ignore_errors=True)
+    return folder
+
+
 def run_runner(args: argparse.Namespace, out: Path) -> Path:
     cwd = layout(out, args.xla, args.torchbench, args.torchbench_yaml)
     results = out / "xr"
@@ -130,7 +152,7 @@ def run_runner(args: argparse.Namespace, out: Path) -> Path:
     ]
     if args.functionalization == "on":
         cmd.append("--enable-functionalization")
-    env = {**os.environ, "PJRT_DEVICE": "CPU"}
+    env = {**os.environ, "PJRT_DEVICE": "CPU", INDUCTOR_CACHE: str(runner_cache(args, out))}
     print("runner:", " ".join(cmd), f"(in {cwd})", flush=True)
     with (out / "xr.log").open("w") as log:
         subprocess.run(cmd, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, check=False)
@@ -149,6 +171,7 @@ def run_benchflow(args: argparse.Namespace, out: Path) -> list[Path]:
         "matmul_precision=high",  # the runner's, unless --disable-tf32
         "mlflow.enabled=false",
         "progress=false",
+        f"compile_cache={args.compile_cache}",
     ]
     # The backends `xla=auto` picks for their dynamo= option, and lazy XLA (dynamo=none
     # on xla=PJRT). With eager among them, one sweep over `xla=auto,PJRT`, as a user
@@ -365,6 +388,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--iterations-per-run", type=int, default=10)
     p.add_argument("--warmup", type=int, default=1, help="benchflow's warm-up steps")
+    p.add_argument(
+        "--compile-cache",
+        choices=("cold", "warm"),
+        default="cold",
+        help="cold: every compile on both sides from an empty Inductor cache (the runner\n"
+        "gets a fresh TORCHINDUCTOR_CACHE_DIR); warm: each side's cache kept between runs",
+    )
     p.add_argument("--tolerance", type=float, default=0.10)
     p.add_argument("--out", type=Path, default=Path("compare_xr"))
     p.add_argument("--reuse", action="store_true", help="read results already in --out")
@@ -422,6 +452,11 @@ def main(argv: list[str] | None = None) -> int:
         "benchflow measured longer)",
     ]
     header.append(f"- dtype rule: {DTYPE_RULE} (the runner: the same, with no AMP on a CPU)")
+    header.append(
+        "- compiles: cold on both sides (the runner: a fresh TORCHINDUCTOR_CACHE_DIR for its run)"
+        if args.compile_cache == "cold"
+        else "- compiles: warm on both sides (each keeps its Inductor cache between runs)"
+    )
     if walls:
         header.append("- sweep wall: " + ", ".join(f"{k} {v:.0f} s" for k, v in walls.items()))
     if args.set:

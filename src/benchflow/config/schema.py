@@ -216,6 +216,10 @@ class BenchConfig:
     # With prefork: a sweep's jobs with the same model build fork from one process that
     # built it (sweep/builds.py), whatever their backends.
     share_build: bool = field(default=True, metadata=UNMEASURED)
+    # With share_build: where the jobs run one after another in the sweep's process, the
+    # next model is built while the jobs before it run, stopped over their compile and
+    # timed regions (harness/hold.py).
+    build_ahead: bool = field(default=True, metadata=UNMEASURED)
     # Calibration: the shortest a repeat may last (timer ticks, scheduler noise; docs/timing.md).
     min_run_time_s: float = field(default=0.05, metadata=UNMEASURED)
     # Adaptive repeats stop once the timed repeats have taken this long (at least 6 first).

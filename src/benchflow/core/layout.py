@@ -153,6 +153,11 @@ class SweepDir:
     def compare(self) -> Path:
         return self.path / "compare"
 
+    def ahead(self, num: int) -> JobDir:
+        """build_ahead: where job `num`'s model is built before that job runs (its job
+        file, and the build's output, copied to the job's build.log when it runs)."""
+        return JobDir(self.path / "ahead" / str(num))
+
     def job(self, path: Path) -> JobDir:
         return JobDir(path)
 

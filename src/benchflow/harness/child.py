@@ -123,6 +123,7 @@ def run(cfg: BenchConfig, backend: type[Backend], out_dir: Path) -> ChildResult:
     import torch
 
     from benchflow.harness import prebuilt
+    from benchflow.harness.hold import HOLD
     from benchflow.harness.load import LoadProbe
     from benchflow.harness.profiling import profile_compile, profile_pass
     from benchflow.harness.timing import Sampling, measure
@@ -177,6 +178,7 @@ def run(cfg: BenchConfig, backend: type[Backend], out_dir: Path) -> ChildResult:
         adaptive_warmup=cfg.adaptive_warmup,
         max_warmup=cfg.max_warmup,
         on_first=summarize_first,
+        exclusive=HOLD.exclusive,
     )
     measure_s = time.perf_counter() - t_measure
 
@@ -184,19 +186,20 @@ def run(cfg: BenchConfig, backend: type[Backend], out_dir: Path) -> ChildResult:
     profiled: dict[str, float] = {}
     profile_s = 0.0
     if cfg.profile.name == "torch":
-        t_profile = time.perf_counter()
-        profiled = profile_pass(step, device, cfg.profile, out_dir / "profile")
-        if cfg.profile.compile and backend.compiles:
-            profiled |= profile_compile(
-                lambda: build(device.torch_device, model_dtype, True, cfg.batch_size),
-                lambda built: run_step(built, device.autocast_type),
-                device,
-                cfg.model.name,
-                cfg.dynamo.name,
-                out_dir / "profile",
-            )
+        with HOLD.exclusive("profile"):  # no work beside the job over its traces
+            t_profile = time.perf_counter()
+            profiled = profile_pass(step, device, cfg.profile, out_dir / "profile")
+            if cfg.profile.compile and backend.compiles:
+                profiled |= profile_compile(
+                    lambda: build(device.torch_device, model_dtype, True, cfg.batch_size),
+                    lambda built: run_step(built, device.autocast_type),
+                    device,
+                    cfg.model.name,
+                    cfg.dynamo.name,
+                    out_dir / "profile",
+                )
 
-        profile_s = time.perf_counter() - t_profile
+            profile_s = time.perf_counter() - t_profile
     code, detail = "VERIFIER_SKIPPED", None
     verify_s = 0.0
     accuracy: dict[str, float] = {}
@@ -246,7 +249,11 @@ def run(cfg: BenchConfig, backend: type[Backend], out_dir: Path) -> ChildResult:
             preloaded=[m for m in os.environ.get("BENCHFLOW_PRELOADED", "").split(",") if m],
             machine_checks=json.loads(os.environ.get(ENV_MACHINE_CHECKS) or "{}"),
             shared_build_s=prebuilt.taken_build_s(),
+            shared_build_pid=prebuilt.taken_build_pid(),
+            shared_build_at=prebuilt.taken_build_at(),
             timer_resolution_s=time.get_clock_info("perf_counter").resolution,
+            spans=m.spans,
+            held=HOLD.held,
         ),
         child_timings=ChildTimings(
             import_s=import_s,
@@ -418,8 +425,9 @@ def main(argv: list[str]) -> int:
         log.error("job %s:\n%s", result.status, traceback.format_exc())
     result.child_wall_s = time.perf_counter() - t0
     if result.child_timings is not None:  # the parent splits its wall with these
-        result.child_timings = dataclasses.replace(
-            result.child_timings, entered=t0, done=time.perf_counter()
-        )
+        done = time.perf_counter()
+        result.child_timings = dataclasses.replace(result.child_timings, entered=t0, done=done)
+        if result.timing is not None:
+            result.timing.spans.append(["child", t0, done])
     write_json_atomic(Path(job.result_path), result.to_dict())
     return 0 if result.status is not Status.FAILED else 1

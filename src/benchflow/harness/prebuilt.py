@@ -20,6 +20,7 @@ bits in a shared build and in a job's own, whatever the job's thread count.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import logging
@@ -42,6 +43,8 @@ class Prebuilt:
     # Python's `random` after the build: a fork reseeds it in the child (os.register_at_fork
     # in the random module), so a job forked from here would not find it as built
     python_rng: Any = None
+    pid: int = 0  # the interpreter that built it
+    at: tuple[float, float] = (0.0, 0.0)  # when (CLOCK_MONOTONIC: results/overlap.py)
 
 
 _prebuilt: Prebuilt | None = None
@@ -76,31 +79,42 @@ def build_here(cfg: BenchConfig) -> float:
         )
     import random
 
-    _prebuilt = Prebuilt(key, model, time.perf_counter() - t0, random.getstate())
+    t1 = time.perf_counter()
+    _prebuilt = Prebuilt(key, model, t1 - t0, random.getstate(), os.getpid(), (t0, t1))
     return _prebuilt.build_s
 
 
 def take(cfg: BenchConfig) -> Prebuilt | None:
     """In a job's child: the model built before the fork, if it was built for this
     config; once (every later build of the job builds anew)."""
-    global _prebuilt, _taken_s
+    global _prebuilt, _taken
     found, _prebuilt = _prebuilt, None
     if found is None or found.key != build_key(cfg):
         return None
     import random
 
     random.setstate(found.python_rng)  # as the build left it, before the fork reseeded it
-    _taken_s = found.build_s
+    _taken = dataclasses.replace(found, model=None)  # what the row says of it, not the model
     return found
 
 
-_taken_s: float | None = None
+_taken: Prebuilt | None = None
 
 
 def taken_build_s() -> float | None:
     """The seconds of the shared build this job's model came from (None: the job
     built its own)."""
-    return _taken_s
+    return _taken.build_s if _taken else None
+
+
+def taken_build_pid() -> int | None:
+    """The pid of the interpreter that made that build."""
+    return _taken.pid if _taken else None
+
+
+def taken_build_at() -> list[float] | None:
+    """When it made it: [start, end] on CLOCK_MONOTONIC."""
+    return list(_taken.at) if _taken else None
 
 
 # BENCHFLOW_BUILD_RECORD=FILE: each job's child appends to FILE what its first build made
@@ -120,7 +134,7 @@ def record(model: Any) -> None:
         return
     _recorded = True
     line: dict[str, Any] = {"job": sys.argv[-1], "parent_pid": os.getppid()}
-    line["prebuilt"] = _taken_s is not None
+    line["prebuilt"] = _taken is not None
     try:
         line |= _hashes(model)
     except Exception as exc:  # a record, never the job's failure

@@ -30,6 +30,7 @@ import math
 import statistics
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -114,6 +115,8 @@ class Measurement:
     warmup_steps: int = 0
     warmup_settled: bool | None = None  # adaptive warm-up: settled before its cap
     unsteady: list[Unsteady] = field(default_factory=list)  # repeats that compiled
+    # [region, start, end] on CLOCK_MONOTONIC: the cold call ("compile"), the timed repeats
+    spans: list[list[Any]] = field(default_factory=list)
     iterations_per_run: int = 1  # as used: given, or calibrated
     calibrated: bool = False  # iterations_per_run was calibrated to min_run_time_s
     calibration_steps: int = 0
@@ -221,17 +224,24 @@ def measure(
     adaptive_warmup: bool = False,
     max_warmup: int = 50,
     on_first: Callable[[Any], None] | None = None,
+    exclusive: Callable[[str], AbstractContextManager[None]] = lambda _: nullcontext(),
 ) -> Measurement:
     """Run and time `step`; the device is synchronized before every end timestamp.
-    `on_first` is handed the first step's output once it was timed (results/digest.py)."""
+    `on_first` is handed the first step's output once it was timed (results/digest.py).
+    `exclusive(region)` wraps each region that no work beside the job may share
+    (harness/hold.py): the cold call, an adaptive warm-up, and the calibration and timed
+    repeats; `m.spans` records the cold call's and the timed repeats' clocks."""
     m = Measurement()
 
-    before = [p.snapshot() for p in probes]
-    start = time.perf_counter()
-    out = step()
-    device.mark_step()
-    device.synchronize()
-    m.first_iter_time_s = time.perf_counter() - start
+    with exclusive("compile"):
+        before = [p.snapshot() for p in probes]
+        start = time.perf_counter()
+        out = step()
+        device.mark_step()
+        device.synchronize()
+        end = time.perf_counter()
+    m.first_iter_time_s = end - start
+    m.spans.append(["compile", start, end])
     m.cold = _deltas(probes, before)
     if on_first is not None:
         on_first(out)  # outside every timed region and counter delta
@@ -245,80 +255,84 @@ def measure(
     device.synchronize()
     m.warmup_steps = warmup
     if adaptive_warmup:
-        # One synchronized step at a time until nothing compiles and the times agree.
-        times: list[float] = []
-        quiet = 0
-        m.warmup_settled = False
-        while m.warmup_steps < max_warmup:
-            before = [p.snapshot() for p in probes]
-            t0 = time.perf_counter()
-            out = step()
-            device.mark_step()
-            device.synchronize()
-            times.append(time.perf_counter() - t0)
-            m.warmup_steps += 1
-            quiet = 0 if compiled(_deltas(probes, before)) else quiet + 1
-            if quiet >= SETTLE_STEPS and settled(times):
-                m.warmup_settled = True
-                break
+        with exclusive("warmup"):  # its stop rule reads step times
+            # One synchronized step at a time until nothing compiles and the times agree.
+            times: list[float] = []
+            quiet = 0
+            m.warmup_settled = False
+            while m.warmup_steps < max_warmup:
+                before = [p.snapshot() for p in probes]
+                t0 = time.perf_counter()
+                out = step()
+                device.mark_step()
+                device.synchronize()
+                times.append(time.perf_counter() - t0)
+                m.warmup_steps += 1
+                quiet = 0 if compiled(_deltas(probes, before)) else quiet + 1
+                if quiet >= SETTLE_STEPS and settled(times):
+                    m.warmup_settled = True
+                    break
         log.info("adaptive warm-up: %d steps, settled=%s", m.warmup_steps, m.warmup_settled)
-    if sampling.iterations_per_run is None:
-        m.iterations_per_run, step_s, m.calibration_steps = calibrate(
-            step, device, sampling.min_run_time_s
-        )
-        m.calibrated = True
-        log.info("calibrated: %d step(s) per repeat (%.6f s a step)", m.iterations_per_run, step_s)
-    else:
-        m.iterations_per_run = sampling.iterations_per_run
-    m.warmup_time_s = time.perf_counter() - start
+    with exclusive("timed"):  # the calibration, the reference steps and the repeats
+        if sampling.iterations_per_run is None:
+            m.iterations_per_run, step_s, m.calibration_steps = calibrate(
+                step, device, sampling.min_run_time_s
+            )
+            m.calibrated = True
+            n = m.iterations_per_run
+            log.info("calibrated: %d step(s) per repeat (%.6f s a step)", n, step_s)
+        else:
+            m.iterations_per_run = sampling.iterations_per_run
+        m.warmup_time_s = time.perf_counter() - start
 
-    iterations = m.iterations_per_run
-    reference = [reference_step_s()]  # the host's speed, outside every timed region
-    timed_start = time.perf_counter()
-    r = 0
-    while m.stop is None:
-        before = [p.snapshot() for p in probes]
-        traced = 0.0
-        device.reset_peak_memory()
-        # As timeit (hence torch.utils.benchmark) does: no garbage-collector pass lands
-        # in a timed repeat (a full collect between repeats would cool the caches).
-        gc.disable()
-        start = time.perf_counter()
-        for _ in range(iterations):
-            t0 = time.perf_counter()
-            # Keep the output alive until the step is cut (a lazy device prunes what
-            # nothing refers to), then drop it, as a plain loop would: holding it over
-            # the next step changes what the allocator can reuse.
-            out = step()
-            traced += time.perf_counter() - t0
-            device.mark_step()
-            del out
-        device.synchronize()
-        if sampling.slowdown:
-            # After the device finished, so that an asynchronous device (XLA, CUDA),
-            # whose host side overlaps its execution, is slowed as much as eager is.
-            _spin(sampling.slowdown * (time.perf_counter() - start))
-        total = time.perf_counter() - start
-        gc.enable()
-        metrics = {"total_time_s": total, "per_iter_time_s": total / iterations}
-        if trace_time:
-            metrics["trace_total_time_s"] = traced
-            metrics["trace_per_iter_time_s"] = traced / iterations
-        peak = device.peak_memory_bytes()
-        if peak is not None:
-            metrics["peak_device_memory_bytes"] = peak
-        delta = _deltas(probes, before)
-        metrics.update(delta)
-        m.add(metrics)
-        if reason := compiled(delta):
-            m.unsteady.append(Unsteady(r, reason))
-            log.warning("repeat %d is not steady state: %s", r, reason)
-        log.info("repeat %d: %.6f s/iter", r, metrics["per_iter_time_s"])
-        per_iter = m.per_repeat["per_iter_time_s"]
-        m.stop = stop_reason(per_iter, time.perf_counter() - timed_start, sampling)
-        r += 1
-    m.ci_rel = median_ci_rel(per_iter)
-    reference.append(reference_step_s())
+        iterations = m.iterations_per_run
+        reference = [reference_step_s()]  # the host's speed, outside every timed region
+        timed_start = time.perf_counter()
+        r = 0
+        while m.stop is None:
+            before = [p.snapshot() for p in probes]
+            traced = 0.0
+            device.reset_peak_memory()
+            # As timeit (hence torch.utils.benchmark) does: no garbage-collector pass lands
+            # in a timed repeat (a full collect between repeats would cool the caches).
+            gc.disable()
+            start = time.perf_counter()
+            for _ in range(iterations):
+                t0 = time.perf_counter()
+                # Keep the output alive until the step is cut (a lazy device prunes what
+                # nothing refers to), then drop it, as a plain loop would: holding it over
+                # the next step changes what the allocator can reuse.
+                out = step()
+                traced += time.perf_counter() - t0
+                device.mark_step()
+                del out
+            device.synchronize()
+            if sampling.slowdown:
+                # After the device finished, so that an asynchronous device (XLA, CUDA),
+                # whose host side overlaps its execution, is slowed as much as eager is.
+                _spin(sampling.slowdown * (time.perf_counter() - start))
+            total = time.perf_counter() - start
+            gc.enable()
+            metrics = {"total_time_s": total, "per_iter_time_s": total / iterations}
+            if trace_time:
+                metrics["trace_total_time_s"] = traced
+                metrics["trace_per_iter_time_s"] = traced / iterations
+            peak = device.peak_memory_bytes()
+            if peak is not None:
+                metrics["peak_device_memory_bytes"] = peak
+            delta = _deltas(probes, before)
+            metrics.update(delta)
+            m.add(metrics)
+            if reason := compiled(delta):
+                m.unsteady.append(Unsteady(r, reason))
+                log.warning("repeat %d is not steady state: %s", r, reason)
+            log.info("repeat %d: %.6f s/iter", r, metrics["per_iter_time_s"])
+            per_iter = m.per_repeat["per_iter_time_s"]
+            m.stop = stop_reason(per_iter, time.perf_counter() - timed_start, sampling)
+            r += 1
+        m.spans.append(["timed", timed_start, time.perf_counter()])
+        m.ci_rel = median_ci_rel(per_iter)
+        reference.append(reference_step_s())
     m.host_reference_s = statistics.fmean(reference)
     log.info("%d repeat(s), stopped by %s, 95%% interval ±%s", r, m.stop, m.ci_rel)
     return m

@@ -77,7 +77,17 @@ class Timing:
     # share_build: seconds the model's build took in the interpreter the job forked from
     # (null: the job built its own model)
     shared_build_s: float | None = None
+    # ... and where it ran: the pid of that interpreter, and [start, end] of the build
+    # (CLOCK_MONOTONIC, every process's clock on the host; results/overlap.py)
+    shared_build_pid: int | None = None
+    shared_build_at: list[float] | None = None
     timer_resolution_s: float | None = None
+    # [region, start, end] (CLOCK_MONOTONIC) of each process's cold call ("compile"), timed
+    # repeats ("timed") and whole child ("child")
+    spans: list[list[Any]] = field(default_factory=list)
+    # the holds on work beside the job over its exclusive regions (harness/hold.py): each
+    # {"region", "at": [start, end], "pids", "stopped", "cpu_s"}
+    held: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -98,6 +98,8 @@ def pool(results: Sequence[ChildResult], cores: int) -> ChildResult:
         stop=",".join(stops) or None,
         host=load.to_dict() if load else None,
         processes=processes,
+        spans=[s for r in results if r.timing for s in r.timing.spans],
+        held=[h for r in results if r.timing for h in r.timing.held],
     )
     return dataclasses.replace(
         first,

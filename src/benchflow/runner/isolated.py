@@ -201,14 +201,13 @@ def start_zygote(kind: str, cores: list[int]) -> float | None:
         return None
 
 
-_prestart: threading.Thread | None = None
+_prestart: list[threading.Thread] = []
 
 
 def prestart_zygotes(kinds: list[str], cpus_per_job: int | None) -> None:
     """Start the zygotes a sweep's jobs will fork from in the background, while the
     parent does its own set-up (MLflow store, parent run); each imports on a CPU
     slot, as a job would. Jobs call `join_prestart` before taking their slot."""
-    global _prestart
 
     def start_all() -> None:
         from benchflow.core.cpus import cpu_slot
@@ -225,13 +224,14 @@ def prestart_zygotes(kinds: list[str], cpus_per_job: int | None) -> None:
             for kind in kinds:
                 start_zygote(kind, cores)
 
-    _prestart = threading.Thread(target=start_all, name="zygote-prestart", daemon=True)
-    _prestart.start()
+    thread = threading.Thread(target=start_all, name="zygote-prestart", daemon=True)
+    thread.start()
+    _prestart.append(thread)
 
 
 def join_prestart() -> None:
-    if _prestart is not None:
-        _prestart.join()
+    for thread in _prestart:
+        thread.join()
 
 
 def _reap(zygote: Any, pid: int) -> None:

@@ -3,8 +3,11 @@ need (their kind's, or the union of their kinds': sweep/builds.py), that builds 
 model once (benchflow.harness.prebuilt) and forks the jobs of its build key
 (benchflow.models.sharing), each finishing its own copy.
 
-A process that runs jobs keeps one model's zygote at a time (the one before is closed
-when a job of another build comes), so it holds one model's memory at a time. A build
+A process that runs jobs keeps one model's zygote at a time for its jobs (the one
+before is closed when a job of another build comes), and, with build_ahead, the next
+model's zygote too: started while the jobs before it run (``ahead``), it builds beside
+them, and every one of them stops it over its compile and timed regions
+(harness/hold.py). So a process holds at most two models' memory at a time. A build
 that fails, outlives the job's timeout_s or leaves a thread running is not shared: the
 zygote says why and exits, and the jobs of that build fork from the zygote it was
 forked from and build their own, reporting what happens as their own.
@@ -13,23 +16,76 @@ forked from and build their own, reporting what happens as their own.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
+import shutil
 from typing import Any
 
+import psutil
+
 from benchflow.core.cpus import ENV_CPUS
+from benchflow.harness.hold import normal_priority, register, release, unregister
 from benchflow.runner.zygote import Zygote, ZygoteError, shared
 
 log = logging.getLogger(__name__)
 
 _model: tuple[str, str, Zygote] | None = None  # kind, build key, the zygote of that model
 _not_buildable: set[tuple[str, str]] = set()  # (kind, key) whose zygote could not build
+# build_ahead: (kind, key) -> the zygote building that model beside the jobs, and its log
+_ahead: dict[tuple[str, str], tuple[Zygote, str]] = {}
+
+
+def _start(kind: str, build: dict[str, Any]) -> Zygote:
+    cores = [int(c) for c in build["env"].get(ENV_CPUS, "").split(",") if c]
+    zygote = Zygote(kind, cores, base=shared(kind, cores), build=build)
+    atexit.register(_let_go, zygote)
+    return zygote
+
+
+def _let_go(zygote: Zygote) -> None:
+    release(zygote.pid)  # a job that died holding it left it stopped
+    zygote.close()
+
+
+def holding(kind: str | None, key: str) -> bool:
+    """This process holds the built model of `key` (from the `kind` zygote) for its jobs."""
+    return _model is not None and _model[:2] == (kind, key)
+
+
+def wanted(kind: str, key: str) -> bool:
+    """The model of `key` (from the `kind` zygote) is neither built nor being built."""
+    return (kind, key) not in _ahead and (_model is None or _model[:2] != (kind, key))
+
+
+def ahead(kind: str, build: dict[str, Any]) -> None:
+    """Start building the model of `build` now, in its zygote, beside the jobs that run
+    before its own (it registers itself as work they hold over their exclusive regions:
+    harness/hold.py); `for_build` takes it when its first job comes."""
+    key = (kind, build["key"])
+    if not wanted(*key) or key in _not_buildable:
+        return
+    try:
+        zygote = _start(kind, build | {"beside": True})
+        # Registered here, before the next job starts (the build unregisters itself when
+        # it is done), so that every job holds it from that job's start.
+        register(zygote.pid)
+        _ahead[key] = (zygote, build["log"])
+    except (ZygoteError, OSError, psutil.Error) as exc:
+        log.warning("could not start building a model ahead of its jobs (%s)", exc)
+
+
+def release_ahead() -> None:
+    """After a job's process: let every build ahead run on unless another job holds it
+    (a job that died mid-hold left it stopped)."""
+    for zygote, _ in _ahead.values():
+        release(zygote.pid)
 
 
 def for_build(kind: str, build: dict[str, Any], timeout_s: float) -> Zygote | None:
     """This process's zygote that built the model of `build` (its ``key``) from its
-    `kind` zygote, started now if it has none for that key (closing the one before it:
-    one model is held at a time); None where it cannot build it (the job then forks from
-    the `kind` zygote and builds its own)."""
+    `kind` zygote, taken from those built ahead or started now if it has none for that
+    key (closing the one before it); None where it cannot build it (the job then forks
+    from the `kind` zygote and builds its own)."""
     global _model
     wanted = (kind, build["key"])
     if _model is not None and (_model[:2] != wanted or not _model[2].alive()):
@@ -38,17 +94,23 @@ def for_build(kind: str, build: dict[str, Any], timeout_s: float) -> Zygote | No
     if wanted in _not_buildable:
         return None
     if _model is None:
-        cores = [int(c) for c in build["env"].get(ENV_CPUS, "").split(",") if c]
-        zygote = None
+        zygote, log_path = _ahead.pop(wanted, (None, None))
+        if zygote is not None:  # its job waits for it now: no longer on idle cores only
+            with contextlib.suppress(OSError):
+                normal_priority(zygote.pid)
+            release(zygote.pid)
         try:
-            zygote = Zygote(kind, cores, base=shared(kind, cores), build=build)
-            atexit.register(zygote.close)
+            if zygote is None:
+                zygote = _start(kind, build)
             zygote.wait_ready(timeout_s)
+            unregister(zygote.pid)  # (done: it unregistered itself, unless it was quicker)
+            if log_path:  # the build's output, in its first job's folder as without ahead
+                shutil.copyfile(log_path, build["log"])
         except (ZygoteError, OSError) as exc:
             log.warning("no shared build for this model (%s): its jobs build their own", exc)
             _not_buildable.add(wanted)
             if zygote is not None:
-                zygote.close()
+                _let_go(zygote)
             return None
         log.info("model built once for its jobs in %.2f s (pid %d)", zygote.build_s, zygote.pid)
         _model = (kind, wanted[1], zygote)

@@ -60,7 +60,10 @@ share_build=true: a zygote of any kind may also fork a *model's* zygote, with
 ``"build": {"key", "job", "env", "cwd", "log"}`` in that request: it builds the model
 of the job file ``job`` (runner/model_zygote.py) in the job's environment and folder,
 its output to ``log``, and says ``{"ready", "build_s"}``, or ``{"not_built": why}`` and
-exits; its forks are the jobs with the same build key.
+exits; its forks are the jobs with the same build key. With ``"beside": true`` (a build
+made ahead of its jobs, while others run, which its parent registered as work the jobs
+stop over their compile and timed regions: harness/hold.py) it builds under SCHED_IDLE
+and unregisters itself when the build is done.
 """
 
 from __future__ import annotations
@@ -87,6 +90,7 @@ import psutil
 
 from benchflow.backends.inductor import ISA_CHECK
 from benchflow.core.cpus import ENV_CPUS, pin_self
+from benchflow.harness.hold import lowest_priority, normal_priority, unregister
 from benchflow.harness.process import ENV_MACHINE_CHECKS, ENV_PARENT, threads_unsafe_to_fork
 
 log = logging.getLogger(__name__)
@@ -319,6 +323,9 @@ class Zygote:
         if self._closed:  # (its pid may be another process's by now)
             return
         self._closed = True
+        if not self._ready and self.proc is not None:  # still importing: nothing to finish
+            with contextlib.suppress(OSError):
+                self.proc.kill()
         with contextlib.suppress(Exception):
             self._in.close()  # end of its input: its loop ends, it exits
             if self._sock is not None:  # (a socket ends only when every reader is closed)
@@ -551,11 +558,19 @@ def serve(
     if build is not None:  # a model's zygote: the build on the first job's cores
         from benchflow.harness.prebuilt import build_from_request
 
+        # Built ahead: held by the jobs it runs beside, and on the cores they leave idle.
+        beside = bool(build.get("beside"))  # (its parent registered it)
+        idle = lowest_priority() if beside else False
         try:
             built["build_s"] = build_from_request(build)
         except Exception as exc:  # the jobs build their own and report it as theirs
             say({"not_built": f"{type(exc).__name__}: {exc}"[:2000]})
             return
+        finally:
+            if beside:
+                unregister(os.getpid())
+            if idle:  # its jobs are forked from this thread: never under SCHED_IDLE
+                normal_priority()
     # Forked children pin themselves to their own job's cores.
     os.sched_setaffinity(0, allowed)
     os.environ.pop(ENV_CPUS, None)

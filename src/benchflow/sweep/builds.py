@@ -96,13 +96,33 @@ def shared_builds(jobs: Sequence[Job]) -> dict[int, Shared]:
 _plan_memo: tuple[Plan, dict[int, Shared]] | None = None
 
 
-def shared_of(job: Job, plan: Plan | None) -> Shared | None:
-    """The build `job` shares in its sweep's plan (None: it builds its own; a single run
-    has no one to share with). Computed once per plan (SweepDir.read_plan keeps one
-    object while plan.json stays the same)."""
+def _of_plan(plan: Plan) -> dict[int, Shared]:
+    """shared_builds of the plan's jobs, computed once per plan (SweepDir.read_plan keeps
+    one object while plan.json stays the same)."""
     global _plan_memo
-    if plan is None or build_key(job) is None:
-        return None
     if _plan_memo is None or _plan_memo[0] is not plan:
         _plan_memo = (plan, shared_builds(plan.jobs()))
-    return _plan_memo[1].get(job.num)
+    return _plan_memo[1]
+
+
+def shared_of(job: Job, plan: Plan | None) -> Shared | None:
+    """The build `job` shares in its sweep's plan (None: it builds its own; a single run
+    has no one to share with)."""
+    if plan is None or build_key(job) is None:
+        return None
+    return _of_plan(plan).get(job.num)
+
+
+def next_build(job: Job, plan: Plan) -> tuple[Job, Shared] | None:
+    """build_ahead: the next shared build after `job`'s in run order (its first job, and
+    the build), which its process may make while `job` and the rest before it run; None
+    if `job` turns off build_ahead or no other shared build follows."""
+    if not (job.config.build_ahead and job.config.share_build):
+        return None
+    shared = _of_plan(plan)
+    mine = shared.get(job.num)
+    for later in sorted(n for n in shared if n > job.num):
+        if shared[later] != mine:
+            first = plan.job(later)
+            return (first, shared[later]) if first is not None else None
+    return None

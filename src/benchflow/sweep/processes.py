@@ -15,6 +15,7 @@ from benchflow.core.job import Job, JobSpec
 from benchflow.core.layout import JobDir
 from benchflow.core.status import Status
 from benchflow.runner.isolated import Outcome, interrupted, run_isolated
+from benchflow.runner.model_zygote import release_ahead
 from benchflow.runner.toolchain import launch
 from benchflow.sweep import progress
 
@@ -48,17 +49,20 @@ def run_process(
         write_json_atomic(job_file, JobSpec(job.name, cfg, str(result)).to_dict())
         zygote, key = prefork
         python, toolchain_env = launch(cfg.toolchain)
-        return run_isolated(
-            job_file,
-            job_dir.path,
-            cfg.timeout_s,
-            result_path=result,
-            log_prefix=job_dir.process_prefix(n),
-            env={**env, **toolchain_env},
-            prefork=zygote,
-            build_key=key,
-            python=python,
-        )
+        try:
+            return run_isolated(
+                job_file,
+                job_dir.path,
+                cfg.timeout_s,
+                result_path=result,
+                log_prefix=job_dir.process_prefix(n),
+                env={**env, **toolchain_env},
+                prefork=zygote,
+                build_key=key,
+                python=python,
+            )
+        finally:
+            release_ahead()  # a child that died over a hold left the builds ahead stopped
     except KeyboardInterrupt:
         # Ctrl-C or SIGTERM before its child started (its files written, its zygote made
         # ready, its model built: seconds on a busy host). Its progress line is out, so

@@ -92,6 +92,22 @@ def in_run_order(jobs: Sequence[Job]) -> list[Job]:
     return [dataclasses.replace(jobs[i], num=num) for num, i in enumerate(order)]
 
 
+def start_base(master: DictConfig) -> None:
+    """Before the sweep is planned, where its jobs run in this process: start the
+    ``torch`` zygote every other kind forks from (runner/zygote.py), so that its imports
+    overlap the planning, where the command's own config forks jobs (prefork) in the
+    project's environment. A refused sweep kills it at exit, before it is used."""
+    from omegaconf import OmegaConf
+
+    from benchflow.runner.isolated import prestart_zygotes
+    from benchflow.runner.zygote import BASE
+
+    if OmegaConf.select(master, "prefork") is True and not OmegaConf.select(
+        master, "toolchain.pins"
+    ):
+        prestart_zygotes([BASE], OmegaConf.select(master, "cpus_per_job"))
+
+
 def begin(config: DictConfig, plan: Plan, *, prestart: bool) -> None:
     """The sweep may run: its folder and plan.json, the zygotes its jobs fork from
     (`prestart`: when they run in this process, started while the MLflow store and parent

@@ -35,13 +35,14 @@ from benchflow.results.child import ChildResult
 from benchflow.results.io import current, known_rows, record_row, tally
 from benchflow.results.provenance import provenance
 from benchflow.results.row import JobInfo, Provenance, ResultRow, build_row
+from benchflow.runner import model_zygote
 from benchflow.runner.isolated import Outcome, join_prestart, start_zygote
-from benchflow.runner.toolchain import environment
+from benchflow.runner.toolchain import environment, launch
 from benchflow.sweep import builds, progress, rounds, scheduler
 from benchflow.sweep.builds import compile_cache_env, zygote_kind
 from benchflow.sweep.ir import dump_inductor_code, dump_ir
 from benchflow.sweep.plan import plan_job
-from benchflow.sweep.processes import pooled, run_process, run_processes
+from benchflow.sweep.processes import pooled, process_config, run_process, run_processes
 from benchflow.sweep.resume import attempts, current_row
 from benchflow.tracking.mlflow_runs import Tracker, safely, tracker_for
 from benchflow.tracking.sync import job_params, log_job
@@ -249,6 +250,8 @@ def execute(job: Job, where: Where) -> Execution:
         zygote, key = _forks_from(job, where, env)
         if zygote:
             start_zygote(zygote, cores)  # once per worker and kind, on this slot's cores
+        if key is None or model_zygote.holding(zygote, key):  # no build of its own to wait for
+            _build_ahead(job, where, cores)
         started_at, launching = time.time(), time.perf_counter()
         place = (where.num, where.total)
         outcome = run_processes(job, where.job_dir, place, env, (zygote, key), len(cores))
@@ -309,6 +312,29 @@ def execute_round(job: Job, where: Where, state: rounds.JobRounds, index: int) -
         _job_ended()
     shutil.rmtree(where.job_dir.compile_cache, ignore_errors=True)  # MBs of generated code
     return Execution(outcome, info, gap_s=gap, ir_s=ir_s)
+
+
+def _build_ahead(job: Job, where: Where, cores: list[int]) -> None:
+    """build_ahead: start the sweep's next shared build (sweep/builds.py) before this
+    job's child, where the sweep's jobs run one after another in this process (the basic
+    launcher) and this job waits for no build of its own; its zygote takes this job's
+    cores, and every job stops it over its compile and timed regions (harness/hold.py)."""
+    plan = where.sweep.read_plan() if where.multirun and in_sweep_process() else None
+    found = builds.next_build(job, plan) if plan else None
+    if found is None:
+        return
+    first, share = found
+    if not model_zygote.wanted(share.zygote, share.key):
+        return
+    job_dir = where.sweep.ahead(first.num)
+    job_dir.path.mkdir(parents=True, exist_ok=True)
+    cfg = process_config(first.config)
+    spec = JobSpec(first.name, cfg, str(job_dir.child_result))
+    write_json_atomic(job_dir.job_file, spec.to_dict())
+    _, toolchain_env = launch(cfg.toolchain)
+    env = child_env(cores, cfg.num_threads) | compile_cache_env(first, job_dir) | toolchain_env
+    build = {"key": share.key, "job": str(job_dir.job_file), "env": env, "cwd": str(Path.cwd())}
+    model_zygote.ahead(share.zygote, build | {"log": str(job_dir.path / "build.log")})
 
 
 def _forks_from(job: Job, where: Where, env: dict[str, str]) -> tuple[str | None, str | None]:

@@ -74,7 +74,7 @@ class BenchflowSweeper(BasicSweeper):
         from benchflow.core.layout import SweepDir
         from benchflow.sweep import progress, rounds
         from benchflow.sweep.compose import Composer
-        from benchflow.sweep.start import SweepRefused, begin, plan_sweep, read_plan
+        from benchflow.sweep.start import SweepRefused, begin, plan_sweep, read_plan, start_base
 
         assert self.config is not None and self.hydra_context is not None
         assert self.launcher is not None
@@ -86,6 +86,8 @@ class BenchflowSweeper(BasicSweeper):
             parsed = parser.parse_overrides([*self._parse_config(), *arguments])
             grid = [list(job) for job in BasicSweeper.split_arguments(parsed, None)[0]]
         composer = Composer(self.hydra_context.config_loader, self.config)
+        if self._planned is not None:  # its jobs run in this process: import meanwhile
+            start_base(self.config)
         try:  # the command line's overrides: how resume=true finds this sweep's folder
             plan = plan_sweep(composer, grid, [str(a) for a in arguments], given)
         except SweepRefused as exc:
