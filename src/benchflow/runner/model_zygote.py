@@ -59,7 +59,7 @@ def wanted(kind: str, key: str) -> bool:
 
 def ahead(kind: str, build: dict[str, Any]) -> None:
     """Start building the model of `build` now, in its zygote, beside the jobs that run
-    before its own (it registers itself as work they hold over their exclusive regions:
+    before its own (registered as work they hold over their exclusive regions:
     harness/hold.py); `for_build` takes it when its first job comes."""
     key = (kind, build["key"])
     if not wanted(*key) or key in _not_buildable:
