@@ -15,7 +15,9 @@ from tests.conftest import SEARCHPATH, EarlySweeps, early, run_cli
 
 from benchflow.core.cpus import ENV_LOCK_DIR
 from benchflow.harness.hold import Hold, folder, register, unregister
-from benchflow.results.overlap import check
+from benchflow.results.child import Timing
+from benchflow.results.overlap import check, check_timings
+from benchflow.results.row import ResultRow
 
 MODELS = "model=work,slow_build"
 
@@ -68,7 +70,7 @@ def test_the_next_model_builds_beside_the_jobs_never_over_a_compile_or_timed_reg
     holds = [h for r in models["work"] for h in r["timing"]["held"] if builder in h["pids"]]
     assert {h["region"] for h in holds} >= {"compile", "timed"}, holds
     assert all(h["stopped"] and h["cpu_s"] == 0 for h in holds), holds
-    overlap = check(rows)
+    overlap = check([ResultRow.from_dict(r) for r in rows])
     assert overlap.builds == 1
     assert overlap.violations == [] and overlap.ok, overlap
     assert overlap.beside_s > 0  # it did run beside the jobs, outside their regions
@@ -89,27 +91,31 @@ def test_without_build_ahead_each_model_builds_when_its_first_job_comes(
     work_end = max(s[2] for r in models["work"] for s in r["timing"]["spans"] if s[0] == "child")
     assert built_from > work_end
     assert all(not r["timing"]["held"] for r in rows)
-    assert check(rows).builds == 0
+    assert check([ResultRow.from_dict(r) for r in rows]).builds == 0
 
 
-def _row(name: str, spans: list[list[Any]], **timing: Any) -> dict[str, Any]:
-    return {"job": {"name": name}, "timing": {"spans": spans, **timing}}
+def _row(name: str, spans: list[list[Any]], **timing: Any) -> tuple[str, Timing]:
+    return name, Timing(spans=spans, **timing)
 
 
 def test_the_check_finds_a_build_that_ran_over_a_compile() -> None:
     """The check can fail: a build whose holds leave out part of a job's compile."""
     build = {"shared_build_pid": 7, "shared_build_at": [10.0, 20.0]}
     held = [{"region": "compile", "at": [11.0, 12.0], "pids": [7], "cpu_s": 0.0}]
-    job = _row("a", [["compile", 11.0, 12.5], ["child", 10.5, 13.0]], held=held)
-    found = check([job, _row("b", [["child", 14.0, 15.0]], **build)])
+    spans = [["compile", 11.0, 12.5], ["child", 10.5, 13.0]]
+    found = check_timings(
+        [_row("a", spans, held=held), _row("b", [["child", 14.0, 15.0]], **build)]
+    )
     assert not found.ok
     assert found.violations == ["a: its compile ran 0.500000 s beside build 7"]
     assert found.beside_s == (13.0 - 10.5 - 1.0) + 1.0
+    assert "1 compile or timed region(s) met" in found.summary()
     whole = [{"region": "compile", "at": [11.0, 12.6], "pids": [7], "cpu_s": 0.0}]
-    fixed = check([_row("a", job["timing"]["spans"], held=whole), _row("b", [], **build)])
+    fixed = check_timings([_row("a", spans, held=whole), _row("b", [], **build)])
     assert fixed.ok and fixed.held_s == pytest.approx(1.6)
+    assert fixed.summary().endswith("none of it in a compile or timed region")
     used = [{**whole[0], "cpu_s": 0.01}]
-    assert not check([_row("a", job["timing"]["spans"], held=used), _row("b", [], **build)]).ok
+    assert not check_timings([_row("a", spans, held=used), _row("b", [], **build)]).ok
 
 
 def _status(proc: psutil.Process) -> str:

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+
+from benchflow.results.child import Timing
+from benchflow.results.row import ResultRow
 
 EXCLUSIVE = ("compile", "timed")  # the regions no work beside a job may share
 
@@ -36,6 +38,21 @@ class Overlap:
     @property
     def ok(self) -> bool:
         return not self.violations and self.held_cpu_s == 0
+
+    def summary(self) -> str:
+        """One line for a report: what ran beside the jobs, and whether it kept out."""
+        if not self.builds:
+            return "no build ran beside a job"
+        verdict = (
+            "none of it in a compile or timed region"
+            if not self.violations
+            else f"{len(self.violations)} compile or timed region(s) met: "
+            + "; ".join(self.violations)
+        )
+        return (
+            f"{self.builds} build(s) ran beside the jobs for {self.beside_s:.1f} s, held "
+            f"{self.held_s:.1f} s ({self.held_cpu_s:g} CPU-s meanwhile): {verdict}"
+        )
 
 
 def _union(intervals: Iterable[Interval]) -> list[Interval]:
@@ -67,28 +84,30 @@ def _met(a: Sequence[Interval], b: Sequence[Interval]) -> float:
     return sum(max(0.0, min(x[1], y[1]) - max(x[0], y[0])) for x in a for y in b)
 
 
-def check(rows: Sequence[dict[str, Any]]) -> Overlap:
-    """The check over a sweep's rows (results.jsonl's dicts)."""
-    timings = [(r.get("job", {}).get("name", "?"), r.get("timing") or {}) for r in rows]
+def check(rows: Sequence[ResultRow]) -> Overlap:
+    """The check over a sweep's rows."""
+    return check_timings([(row.job.name, row.timing) for row in rows if row.timing])
+
+
+def check_timings(timings: Sequence[tuple[str, Timing]]) -> Overlap:
+    """The check over the rows' `timing`s, each with its job's name."""
     held: dict[int, list[Interval]] = {}
     cpu = 0.0
     for _, t in timings:
-        for hold in t.get("held") or []:
+        for hold in t.held:
             cpu += float(hold.get("cpu_s") or 0.0)
             for pid in hold.get("pids") or []:
                 held.setdefault(int(pid), []).append((hold["at"][0], hold["at"][1]))
     builds: dict[int, Interval] = {}
     for _, t in timings:
-        pid, at = t.get("shared_build_pid"), t.get("shared_build_at")
+        pid, at = t.shared_build_pid, t.shared_build_at
         if pid in held and at:  # a build that ran beside jobs (they held it)
-            builds[int(pid)] = (at[0], at[1])
+            builds[pid] = (at[0], at[1])
     running = {pid: _minus(at, _union(held[pid])) for pid, at in builds.items()}
-    children = _union(
-        (s[1], s[2]) for _, t in timings for s in t.get("spans") or [] if s[0] == "child"
-    )
+    children = _union((s[1], s[2]) for _, t in timings for s in t.spans if s[0] == "child")
     violations = []
     for name, t in timings:
-        for region, start, end in t.get("spans") or []:
+        for region, start, end in t.spans:
             if region not in EXCLUSIVE:
                 continue
             for pid, runs in running.items():
