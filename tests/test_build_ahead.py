@@ -74,6 +74,8 @@ def test_the_next_model_builds_beside_the_jobs_never_over_a_compile_or_timed_reg
     assert overlap.builds == 1
     assert overlap.violations == [] and overlap.ok, overlap
     assert overlap.beside_s > 0  # it did run beside the jobs, outside their regions
+    (sweep,) = res.sweep_dirs  # the sweep's report says so
+    assert overlap.summary() in (sweep / "report" / "report.md").read_text()
     # Its log is in its first job's folder, as without build_ahead.
     assert (Path(slow[0]["job"]["dir"]) / "build.log").is_file()
 
@@ -92,6 +94,8 @@ def test_without_build_ahead_each_model_builds_when_its_first_job_comes(
     assert built_from > work_end
     assert all(not r["timing"]["held"] for r in rows)
     assert check([ResultRow.from_dict(r) for r in rows]).builds == 0
+    (sweep,) = res.sweep_dirs
+    assert "beside the jobs" not in (sweep / "report" / "report.md").read_text()
 
 
 def _row(name: str, spans: list[list[Any]], **timing: Any) -> tuple[str, Timing]:

@@ -34,6 +34,7 @@ from benchflow import backends
 from benchflow.config.schema import DEFAULT_BASELINE, PROJECT_TOOLCHAIN, Setting, is_measured
 from benchflow.core.status import INVALID_PREFIX, Status
 from benchflow.report.entry import Config, Entry, make_entry
+from benchflow.results import overlap
 from benchflow.results.headline import references
 from benchflow.results.intervals import Interval, compare_times, geomean_ratio_ci
 from benchflow.results.load import speed_spread
@@ -312,6 +313,8 @@ def build_report(
             "widens their intervals"
         )
     notes += _machine_checks_run(rows)
+    if (beside := overlap.check(rows)).builds:  # build_ahead: what ran beside the jobs
+        notes.append(beside.summary())
     biased = sum(bool(e.flags) for e in entries)
     if biased:
         notes.append(
