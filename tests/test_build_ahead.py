@@ -19,23 +19,21 @@ from benchflow.results.child import Timing
 from benchflow.results.overlap import check, check_timings
 from benchflow.results.row import ResultRow
 
-MODELS = "model=work,slow_build"
-
 
 @early("build_ahead")
 def _ahead(root: Path) -> dict[str, Any]:
-    """Three jobs of `work`, then three of `slow_build` (its build: 5 s of CPU, longer
-    than the parent's time between two jobs on a busy host), each model's jobs sharing its
-    build; once with build_ahead (the default) and once without."""
-    args = ["-m", SEARCHPATH, MODELS, "warmup=1,2,3", "model.size=tiny", "dtype=float32"]
+    """Three jobs of `work`, then three of `slow_build` (its build: 3 s of CPU), each
+    model's jobs sharing its build, with build_ahead (the default); and without it, the
+    built-in llama (a quick build) after `work`."""
+    args = ["-m", SEARCHPATH, "warmup=1,2,3", "model.size=tiny", "dtype=float32"]
     args += ["repeat=5", "iterations_per_run=2", "mlflow.enabled=false"]
     for side in ("on", "off"):
         (root / side).mkdir()
     # CPU slots (and work beside the jobs) of its own: a job that waited for a slot that
     # the suite's other sweeps hold would find the build done.
     locks = {ENV_LOCK_DIR: str(root / "locks")}
-    on = run_cli(args, root / "on", **locks)
-    off = run_cli([*args, "build_ahead=false"], root / "off", **locks)
+    on = run_cli([*args, "model=work,slow_build"], root / "on", **locks)
+    off = run_cli([*args, "model=work,llama", "build_ahead=false"], root / "off", **locks)
     return {"on": on, "off": off}
 
 
@@ -61,7 +59,7 @@ def test_the_next_model_builds_beside_the_jobs_never_over_a_compile_or_timed_reg
     assert len(pid) == 1 and None not in pid  # one build for both jobs
     (builder,) = pid
     built_from, built_to = slow[0]["timing"]["shared_build_at"]
-    assert built_to - built_from >= 5.0  # its 5 s of CPU, and the holds on it
+    assert built_to - built_from >= 3.0  # its 3 s of CPU, and the holds on it
     # It began once the first work job had ended (its build had the cores), before the
     # last one: ahead of its own jobs.
     work_children = [s for r in models["work"] for s in r["timing"]["spans"] if s[0] == "child"]
@@ -88,8 +86,7 @@ def test_without_build_ahead_each_model_builds_when_its_first_job_comes(
     rows = res.rows()
     assert [r["status"] for r in rows] == ["ok"] * 6, [r["error"] for r in rows]
     models = _by_model(rows)
-    slow = models["slow_build"]
-    built_from = slow[0]["timing"]["shared_build_at"][0]
+    built_from = models["llama"][0]["timing"]["shared_build_at"][0]
     work_end = max(s[2] for r in models["work"] for s in r["timing"]["spans"] if s[0] == "child")
     assert built_from > work_end
     assert all(not r["timing"]["held"] for r in rows)

@@ -37,7 +37,7 @@ class SlowBuild(_Tiny):
     """A build that takes BUILD_CPU_S of CPU time (a busy loop, counted by the kernel: a
     stopped build does not advance), for the build_ahead tests."""
 
-    BUILD_CPU_S = 5.0
+    BUILD_CPU_S = 3.0
 
     def build_module(self, width: int) -> nn.Module:
         end = time.process_time() + self.BUILD_CPU_S
