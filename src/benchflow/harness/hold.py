@@ -14,11 +14,12 @@ core/cpus.py), one file per process, named by its pid and holding its start time
 that a reused pid is never stopped by mistake. A job's child holds every registered
 process for each exclusive region: it takes a shared ``flock`` on the process's file,
 sends SIGSTOP, and waits until the kernel reports the process stopped; the region
-starts after that. On leaving, it drops its lock and sends SIGCONT only if it can then
-take the lock exclusively, that is when no other job (of this sweep or another on the
-host) still holds the process; it does so through its lock's descriptor, so a process
-that unregistered meanwhile is let go all the same. A holder that dies drops its lock
-with it; the parent that started the work releases it after every job (``release``).
+starts after that. On leaving, it tries to turn its shared lock exclusive, without
+waiting, and sends SIGCONT only if that succeeds, that is when no other job (of this
+sweep or another on the host) still holds the process; it does so through its lock's
+own descriptor, so a process that unregistered meanwhile is let go all the same. A
+holder that dies drops its lock with it; the parent that started the work releases it
+after every job (``release``).
 
 The child records each hold in its row (``timing.held``): which region, when it began
 and ended (CLOCK_MONOTONIC, the clock of every process on the host), the processes
