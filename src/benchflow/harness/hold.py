@@ -98,16 +98,13 @@ def release(pid: int) -> None:
     except FileNotFoundError:
         return
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
+        proc = psutil.Process(pid) if _same(pid, path) else None
+    except psutil.NoSuchProcess:
+        proc = None
+    if proc is None:
         os.close(fd)
         return
-    try:
-        with contextlib.suppress(ProcessLookupError):
-            if _same(pid, path):
-                os.kill(pid, signal.SIGCONT)
-    finally:
-        os.close(fd)  # drops the lock
+    _let_go(fd, proc)
 
 
 def _same(pid: int, path: Path) -> bool:
@@ -186,9 +183,10 @@ class Hold:
 
 
 def _let_go(fd: int, proc: psutil.Process) -> None:
-    """Leave a hold: SIGCONT the process if no other job holds it (this job's shared lock
-    turns exclusive), then drop the lock. Through the lock's own descriptor, so that a
-    file unregistered meanwhile (a build done) still lets its process go."""
+    """Let `proc` go: SIGCONT it if no job holds it (the lock on `fd`, its file's, turns
+    exclusive), then close `fd`. A job leaving its hold calls it with its own lock's
+    descriptor, so that a file unregistered meanwhile (a build done) still lets its
+    process go; `release` with a descriptor of its own."""
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

@@ -153,15 +153,14 @@ def _run_forked(
 ) -> Outcome | None:
     """The job as a child forked from this process's zygote (or its model's); None if
     the zygote cannot be used (it is then reported, and the caller spawns instead)."""
-    from benchflow.runner.model_zygote import for_build
+    from benchflow.runner.model_zygote import build_request, for_build
     from benchflow.runner.zygote import ZygoteError, shared
 
     try:
         zygote = shared(kind)  # started already by start_zygote(), normally
         zygote.wait_ready()
         if build_key:  # before the job's clock starts, as the zygote's own start
-            build = {"key": build_key, "job": str(job_file), "env": env or {}}
-            build |= {"cwd": str(Path.cwd()), "log": str(stdout_path.parent / "build.log")}
+            build = build_request(build_key, job_file, env or {}, stdout_path.parent / "build.log")
             zygote = for_build(kind, build, timeout_s) or zygote
         start = time.perf_counter()
         pid = zygote.fork(job_file, Path.cwd(), env or {}, stdout_path, stderr_path)

@@ -19,6 +19,7 @@ import atexit
 import contextlib
 import logging
 import shutil
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -33,6 +34,13 @@ _model: tuple[str, str, Zygote] | None = None  # kind, build key, the zygote of 
 _not_buildable: set[tuple[str, str]] = set()  # (kind, key) whose zygote could not build
 # build_ahead: (kind, key) -> the zygote building that model beside the jobs, and its log
 _ahead: dict[tuple[str, str], tuple[Zygote, str]] = {}
+
+
+def build_request(key: str, job_file: Path, env: dict[str, str], log: Path) -> dict[str, Any]:
+    """The request that makes a model's zygote build the model of `key` from the job file
+    `job_file` in `env` and this process's folder, its output to `log`
+    (runner/zygote.py's protocol)."""
+    return {"key": key, "job": str(job_file), "env": env, "cwd": str(Path.cwd()), "log": str(log)}
 
 
 def _start(kind: str, build: dict[str, Any]) -> Zygote:

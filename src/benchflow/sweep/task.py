@@ -333,8 +333,8 @@ def _build_ahead(job: Job, where: Where, cores: list[int]) -> None:
     write_json_atomic(job_dir.job_file, spec.to_dict())
     _, toolchain_env = launch(cfg.toolchain)
     env = child_env(cores, cfg.num_threads) | compile_cache_env(first, job_dir) | toolchain_env
-    build = {"key": share.key, "job": str(job_dir.job_file), "env": env, "cwd": str(Path.cwd())}
-    model_zygote.ahead(share.zygote, build | {"log": str(job_dir.path / "build.log")})
+    build = model_zygote.build_request(share.key, job_dir.job_file, env, job_dir.path / "build.log")
+    model_zygote.ahead(share.zygote, build)
 
 
 def _forks_from(job: Job, where: Where, env: dict[str, str]) -> tuple[str | None, str | None]:
