@@ -27,11 +27,12 @@ $(UV):
 	.uv/bin/pip install --quiet uv==$(UV_VERSION)
 
 # The extras of pyproject.toml that .venv holds: ray (hydra/launcher=ray), suites
-# (suite=huggingface, suite=timm); torchbench (tqdm, onnx for some TorchBench models) on
-# request: `make setup EXTRAS="ray suites torchbench"`. `uv sync` is exact (it removes
+# (suite=huggingface, suite=timm), xla (torch_xla: the XLA backends); torchbench (tqdm,
+# onnx for some TorchBench models) on request: `make setup EXTRAS="ray suites xla
+# torchbench"`. `uv sync` is exact (it removes
 # what it is not asked for), so every sync here names them all, and the stamp holds the
 # extras it was made with: asking for others syncs again, as a newer lock does.
-EXTRAS ?= ray suites
+EXTRAS ?= ray suites xla
 STAMP := $(VENV)/.synced
 
 # --compile-bytecode: the packages' bytecode written once, in parallel, at install;

@@ -7,6 +7,8 @@ pin uv cannot install is refused before any job. The real torch releases: -m ful
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import sys
 from pathlib import Path
@@ -18,8 +20,28 @@ from benchflow.cli.report import main as report_main
 from benchflow.report.model import TOOLCHAIN_AXIS, build_report
 from benchflow.results.io import read_rows
 
-SIX = {"project": "1.17.0", "six-a": "1.16.0", "six-b": "1.15.0"}
+SIX = {"project": "1.17.0", "six-a": "1.16.0"}
 JOB = ["model=where", "dynamo=none", "repeat=3", "warmup=1", "mlflow.enabled=false"]
+NO_XLA = ("torch_xla", "_XLAC")  # what own_interpreter leaves out
+
+
+def own_interpreter(folder: Path, leave_out: tuple[str, ...] = NO_XLA) -> Path:
+    """An interpreter of the test's own making, as a user's venv is: a venv of the base
+    Python whose packages are links to this environment's, less `leave_out` (torch_xla:
+    a torch with no torch_xla, as a user's torch 2.11 has). Its bin/python."""
+    import sysconfig
+    import venv
+
+    venv.EnvBuilder(with_pip=False, symlinks=True).create(folder)
+    linked = folder / "linked"
+    linked.mkdir()
+    ours = Path(sysconfig.get_paths()["purelib"])
+    for entry in ours.iterdir():
+        if not entry.name.startswith(leave_out) and entry.suffix != ".pth":
+            (linked / entry.name).symlink_to(entry)
+    site = folder / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
+    (site / "linked.pth").write_text(f"{linked}\n")
+    return folder / "bin" / "python"
 
 
 def _inside(entry: str, roots: list[Path]) -> bool:
@@ -30,55 +52,75 @@ def _inside(entry: str, roots: list[Path]) -> bool:
 def test_jobs_run_in_their_toolchains_environment_and_reports_tell_them_apart(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """Three environments: the project's, one built by uv for pins (six-a) and an
+    existing interpreter (own: toolchain.python, made by the test, with no torch_xla)."""
+    from benchflow.harness.child import torch_build
+
     cache, where = tmp_path / "cache", tmp_path / "where.jsonl"
+    own = own_interpreter(tmp_path / "own")
     env = {
         "BENCHFLOW_CACHE_DIR": str(cache),
         "BENCHFLOW_TEST_WHERE": str(where),
+        "BENCHFLOW_TEST_PYTHON": str(own),
     }
-    got = run_cli(["-m", SEARCHPATH, "toolchain=project,six-a,six-b", *JOB], tmp_path, **env)
+    got = run_cli(["-m", SEARCHPATH, "toolchain=project,six-a,own", *JOB], tmp_path, **env)
     assert got.returncode == 0, got.stderr[-3000:]
-    assert (got.stdout + got.stderr).count("building toolchain") == 2  # six-a and six-b
+    assert (got.stdout + got.stderr).count("building toolchain") == 1  # six-a; own is there
     (results,) = tmp_path.glob("multirun/*/*/results.jsonl")
     rows = {str((r.config or {}).get("toolchain.name", "project")): r for r in read_rows(results)}
-    assert sorted(rows) == ["project", "six-a", "six-b"]
+    build = torch_build()
+    own_name = f"torch-2.9.0+cu128-{build['torch_git'][:7]}"  # named by what it holds
+    assert sorted(rows) == sorted(["project", "six-a", own_name])
     for name, row in rows.items():
         assert row.status.value == "ok", (name, row.error)
-        if name != "project":  # the versions of a toolchain's pins
+        if name == "six-a":  # the versions of a toolchain's pins
             assert row.provenance.versions["six"] == SIX[name]
         assert row.provenance.versions["torch"] == "2.9.0"
+        assert row.provenance.versions["torch_git"] == build["torch_git"]  # as it is
+    mine = rows[own_name]
+    assert mine.config["toolchain.python"] == str(own)
+    assert mine.config["toolchain.build"] == f"2.9.0+cu128 git {build['torch_git']}"
+    assert mine.provenance.versions["torch_xla"] is None  # the interpreter has none
     # each toolchain's packages hash is its own lock's; the project's is its own set
     hashes = {row.provenance.packages_sha256 for row in rows.values()}
     assert len(hashes) == 3
-    envs = sorted((cache / "toolchains").glob("*/requirements.lock"))
-    assert len(envs) == 2 and any("six==1.16.0" in p.read_text() for p in envs)
+    locks = {p.parent: p.read_text() for p in (cache / "toolchains").glob("*/requirements.lock")}
+    assert len(locks) == 2 and any("six==1.16.0" in text for text in locks.values())
+    (given,) = [f for f in locks if (f / "python").is_file()]  # own's: its package list
+    assert (given / "python").read_text().strip() == str(own)
+    assert "torch==2.9.0" in locks[given] and "torch_xla" not in locks[given]
+    digest = hashlib.sha256((given / "requirements.lock").read_bytes()).hexdigest()
+    assert mine.provenance.packages_sha256 == digest
     # where each job ran: its toolchain's interpreter, torch from its environment, and
     # a sys.path of that environment, the base interpreter's standard library, benchflow's
     # src/ and the test's PYTHONPATH (this checkout, for tests.models), nothing else
     seen = [json.loads(line) for line in where.read_text().splitlines()]
-    by_six = {s["six"]: s for s in seen}
-    assert sorted(by_six) == sorted(SIX.values())
+    assert len(seen) == 3
     venv = Path(sys.prefix).resolve()
-    for name in ("six-a", "six-b"):
-        s = by_six[SIX[name]]
-        prefix = Path(s["prefix"]).resolve()
-        assert prefix.is_relative_to(cache / "toolchains") and prefix != venv
-        assert Path(s["executable"]).parent.resolve() == prefix / "bin"
-        assert Path(s["torch"]).resolve().is_relative_to(prefix)
-        allowed = [prefix, Path(sys.base_prefix).resolve(), REPO / "src", REPO, tmp_path]
-        strays = [p for p in s["path"] if not _inside(p, allowed)]
-        assert strays == [], strays
-        assert not any(_inside(p, [venv]) for p in s["path"])  # the parent's environment
+    (six_a,) = [s for s in seen if s["six"] == SIX["six-a"]]
+    prefix = Path(six_a["prefix"]).resolve()
+    assert prefix.is_relative_to(cache / "toolchains") and prefix != venv
+    assert Path(six_a["executable"]).parent.resolve() == prefix / "bin"
+    assert Path(six_a["torch"]).resolve().is_relative_to(prefix)
+    allowed = [prefix, Path(sys.base_prefix).resolve(), REPO / "src", REPO, tmp_path]
+    strays = [p for p in six_a["path"] if not _inside(p, allowed)]
+    assert strays == [], strays
+    assert not any(_inside(p, [venv]) for p in six_a["path"])  # the parent's environment
+    (in_own,) = [s for s in seen if s["executable"] == str(own)]  # the interpreter given
+    assert Path(in_own["prefix"]) == tmp_path / "own"
+    assert Path(in_own["torch"]).parent.parent == tmp_path / "own" / "linked"
     # every job forked from a zygote of its own toolchain's environment
     assert [s["launch"] for s in seen] == ["fork"] * len(seen)
-    assert Path(by_six[SIX["project"]]["prefix"]).resolve() == venv
+    (in_project,) = [s for s in seen if s not in (six_a, in_own)]
+    assert Path(in_project["prefix"]).resolve() == venv
     # the report: the toolchain is part of each configuration's label, and with a
     # baseline toolchain, each is compared with itself on that toolchain
     report = build_report(list(rows.values()), baseline_toolchain="six-a")
     assert TOOLCHAIN_AXIS in report.axes
     labels = {s.config.label: s for s in report.summaries}
-    assert set(labels) == {f"eager toolchain={n}" for n in SIX}
+    assert set(labels) == {f"eager toolchain={n}" for n in rows}
     assert labels["eager toolchain=six-a"].baseline
-    for name in ("project", "six-b"):
+    for name in ("project", own_name):
         (entry,) = [e for e in report.entries if e.config.axis(TOOLCHAIN_AXIS) == name]
         assert entry.speedup is not None and entry.speedup_ci is not None, entry.note
         base = next(e for e in report.entries if e.config.axis(TOOLCHAIN_AXIS) == "six-a")
@@ -87,16 +129,26 @@ def test_jobs_run_in_their_toolchains_environment_and_reports_tell_them_apart(
     args = [str(results.parent), "--baseline-toolchain", "six-a", "--out", str(out)]
     assert report_main([*args, "--no-mlflow"]) == 0
     assert "speedup: toolchain=six-a time / this time" in (out / "report.md").read_text()
-    assert "eager toolchain=six-b" in capsys.readouterr().out
+    assert f"eager toolchain={own_name}" in capsys.readouterr().out
     # a later sweep finds the environments built: it builds nothing
     monkeypatch.setenv("BENCHFLOW_CACHE_DIR", str(cache))
     from benchflow.config.schema import ToolchainConfig
-    from benchflow.runner.toolchain import build
+    from benchflow.runner.toolchain import build as build_env
 
-    for name in ("six-a", "six-b"):
-        pins = {"torch": "2.9.0", "six": SIX[name]}
-        env_of, took = build(ToolchainConfig(name, pins), say=pytest.fail)
-        assert took == 0.0 and env_of.folder.parent == cache / "toolchains"
+    pins = {"torch": "2.9.0", "six": SIX["six-a"]}
+    env_of, took = build_env(ToolchainConfig("six-a", pins), say=pytest.fail)
+    assert took == 0.0 and env_of.folder.parent == cache / "toolchains"
+    # the interpreter has no torch_xla: the XLA backends are invalid pairs, saying so
+    from tests.test_config import composed
+
+    from benchflow.config.validate import parse
+    from benchflow.sweep.plan import plan_config
+
+    xla = plan_config(parse(composed(f"toolchain.python={own}", "dynamo=openxla")), 0, [])
+    assert xla.invalid, xla
+    assert f"toolchain={own_name} ({own}) has none (its torch: 2.9.0)" in xla.invalid
+    assert "pip install 'torch_xla==2.9.*'" in xla.invalid and "xla=none" in xla.invalid
+    assert xla.config.toolchain.build == mine.config["toolchain.build"]
 
 
 def test_a_pin_uv_cannot_install_is_refused_before_any_job(tmp_path: Path) -> None:
@@ -131,7 +183,8 @@ def test_the_project_toolchain_is_in_no_fingerprint_and_xla_needs_torch_xla() ->
         parse(composed("model=llama", "toolchain=torch-2.15", "dynamo=openxla")), 0, []
     )
     assert plan.invalid and "needs torch_xla, but toolchain=torch-2.15 has none" in plan.invalid
-    assert "allowed: a toolchain that pins torch_xla, or xla=none" in plan.invalid
+    assert "allowed: a toolchain that pins torch_xla (toolchain.pins.torch_xla=" in plan.invalid
+    assert plan.invalid.endswith(", or xla=none")
     lazy = plan_config(parse(composed("model=llama", "toolchain=torch-2.15", "xla=PJRT")), 0, [])
     assert lazy.invalid and "torch_xla" in lazy.invalid
     eager = plan_config(
@@ -142,6 +195,79 @@ def test_the_project_toolchain_is_in_no_fingerprint_and_xla_needs_torch_xla() ->
         parse(composed("model=llama", "toolchain=torch-2.8", "dynamo=openxla")), 0, []
     )
     assert older.invalid is None and older.config.toolchain.pins["torch_xla"] == "2.8.0"
+
+
+def test_a_file_not_in_this_pythons_syntax_does_not_fail_the_build(tmp_path: Path) -> None:
+    """torch 2.15 ships torch/testing/_internal/py312_intrinsics.py, in Python 3.12's
+    syntax: compileall exits 1 on it under 3.11, and printed why on stdout only. The
+    build compiles the rest and names the file; a tool that fails is quoted, from stdout
+    where it said nothing on stderr."""
+    from benchflow.config.schema import ToolchainConfig
+    from benchflow.runner.toolchain import ToolchainError, _run, compile_bytecode
+
+    good, newer = tmp_path / "good.py", tmp_path / "py312_only.py"
+    good.write_text("x = 1\n")
+    newer.write_text("type Alias = list[int]\n")  # a SyntaxError before Python 3.12
+    python = Path(sys.executable)
+    skipped = compile_bytecode(python, [good, newer], tmp_path / "compile.txt")
+    assert list((tmp_path / "__pycache__").glob("good.*.pyc"))  # the rest is compiled
+    if sys.version_info < (3, 12):
+        assert skipped == [str(newer)]
+        assert not list((tmp_path / "__pycache__").glob("py312_only.*.pyc"))
+    else:
+        assert skipped == []
+    says = "import sys; print('the tool said this on stdout'); sys.exit(3)"
+    with pytest.raises(ToolchainError) as exc:
+        _run([sys.executable, "-c", says], ToolchainConfig("t", {"six": "1.0.0"}))
+    assert "toolchain=t (pins: six==1.0.0)" in str(exc.value)
+    assert "exit 3: the tool said this on stdout" in str(exc.value)
+
+
+def test_an_installed_benchflow_reaches_a_toolchain_through_a_folder_of_its_own(
+    tmp_path: Path,
+) -> None:
+    """Installed as a wheel, benchflow's folder is site-packages, which holds the
+    parent environment's packages too: a toolchain's child gets a folder that holds a
+    link to the package and nothing else (it was refused before)."""
+    import shutil
+    import subprocess
+
+    site = tmp_path / "lib" / "site-packages"
+    shutil.copytree(REPO / "src" / "benchflow", site / "benchflow")
+    ask = "from benchflow.runner.toolchain import harness_path; print(harness_path())"
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(site), "BENCHFLOW_CACHE_DIR": str(tmp_path)}
+    for _ in range(2):  # the second finds the link made
+        done = subprocess.run([sys.executable, "-c", ask], env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        folder = Path(done.stdout.strip())
+        assert folder.is_relative_to(tmp_path / "harness")
+        assert [p.name for p in folder.iterdir()] == ["benchflow"]
+        assert (folder / "benchflow").resolve() == (site / "benchflow").resolve()
+
+
+def test_an_interpreter_toolchain_is_checked_before_any_work(tmp_path: Path) -> None:
+    """The config's own checks (toolchain.python with pins, a build with no python),
+    and one name for two environments in a sweep, refused before anything is built."""
+    from tests.test_config import composed
+
+    from benchflow.config.errors import ConfigError
+    from benchflow.config.validate import parse
+    from benchflow.core.job import Job
+    from benchflow.runner.toolchain import ToolchainError
+    from benchflow.sweep.toolchains import build_toolchains
+
+    with pytest.raises(ConfigError, match="name two environments"):
+        parse(composed("toolchain=torch-2.15", "toolchain.python=/usr/bin/python3"))
+    with pytest.raises(ConfigError, match=r"toolchain.build='x'.*toolchain.python is null"):
+        parse(composed("toolchain.build=x"))
+    one = parse(composed("model=llama", "toolchain=torch-2.8"))
+    other = dataclasses.replace(one.toolchain, pins={"torch": "2.8.0"})  # same name
+    jobs = [
+        Job(n, "j", (), dataclasses.replace(one, toolchain=tc), "eager")
+        for n, tc in enumerate([one.toolchain, other])
+    ]
+    with pytest.raises(ToolchainError, match=r"toolchain\.name=torch-2\.8 names two environments"):
+        build_toolchains(jobs)
 
 
 @pytest.mark.full

@@ -231,9 +231,9 @@ def _wheel(root: Path) -> dict[str, Any]:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # nothing of the checkout
     script = str(venv / "bin" / "benchflow")
 
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
+    def run(*args: str, cwd: Path = empty) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [script, *args], cwd=empty, env=env, capture_output=True, text=True, timeout=900
+            [script, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=900
         )
 
     where = subprocess.run(
@@ -246,14 +246,24 @@ def _wheel(root: Path) -> dict[str, Any]:
     helped = run(*["--help"])
     started = time.monotonic()
     sweep = run(*WHEEL_SWEEP)
+    sweep_s = time.monotonic() - started
+    # An existing interpreter as a toolchain, from the installed wheel: its jobs reach
+    # benchflow's harness through a folder of their own (site-packages holds the rest).
+    env["BENCHFLOW_CACHE_DIR"] = str(root / "cache")
+    (root / "own").mkdir()
+    own = [f"toolchain.python={venv / 'bin' / 'python'}", "model=llama", "dynamo=none"]
+    toolchain = run("-m", *own, "model.size=tiny", "repeat=3", "cpus_per_job=1", cwd=root / "own")
     return {
         "where": where,
         "venv": venv,
         "cwd": empty,
         "help": helped,
         "sweep": sweep,
+        "toolchain": toolchain,
+        "own": root / "own",
+        "cache": root / "cache",
         "wheel": next((root / "dist").glob("*.whl")),
-        "sweep_s": time.monotonic() - started,
+        "sweep_s": sweep_s,
     }
 
 
@@ -271,6 +281,25 @@ def test_the_installed_wheel_runs_a_sweep_from_an_empty_folder(early_sweeps: Ear
     assert all(r["status"] == "ok" for r in rows.values()), [r["error"] for r in rows.values()]
     assert (got["cwd"] / "mlflow.db").is_file()
     print(f"wheel {got['wheel'].stat().st_size} bytes; first sweep {got['sweep_s']:.1f} s")
+
+
+def test_the_installed_wheel_runs_jobs_in_an_existing_interpreter(
+    early_sweeps: EarlySweeps,
+) -> None:
+    """toolchain.python from an installed benchflow (a toolchain job was refused there:
+    "benchflow must run from a checkout"): the job ran in that interpreter, with the
+    harness from a folder that holds only the wheel's benchflow package."""
+    got = early_sweeps.result("wheel")
+    done = got["toolchain"]
+    assert done.returncode == 0, done.stderr[-3000:]
+    (folder,) = (got["own"] / "multirun").glob("*/*")
+    (row,) = read_rows(folder)
+    assert row["status"] == "ok", row["error"]
+    assert row["config"]["toolchain.python"] == str(got["venv"] / "bin" / "python")
+    assert row["config"]["toolchain.name"].startswith("torch-2.9.0")
+    (harness,) = (got["cache"] / "harness").iterdir()
+    assert [p.name for p in harness.iterdir()] == ["benchflow"]
+    assert (harness / "benchflow").resolve() == Path(got["where"]).parent.resolve()
 
 
 def test_the_wheel_carries_its_license_type_hints_and_one_version(

@@ -40,8 +40,9 @@ def show(suite: Suite, device: str) -> int:
     missing = suite.package and importlib.util.find_spec(suite.package) is None
     if missing:
         print(
-            f"{suite.package} is not installed: `make setup` in a checkout, "
-            "`pip install 'benchflow[suites]'` elsewhere.\n"
+            f"{suite.package} is not installed: `make setup` in a checkout; elsewhere "
+            f"`pip install {suite.package} torch==<your torch>` (the wheel's `suites` "
+            "extra; naming your torch keeps it: docs/your-torch.md).\n"
         )
     print(f"{'model':<40} {'list batch size':>15}  runs here")
     for name in model_names(suite):

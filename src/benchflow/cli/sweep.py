@@ -167,8 +167,8 @@ def _resume_into(args: list[str]) -> list[str]:
 
 # Launchers benchflow documents, and the distribution that brings each.
 # In a checkout, `make setup` installs them all (its EXTRAS: the Makefile).
-_CORE = "`make setup` in a checkout, or `pip install benchflow` (a dependency of benchflow)"
-_RAY = "`make setup` in a checkout, or `pip install 'benchflow[ray]'`"
+_CORE = "`make setup` in a checkout, or `pip install {dist}` (a dependency of benchflow's wheel)"
+_RAY = "`make setup` in a checkout, or `pip install {dist}` (the wheel's `ray` extra)"
 LAUNCHERS = {
     "joblib": ("hydra_plugins.hydra_joblib_launcher", "hydra-joblib-launcher", _CORE),
     "submitit_local": ("hydra_plugins.hydra_submitit_launcher", "hydra-submitit-launcher", _CORE),
@@ -199,7 +199,7 @@ def _check_launcher(args: list[str]) -> None:
                 _exit(
                     f"hydra/launcher={name} needs {dist}, which is not installed here; "
                     "allowed: basic (the default) or an installed launcher. "
-                    f"Install it with {how}"
+                    f"Install it with {how.format(dist=dist)}"
                 )
 
 

@@ -152,23 +152,25 @@ PROJECT_TOOLCHAIN = "project"  # the toolchain that is benchflow's own environme
 
 @dataclass
 class ToolchainConfig:
-    """The packages a job runs with (docs/toolchains.md): benchflow's own environment,
-    or one built for these pins."""
+    """The packages a job runs with (docs/toolchains.md, docs/your-torch.md):
+    benchflow's own environment, one built for these pins, or an existing interpreter."""
 
     name: str = PROJECT_TOOLCHAIN  # the option's name (conf/toolchain/<name>.yaml)
     # package -> exact version, on top of what the harness needs at the project's
     # versions: torch, torch_xla where the release has one, the suites' libraries.
     # Empty: the project's environment itself.
     pins: dict[str, str] = field(default_factory=dict)
+    # An existing Python (a venv's or conda env's bin/python, a source build's) whose own
+    # packages the jobs run with, instead of pins; null: none.
+    python: str | None = field(default=None, metadata=OPTIONAL)
+    # What that interpreter holds, as the plan found it: torch's version and git
+    # revision (`2.11.0+cu130 git 70d99e9...`). Written by the plan; a value given (a
+    # rerun's) must still be true of the interpreter.
+    build: str | None = field(default=None, metadata=OPTIONAL)
 
     @property
     def is_project(self) -> bool:
-        return not self.pins
-
-    def provides(self, package: str) -> bool:
-        """Does the toolchain's environment hold `package`? The project's holds all
-        of benchflow's dependencies; another, what it pins."""
-        return self.is_project or package in self.pins
+        return not self.pins and self.python is None
 
 
 @dataclass

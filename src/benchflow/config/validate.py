@@ -61,6 +61,19 @@ def _check_toolchain(tc: ToolchainConfig) -> None:
                 f"toolchain.pins.{package}={version!r} is not a release version; allowed: "
                 f"an exact version such as {package}=2.9.0 (toolchain={tc.name})"
             ) from None
+    # One environment a toolchain: built for pins, or an existing interpreter.
+    if tc.python is not None and tc.pins:
+        pins = ", ".join(f"{k}=={v}" for k, v in tc.pins.items())
+        raise ConfigError(
+            f"toolchain.python={tc.python} and toolchain.pins ({pins}) name two "
+            f"environments (toolchain={tc.name}); allowed: one of them (toolchain=project "
+            "toolchain.python=..., or a toolchain of pins)"
+        )
+    if tc.build is not None and tc.python is None:
+        raise ConfigError(
+            f"toolchain.build={tc.build!r} describes an existing interpreter, but "
+            "toolchain.python is null; allowed: toolchain.python=/path/to/bin/python"
+        )
 
 
 def check_values(cfg: BenchConfig) -> None:

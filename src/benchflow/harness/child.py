@@ -76,6 +76,36 @@ def versions(model_source: str | None = None, pinned: Sequence[str] = ()) -> Ver
             out[suite.package] = ver(suite.package)
     for package in pinned:
         out.setdefault(package, ver(package))
+    return out | torch_build()
+
+
+# torch/version.py's names -> the versions' keys: the build's git revision, and the CUDA
+# or ROCm it was built for (a CUDA wheel on a CPU-only host too).
+TORCH_BUILD = {"git_version": "torch_git", "cuda": "torch_cuda", "hip": "torch_hip"}
+
+
+def torch_build() -> dict[str, str]:
+    """What torch's build wrote in torch/version.py, read without importing torch (the
+    parent asks too): its git revision, and its CUDA or ROCm version where it has one.
+    Two builds of one version from different commits differ here."""
+    import ast
+    from importlib.util import find_spec
+
+    spec = find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        return {}
+    try:
+        tree = ast.parse((Path(spec.submodule_search_locations[0]) / "version.py").read_text())
+    except (OSError, SyntaxError):
+        return {}
+    out = {}
+    for node in tree.body:
+        target = node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
+        value = getattr(node, "value", None)
+        if not (isinstance(target, ast.Name) and target.id in TORCH_BUILD):
+            continue
+        if isinstance(value, ast.Constant) and isinstance(value.value, str) and value.value:
+            out[TORCH_BUILD[target.id]] = value.value  # None or "": the build has none
     return out
 
 

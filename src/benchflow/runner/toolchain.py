@@ -1,27 +1,33 @@
-"""A toolchain's environment (docs/toolchains.md): a virtual environment built with uv for
-the toolchain's pins, once, under benchflow's cache, and the interpreter a job of that
-toolchain runs in.
+"""A toolchain's environment (docs/toolchains.md, docs/your-torch.md), and the interpreter a
+job of that toolchain runs in: benchflow's own, one built with uv for the toolchain's pins,
+or an existing one the user names (`toolchain.python`).
 
-- What it holds: the packages the harness imports (`HARNESS`), at the versions this
+- Built for pins: the packages the harness imports (`HARNESS`), at the versions this
   environment has, with the toolchain's pins on top (torch, torch_xla, a suite's
   library). Not mlflow, Hydra's launchers or the report's libraries: the child never
-  imports them.
-- Where: `<cache>/toolchains/<key>/` ($BENCHFLOW_CACHE_DIR, default ~/.cache/benchflow),
-  the key a hash of the requirements and the Python version, so a second sweep with
-  the same pins reuses it. uv installs from its own cache with hardlinks, so packages
-  the environments share are stored once.
-- Locked: `requirements.lock` beside it is what uv installed (`uv pip freeze`); its
-  hash is the rows' `packages_sha256` and `lock_sha256`.
-- benchflow itself is not installed there: the child finds it by a path entry on the
-  folder that holds the `benchflow` package (a checkout's `src/`), which holds nothing
-  else, so the child imports no package from the parent's environment (the user's own
-  PYTHONPATH, their models' code, follows it).
+  imports them. Under `<cache>/toolchains/<key>/` ($BENCHFLOW_CACHE_DIR, default
+  ~/.cache/benchflow), the key a hash of the requirements and the Python version, so a
+  second sweep with the same pins reuses it; uv installs from its own cache with
+  hardlinks, so packages the environments share are stored once.
+- An existing interpreter: probed once at planning (`resolve`: it must run, be recent
+  enough, hold torch and import the harness), and recorded as it is: torch's version and
+  git revision (`ToolchainConfig.build`), its package list in the same kind of folder.
+- Locked: `requirements.lock` in that folder is what the environment holds (uv's
+  freeze, or the interpreter's distributions); its hash is the rows' `packages_sha256`
+  and `lock_sha256`.
+- benchflow itself is not installed there: the child finds it by a path entry on a
+  folder that holds the `benchflow` package and nothing else (`harness_path`), so the
+  child imports no package from the parent's environment (the user's own PYTHONPATH,
+  their models' code, follows it).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import functools
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -34,7 +40,7 @@ from importlib import metadata
 from pathlib import Path
 
 from benchflow.config.errors import ConfigError
-from benchflow.config.schema import ToolchainConfig
+from benchflow.config.schema import PROJECT_TOOLCHAIN, ToolchainConfig
 from benchflow.core.layout import cache_root
 
 # What the child imports (torch_xla and a suite's library only where pinned): at this
@@ -42,10 +48,12 @@ from benchflow.core.layout import cache_root
 HARNESS = ("torch", "numpy", "scipy", "omegaconf", "pyyaml", "psutil", "orjson", "hydra-core")
 READY = "ready"  # written last: an environment without it is half built
 LOCK = "requirements.lock"
+GIVEN = "python"  # in an existing interpreter's folder: that interpreter's path
+PROBE_TIMEOUT_S = 180.0  # a first `import torch` from a cold disk takes a while
 
 
 class ToolchainError(ConfigError):
-    """A toolchain's environment could not be built; the message says which package."""
+    """A toolchain's environment could not be built or used; the message says why."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,6 +63,9 @@ class Environment:
 
     @property
     def python(self) -> Path:
+        given = self.folder / GIVEN
+        if given.is_file():  # an existing interpreter, by the path the user gave
+            return Path(given.read_text().strip())
         return self.folder / "bin" / "python"
 
     @property
@@ -81,9 +92,14 @@ def requirements(toolchain: ToolchainConfig) -> list[str]:
 
 
 def key_of(toolchain: ToolchainConfig) -> str:
-    python = ".".join(map(str, sys.version_info[:2]))
-    blob = "\n".join([f"python=={python}", *requirements(toolchain)])
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+    """The environment's folder name: for pins, a hash of the Python version and the
+    requirements; for an existing interpreter, of its path and what it holds."""
+    if toolchain.python is not None:
+        lines = [f"interpreter=={toolchain.python}", f"build=={toolchain.build}"]
+    else:
+        python = ".".join(map(str, sys.version_info[:2]))
+        lines = [f"python=={python}", *requirements(toolchain)]
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:16]
 
 
 def root() -> Path:
@@ -112,6 +128,230 @@ def uv() -> str:
         return found
 
 
+# --- an existing interpreter (toolchain.python) -----------------------------------------
+
+# Run by the interpreter itself, with the harness on its path. Valid in any Python, so
+# that one too old is told apart from one that fails; the last line is the answer.
+PROBE = """
+import json, sys
+out = {"python": "%d.%d.%d" % tuple(sys.version_info[:3])}
+if sys.version_info >= (3, 10):
+    from importlib import metadata
+    try:
+        import torch
+        out["torch"] = str(torch.__version__)
+    except Exception as exc:
+        out["no_torch"] = "%s: %s" % (type(exc).__name__, exc)
+    else:
+        try:
+            from benchflow.harness.child import torch_build
+            out.update(torch_build())
+        except Exception as exc:
+            out["no_harness"] = "%s: %s" % (type(exc).__name__, exc)
+    names = set()
+    for dist in metadata.distributions():
+        if dist.metadata["Name"]:
+            names.add("%s==%s" % (dist.metadata["Name"], dist.version))
+    out["packages"] = sorted(names)
+print(json.dumps(out))
+"""
+
+
+@dataclasses.dataclass(frozen=True)
+class Interpreter:
+    """What an existing interpreter holds, as it answered the probe."""
+
+    python: str  # its path, as given (a venv's bin/python is a link: never resolved)
+    version: str  # Python's
+    torch: str
+    git: str | None  # torch.version.git_version
+    cuda: str | None
+    hip: str | None
+    packages: tuple[str, ...]  # name==version, sorted
+
+    @property
+    def build(self) -> str:
+        return f"{self.torch} git {self.git or 'unknown'}"
+
+    @property
+    def label(self) -> str:
+        """The toolchain's name where the user gave none: torch's version and revision."""
+        rev = f"-{self.git[:7]}" if self.git and self.git != "Unknown" else ""
+        return f"torch-{self.torch}{rev}"
+
+    def versions(self) -> dict[str, str]:
+        out = {}
+        for line in self.packages:
+            name, _, version = line.partition("==")
+            out[_norm(name)] = version
+        return out
+
+
+def _supported() -> tuple[str, str]:
+    """(Python's, torch's) version specifiers benchflow supports: its own metadata
+    (pyproject.toml's requires-python and torch's lower bound), the one definition.
+    Without that metadata (benchflow not installed): Python 3.10 or later, any torch."""
+    from packaging.requirements import Requirement
+
+    try:
+        python = metadata.metadata("benchflow")["Requires-Python"] or ""
+        reqs = [Requirement(r) for r in metadata.requires("benchflow") or []]
+    except metadata.PackageNotFoundError:
+        return ">=3.10", ""
+    torch = next((str(r.specifier) for r in reqs if r.name == "torch" and not r.marker), "")
+    return python, torch
+
+
+def _spelled(spec: str) -> str:
+    """<3.14,>=3.10 -> >=3.10,<3.14: the lower bound first, as people write it."""
+    return ",".join(sorted(spec.split(","), key=lambda s: not s.startswith(">")))
+
+
+def _fits(version: str, spec: str) -> bool:
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return not spec or SpecifierSet(spec).contains(Version(version), prereleases=True)
+    except InvalidVersion:
+        return True  # a source build's odd version: the harness's import decides
+
+
+@functools.lru_cache(maxsize=16)
+def probe(python: str) -> Interpreter:
+    """Ask `python` what it holds. Raises ToolchainError, naming the key, the path and
+    what is missing, where it cannot run benchflow's jobs."""
+    key = f"toolchain.python={python}"
+    if not os.path.exists(python):
+        raise ToolchainError(
+            f"{key}: no such file; allowed: the path of an existing Python interpreter "
+            "(a venv's or conda environment's bin/python)"
+        )
+    _, env = _harness_env()
+    try:
+        done = subprocess.run(
+            [python, "-c", PROBE],
+            capture_output=True,
+            text=True,
+            env={**os.environ, **env},
+            timeout=PROBE_TIMEOUT_S,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ToolchainError(f"{key}: it could not be run ({exc})") from None
+    said = [ln for ln in done.stdout.splitlines() if ln.strip()]
+    try:
+        out = json.loads(said[-1])
+    except (IndexError, ValueError):
+        raise ToolchainError(
+            f"{key}: it did not answer as a Python interpreter does (exit {done.returncode}): "
+            f"{_last_lines(done)}"
+        ) from None
+    want_python, want_torch = _supported()
+    if not _fits(out["python"], want_python) or "packages" not in out:
+        lower = ",".join(b for b in want_python.split(",") if b.startswith(">"))
+        old = not _fits(out["python"], lower)
+        raise ToolchainError(
+            f"{key} is Python {out['python']}, too {'old' if old else 'new'} for benchflow's "
+            f"harness; allowed: an interpreter of Python {_spelled(want_python)}"
+        )
+    if "no_torch" in out:
+        raise ToolchainError(
+            f"{key} has no torch ({out['no_torch']}); allowed: an interpreter whose "
+            f"environment holds torch{want_torch}"
+        )
+    if not _fits(out["torch"], want_torch):
+        raise ToolchainError(
+            f"{key} has torch {out['torch']}, older than benchflow supports; allowed: "
+            f"torch{want_torch}"
+        )
+    if "no_harness" in out:
+        raise ToolchainError(
+            f"{key} cannot import benchflow's harness ({out['no_harness']}); allowed: an "
+            f"interpreter that holds the harness's packages ({', '.join(HARNESS)}): "
+            "install benchflow's wheel there, which keeps its torch (docs/your-torch.md)"
+        )
+    return Interpreter(
+        python,
+        out["python"],
+        out["torch"],
+        out.get("torch_git"),
+        out.get("torch_cuda"),
+        out.get("torch_hip"),
+        tuple(out["packages"]),
+    )
+
+
+def resolve(toolchain: ToolchainConfig) -> ToolchainConfig:
+    """The toolchain as jobs run it: for an existing interpreter, its absolute path,
+    what it holds (`build`) and, where the user gave no name, one from its torch.
+    Raises ToolchainError where the interpreter cannot run jobs, or no longer holds
+    the build a rerun asks for."""
+    if toolchain.python is None:
+        return toolchain
+    python = os.path.abspath(os.path.expanduser(toolchain.python))
+    found = probe(python)
+    if toolchain.build is not None and toolchain.build != found.build:
+        raise ToolchainError(
+            f"toolchain.build={toolchain.build!r}, but toolchain.python={python} now holds "
+            f"torch {found.build}; allowed: {found.build!r}, or leave toolchain.build out"
+        )
+    name = found.label if toolchain.name == PROJECT_TOOLCHAIN else toolchain.name
+    return dataclasses.replace(toolchain, name=name, python=python, build=found.build)
+
+
+def _release(version: str) -> str:
+    """2.9.0+cu128 -> 2.9: the release torch_xla is built for."""
+    return ".".join(version.split("+")[0].split(".")[:2])
+
+
+def lacks(toolchain: ToolchainConfig, package: str) -> tuple[str, str] | None:
+    """Why the toolchain's environment cannot give a job `package`, and how to add it;
+    None where it can. torch_xla must be of torch's release (it is built against one)."""
+    if toolchain.pins:
+        if package in toolchain.pins:
+            return None
+        pins = ", ".join(f"{k}=={v}" for k, v in toolchain.pins.items())
+        return (
+            f"toolchain={toolchain.name} has none (its pins: {pins})",
+            f"a toolchain that pins {package} (toolchain.pins.{package}=<version>)",
+        )
+    if toolchain.python is not None:
+        have = probe(toolchain.python).versions()
+        where = f"toolchain={toolchain.name} ({toolchain.python})"
+    else:
+        have = {_norm(d.metadata["Name"]): d.version for d in _project_dists(package)}
+        where = f"benchflow's environment ({sys.prefix})"
+    torch = have.get("torch", "?")
+    if _norm(package) not in have:
+        if package == "torch_xla":
+            return (
+                f"{where} has none (its torch: {torch})",
+                f"torch_xla of torch's release ({_release(torch)}) installed there: pip "
+                f"install 'torch_xla=={_release(torch)}.*'",
+            )
+        return f"{where} has none", f"{package} installed there (pip install '{package}')"
+    if package == "torch_xla" and _release(have["torch-xla"]) != _release(torch):
+        return (
+            f"{where} has torch_xla {have['torch-xla']}, built for torch "
+            f"{_release(have['torch-xla'])}, beside torch {torch}",
+            f"torch_xla=={_release(torch)}.* there, or a toolchain whose torch and "
+            "torch_xla are one release (toolchain=torch-2.8)",
+        )
+    return None
+
+
+def _project_dists(package: str) -> list[metadata.Distribution]:
+    """This environment's distributions of torch and `package` (no import)."""
+    out = []
+    for name in {"torch", package}:
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            out.append(metadata.distribution(name))
+    return out
+
+
+# --- building --------------------------------------------------------------------------
+
+
 def build(
     toolchain: ToolchainConfig, say: Callable[[str], None] = print
 ) -> tuple[Environment, float]:
@@ -122,24 +362,14 @@ def build(
     env = Environment(toolchain.name, folder)
     if (folder / READY).exists():
         return env, 0.0
-    reqs = requirements(toolchain)
-    say(f"benchflow: building toolchain {toolchain.name}'s environment ({', '.join(reqs)})")
     start = time.perf_counter()
     root().mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=root()))
     try:
-        _run([uv(), "venv", "--quiet", "--python", sys.executable, str(tmp)], toolchain)
-        python = tmp / "bin" / "python"
-        (tmp / "requirements.in").write_text("\n".join(reqs) + "\n")
-        install = [uv(), "pip", "install", "--python", str(python)]
-        _run([*install, "-r", str(tmp / "requirements.in")], toolchain)
-        site = Path(_run([str(python), "-c", SITE], toolchain).strip())
-        if rest := share_bytecode(site):
-            (tmp / "compile.txt").write_text("\n".join(map(str, rest)) + "\n")
-            compile_rest = ["-m", "compileall", "-q", "-j", "0", "-i", str(tmp / "compile.txt")]
-            _run([str(python), *compile_rest], toolchain)
-        frozen = _run([uv(), "pip", "freeze", "--python", str(python)], toolchain)
-        (tmp / LOCK).write_text(frozen)
+        if toolchain.python is not None:
+            _record_interpreter(probe(toolchain.python), tmp)
+        else:
+            _install(toolchain, tmp, say)
         (tmp / READY).write_text(time.ctime() + "\n")
         try:
             tmp.rename(folder)
@@ -151,7 +381,50 @@ def build(
     return env, time.perf_counter() - start
 
 
+def _record_interpreter(found: Interpreter, folder: Path) -> None:
+    """An existing interpreter's folder: its path and its package list (the lock)."""
+    (folder / GIVEN).write_text(found.python + "\n")
+    (folder / LOCK).write_text("\n".join(found.packages) + "\n")
+
+
+def _install(toolchain: ToolchainConfig, tmp: Path, say: Callable[[str], None]) -> None:
+    reqs = requirements(toolchain)
+    say(f"benchflow: building toolchain {toolchain.name}'s environment ({', '.join(reqs)})")
+    _run([uv(), "venv", "--quiet", "--python", sys.executable, str(tmp)], toolchain)
+    python = tmp / "bin" / "python"
+    (tmp / "requirements.in").write_text("\n".join(reqs) + "\n")
+    install = [uv(), "pip", "install", "--python", str(python)]
+    _run([*install, "-r", str(tmp / "requirements.in")], toolchain)
+    site = Path(_run([str(python), "-c", SITE], toolchain).strip())
+    rest = share_bytecode(site)
+    if rest and (skipped := compile_bytecode(python, rest, tmp / "compile.txt")):
+        say(
+            f"benchflow: toolchain {toolchain.name}: {len(skipped)} file(s) are not "
+            f"Python {'.'.join(map(str, sys.version_info[:2]))} and were left "
+            f"uncompiled ({', '.join(Path(s).name for s in skipped[:3])}"
+            f"{', ...' if len(skipped) > 3 else ''}); nothing imports them here"
+        )
+    frozen = _run([uv(), "pip", "freeze", "--python", str(python)], toolchain)
+    (tmp / LOCK).write_text(frozen)
+
+
 SITE = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+COMPILE_ERROR = re.compile(r"^\*\*\* Error compiling '(.+)'\.\.\.$", re.M)
+
+
+def compile_bytecode(python: Path, sources: list[Path], listing: Path) -> list[str]:
+    """Compile `sources` to bytecode with `python` (in parallel). A file that is not
+    valid in that Python (torch ships some in a newer Python's syntax, for newer
+    interpreters only) is left as it is: Python would compile it only if it were
+    imported, and fail there as here. Returns those files; raises ToolchainError
+    where compileall itself failed."""
+    listing.write_text("\n".join(map(str, sources)) + "\n")
+    cmd = [str(python), "-m", "compileall", "-q", "-j", "0", "-i", str(listing)]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    skipped = COMPILE_ERROR.findall(done.stdout)
+    if done.returncode != 0 and not skipped:  # not a file's error: compileall's own
+        raise ToolchainError(f"bytecode could not be compiled: {_last_lines(done)}")
+    return skipped
 
 
 def share_bytecode(site: Path) -> list[Path]:
@@ -184,34 +457,62 @@ def share_bytecode(site: Path) -> list[Path]:
     return rest
 
 
+def _last_lines(done: subprocess.CompletedProcess[str], count: int = 6) -> str:
+    """What a failed tool said last, from stderr or, where it said nothing there (as
+    compileall, which prints its errors), from stdout."""
+    for stream in (done.stderr, done.stdout):
+        said = [ln.strip() for ln in (stream or "").splitlines() if ln.strip()]
+        if said:
+            return " ".join(said[-count:])
+    return f"exit {done.returncode}, nothing printed"
+
+
 def _run(cmd: list[str], toolchain: ToolchainConfig) -> str:
     # Hardlinks from uv's cache. Bytecode is compiled at the build (share_bytecode, then
-    # compileall for the rest): where Python may not write it (PYTHONDONTWRITEBYTECODE),
-    # each job's process would compile what it imports, about 3 s a process.
+    # compile_bytecode for the rest): where Python may not write it
+    # (PYTHONDONTWRITEBYTECODE), each job's process would compile what it imports,
+    # about 3 s a process.
     env = {"UV_LINK_MODE": "hardlink", **os.environ}
     done = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if done.returncode != 0:
-        said = [ln.strip() for ln in done.stderr.splitlines() if ln.strip()]
-        why = " ".join(said[-6:]) or f"exit {done.returncode}"
         pins = ", ".join(f"{k}=={v}" for k, v in toolchain.pins.items())
         raise ToolchainError(
-            f"toolchain={toolchain.name} (pins: {pins}): its environment could not be built: {why}"
+            f"toolchain={toolchain.name} (pins: {pins}): its environment could not be "
+            f"built: {Path(cmd[0]).name} exit {done.returncode}: {_last_lines(done)}"
         )
     return done.stdout
 
 
+# --- how a job of a toolchain starts ---------------------------------------------------
+
+
 def harness_path() -> str:
-    """The folder that holds the `benchflow` package, for the child's PYTHONPATH. It must
-    hold nothing else of the parent's environment: a checkout's `src/`."""
+    """A folder that holds the `benchflow` package and nothing else, for the child's
+    PYTHONPATH: a checkout's `src/`; for an installed benchflow (its folder is
+    site-packages, which holds the parent environment's packages too), a folder in the
+    cache with one link to the package."""
     import benchflow
 
-    folder = Path(benchflow.__file__).resolve().parent.parent
-    if folder.name in ("site-packages", "dist-packages"):
-        raise ToolchainError(
-            f"toolchains run benchflow from a checkout (its src/ folder), but benchflow "
-            f"is installed in {folder}, which holds the parent environment's packages too"
-        )
+    package = Path(benchflow.__file__).resolve().parent
+    if package.parent.name not in ("site-packages", "dist-packages"):
+        return str(package.parent)
+    tag = hashlib.sha256(str(package).encode()).hexdigest()[:12]
+    folder = cache_root() / "harness" / tag
+    link = folder / "benchflow"
+    if not link.is_symlink() or link.resolve() != package:
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / f".benchflow-{os.getpid()}"
+        tmp.unlink(missing_ok=True)
+        tmp.symlink_to(package, target_is_directory=True)
+        tmp.replace(link)  # atomic: a sweep beside this one sees the old or the new
     return str(folder)
+
+
+def _harness_env() -> tuple[list[str], dict[str, str]]:
+    """(the path entries, the variables) a toolchain's interpreter starts with:
+    benchflow's folder first, then the user's own PYTHONPATH (their models' code)."""
+    path = [harness_path(), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    return path, {"PYTHONPATH": os.pathsep.join(path), "PYTHONNOUSERSITE": "1"}
 
 
 def launch(toolchain: ToolchainConfig) -> tuple[str, dict[str, str]]:
@@ -228,7 +529,4 @@ def launch(toolchain: ToolchainConfig) -> tuple[str, dict[str, str]]:
 def interpreter(key: str) -> tuple[str, dict[str, str]]:
     """(the interpreter, variables to add) of the environment of `key` (key_of): what
     a job, or a zygote (runner/zygote.py), of that toolchain starts with."""
-    # benchflow's folder first, then the user's own PYTHONPATH (their models' code)
-    path = [harness_path(), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
-    python = Environment(key, root() / key).python
-    return str(python), {"PYTHONPATH": os.pathsep.join(path), "PYTHONNOUSERSITE": "1"}
+    return str(Environment(key, root() / key).python), _harness_env()[1]

@@ -3,7 +3,8 @@
 Resolution makes the `auto` choices (accelerator, xla, model source), looks the
 backend up in the registry (which refuses combinations that cannot exist), and
 applies the suite's rules (dtype, batch size, skip lists). Nothing here imports
-torch: the sweeper plans the whole grid before any job starts.
+torch: the sweeper plans the whole grid before any job starts (an existing interpreter
+named as a toolchain is asked what it holds in a process of its own, once).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from benchflow.config.validate import parse
 from benchflow.core.job import Job
 from benchflow.core.machine import cuda_present
 from benchflow.core.status import INVALID_PREFIX
+from benchflow.runner.toolchain import lacks
+from benchflow.runner.toolchain import resolve as resolve_toolchain
 
 __all__ = [
     "ConfigError",
@@ -62,13 +65,13 @@ def resolve(cfg: BenchConfig) -> BenchConfig:
         accelerator,
         auto_accelerator=cfg.accelerator.name == "auto",
     )
-    if backend.on_xla and not cfg.toolchain.provides("torch_xla"):
-        pins = ", ".join(f"{k}=={v}" for k, v in cfg.toolchain.pins.items())
+    toolchain = resolve_toolchain(cfg.toolchain)  # an interpreter: probed, its build
+    if backend.on_xla and (lack := lacks(toolchain, "torch_xla")):
         raise InvalidCombination(
             f"dynamo={cfg.dynamo.name} xla={backend.xla_value()} runs on the XLA device, "
-            f"which needs torch_xla, but toolchain={cfg.toolchain.name} has none (its pins: "
-            f"{pins}); allowed: a toolchain that pins torch_xla, or xla=none"
+            f"which needs torch_xla, but {lack[0]}; allowed: {lack[1]}, or xla=none"
         )
+    cfg = dataclasses.replace(cfg, toolchain=toolchain)
     if cfg.dtype in ("float16", "amp_fp16") and accelerator == "cpu" and not backend.on_xla:
         # Half-precision CPU kernels exist for few ops; runs would fail deep inside a model.
         raise InvalidCombination(
@@ -168,11 +171,10 @@ def _check_suite_model(cfg: BenchConfig) -> None:
             f"model={name!r} with model.source={source} is not in suite {suite.name}; "
             f"allowed: {', '.join(names)}"
         )
-    if suite.package and not cfg.toolchain.provides(suite.package):
+    if suite.package and (lack := lacks(cfg.toolchain, suite.package)):
         raise InvalidCombination(
             f"model={name} is a {suite.name} model, which needs {suite.package}, but "
-            f"toolchain={cfg.toolchain.name} does not pin it; allowed: a toolchain that "
-            f"pins {suite.package} (toolchain.pins.{suite.package}=<version>)"
+            f"{lack[0]}; allowed: {lack[1]}"
         )
 
 
@@ -207,6 +209,8 @@ def plan_config(
 ) -> Job:
     """:func:`plan_job` for a config already parsed and checked (benchflow.config.validate.parse,
     or a sweep's fast composition, benchflow.sweep.compose)."""
+    # first, so that an invalid pair's row names its toolchain as a valid job's would
+    cfg = dataclasses.replace(cfg, toolchain=resolve_toolchain(cfg.toolchain))
     try:
         resolved = resolve(cfg)
     except InvalidCombination as exc:

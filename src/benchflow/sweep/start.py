@@ -102,8 +102,10 @@ def start_base(master: DictConfig) -> None:
     from benchflow.runner.isolated import prestart_zygotes
     from benchflow.runner.zygote import BASE
 
-    if OmegaConf.select(master, "prefork") is True and not OmegaConf.select(
-        master, "toolchain.pins"
+    if (
+        OmegaConf.select(master, "prefork") is True
+        and not OmegaConf.select(master, "toolchain.pins")
+        and OmegaConf.select(master, "toolchain.python") is None
     ):
         prestart_zygotes([BASE], OmegaConf.select(master, "cpus_per_job"))
 

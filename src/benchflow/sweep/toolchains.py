@@ -6,20 +6,32 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from benchflow.core.job import Job
-from benchflow.runner.toolchain import build
+from benchflow.runner.toolchain import ToolchainError, build, key_of
 from benchflow.sweep import progress
 
 
 def build_toolchains(jobs: Sequence[Job]) -> None:
     """The environment of each toolchain that a job that runs uses, built where it is
     not yet, with a line for each build. Raises ToolchainError (runner/toolchain.py)
-    naming the toolchain and what uv could not install."""
-    seen: set[str] = set()
+    naming the toolchain and what uv could not install, or a name that stands for two
+    environments (the report tells toolchains apart by name)."""
+    keys: dict[str, str] = {}  # a toolchain's name -> its environment's key
+    toolchains = []  # one of each environment, in the order first needed
     for job in jobs:
         tc = job.config.toolchain
-        if job.invalid or job.skip or tc.is_project or tc.name in seen:
+        if job.invalid or job.skip or tc.is_project:
             continue
-        seen.add(tc.name)
+        key = key_of(tc)
+        if keys.setdefault(tc.name, key) != key:
+            raise ToolchainError(
+                f"toolchain.name={tc.name} names two environments in this sweep (another "
+                f"python, build or pins); allowed: a name of its own for each"
+            )
+        if tc not in toolchains:
+            toolchains.append(tc)
+    for tc in toolchains:  # each name checked before any is built
         env, took = build(tc, progress.note)
-        if took:
+        if tc.python is not None:
+            progress.note(f"benchflow: toolchain {tc.name}: {tc.python} (torch {tc.build})")
+        elif took:
             progress.note(f"benchflow: toolchain {tc.name} built in {took:.1f} s: {env.folder}")
