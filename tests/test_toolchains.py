@@ -144,11 +144,18 @@ def test_jobs_run_in_their_toolchains_environment_and_reports_tell_them_apart(
     from benchflow.config.validate import parse
     from benchflow.sweep.plan import plan_config
 
+    # (a package installed there since the sweep: the next sweep's lock lists it)
+    added = tmp_path / "own" / "linked" / "added_pkg-1.0.dist-info"
+    added.mkdir()
+    (added / "METADATA").write_text("Metadata-Version: 2.1\nName: added-pkg\nVersion: 1.0\n")
     xla = plan_config(parse(composed(f"toolchain.python={own}", "dynamo=openxla")), 0, [])
     assert xla.invalid, xla
     assert f"toolchain={own_name} ({own}) has none (its torch: 2.9.0)" in xla.invalid
     assert "pip install 'torch_xla==2.9.*'" in xla.invalid and "xla=none" in xla.invalid
     assert xla.config.toolchain.build == mine.config["toolchain.build"]
+    env_of, took = build_env(xla.config.toolchain, say=pytest.fail)
+    assert took == 0.0 and env_of.folder == given  # the same environment, its lock now
+    assert "added-pkg==1.0" in env_of.lock.read_text()  # what it holds, as it is
 
 
 def test_a_pin_uv_cannot_install_is_refused_before_any_job(tmp_path: Path) -> None:
@@ -195,6 +202,38 @@ def test_the_project_toolchain_is_in_no_fingerprint_and_xla_needs_torch_xla() ->
         parse(composed("model=llama", "toolchain=torch-2.8", "dynamo=openxla")), 0, []
     )
     assert older.invalid is None and older.config.toolchain.pins["torch_xla"] == "2.8.0"
+
+
+def test_each_shipped_toolchain_resolves_for_this_python(tmp_path: Path) -> None:
+    """The shipped options' environments are built in -m full (gigabytes); here uv
+    resolves each one's requirements for this interpreter from the registry, the pins
+    as wheels, as its build would: a pin with no wheel for this Python fails here."""
+    import subprocess
+
+    from tests.test_config import composed
+
+    from benchflow.config.validate import parse
+    from benchflow.runner.toolchain import requirements, uv
+
+    shipped = sorted(p.stem for p in (REPO / "conf" / "toolchain").glob("*.yaml"))
+    assert len(shipped) >= 3
+    python = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    for name in shipped:
+        tc = parse(composed(f"toolchain={name}")).toolchain
+        if tc.is_project:
+            continue
+        wheels = [arg for package in tc.pins for arg in ("--only-binary", package)]
+        done = subprocess.run(
+            [uv(), "pip", "compile", "-q", "--no-header", *wheels, "-", "--python-version", python],
+            input="\n".join(requirements(tc)),
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            timeout=300,
+        )
+        assert done.returncode == 0, (name, done.stderr[-2000:])
+        for package, version in tc.pins.items():
+            assert f"{package.replace('_', '-')}=={version}" in done.stdout, (name, package)
 
 
 def test_a_file_not_in_this_pythons_syntax_does_not_fail_the_build(tmp_path: Path) -> None:

@@ -361,6 +361,8 @@ def build(
     folder = root() / key_of(toolchain)
     env = Environment(toolchain.name, folder)
     if (folder / READY).exists():
+        if toolchain.python is not None:  # its packages as they are now, not as first seen
+            _record_packages(probe(toolchain.python), folder)
         return env, 0.0
     start = time.perf_counter()
     root().mkdir(parents=True, exist_ok=True)
@@ -384,7 +386,19 @@ def build(
 def _record_interpreter(found: Interpreter, folder: Path) -> None:
     """An existing interpreter's folder: its path and its package list (the lock)."""
     (folder / GIVEN).write_text(found.python + "\n")
-    (folder / LOCK).write_text("\n".join(found.packages) + "\n")
+    _record_packages(found, folder)
+
+
+def _record_packages(found: Interpreter, folder: Path) -> None:
+    """The interpreter's package list as its lock, rewritten (atomically) where a
+    package was added or changed since: the folder is keyed by the interpreter and its
+    torch, not by everything it holds, and the rows' hashes must be of what it holds."""
+    text = "\n".join(found.packages) + "\n"
+    lock = folder / LOCK
+    if not lock.is_file() or lock.read_text() != text:
+        tmp = folder / f".{LOCK}.{os.getpid()}"
+        tmp.write_text(text)
+        tmp.replace(lock)
 
 
 def _install(toolchain: ToolchainConfig, tmp: Path, say: Callable[[str], None]) -> None:
