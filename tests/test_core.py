@@ -362,3 +362,34 @@ def test_every_package_has_its_layer_and_the_docs_say_the_same_order() -> None:
     line = re.search(r"\*\*Layers\*\*, lowest first: (.*?)\. A module", text, re.S)
     assert line, "docs/architecture.md states the layers"
     assert re.findall(r"`([\w.]+)`", line.group(1)) == list(reversed(layers))
+
+
+def test_a_stop_waits_while_a_row_is_written() -> None:
+    """core/interrupts: a handler's stop raises at once, or, inside `held` (a finished
+    job's bookkeeping), once the outermost section ends; a real SIGTERM through the
+    CLI's kind of handler does the same."""
+    import os
+    import signal
+
+    from benchflow.core import interrupts
+
+    with pytest.raises(KeyboardInterrupt):
+        interrupts.stop(signal.SIGTERM)
+    done = []
+    with pytest.raises(KeyboardInterrupt), interrupts.held():
+        with interrupts.held():
+            interrupts.stop(signal.SIGTERM)
+            done.append("inner")
+        done.append("outer")  # the inner section's end does not raise
+    assert done == ["inner", "outer"]
+    before = signal.signal(signal.SIGTERM, lambda signum, frame: interrupts.stop(signum))
+    try:
+        with pytest.raises(KeyboardInterrupt), interrupts.held():
+            os.kill(os.getpid(), signal.SIGTERM)
+            for _ in range(100):  # the handler runs between bytecodes
+                done.append("written")
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    assert done.count("written") == 100
+    with interrupts.held():  # nothing pending afterwards
+        pass

@@ -35,7 +35,7 @@ SWEEP = [
     "dtype=float32",
     "repeat=2,3",
     "iterations_per_run=1",
-    "warmup=1",
+    "warmup=3",
     "processes=2",
     "mlflow.enabled=false",
 ]
@@ -48,6 +48,13 @@ def _processes(job_dir: Path) -> dict[str, dict[str, Any]]:
     return data
 
 
+def _text(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
+
+
 @early("rounds", niced=False)  # the SIGTERM must land inside job 0's second process
 def _rounds(root: Path) -> dict[str, Any]:
     """The sweep SIGTERMed in its second round, then resumed; and a fail_fast sweep whose
@@ -58,7 +65,14 @@ def _rounds(root: Path) -> dict[str, Any]:
     proc = start_cli(SWEEP, cwd, err)
     try:
         wait_for_text(err, "[1/2] sleepy·eager·eval·float32 (process 2 of 2)", proc)
-        time.sleep(0.4)  # inside its steps
+        # Inside its steps: its child has started (its log's first line), and its warm-up
+        # and repeats sleep 1.25 s more. (A fixed wait from the progress line landed after
+        # the child's end when this thread was slow to wake under the suite's load.)
+        child_log = cwd / "multirun"
+        while not any("pid " in _text(p) for p in child_log.glob("*/*/0/process1.stderr.log")):
+            assert proc.poll() is None, err.read_text()[-3000:]
+            time.sleep(0.05)
+        time.sleep(0.2)
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(timeout=600)
     finally:

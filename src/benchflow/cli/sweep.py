@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from benchflow.config.keys import unknown_key
+from benchflow.core import interrupts
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -60,11 +61,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def _stop(signum: int, frame: object) -> None:
         # SIGTERM (a scheduler, `kill`) takes Ctrl-C's path: the running job's process
-        # group is killed and recorded as `interrupted`; a resume finishes the rest.
-        received.append(signum)
-        raise KeyboardInterrupt
+        # group is killed and recorded as `interrupted`; a resume finishes the rest. Both
+        # wait while a finished job's row is written (core/interrupts.py).
+        if signum == signal.SIGTERM:
+            received.append(signum)
+        interrupts.stop(signum)
 
     before = signal.signal(signal.SIGTERM, _stop)
+    before_int = signal.signal(signal.SIGINT, _stop)
     try:
         # As @hydra.main does, with the arguments given here: benchflow's own tree is
         # conf/ of a checkout, or the copy an installed wheel carries.
@@ -88,6 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 143 if received else 130
     finally:
         signal.signal(signal.SIGTERM, before)
+        signal.signal(signal.SIGINT, before_int)
     return 0
 
 

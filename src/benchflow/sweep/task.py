@@ -8,6 +8,7 @@ results.jsonl), track (the job's MLflow run).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -25,6 +26,7 @@ from omegaconf import DictConfig
 from benchflow import backends
 from benchflow.config.errors import ConfigError
 from benchflow.config.schema import config_to_yaml
+from benchflow.core import interrupts
 from benchflow.core.cpus import child_env, cpu_slot, span
 from benchflow.core.files import write_json_atomic
 from benchflow.core.job import Job, JobSpec, Plan
@@ -120,28 +122,31 @@ def run_job(cfg: DictConfig) -> ResultRow | None:
         return previous  # resume: the recorded result stands
     config_to_yaml(job.config, where.job_dir.config)
     tracker = _open_tracker(job, where)
-    with scheduler.catch_stop() as stop:  # a SLURM job's stop: its child killed, a row
-        if state is not None and round_ is not None:
-            done = execute_round(job, where, state, round_.index)
-            if done is None:
-                return None  # its next process runs in a later round
-        else:
-            done = execute(job, where)
-    if done.outcome.status is Status.INTERRUPTED and (slurm_job := scheduler.slurm_job()):
-        done.outcome.status, done.outcome.error = scheduler.cause(slurm_job, stop.signum)
-    run_id = _start_run(tracker, job, where)  # its params are logged with its results
-    done.info.attempt = attempts(history, job.fingerprint) + 1
-    done.info.mlflow_run_id = run_id
-    row, replaced = record(job, where, done)
-    if tracker and run_id:
-        params = job_params(job.settings, job.backend)
-        safely("logging", log_job, tracker, run_id, row, where.job_dir.path, params)
-        for old in replaced:
-            if old_run := old.job.mlflow_run_id:
-                safely("supersede", tracker.supersede, old_run, run_id)
-    progress.report(row, where.num, where.total, tally(current(known_rows(where.sweep.results))))
-    if state is not None:
-        state.done()  # later rounds leave it be
+    # From the child's end to the row: a Ctrl-C or SIGTERM waits (core/interrupts.py).
+    with contextlib.ExitStack() as hold:
+        with scheduler.catch_stop() as stop:  # a SLURM job's stop: its child killed, a row
+            if state is not None and round_ is not None:
+                done = execute_round(job, where, state, round_.index, hold)
+                if done is None:
+                    return None  # its next process runs in a later round
+            else:
+                done = execute(job, where, hold)
+        if done.outcome.status is Status.INTERRUPTED and (slurm_job := scheduler.slurm_job()):
+            done.outcome.status, done.outcome.error = scheduler.cause(slurm_job, stop.signum)
+        run_id = _start_run(tracker, job, where)  # its params are logged with its results
+        done.info.attempt = attempts(history, job.fingerprint) + 1
+        done.info.mlflow_run_id = run_id
+        row, replaced = record(job, where, done)
+        if tracker and run_id:
+            params = job_params(job.settings, job.backend)
+            safely("logging", log_job, tracker, run_id, row, where.job_dir.path, params)
+            for old in replaced:
+                if old_run := old.job.mlflow_run_id:
+                    safely("supersede", tracker.supersede, old_run, run_id)
+        results = where.sweep.results
+        progress.report(row, where.num, where.total, tally(current(known_rows(results))))
+        if state is not None:
+            state.done()  # later rounds leave it be
     finish(job, where, row.status, tracker)
     return row
 
@@ -231,11 +236,13 @@ def _start_run(tracker: Tracker | None, job: Job, where: Where) -> str | None:
     return run_id
 
 
-def execute(job: Job, where: Where) -> Execution:
+def execute(job: Job, where: Where, hold: contextlib.ExitStack) -> Execution:
     """Run the job's child (and its IR passes) on a CPU slot; never raises for the job's
-    own failures. An invalid or skipped job runs nothing."""
+    own failures. An invalid or skipped job runs nothing. From the child's end on, a
+    stop waits in `hold` (until the row is written)."""
     info = JobInfo.of(job, str(where.job_dir.path))
     if job.invalid or job.skip:
+        hold.enter_context(interrupts.held())
         status = Status.INVALID if job.invalid else Status.SKIPPED
         log.info("job %d %s: %s", where.num, status, job.invalid or job.skip)
         return Execution(Outcome(status, job.invalid or job.skip, None, 0.0, None), info)
@@ -255,6 +262,7 @@ def execute(job: Job, where: Where) -> Execution:
         started_at, launching = time.time(), time.perf_counter()
         place = (where.num, where.total)
         outcome = run_processes(job, where.job_dir, place, env, (zygote, key), len(cores))
+        hold.enter_context(interrupts.held())
         # with wall_time_s: when the child ran (after a model's zygote built it, if any)
         info.started_at = started_at + ((outcome.launched or launching) - launching)
         ir_s = 0.0
@@ -266,14 +274,17 @@ def execute(job: Job, where: Where) -> Execution:
     return Execution(outcome, info, gap_s=launched - gap_from, ir_s=ir_s)
 
 
-def execute_round(job: Job, where: Where, state: rounds.JobRounds, index: int) -> Execution | None:
+def execute_round(
+    job: Job, where: Where, state: rounds.JobRounds, index: int, hold: contextlib.ExitStack
+) -> Execution | None:
     """Round `index` of an interleaved job (sweep/rounds.py): its process `index`, unless
     an earlier launch of the sweep ran it ok; then, where that was its last process or
     did not end ok, the job's outcome from its processes pooled, and its IR passes.
-    None: the job goes on in a later round."""
+    None: the job goes on in a later round. From the process's end on, a stop waits in
+    `hold` (until the process is kept, or the row written)."""
     cfg, total = job.config, job.config.process_count
     if job.skip:
-        return _stopped(job, where, state)
+        return _stopped(job, where, state, hold)
     info = JobInfo.of(job, str(where.job_dir.path))
     backend = backends.get(job.backend)
     if index in state.ran and state.ran[index].status == Status.OK.value and index < total - 1:
@@ -292,6 +303,7 @@ def execute_round(job: Job, where: Where, state: rounds.JobRounds, index: int) -
             label = f"{job.name} (process {index + 1} of {total})"
             with progress.running(cfg.progress, where.num, where.total, label):
                 ran = run_process(job, where.job_dir, index, env, prefork)
+            hold.enter_context(interrupts.held())
             launched = ran.launched or launching
             parent = {
                 "gap_s": launched - gap_from,
@@ -305,6 +317,7 @@ def execute_round(job: Job, where: Where, state: rounds.JobRounds, index: int) -
             if ran.status is Status.OK and index < total - 1:
                 _job_ended()
                 return None
+        hold.enter_context(interrupts.held())  # (held already where it ran a process)
         outcome, gap = _rounds_pooled(state, index, total, len(cores), info)
         ir_s = 0.0
         if outcome.status == Status.OK:
@@ -346,12 +359,15 @@ def _forks_from(job: Job, where: Where, env: dict[str, str]) -> tuple[str | None
     return zygote_kind(job, env), None
 
 
-def _stopped(job: Job, where: Where, state: rounds.JobRounds) -> Execution:
+def _stopped(
+    job: Job, where: Where, state: rounds.JobRounds, hold: contextlib.ExitStack
+) -> Execution:
     """An interleaved job that fail_fast stopped between its rounds: recorded from the
     processes it ran (a note says how many), or skipped where it ran none."""
     ran = state.ok_count()
     if not ran:
-        return execute(job, where)  # skipped
+        return execute(job, where, hold)  # skipped
+    hold.enter_context(interrupts.held())
     info = JobInfo.of(job, str(where.job_dir.path))
     total = job.config.process_count
     info.notes.append(f"{job.skip}: the sweep stopped after {ran} of its {total} processes")
