@@ -242,7 +242,8 @@ def test_a_file_not_in_this_pythons_syntax_does_not_fail_the_build(tmp_path: Pat
     build compiles the rest and names the file; a tool that fails is quoted, from stdout
     where it said nothing on stderr."""
     from benchflow.config.schema import ToolchainConfig
-    from benchflow.runner.toolchain import ToolchainError, _run, compile_bytecode
+    from benchflow.runner.interpreter import ToolchainError
+    from benchflow.runner.toolchain import _run, compile_bytecode
 
     good, newer = tmp_path / "good.py", tmp_path / "py312_only.py"
     good.write_text("x = 1\n")
@@ -273,7 +274,7 @@ def test_an_installed_benchflow_reaches_a_toolchain_through_a_folder_of_its_own(
 
     site = tmp_path / "lib" / "site-packages"
     shutil.copytree(REPO / "src" / "benchflow", site / "benchflow")
-    ask = "from benchflow.runner.toolchain import harness_path; print(harness_path())"
+    ask = "from benchflow.runner.interpreter import harness_path; print(harness_path())"
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(site), "BENCHFLOW_CACHE_DIR": str(tmp_path)}
     for _ in range(2):  # the second finds the link made
         done = subprocess.run([sys.executable, "-c", ask], env=env, capture_output=True, text=True)
@@ -292,7 +293,7 @@ def test_an_interpreter_toolchain_is_checked_before_any_work(tmp_path: Path) -> 
     from benchflow.config.errors import ConfigError
     from benchflow.config.validate import parse
     from benchflow.core.job import Job
-    from benchflow.runner.toolchain import ToolchainError
+    from benchflow.runner.interpreter import ToolchainError
     from benchflow.sweep.toolchains import build_toolchains
 
     with pytest.raises(ConfigError, match="name two environments"):

@@ -9,14 +9,15 @@ or an existing one the user names (`toolchain.python`).
   ~/.cache/benchflow), the key a hash of the requirements and the Python version, so a
   second sweep with the same pins reuses it; uv installs from its own cache with
   hardlinks, so packages the environments share are stored once.
-- An existing interpreter: probed once at planning (`resolve`: it must run, be recent
-  enough, hold torch and import the harness), and recorded as it is: torch's version and
-  git revision (`ToolchainConfig.build`), its package list in the same kind of folder.
+- An existing interpreter: probed once at planning (`resolve`, runner/interpreter.py: it
+  must run, be recent enough, hold torch and import the harness), and recorded as it
+  is: torch's version and git revision (`ToolchainConfig.build`), its package list in
+  the same kind of folder.
 - Locked: `requirements.lock` in that folder is what the environment holds (uv's
   freeze, or the interpreter's distributions); its hash is the rows' `packages_sha256`
   and `lock_sha256`.
 - benchflow itself is not installed there: the child finds it by a path entry on a
-  folder that holds the `benchflow` package and nothing else (`harness_path`), so the
+  folder that holds the `benchflow` package and nothing else (runner/interpreter.py), so the
   child imports no package from the parent's environment (the user's own PYTHONPATH,
   their models' code, follows it).
 """
@@ -25,9 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import hashlib
-import json
 import os
 import re
 import shutil
@@ -39,21 +38,21 @@ from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 
-from benchflow.config.errors import ConfigError
 from benchflow.config.schema import PROJECT_TOOLCHAIN, ToolchainConfig
 from benchflow.core.layout import cache_root
+from benchflow.runner.interpreter import (
+    HARNESS,
+    Interpreter,
+    ToolchainError,
+    harness_env,
+    last_lines,
+    norm,
+    probe,
+)
 
-# What the child imports (torch_xla and a suite's library only where pinned): at this
-# environment's versions unless the toolchain pins them.
-HARNESS = ("torch", "numpy", "scipy", "omegaconf", "pyyaml", "psutil", "orjson", "hydra-core")
 READY = "ready"  # written last: an environment without it is half built
 LOCK = "requirements.lock"
 GIVEN = "python"  # in an existing interpreter's folder: that interpreter's path
-PROBE_TIMEOUT_S = 180.0  # a first `import torch` from a cold disk takes a while
-
-
-class ToolchainError(ConfigError):
-    """A toolchain's environment could not be built or used; the message says why."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,18 +75,14 @@ class Environment:
         return hashlib.sha256(self.lock.read_bytes()).hexdigest()
 
 
-def _norm(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
 def requirements(toolchain: ToolchainConfig) -> list[str]:
     """The environment's requirements, `name==version`, sorted: HARNESS at this
     environment's versions, the pins over them."""
-    pins = {_norm(k): str(v) for k, v in toolchain.pins.items()}
+    pins = {norm(k): str(v) for k, v in toolchain.pins.items()}
     out = dict(pins)
     for name in HARNESS:
-        if _norm(name) not in out:
-            out[_norm(name)] = metadata.version(name)
+        if norm(name) not in out:
+            out[norm(name)] = metadata.version(name)
     return sorted(f"{name}=={version}" for name, version in out.items())
 
 
@@ -128,159 +123,6 @@ def uv() -> str:
         return found
 
 
-# --- an existing interpreter (toolchain.python) -----------------------------------------
-
-# Run by the interpreter itself, with the harness on its path. Valid in any Python, so
-# that one too old is told apart from one that fails; the last line is the answer.
-PROBE = """
-import json, sys
-out = {"python": "%d.%d.%d" % tuple(sys.version_info[:3])}
-if sys.version_info >= (3, 10):
-    from importlib import metadata
-    try:
-        import torch
-        out["torch"] = str(torch.__version__)
-    except Exception as exc:
-        out["no_torch"] = "%s: %s" % (type(exc).__name__, exc)
-    else:
-        try:
-            from benchflow.harness.child import torch_build
-            out.update(torch_build())
-        except Exception as exc:
-            out["no_harness"] = "%s: %s" % (type(exc).__name__, exc)
-    names = set()
-    for dist in metadata.distributions():
-        if dist.metadata["Name"]:
-            names.add("%s==%s" % (dist.metadata["Name"], dist.version))
-    out["packages"] = sorted(names)
-print(json.dumps(out))
-"""
-
-
-@dataclasses.dataclass(frozen=True)
-class Interpreter:
-    """What an existing interpreter holds, as it answered the probe."""
-
-    python: str  # its path, as given (a venv's bin/python is a link: never resolved)
-    version: str  # Python's
-    torch: str
-    git: str | None  # torch.version.git_version
-    cuda: str | None
-    hip: str | None
-    packages: tuple[str, ...]  # name==version, sorted
-
-    @property
-    def build(self) -> str:
-        return f"{self.torch} git {self.git or 'unknown'}"
-
-    @property
-    def label(self) -> str:
-        """The toolchain's name where the user gave none: torch's version and revision."""
-        rev = f"-{self.git[:7]}" if self.git and self.git != "Unknown" else ""
-        return f"torch-{self.torch}{rev}"
-
-    def versions(self) -> dict[str, str]:
-        out = {}
-        for line in self.packages:
-            name, _, version = line.partition("==")
-            out[_norm(name)] = version
-        return out
-
-
-def _supported() -> tuple[str, str]:
-    """(Python's, torch's) version specifiers benchflow supports: its own metadata
-    (pyproject.toml's requires-python and torch's lower bound), the one definition.
-    Without that metadata (benchflow not installed): Python 3.10 or later, any torch."""
-    from packaging.requirements import Requirement
-
-    try:
-        python = metadata.metadata("benchflow")["Requires-Python"] or ""
-        reqs = [Requirement(r) for r in metadata.requires("benchflow") or []]
-    except metadata.PackageNotFoundError:
-        return ">=3.10", ""
-    torch = next((str(r.specifier) for r in reqs if r.name == "torch" and not r.marker), "")
-    return python, torch
-
-
-def _spelled(spec: str) -> str:
-    """<3.14,>=3.10 -> >=3.10,<3.14: the lower bound first, as people write it."""
-    return ",".join(sorted(spec.split(","), key=lambda s: not s.startswith(">")))
-
-
-def _fits(version: str, spec: str) -> bool:
-    from packaging.specifiers import SpecifierSet
-    from packaging.version import InvalidVersion, Version
-
-    try:
-        return not spec or SpecifierSet(spec).contains(Version(version), prereleases=True)
-    except InvalidVersion:
-        return True  # a source build's odd version: the harness's import decides
-
-
-@functools.lru_cache(maxsize=16)
-def probe(python: str) -> Interpreter:
-    """Ask `python` what it holds. Raises ToolchainError, naming the key, the path and
-    what is missing, where it cannot run benchflow's jobs."""
-    key = f"toolchain.python={python}"
-    if not os.path.exists(python):
-        raise ToolchainError(
-            f"{key}: no such file; allowed: the path of an existing Python interpreter "
-            "(a venv's or conda environment's bin/python)"
-        )
-    _, env = _harness_env()
-    try:
-        done = subprocess.run(
-            [python, "-c", PROBE],
-            capture_output=True,
-            text=True,
-            env={**os.environ, **env},
-            timeout=PROBE_TIMEOUT_S,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise ToolchainError(f"{key}: it could not be run ({exc})") from None
-    said = [ln for ln in done.stdout.splitlines() if ln.strip()]
-    try:
-        out = json.loads(said[-1])
-    except (IndexError, ValueError):
-        raise ToolchainError(
-            f"{key}: it did not answer as a Python interpreter does (exit {done.returncode}): "
-            f"{_last_lines(done)}"
-        ) from None
-    want_python, want_torch = _supported()
-    if not _fits(out["python"], want_python) or "packages" not in out:
-        lower = ",".join(b for b in want_python.split(",") if b.startswith(">"))
-        old = not _fits(out["python"], lower)
-        raise ToolchainError(
-            f"{key} is Python {out['python']}, too {'old' if old else 'new'} for benchflow's "
-            f"harness; allowed: an interpreter of Python {_spelled(want_python)}"
-        )
-    if "no_torch" in out:
-        raise ToolchainError(
-            f"{key} has no torch ({out['no_torch']}); allowed: an interpreter whose "
-            f"environment holds torch{want_torch}"
-        )
-    if not _fits(out["torch"], want_torch):
-        raise ToolchainError(
-            f"{key} has torch {out['torch']}, older than benchflow supports; allowed: "
-            f"torch{want_torch}"
-        )
-    if "no_harness" in out:
-        raise ToolchainError(
-            f"{key} cannot import benchflow's harness ({out['no_harness']}); allowed: an "
-            f"interpreter that holds the harness's packages ({', '.join(HARNESS)}): "
-            "install benchflow's wheel there, which keeps its torch (docs/your-torch.md)"
-        )
-    return Interpreter(
-        python,
-        out["python"],
-        out["torch"],
-        out.get("torch_git"),
-        out.get("torch_cuda"),
-        out.get("torch_hip"),
-        tuple(out["packages"]),
-    )
-
-
 def resolve(toolchain: ToolchainConfig) -> ToolchainConfig:
     """The toolchain as jobs run it: for an existing interpreter, its absolute path,
     what it holds (`build`) and, where the user gave no name, one from its torch.
@@ -319,10 +161,10 @@ def lacks(toolchain: ToolchainConfig, package: str) -> tuple[str, str] | None:
         have = probe(toolchain.python).versions()
         where = f"toolchain={toolchain.name} ({toolchain.python})"
     else:
-        have = {_norm(d.metadata["Name"]): d.version for d in _project_dists(package)}
+        have = {norm(d.metadata["Name"]): d.version for d in _project_dists(package)}
         where = f"benchflow's environment ({sys.prefix})"
     torch = have.get("torch", "?")
-    if _norm(package) not in have:
+    if norm(package) not in have:
         if package == "torch_xla":
             return (
                 f"{where} has none (its torch: {torch})",
@@ -437,7 +279,7 @@ def compile_bytecode(python: Path, sources: list[Path], listing: Path) -> list[s
     done = subprocess.run(cmd, capture_output=True, text=True)
     skipped = COMPILE_ERROR.findall(done.stdout)
     if done.returncode != 0 and not skipped:  # not a file's error: compileall's own
-        raise ToolchainError(f"bytecode could not be compiled: {_last_lines(done)}")
+        raise ToolchainError(f"bytecode could not be compiled: {last_lines(done)}")
     return skipped
 
 
@@ -471,16 +313,6 @@ def share_bytecode(site: Path) -> list[Path]:
     return rest
 
 
-def _last_lines(done: subprocess.CompletedProcess[str], count: int = 6) -> str:
-    """What a failed tool said last, from stderr or, where it said nothing there (as
-    compileall, which prints its errors), from stdout."""
-    for stream in (done.stderr, done.stdout):
-        said = [ln.strip() for ln in (stream or "").splitlines() if ln.strip()]
-        if said:
-            return " ".join(said[-count:])
-    return f"exit {done.returncode}, nothing printed"
-
-
 def _run(cmd: list[str], toolchain: ToolchainConfig) -> str:
     # Hardlinks from uv's cache. Bytecode is compiled at the build (share_bytecode, then
     # compile_bytecode for the rest): where Python may not write it
@@ -492,41 +324,12 @@ def _run(cmd: list[str], toolchain: ToolchainConfig) -> str:
         pins = ", ".join(f"{k}=={v}" for k, v in toolchain.pins.items())
         raise ToolchainError(
             f"toolchain={toolchain.name} (pins: {pins}): its environment could not be "
-            f"built: {Path(cmd[0]).name} exit {done.returncode}: {_last_lines(done)}"
+            f"built: {Path(cmd[0]).name} exit {done.returncode}: {last_lines(done)}"
         )
     return done.stdout
 
 
 # --- how a job of a toolchain starts ---------------------------------------------------
-
-
-def harness_path() -> str:
-    """A folder that holds the `benchflow` package and nothing else, for the child's
-    PYTHONPATH: a checkout's `src/`; for an installed benchflow (its folder is
-    site-packages, which holds the parent environment's packages too), a folder in the
-    cache with one link to the package."""
-    import benchflow
-
-    package = Path(benchflow.__file__).resolve().parent
-    if package.parent.name not in ("site-packages", "dist-packages"):
-        return str(package.parent)
-    tag = hashlib.sha256(str(package).encode()).hexdigest()[:12]
-    folder = cache_root() / "harness" / tag
-    link = folder / "benchflow"
-    if not link.is_symlink() or link.resolve() != package:
-        folder.mkdir(parents=True, exist_ok=True)
-        tmp = folder / f".benchflow-{os.getpid()}"
-        tmp.unlink(missing_ok=True)
-        tmp.symlink_to(package, target_is_directory=True)
-        tmp.replace(link)  # atomic: a sweep beside this one sees the old or the new
-    return str(folder)
-
-
-def _harness_env() -> tuple[list[str], dict[str, str]]:
-    """(the path entries, the variables) a toolchain's interpreter starts with:
-    benchflow's folder first, then the user's own PYTHONPATH (their models' code)."""
-    path = [harness_path(), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
-    return path, {"PYTHONPATH": os.pathsep.join(path), "PYTHONNOUSERSITE": "1"}
 
 
 def launch(toolchain: ToolchainConfig) -> tuple[str, dict[str, str]]:
@@ -543,4 +346,4 @@ def launch(toolchain: ToolchainConfig) -> tuple[str, dict[str, str]]:
 def interpreter(key: str) -> tuple[str, dict[str, str]]:
     """(the interpreter, variables to add) of the environment of `key` (key_of): what
     a job, or a zygote (runner/zygote.py), of that toolchain starts with."""
-    return str(Environment(key, root() / key).python), _harness_env()[1]
+    return str(Environment(key, root() / key).python), harness_env()[1]

@@ -66,7 +66,7 @@ def plan_sweep(
         jobs.append(planned)
     if errors:
         raise SweepRefused(errors)
-    from benchflow.runner.toolchain import ToolchainError
+    from benchflow.runner.interpreter import ToolchainError
     from benchflow.sweep.toolchains import build_toolchains
 
     try:

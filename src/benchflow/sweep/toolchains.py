@@ -6,13 +6,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from benchflow.core.job import Job
-from benchflow.runner.toolchain import ToolchainError, build, key_of
+from benchflow.runner.interpreter import ToolchainError
+from benchflow.runner.toolchain import build, key_of
 from benchflow.sweep import progress
 
 
 def build_toolchains(jobs: Sequence[Job]) -> None:
     """The environment of each toolchain that a job that runs uses, built where it is
-    not yet, with a line for each build. Raises ToolchainError (runner/toolchain.py)
+    not yet, with a line for each build. Raises ToolchainError (runner/interpreter.py)
     naming the toolchain and what uv could not install, or a name that stands for two
     environments (the report tells toolchains apart by name)."""
     keys: dict[str, str] = {}  # a toolchain's name -> its environment's key
