@@ -168,15 +168,15 @@ def lacks(toolchain: ToolchainConfig, package: str) -> tuple[str, str] | None:
         if package == "torch_xla":
             return (
                 f"{where} has none (its torch: {torch})",
-                f"torch_xla of torch's release ({_release(torch)}) installed there: pip "
-                f"install 'torch_xla=={_release(torch)}.*'",
+                f"torch_xla {_release(torch)}.x installed there (torch_xla is built for "
+                "one torch release: its own)",
             )
         return f"{where} has none", f"{package} installed there (pip install '{package}')"
     if package == "torch_xla" and _release(have["torch-xla"]) != _release(torch):
         return (
             f"{where} has torch_xla {have['torch-xla']}, built for torch "
             f"{_release(have['torch-xla'])}, beside torch {torch}",
-            f"torch_xla=={_release(torch)}.* there, or a toolchain whose torch and "
+            f"torch_xla {_release(torch)}.x there, or a toolchain whose torch and "
             "torch_xla are one release (toolchain=torch-2.8)",
         )
     return None
