@@ -154,6 +154,12 @@ def test_jobs_run_in_their_toolchains_environment_and_reports_tell_them_apart(
     assert "allowed: torch_xla 2.9.x installed there" in xla.invalid
     assert xla.invalid.endswith(", or xla=none")
     assert xla.config.toolchain.build == mine.config["toolchain.build"]
+    # a build given must be the interpreter's (no second probe: this process asked once)
+    from benchflow.runner.interpreter import ToolchainError
+
+    other = composed(f"toolchain.python={own}", "toolchain.build=2.9.0+cu128 git 0000000")
+    with pytest.raises(ToolchainError, match=r"now holds torch 2\.9\.0\+cu128 git "):
+        plan_config(parse(other), 0, [])
     env_of, took = build_env(xla.config.toolchain, say=pytest.fail)
     assert took == 0.0 and env_of.folder == given  # the same environment, its lock now
     assert "added-pkg==1.0" in env_of.lock.read_text()  # what it holds, as it is

@@ -164,8 +164,8 @@ class ToolchainConfig:
     # packages the jobs run with, instead of pins; null: none.
     python: str | None = field(default=None, metadata=OPTIONAL)
     # What that interpreter holds, as the plan found it: torch's version and git
-    # revision (`2.11.0+cu130 git 70d99e9...`). Written by the plan; a value given (a
-    # rerun's) must still be true of the interpreter.
+    # revision (`2.11.0+cu130 git 70d99e9...`). Written by the plan; a value given must
+    # still be true of the interpreter, or the sweep is refused.
     build: str | None = field(default=None, metadata=OPTIONAL)
 
     @property
