@@ -66,7 +66,10 @@ def test_the_next_model_builds_beside_the_jobs_never_over_a_compile_or_timed_reg
     assert work_children[0][2] < built_from < work_children[-1][2]
     # The work jobs held it over each of their exclusive regions, and it did not run then.
     holds = [h for r in models["work"] for h in r["timing"]["held"] if builder in h["pids"]]
-    assert {h["region"] for h in holds} >= {"compile", "timed"}, holds
+    assert {h["region"] for h in holds} >= {"compile", "warmup", "timed"}, holds
+    # and each held region's clocks are in the rows (the fixed warm-up's too)
+    spanned = {s[0] for r in models["work"] for s in r["timing"]["spans"]}
+    assert spanned == {"compile", "warmup", "timed", "child"}, spanned
     assert all(h["stopped"] and h["cpu_s"] == 0 for h in holds), holds
     overlap = check([ResultRow.from_dict(r) for r in rows])
     assert overlap.builds == 1
@@ -110,13 +113,17 @@ def test_the_check_finds_a_build_that_ran_over_a_compile() -> None:
     assert not found.ok
     assert found.violations == ["a: its compile ran 0.500000 s beside build 7"]
     assert found.beside_s == (13.0 - 10.5 - 1.0) + 1.0
-    assert "1 compile or timed region(s) met" in found.summary()
+    assert "1 exclusive region(s) met" in found.summary()
     whole = [{"region": "compile", "at": [11.0, 12.6], "pids": [7], "cpu_s": 0.0}]
     fixed = check_timings([_row("a", spans, held=whole), _row("b", [], **build)])
     assert fixed.ok and fixed.held_s == pytest.approx(1.6)
-    assert fixed.summary().endswith("none of it in a compile or timed region")
+    assert fixed.summary().endswith("none of it in a compile, warm-up, timed or profile region")
     used = [{**whole[0], "cpu_s": 0.01}]
     assert not check_timings([_row("a", spans, held=used), _row("b", [], **build)]).ok
+    for region in ("warmup", "profile"):  # every exclusive region is checked, not two
+        late = [*spans, [region, 12.5, 12.8]]  # past the hold that covered the compile
+        found = check_timings([_row("a", late, held=whole), _row("b", [], **build)])
+        assert found.violations == [f"a: its {region} ran 0.200000 s beside build 7"]
 
 
 def _status(proc: psutil.Process) -> str:

@@ -41,6 +41,7 @@ from benchflow.harness.process import (
 from benchflow.models.errors import ModelSkipped
 from benchflow.results.child import ChildResult, ChildTimings, Digest, Timing, Versions
 from benchflow.results.provenance import job_env
+from benchflow.results.regions import CHILD
 
 if TYPE_CHECKING:
     from benchflow.models.step import TimedStep
@@ -156,8 +157,9 @@ def run(cfg: BenchConfig, backend: type[Backend], out_dir: Path) -> ChildResult:
     from benchflow.harness.hold import HOLD
     from benchflow.harness.load import LoadProbe
     from benchflow.harness.profiling import profile_compile, profile_pass
-    from benchflow.harness.timing import Sampling, measure
+    from benchflow.harness.timing import Sampling, measure, region
     from benchflow.harness.verify import verify
+    from benchflow.results.regions import PROFILE
 
     device = backend.make_device(cfg.accelerator.name)
     import_s = time.perf_counter() - t_import
@@ -216,7 +218,7 @@ def run(cfg: BenchConfig, backend: type[Backend], out_dir: Path) -> ChildResult:
     profiled: dict[str, float] = {}
     profile_s = 0.0
     if cfg.profile.name == "torch":
-        with HOLD.exclusive("profile"):  # no work beside the job over its traces
+        with region(PROFILE, HOLD.exclusive, m.spans):  # nothing beside it over its traces
             t_profile = time.perf_counter()
             profiled = profile_pass(step, device, cfg.profile, out_dir / "profile")
             if cfg.profile.compile and backend.compiles:
@@ -458,6 +460,6 @@ def main(argv: list[str]) -> int:
         done = time.perf_counter()
         result.child_timings = dataclasses.replace(result.child_timings, entered=t0, done=done)
         if result.timing is not None:
-            result.timing.spans.append(["child", t0, done])
+            result.timing.spans.append([CHILD, t0, done])
     write_json_atomic(Path(job.result_path), result.to_dict())
     return 0 if result.status is not Status.FAILED else 1

@@ -3,10 +3,12 @@ compiles or times.
 
 The one kind of such work today is a model's shared build made ahead of its jobs
 (runner/model_zygote.py, ``build_ahead``): it runs while the sweep's jobs before it
-build, move, warm up or verify, and is stopped whenever one of them is in an exclusive
-region: its cold first call (``compile``), its calibration and timed repeats
-(``timed``, with the host's reference steps around them), an adaptive warm-up (whose
-stop rule reads step times) and the profiler's passes. Outside those it runs under
+build, move or verify, and is stopped whenever one of them is in an exclusive region
+(results/regions.py, their one definition): its cold first call (``compile``), its
+warm-up steps (``warmup``: they may still compile, and an adaptive warm-up's stop rule
+reads step times), its calibration and timed repeats (``timed``, with the host's
+reference steps around them) and the profiler's passes (``profile``). Each region's
+clocks are in the row's ``timing.spans``. Outside those it runs under
 SCHED_IDLE (``lowest_priority``): only on a core the job leaves idle.
 
 Each such process is registered in a host-wide folder (next to the CPU slots' locks:

@@ -29,8 +29,8 @@ import logging
 import math
 import statistics
 import time
-from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -39,6 +39,7 @@ from benchflow.config.schema import BenchConfig
 from benchflow.harness.load import reference_step_s
 from benchflow.results.child import Summary, Unsteady
 from benchflow.results.intervals import fewest_for_interval, median_ci_rel
+from benchflow.results.regions import COMPILE, TIMED, WARMUP
 from benchflow.results.stats import summarize
 
 log = logging.getLogger(__name__)
@@ -115,7 +116,7 @@ class Measurement:
     warmup_steps: int = 0
     warmup_settled: bool | None = None  # adaptive warm-up: settled before its cap
     unsteady: list[Unsteady] = field(default_factory=list)  # repeats that compiled
-    # [region, start, end] on CLOCK_MONOTONIC: the cold call ("compile"), the timed repeats
+    # [region, start, end] on CLOCK_MONOTONIC: each exclusive region (results/regions.py)
     spans: list[list[Any]] = field(default_factory=list)
     iterations_per_run: int = 1  # as used: given, or calibrated
     calibrated: bool = False  # iterations_per_run was calibrated to min_run_time_s
@@ -213,6 +214,20 @@ def calibrate(
         n = min(MAX_ITERATIONS_PER_RUN, max(n + 1, math.ceil(n * grow)))
 
 
+@contextmanager
+def region(
+    name: str, exclusive: Callable[[str], AbstractContextManager[None]], spans: list[list[Any]]
+) -> Iterator[None]:
+    """An exclusive region (results/regions.py): `exclusive(name)` over the block (the
+    holds on the work beside the job: harness/hold.py), its clocks added to `spans`."""
+    with exclusive(name):
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            spans.append([name, start, time.perf_counter()])
+
+
 def measure(
     step: Callable[[], Any],
     device: Device,
@@ -229,11 +244,11 @@ def measure(
     """Run and time `step`; the device is synchronized before every end timestamp.
     `on_first` is handed the first step's output once it was timed (results/digest.py).
     `exclusive(region)` wraps each region that no work beside the job may share
-    (harness/hold.py): the cold call, an adaptive warm-up, and the calibration and timed
-    repeats; `m.spans` records the cold call's and the timed repeats' clocks."""
+    (results/regions.py; harness/hold.py): the cold call, the warm-up, and the
+    calibration and timed repeats; `m.spans` records each one's clocks."""
     m = Measurement()
 
-    with exclusive("compile"):
+    with region(COMPILE, exclusive, m.spans):
         before = [p.snapshot() for p in probes]
         start = time.perf_counter()
         out = step()
@@ -241,7 +256,6 @@ def measure(
         device.synchronize()
         end = time.perf_counter()
     m.first_iter_time_s = end - start
-    m.spans.append(["compile", start, end])
     m.cold = _deltas(probes, before)
     if on_first is not None:
         on_first(out)  # outside every timed region and counter delta
@@ -249,13 +263,14 @@ def measure(
     log.info("cold start (first iteration) %.4f s", m.first_iter_time_s)
 
     start = time.perf_counter()
-    for _ in range(warmup):
-        out = step()
-        device.mark_step()
-    device.synchronize()
-    m.warmup_steps = warmup
-    if adaptive_warmup:
-        with exclusive("warmup"):  # its stop rule reads step times
+    warm = region(WARMUP, exclusive, m.spans) if warmup or adaptive_warmup else nullcontext()
+    with warm:  # its steps may still compile; an adaptive warm-up's stop rule reads times
+        for _ in range(warmup):
+            out = step()
+            device.mark_step()
+        device.synchronize()
+        m.warmup_steps = warmup
+        if adaptive_warmup:
             # One synchronized step at a time until nothing compiles and the times agree.
             times: list[float] = []
             quiet = 0
@@ -272,8 +287,8 @@ def measure(
                 if quiet >= SETTLE_STEPS and settled(times):
                     m.warmup_settled = True
                     break
-        log.info("adaptive warm-up: %d steps, settled=%s", m.warmup_steps, m.warmup_settled)
-    with exclusive("timed"):  # the calibration, the reference steps and the repeats
+            log.info("adaptive warm-up: %d steps, settled=%s", m.warmup_steps, m.warmup_settled)
+    with region(TIMED, exclusive, m.spans):  # the calibration, the reference steps, repeats
         if sampling.iterations_per_run is None:
             m.iterations_per_run, step_s, m.calibration_steps = calibrate(
                 step, device, sampling.min_run_time_s
@@ -330,7 +345,6 @@ def measure(
             per_iter = m.per_repeat["per_iter_time_s"]
             m.stop = stop_reason(per_iter, time.perf_counter() - timed_start, sampling)
             r += 1
-        m.spans.append(["timed", timed_start, time.perf_counter()])
         m.ci_rel = median_ci_rel(per_iter)
         reference.append(reference_step_s())
     m.host_reference_s = statistics.fmean(reference)

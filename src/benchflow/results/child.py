@@ -82,8 +82,8 @@ class Timing:
     shared_build_pid: int | None = None
     shared_build_at: list[float] | None = None
     timer_resolution_s: float | None = None
-    # [region, start, end] (CLOCK_MONOTONIC) of each process's cold call ("compile"), timed
-    # repeats ("timed") and whole child ("child")
+    # [region, start, end] (CLOCK_MONOTONIC) of each process's exclusive regions
+    # (results/regions.py: compile, warmup, timed, profile) and whole child ("child")
     spans: list[list[Any]] = field(default_factory=list)
     # the holds on work beside the job over its exclusive regions (harness/hold.py): each
     # {"region", "at": [start, end], "pids", "stopped", "cpu_s"}

@@ -1,17 +1,18 @@
-"""Did any work beside a job share one of its compile or timed regions? The check, from
-the rows' own clocks (build_ahead: harness/hold.py).
+"""Did any work beside a job share one of its exclusive regions (results/regions.py: its
+compile, warm-up, timed and profile regions)? The check, from the rows' own clocks
+(build_ahead: harness/hold.py).
 
 A model built ahead of its jobs (runner/model_zygote.py) ran from the start to the end
 of its build (``timing.shared_build_at``, in the rows of the jobs forked from it, with
 the pid of the process that built it), except while some job held it: each job's row
 lists its holds (``timing.held``: when, and which pids). Every job's row also has the
-clocks of its cold call (``compile``), its timed repeats (``timed``) and its whole
-child (``child``) in ``timing.spans``. All of them are CLOCK_MONOTONIC readings, one
-clock for every process on a host, so the check is interval arithmetic: the build's
-running time is its span less the holds on it, and no ``compile`` or ``timed`` span of
-any job may meet it. ``beside_s`` is how long builds ran while some job's child ran (the
-time build_ahead saved, at most), and ``held_cpu_s`` what the kernel counted for held
-processes while they were held (0 when every hold held).
+clocks of each exclusive region and of its whole child (``child``) in ``timing.spans``.
+All of them are CLOCK_MONOTONIC readings, one clock for every process on a host, so
+the check is interval arithmetic: the build's running time is its span less the holds
+on it, and no exclusive span of any job may meet it. ``beside_s`` is how long builds
+ran while some job's child ran (the time build_ahead saved, at most), and
+``held_cpu_s`` what the kernel counted for held processes while they were held (0
+when every hold held).
 """
 
 from __future__ import annotations
@@ -20,9 +21,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from benchflow.results.child import Timing
+from benchflow.results.regions import CHILD, EXCLUSIVE
 from benchflow.results.row import ResultRow
-
-EXCLUSIVE = ("compile", "timed")  # the regions no work beside a job may share
 
 Interval = tuple[float, float]
 
@@ -33,7 +33,7 @@ class Overlap:
     beside_s: float = 0.0  # seconds they ran while a job's child ran
     held_s: float = 0.0  # seconds they were held, all holds together
     held_cpu_s: float = 0.0  # CPU time the held processes used while held: 0
-    violations: list[str] = field(default_factory=list)  # a build met a compile or timed span
+    violations: list[str] = field(default_factory=list)  # a build met an exclusive span
 
     @property
     def ok(self) -> bool:
@@ -44,10 +44,9 @@ class Overlap:
         if not self.builds:
             return "no build ran beside a job"
         verdict = (
-            "none of it in a compile or timed region"
+            "none of it in a compile, warm-up, timed or profile region"
             if not self.violations
-            else f"{len(self.violations)} compile or timed region(s) met: "
-            + "; ".join(self.violations)
+            else f"{len(self.violations)} exclusive region(s) met: " + "; ".join(self.violations)
         )
         return (
             f"{self.builds} build(s) ran beside the jobs for {self.beside_s:.1f} s, held "
@@ -104,7 +103,7 @@ def check_timings(timings: Sequence[tuple[str, Timing]]) -> Overlap:
         if pid in held and at:  # a build that ran beside jobs (they held it)
             builds[pid] = (at[0], at[1])
     running = {pid: _minus(at, _union(held[pid])) for pid, at in builds.items()}
-    children = _union((s[1], s[2]) for _, t in timings for s in t.spans if s[0] == "child")
+    children = _union((s[1], s[2]) for _, t in timings for s in t.spans if s[0] == CHILD)
     violations = []
     for name, t in timings:
         for region, start, end in t.spans:

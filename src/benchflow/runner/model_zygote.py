@@ -6,7 +6,7 @@ model once (benchflow.harness.prebuilt) and forks the jobs of its build key
 A process that runs jobs keeps one model's zygote at a time for its jobs (the one
 before is closed when a job of another build comes), and, with build_ahead, the next
 model's zygote too: started while the jobs before it run (``ahead``), it builds beside
-them, and every one of them stops it over its compile and timed regions
+them, and every one of them stops it over its exclusive regions (results/regions.py)
 (harness/hold.py). So a process holds at most two models' memory at a time. A build
 that fails, outlives the job's timeout_s or leaves a thread running is not shared: the
 zygote says why and exits, and the jobs of that build fork from the zygote it was
