@@ -34,7 +34,10 @@ def _ahead(root: Path) -> dict[str, Any]:
     locks = {ENV_LOCK_DIR: str(root / "locks")}
     on = run_cli([*args, "model=work,slow_build"], root / "on", **locks)
     off = run_cli([*args, "model=work,llama", "build_ahead=false"], root / "off", **locks)
-    return {"on": on, "off": off}
+    # The default sweep's path: two processes a job, in interleaved rounds.
+    (root / "rounds").mkdir()
+    rounds = run_cli([*args, "model=work,slow_build", "processes=2"], root / "rounds", **locks)
+    return {"on": on, "off": off, "rounds": rounds}
 
 
 def _by_model(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
@@ -96,6 +99,31 @@ def test_without_build_ahead_each_model_builds_when_its_first_job_comes(
     assert check([ResultRow.from_dict(r) for r in rows]).builds == 0
     (sweep,) = res.sweep_dirs
     assert "beside the jobs" not in (sweep / "report" / "report.md").read_text()
+
+
+def test_interleaved_rounds_build_the_next_model_ahead_in_each_round(
+    early_sweeps: EarlySweeps,
+) -> None:
+    """The default sweep runs its jobs' processes in rounds (sweep/rounds.py), which took
+    another path that never built ahead. Now in each round the next model is built
+    beside the jobs before it, held over their exclusive regions; each row lists the
+    build each of its processes forked from, and the check reads them all."""
+    res = early_sweeps.result("build_ahead")["rounds"]
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert res.stderr.count("(process 2 of 2)") == 6  # interleaved: one process a round
+    rows = res.rows()
+    assert [r["status"] for r in rows] == ["ok"] * 6, [r["error"] for r in rows]
+    models = _by_model(rows)
+    slow = models["slow_build"]
+    per_round = {tuple(b[0] for b in r["timing"]["shared_builds"]) for r in slow}
+    assert len(per_round) == 1  # the jobs of a round share its build
+    (builders,) = per_round
+    assert len(builders) == 2 and len(set(builders)) == 2  # one build a round
+    holds = [h for r in models["work"] for h in r["timing"]["held"]]
+    for pid in builders:  # each round's build ran ahead, held by the work jobs
+        assert any(pid in h["pids"] for h in holds), (pid, holds)
+    overlap = check([ResultRow.from_dict(r) for r in rows])
+    assert overlap.builds == 2 and overlap.ok, overlap
 
 
 def _row(name: str, spans: list[list[Any]], **timing: Any) -> tuple[str, Timing]:

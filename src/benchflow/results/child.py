@@ -81,6 +81,9 @@ class Timing:
     # (CLOCK_MONOTONIC, every process's clock on the host; results/overlap.py)
     shared_build_pid: int | None = None
     shared_build_at: list[float] | None = None
+    # processes=N: the shared build each process forked from, [pid, start, end]; in
+    # interleaved rounds each round's may be another (the two fields above: the first's)
+    shared_builds: list[list[float]] = field(default_factory=list)
     timer_resolution_s: float | None = None
     # [region, start, end] (CLOCK_MONOTONIC) of each process's exclusive regions
     # (results/regions.py: compile, warmup, timed, profile) and whole child ("child")

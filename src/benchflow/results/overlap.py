@@ -4,7 +4,8 @@ compile, warm-up, timed and profile regions)? The check, from the rows' own cloc
 
 A model built ahead of its jobs (runner/model_zygote.py) ran from the start to the end
 of its build (``timing.shared_build_at``, in the rows of the jobs forked from it, with
-the pid of the process that built it), except while some job held it: each job's row
+the pid of the process that built it; ``timing.shared_builds``, one a process, where a
+job ran in several), except while some job held it: each job's row
 lists its holds (``timing.held``: when, and which pids). Every job's row also has the
 clocks of each exclusive region and of its whole child (``child``) in ``timing.spans``.
 All of them are CLOCK_MONOTONIC readings, one clock for every process on a host, so
@@ -83,6 +84,16 @@ def _met(a: Sequence[Interval], b: Sequence[Interval]) -> float:
     return sum(max(0.0, min(x[1], y[1]) - max(x[0], y[0])) for x in a for y in b)
 
 
+def _shared_builds(t: Timing) -> list[tuple[int, Interval]]:
+    """The builds a row's processes forked from: each process's (processes=N, where each
+    round's may be another), else the one its fields name."""
+    if t.shared_builds:
+        return [(int(pid), (start, end)) for pid, start, end in t.shared_builds]
+    if t.shared_build_pid is not None and t.shared_build_at:
+        return [(t.shared_build_pid, (t.shared_build_at[0], t.shared_build_at[1]))]
+    return []
+
+
 def check(rows: Sequence[ResultRow]) -> Overlap:
     """The check over a sweep's rows."""
     return check_timings([(row.job.name, row.timing) for row in rows if row.timing])
@@ -99,9 +110,9 @@ def check_timings(timings: Sequence[tuple[str, Timing]]) -> Overlap:
                 held.setdefault(int(pid), []).append((hold["at"][0], hold["at"][1]))
     builds: dict[int, Interval] = {}
     for _, t in timings:
-        pid, at = t.shared_build_pid, t.shared_build_at
-        if pid in held and at:  # a build that ran beside jobs (they held it)
-            builds[pid] = (at[0], at[1])
+        for pid, at in _shared_builds(t):
+            if pid in held:  # a build that ran beside jobs (they held it)
+                builds[pid] = at
     running = {pid: _minus(at, _union(held[pid])) for pid, at in builds.items()}
     children = _union((s[1], s[2]) for _, t in timings for s in t.spans if s[0] == CHILD)
     violations = []

@@ -254,11 +254,7 @@ def execute(job: Job, where: Where, hold: contextlib.ExitStack) -> Execution:
     with cpu_slot(cfg.cpus_per_job, f"{job.name} in {where.sweep.path}", progress.note) as cores:
         info.cpus, info.cpu_wait_s = span(cores), time.perf_counter() - asked
         env = child_env(cores, cfg.num_threads) | compile_cache_env(job, where.job_dir)
-        zygote, key = _forks_from(job, where, env)
-        if zygote:
-            start_zygote(zygote, cores)  # once per worker and kind, on this slot's cores
-        if key is None or model_zygote.holding(zygote, key):  # no build of its own to wait for
-            _build_ahead(job, where, cores)
+        zygote, key = _ready(job, where, env, cores)
         started_at, launching = time.time(), time.perf_counter()
         place = (where.num, where.total)
         outcome = run_processes(job, where.job_dir, place, env, (zygote, key), len(cores))
@@ -295,9 +291,7 @@ def execute_round(
         info.cpus, wait = span(cores), time.perf_counter() - asked
         env = child_env(cores, cfg.num_threads) | compile_cache_env(job, where.job_dir)
         if index not in state.ran:
-            zygote, key = _forks_from(job, where, env)
-            if zygote:
-                start_zygote(zygote, cores)
+            zygote, key = _ready(job, where, env, cores)
             started_at, launching = time.time(), time.perf_counter()
             prefork = (zygote, key)
             label = f"{job.name} (process {index + 1} of {total})"
@@ -325,6 +319,21 @@ def execute_round(
         _job_ended()
     shutil.rmtree(where.job_dir.compile_cache, ignore_errors=True)  # MBs of generated code
     return Execution(outcome, info, gap_s=gap, ir_s=ir_s)
+
+
+def _ready(
+    job: Job, where: Where, env: dict[str, str], cores: list[int]
+) -> tuple[str | None, str | None]:
+    """Before a process of the job, in a round or not: the zygote it forks from, started
+    on the slot's cores (once per worker and kind), and the key of the shared build it
+    forks from (None: its own); where it waits for no build of its own, the sweep's next
+    shared build started beside it (build_ahead)."""
+    zygote, key = _forks_from(job, where, env)
+    if zygote:
+        start_zygote(zygote, cores)
+    if key is None or model_zygote.holding(zygote, key):
+        _build_ahead(job, where, cores)
+    return zygote, key
 
 
 def _build_ahead(job: Job, where: Where, cores: list[int]) -> None:
