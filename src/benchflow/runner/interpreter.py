@@ -65,11 +65,11 @@ def last_lines(done: subprocess.CompletedProcess[str], count: int = 6) -> str:
     return f"exit {done.returncode}, nothing printed"
 
 
-def harness_env() -> tuple[list[str], dict[str, str]]:
-    """(the path entries, the variables) a toolchain's interpreter starts with:
-    benchflow's folder first, then the user's own PYTHONPATH (their models' code)."""
+def harness_env() -> dict[str, str]:
+    """The variables a toolchain's interpreter starts with: on its path benchflow's
+    folder first, then the user's own PYTHONPATH (their models' code)."""
     path = [harness_path(), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
-    return path, {"PYTHONPATH": os.pathsep.join(path), "PYTHONNOUSERSITE": "1"}
+    return {"PYTHONPATH": os.pathsep.join(path), "PYTHONNOUSERSITE": "1"}
 
 
 # Run by the interpreter itself, with the harness on its path. Valid in any Python, so
@@ -169,7 +169,7 @@ def probe(python: str) -> Interpreter:
             f"{key}: no such file; allowed: the path of an existing Python interpreter "
             "(a venv's or conda environment's bin/python)"
         )
-    _, env = harness_env()
+    env = harness_env()
     try:
         done = subprocess.run(
             [python, "-c", PROBE],

@@ -346,4 +346,4 @@ def launch(toolchain: ToolchainConfig) -> tuple[str, dict[str, str]]:
 def interpreter(key: str) -> tuple[str, dict[str, str]]:
     """(the interpreter, variables to add) of the environment of `key` (key_of): what
     a job, or a zygote (runner/zygote.py), of that toolchain starts with."""
-    return str(Environment(key, root() / key).python), harness_env()[1]
+    return str(Environment(key, root() / key).python), harness_env()
