@@ -126,8 +126,8 @@ def uv() -> str:
 def resolve(toolchain: ToolchainConfig) -> ToolchainConfig:
     """The toolchain as jobs run it: for an existing interpreter, its absolute path,
     what it holds (`build`) and, where the user gave no name, one from its torch.
-    Raises ToolchainError where the interpreter cannot run jobs, or no longer holds
-    the build a rerun asks for."""
+    Raises ToolchainError where the interpreter cannot run jobs, or does not hold the
+    build given (`toolchain.build` on the command line)."""
     if toolchain.python is None:
         return toolchain
     python = os.path.abspath(os.path.expanduser(toolchain.python))
