@@ -211,6 +211,28 @@ def wait_for_text(
         time.sleep(0.1)
 
 
+def sigterm_once_started(
+    proc: subprocess.Popen[bytes], root: Path, child_log: str, err: Path
+) -> int:
+    """SIGTERM `proc` as soon as a job's child has started (the first line of a log under
+    `root` matching the glob `child_log`), and its exit code. A fixed wait from the
+    sweep's progress line landed after the child's end when the test was slow to wake
+    under the suite's load; the child's own log says it runs."""
+
+    def text(path: Path) -> str:
+        try:
+            return path.read_text()
+        except OSError:
+            return ""
+
+    deadline = time.monotonic() + 300
+    while not any("pid " in text(p) for p in root.glob(child_log)):
+        assert proc.poll() is None and time.monotonic() < deadline, err.read_text()[-3000:]
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    return proc.wait(timeout=600)
+
+
 @pytest.fixture
 def workdir(tmp_path: Path) -> Path:
     return tmp_path

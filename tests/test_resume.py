@@ -19,6 +19,7 @@ from tests.conftest import (
     early,
     read_rows,
     run_cli,
+    sigterm_once_started,
     start_cli,
     wait_for_text,
 )
@@ -157,9 +158,7 @@ def _sigterm_then_resume(root: Path) -> dict[str, Any]:
     proc = start_cli(SWEEP, cwd, err)
     try:
         wait_for_text(err, "[2/4] sleepy", proc)  # the second job's child is starting
-        time.sleep(0.5)  # inside its steps
-        proc.send_signal(signal.SIGTERM)
-        code = proc.wait(timeout=600)  # niced beside the sweeps: slow, not stuck
+        code = sigterm_once_started(proc, cwd, "multirun/*/*/1/stderr.log", err)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -320,9 +319,7 @@ def _sigterm_single_then_resume(root: Path) -> dict[str, Any]:
     proc = start_cli(SINGLE, root, err)
     try:
         wait_for_text(err, "[1/1] sleepy", proc)  # its child is starting
-        time.sleep(1.0)  # inside its steps (1.75 s of them)
-        proc.send_signal(signal.SIGTERM)
-        code = proc.wait(timeout=600)
+        code = sigterm_once_started(proc, root, "runs/*/*/stderr.log", err)
     finally:
         if proc.poll() is None:
             proc.kill()

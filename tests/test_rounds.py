@@ -5,8 +5,6 @@ runs only the processes its jobs lack; fail_fast between rounds keeps what ran."
 from __future__ import annotations
 
 import json
-import signal
-import time
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +15,7 @@ from tests.conftest import (
     early,
     read_rows,
     run_cli,
+    sigterm_once_started,
     start_cli,
     wait_for_text,
 )
@@ -65,16 +64,7 @@ def _rounds(root: Path) -> dict[str, Any]:
     proc = start_cli(SWEEP, cwd, err)
     try:
         wait_for_text(err, "[1/2] sleepy·eager·eval·float32 (process 2 of 2)", proc)
-        # Inside its steps: its child has started (its log's first line), and its warm-up
-        # and repeats sleep 1.25 s more. (A fixed wait from the progress line landed after
-        # the child's end when this thread was slow to wake under the suite's load.)
-        child_log = cwd / "multirun"
-        while not any("pid " in _text(p) for p in child_log.glob("*/*/0/process1.stderr.log")):
-            assert proc.poll() is None, err.read_text()[-3000:]
-            time.sleep(0.05)
-        time.sleep(0.2)
-        proc.send_signal(signal.SIGTERM)
-        code = proc.wait(timeout=600)
+        code = sigterm_once_started(proc, cwd, "multirun/*/*/0/process1.stderr.log", err)
     finally:
         if proc.poll() is None:
             proc.kill()
