@@ -146,11 +146,12 @@ def run_runner(args: argparse.Namespace, out: Path) -> Path:
         *sorted({f"--dynamo={d}" for _, d in flags}),
         f"--test={args.test}",
         f"--filter=^({'|'.join(args.models)})$",
-        f"--repeat={args.runner_repeat or args.repeat + 1}",  # + the first, which compiles
-        f"--iterations-per-run={args.iterations_per_run}",
         f"--output-dirname={results}",
         "--no-resume",
     ]
+    if not args.defaults:
+        cmd.append(f"--repeat={args.runner_repeat or args.repeat + 1}")  # + the compiling one
+        cmd.append(f"--iterations-per-run={args.iterations_per_run}")
     if args.functionalization == "on":
         cmd.append("--enable-functionalization")
     env = {**os.environ, "PJRT_DEVICE": "CPU", INDUCTOR_CACHE: str(runner_cache(args, out))}
@@ -166,9 +167,6 @@ def run_benchflow(args: argparse.Namespace, out: Path) -> list[Path]:
         f"test={args.test}",
         f"model.step={args.step}",
         f"suite.torchbench_root={args.torchbench.resolve()}",
-        f"repeat={args.repeat}",
-        f"iterations_per_run={args.iterations_per_run}",
-        f"warmup={args.warmup}",
         "matmul_precision=high",  # the runner's, unless --disable-tf32
         "mlflow.enabled=false",
         "progress=false",
@@ -190,6 +188,12 @@ def run_benchflow(args: argparse.Namespace, out: Path) -> list[Path]:
             "native": ["dynamo=" + ",".join(auto)] if auto else None,
             "lazy": ["dynamo=none", "xla=PJRT"] if lazy else None,
         }
+    if not args.defaults:
+        common += [
+            f"repeat={args.repeat}",
+            f"iterations_per_run={args.iterations_per_run}",
+            f"warmup={args.warmup}",
+        ]
     env = dict(os.environ)
     if args.functionalization == "off":  # what the runner does unless told otherwise
         env["XLA_DISABLE_FUNCTIONALIZATION"] = "1"
@@ -387,6 +391,13 @@ def main(argv: list[str] | None = None) -> int:
         "benchflow's: the runner is given --enable-functionalization) or off (the\n"
         "runner's own default: benchflow is given XLA_DISABLE_FUNCTIONALIZATION=1)",
     )
+    p.add_argument(
+        "--defaults",
+        action="store_true",
+        help="each tool's own repeats, iterations and warm-up (the runner's --repeat 10;\n"
+        "benchflow's adaptive repeats in 3 interleaved processes): --repeat,\n"
+        "--runner-repeat, --iterations-per-run and --warmup are not given",
+    )
     p.add_argument("--repeat", type=int, default=5, help="steady repeats on each side")
     p.add_argument(
         "--runner-repeat",
@@ -451,10 +462,14 @@ def main(argv: list[str] | None = None) -> int:
         "",
         f"- machine: {machine()}",
         f"- test {args.test}, model.step={args.step}; "
-        f"runner --repeat={args.runner_repeat or args.repeat + 1} "
-        f"(its first repeat compiles, left out), benchflow repeat={args.repeat} "
-        f"warmup={args.warmup}; --iterations-per-run={args.iterations_per_run} on both; "
-        f"XLA functionalization {args.functionalization} on both",
+        + (
+            "each tool's defaults for repeats, iterations and warm-up; "
+            if args.defaults
+            else f"runner --repeat={args.runner_repeat or args.repeat + 1} "
+            f"(its first repeat compiles, left out), benchflow repeat={args.repeat} "
+            f"warmup={args.warmup}; --iterations-per-run={args.iterations_per_run} on both; "
+        )
+        + f"XLA functionalization {args.functionalization} on both",
         "- ratio: benchflow median / runner median of the per-iteration time (> 1: "
         "benchflow measured longer)",
     ]

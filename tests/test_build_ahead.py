@@ -101,29 +101,34 @@ def test_without_build_ahead_each_model_builds_when_its_first_job_comes(
     assert "beside the jobs" not in (sweep / "report" / "report.md").read_text()
 
 
-def test_interleaved_rounds_build_the_next_model_ahead_in_each_round(
+def test_interleaved_rounds_build_each_model_once_the_next_one_ahead(
     early_sweeps: EarlySweeps,
 ) -> None:
     """The default sweep runs its jobs' processes in rounds (sweep/rounds.py), which took
-    another path that never built ahead. Now in each round the next model is built
-    beside the jobs before it, held over their exclusive regions; each row lists the
-    build each of its processes forked from, and the check reads them all."""
+    another path that never built ahead, and built each model once a round. Now the
+    first round builds each model once, the next one beside the jobs before it (held
+    over their exclusive regions), and later rounds fork from the models kept; each
+    model's zygote goes after the last process that forks from it."""
     res = early_sweeps.result("build_ahead")["rounds"]
     assert res.returncode == 0, res.stderr[-3000:]
     assert res.stderr.count("(process 2 of 2)") == 6  # interleaved: one process a round
     rows = res.rows()
     assert [r["status"] for r in rows] == ["ok"] * 6, [r["error"] for r in rows]
     models = _by_model(rows)
-    slow = models["slow_build"]
-    per_round = {tuple(b[0] for b in r["timing"]["shared_builds"]) for r in slow}
-    assert len(per_round) == 1  # the jobs of a round share its build
-    (builders,) = per_round
-    assert len(builders) == 2 and len(set(builders)) == 2  # one build a round
+    builders = {}
+    for name, jobs in models.items():
+        forked = [b[0] for r in jobs for b in r["timing"]["shared_builds"]]
+        assert len(forked) == 6 and len(set(forked)) == 1, (name, forked)  # once per sweep
+        builders[name] = forked[0]
     holds = [h for r in models["work"] for h in r["timing"]["held"]]
-    for pid in builders:  # each round's build ran ahead, held by the work jobs
-        assert any(pid in h["pids"] for h in holds), (pid, holds)
+    assert any(builders["slow_build"] in h["pids"] for h in holds), holds  # built ahead
     overlap = check([ResultRow.from_dict(r) for r in rows])
-    assert overlap.builds == 2 and overlap.ok, overlap
+    assert overlap.builds == 1 and overlap.ok, overlap
+    (sweep,) = res.sweep_dirs
+    log = "".join(p.read_text() for p in sweep.glob("*/benchflow.log"))  # the jobs' logs
+    assert log.count("model built once for its jobs") == 2
+    for pid in builders.values():  # each closed after its last process, in the sweep
+        assert f"no later job forks from the built model (pid {pid})" in log
 
 
 def _row(name: str, spans: list[list[Any]], **timing: Any) -> tuple[str, Timing]:

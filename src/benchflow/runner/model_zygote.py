@@ -3,12 +3,14 @@ need (their kind's, or the union of their kinds': sweep/builds.py), that builds 
 model once (benchflow.harness.prebuilt) and forks the jobs of its build key
 (benchflow.models.sharing), each finishing its own copy.
 
-A process that runs jobs keeps one model's zygote at a time for its jobs (the one
-before is closed when a job of another build comes), and, with build_ahead, the next
-model's zygote too: started while the jobs before it run (``ahead``), it builds beside
-them, and every one of them stops it over its exclusive regions (results/regions.py)
-(harness/hold.py). So a process holds at most two models' memory at a time. A build
-that fails, outlives the job's timeout_s or leaves a thread running is not shared: the
+A process that runs jobs keeps each model's zygote once built, so that a model whose
+jobs come again (a sweep's later rounds: sweep/rounds.py) is built once per sweep: the
+sweep closes it after the last job that forks from it (``done_with``), and where free
+memory falls under a quarter of the machine's, the least recently used are closed
+before another is built. With build_ahead, the next model's zygote is started while
+the jobs before it run (``ahead``): it builds beside them, and every one of them stops
+it over its exclusive regions (results/regions.py) (harness/hold.py). A build that
+fails, outlives the job's timeout_s or leaves a thread running is not shared: the
 zygote says why and exits, and the jobs of that build fork from the zygote it was
 forked from and build their own, reporting what happens as their own.
 """
@@ -30,7 +32,9 @@ from benchflow.runner.zygote import Zygote, ZygoteError, shared
 
 log = logging.getLogger(__name__)
 
-_model: tuple[str, str, Zygote] | None = None  # kind, build key, the zygote of that model
+# (kind, build key) -> the zygote that built that model, least recently used first
+_built: dict[tuple[str, str], Zygote] = {}
+MIN_FREE = 0.25  # of the machine's memory: under it, the least recently used are closed
 _not_buildable: set[tuple[str, str]] = set()  # (kind, key) whose zygote could not build
 # build_ahead: (kind, key) -> the zygote building that model beside the jobs, and its log
 _ahead: dict[tuple[str, str], tuple[Zygote, str]] = {}
@@ -57,12 +61,27 @@ def _let_go(zygote: Zygote) -> None:
 
 def holding(kind: str | None, key: str) -> bool:
     """This process holds the built model of `key` (from the `kind` zygote) for its jobs."""
-    return _model is not None and _model[:2] == (kind, key)
+    return kind is not None and (kind, key) in _built
 
 
 def wanted(kind: str, key: str) -> bool:
     """The model of `key` (from the `kind` zygote) is neither built nor being built."""
-    return (kind, key) not in _ahead and (_model is None or _model[:2] != (kind, key))
+    return (kind, key) not in _ahead and (kind, key) not in _built
+
+
+def done_with(kind: str, key: str) -> None:
+    """No later job of this process forks from the model of `key`: its zygote goes."""
+    if (zygote := _built.pop((kind, key), None)) is not None:
+        log.info("no later job forks from the built model (pid %d): it goes", zygote.pid)
+        _let_go(zygote)
+
+
+def _make_room() -> None:
+    """Before a build: the least recently used models go while memory is short."""
+    while _built and psutil.virtual_memory().available < MIN_FREE * psutil.virtual_memory().total:
+        zygote = _built.pop(next(iter(_built)))
+        log.info("memory is short: the least recently used built model (pid %d) goes", zygote.pid)
+        _let_go(zygote)
 
 
 def ahead(kind: str, build: dict[str, Any]) -> None:
@@ -91,35 +110,37 @@ def release_ahead() -> None:
 
 def for_build(kind: str, build: dict[str, Any], timeout_s: float) -> Zygote | None:
     """This process's zygote that built the model of `build` (its ``key``) from its
-    `kind` zygote, taken from those built ahead or started now if it has none for that
-    key (closing the one before it); None where it cannot build it (the job then forks
-    from the `kind` zygote and builds its own)."""
-    global _model
+    `kind` zygote: kept from an earlier job, taken from those built ahead, or started now;
+    None where it cannot build it (the job then forks from the `kind` zygote and builds
+    its own)."""
     wanted = (kind, build["key"])
-    if _model is not None and (_model[:2] != wanted or not _model[2].alive()):
-        _model[2].close()
-        _model = None
+    zygote = _built.pop(wanted, None)
+    if zygote is not None and zygote.alive():
+        _built[wanted] = zygote  # the most recently used now
+        return zygote
+    if zygote is not None:
+        _let_go(zygote)
     if wanted in _not_buildable:
         return None
-    if _model is None:
-        zygote, log_path = _ahead.pop(wanted, (None, None))
-        if zygote is not None:  # its job waits for it now: no longer on idle cores only
-            with contextlib.suppress(OSError):
-                normal_priority(zygote.pid)
-            release(zygote.pid)
-        try:
-            if zygote is None:
-                zygote = _start(kind, build)
-            zygote.wait_ready(timeout_s)
-            unregister(zygote.pid)  # (done: it unregistered itself, unless it was quicker)
-            if log_path:  # the build's output, in its first job's folder as without ahead
-                shutil.copyfile(log_path, build["log"])
-        except (ZygoteError, OSError) as exc:
-            log.warning("no shared build for this model (%s): its jobs build their own", exc)
-            _not_buildable.add(wanted)
-            if zygote is not None:
-                _let_go(zygote)
-            return None
-        log.info("model built once for its jobs in %.2f s (pid %d)", zygote.build_s, zygote.pid)
-        _model = (kind, wanted[1], zygote)
-    return _model[2]
+    _make_room()
+    zygote, log_path = _ahead.pop(wanted, (None, None))
+    if zygote is not None:  # its job waits for it now: no longer on idle cores only
+        with contextlib.suppress(OSError):
+            normal_priority(zygote.pid)
+        release(zygote.pid)
+    try:
+        if zygote is None:
+            zygote = _start(kind, build)
+        zygote.wait_ready(timeout_s)
+        unregister(zygote.pid)  # (done: it unregistered itself, unless it was quicker)
+        if log_path:  # the build's output, in its first job's folder as without ahead
+            shutil.copyfile(log_path, build["log"])
+    except (ZygoteError, OSError) as exc:
+        log.warning("no shared build for this model (%s): its jobs build their own", exc)
+        _not_buildable.add(wanted)
+        if zygote is not None:
+            _let_go(zygote)
+        return None
+    log.info("model built once for its jobs in %.2f s (pid %d)", zygote.build_s, zygote.pid)
+    _built[wanted] = zygote
+    return zygote

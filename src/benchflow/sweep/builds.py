@@ -27,6 +27,7 @@ from benchflow.core.layout import JobDir, cache_root
 from benchflow.models import sharing
 from benchflow.runner.toolchain import key_of
 from benchflow.runner.zygote import named, preloads, split, union
+from benchflow.sweep import rounds
 
 
 @dataclass(frozen=True)
@@ -93,16 +94,30 @@ def shared_builds(jobs: Sequence[Job]) -> dict[int, Shared]:
     return shared
 
 
-_plan_memo: tuple[Plan, dict[int, Shared]] | None = None
+_plan_memo: tuple[Plan, dict[int, Shared], dict[Shared, tuple[int, int]]] | None = None
 
 
 def _of_plan(plan: Plan) -> dict[int, Shared]:
     """shared_builds of the plan's jobs, computed once per plan (SweepDir.read_plan keeps
     one object while plan.json stays the same)."""
+    return _memo(plan)[1]
+
+
+def _memo(plan: Plan) -> tuple[Plan, dict[int, Shared], dict[Shared, tuple[int, int]]]:
+    """The plan's shared builds, and each one's last use: the round and job number of
+    the last process that forks from it (a duplicate job never runs: sweep/rounds.py)."""
     global _plan_memo
     if _plan_memo is None or _plan_memo[0] is not plan:
-        _plan_memo = (plan, shared_builds(plan.jobs()))
-    return _plan_memo[1]
+        jobs = plan.jobs()
+        shared = shared_builds(jobs)
+        skipped = rounds.duplicates_of(jobs)
+        last: dict[Shared, tuple[int, int]] = {}
+        for job in jobs:
+            if (share := shared.get(job.num)) is not None and job.num not in skipped:
+                use = (job.config.process_count - 1 if rounds.interleaved(job) else 0, job.num)
+                last[share] = max(last.get(share, use), use)
+        _plan_memo = (plan, shared, last)
+    return _plan_memo
 
 
 def shared_of(job: Job, plan: Plan | None) -> Shared | None:
@@ -126,3 +141,11 @@ def next_build(job: Job, plan: Plan) -> tuple[Job, Shared] | None:
             first = plan.job(later)
             return (first, shared[later]) if first is not None else None
     return None
+
+
+def last_of_build(job: Job, plan: Plan, round_index: int) -> Shared | None:
+    """The build `job` shares, where this round's process of `job` is the last of the
+    sweep to fork from it (its zygote may go after it); None otherwise."""
+    _, shared, last = _memo(plan)
+    mine = shared.get(job.num)
+    return mine if mine is not None and last.get(mine) == (round_index, job.num) else None

@@ -2,7 +2,8 @@
 or spawned), sharing the adaptive rule's budget and cap, their samples pooled
 (results/pooled.py). In a sweep they run in interleaved rounds (sweep/rounds.py), one
 process of each job a round; elsewhere (a single run, interleave=false) one after
-another. A process that does not end ok ends the job there."""
+another (sweep/task.execute runs both). A process that does not end ok ends the job
+there."""
 
 from __future__ import annotations
 
@@ -17,7 +18,6 @@ from benchflow.core.status import Status
 from benchflow.runner.isolated import Outcome, interrupted, run_isolated
 from benchflow.runner.model_zygote import release_ahead
 from benchflow.runner.toolchain import launch
-from benchflow.sweep import progress
 
 
 def process_config(cfg: BenchConfig) -> BenchConfig:
@@ -68,26 +68,6 @@ def run_process(
         # ready, its model built: seconds on a busy host). Its progress line is out, so
         # it is under way for the user: it gets its `interrupted` row, as in its child.
         return interrupted(0.0)
-
-
-def run_processes(
-    job: Job,
-    job_dir: JobDir,
-    place: tuple[int, int],
-    env: dict[str, str],
-    prefork: tuple[str | None, str | None],
-    cores: int,
-) -> Outcome:
-    """The job's outcome, its processes run one after another; `place`: its number and
-    the sweep's total (for the progress line); `cores`: how many its CPU slot holds."""
-    processes = job.config.process_count
-    outcomes: list[Outcome] = []
-    with progress.running(job.config.progress, place[0], place[1], job.name):
-        for n in range(processes):
-            outcomes.append(run_process(job, job_dir, n, env, prefork))
-            if outcomes[-1].status is not Status.OK:
-                break
-    return pooled(outcomes, processes, cores)
 
 
 def pooled(

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Collection, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from benchflow.core.files import write_json_atomic
@@ -110,8 +110,9 @@ def current(sweep: SweepDir) -> Round | None:
 
 @dataclass
 class Ran:
-    """One process of a job, as its round saw it: the outcome (its result is re-read from
-    the process's own file) and what the parent measured around it."""
+    """One process of a job, as the parent saw it: the outcome (its result kept where this
+    process ran it, else read from the process's own file) and what the parent measured
+    around it."""
 
     status: str
     error: str | None
@@ -125,6 +126,7 @@ class Ran:
     cpus: str | None  # the CPU slot, e.g. "0-1"
     cores: int  # how many it holds
     node: str | None = None  # where it ran (core/machine.node_name)
+    result: ChildResult | None = field(default=None, repr=False)  # not saved: its file has it
 
     @classmethod
     def of(cls, outcome: Outcome, **parent: Any) -> Ran:
@@ -135,15 +137,18 @@ class Ran:
             wall_time_s=outcome.wall_time_s,
             launched=outcome.launched,
             ended=outcome.ended,
+            result=outcome.result,
             **parent,
         )
 
     def outcome(self, job_dir: JobDir, n: int) -> Outcome:
-        result_path, _ = job_dir.process_files(n)
-        try:
-            result = ChildResult.from_dict(json.loads(result_path.read_text()))
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            result = None
+        result = self.result
+        if result is None:  # run by an earlier launch of the sweep
+            result_path, _ = job_dir.process_files(n)
+            try:
+                result = ChildResult.from_dict(json.loads(result_path.read_text()))
+            except (OSError, ValueError, KeyError, TypeError, AttributeError):
+                result = None
         return Outcome(
             Status(self.status),
             self.error,
@@ -157,11 +162,12 @@ class Ran:
 
 @dataclass
 class JobRounds:
-    """An interleaved job's processes so far (its folder's processes.json)."""
+    """A job's processes so far: an interleaved job's are kept in its folder's
+    processes.json across rounds and launches; another's (token None) only here."""
 
     job_dir: JobDir
     fingerprint: str
-    token: str
+    token: str | None
     ran: dict[int, Ran] = field(default_factory=dict)
     recorded: bool = False  # its row is recorded, in this launch of the sweep
 
@@ -188,13 +194,19 @@ class JobRounds:
         return cls(job_dir, fingerprint, token, kept, bool(data.get("recorded")) and same)
 
     def save(self) -> None:
+        if self.token is None:
+            return
+        processes = {
+            str(n): {f.name: getattr(r, f.name) for f in fields(r) if f.name != "result"}
+            for n, r in sorted(self.ran.items())
+        }
         write_json_atomic(
             self.job_dir.rounds,
             {
                 "fingerprint": self.fingerprint,
                 "token": self.token,
                 "recorded": self.recorded,
-                "processes": {str(n): asdict(r) for n, r in sorted(self.ran.items())},
+                "processes": processes,
             },
         )
 

@@ -44,7 +44,7 @@ from benchflow.sweep import builds, progress, rounds, scheduler
 from benchflow.sweep.builds import compile_cache_env, zygote_kind
 from benchflow.sweep.ir import dump_inductor_code, dump_ir
 from benchflow.sweep.plan import plan_job
-from benchflow.sweep.processes import pooled, process_config, run_process, run_processes
+from benchflow.sweep.processes import pooled, process_config, run_process
 from benchflow.sweep.resume import attempts, current_row
 from benchflow.tracking.mlflow_runs import Tracker, safely, tracker_for
 from benchflow.tracking.sync import job_params, log_job
@@ -125,12 +125,9 @@ def run_job(cfg: DictConfig) -> ResultRow | None:
     # From the child's end to the row: a Ctrl-C or SIGTERM waits (core/interrupts.py).
     with contextlib.ExitStack() as hold:
         with scheduler.catch_stop() as stop:  # a SLURM job's stop: its child killed, a row
-            if state is not None and round_ is not None:
-                done = execute_round(job, where, state, round_.index, hold)
-                if done is None:
-                    return None  # its next process runs in a later round
-            else:
-                done = execute(job, where, hold)
+            done = execute(job, where, hold, state, round_.index if state and round_ else 0)
+            if done is None:
+                return None  # its next process runs in a later round
         if done.outcome.status is Status.INTERRUPTED and (slurm_job := scheduler.slurm_job()):
             done.outcome.status, done.outcome.error = scheduler.cause(slurm_job, stop.signum)
         run_id = _start_run(tracker, job, where)  # its params are logged with its results
@@ -236,89 +233,86 @@ def _start_run(tracker: Tracker | None, job: Job, where: Where) -> str | None:
     return run_id
 
 
-def execute(job: Job, where: Where, hold: contextlib.ExitStack) -> Execution:
-    """Run the job's child (and its IR passes) on a CPU slot; never raises for the job's
-    own failures. An invalid or skipped job runs nothing. From the child's end on, a
-    stop waits in `hold` (until the row is written)."""
-    info = JobInfo.of(job, str(where.job_dir.path))
+def execute(
+    job: Job,
+    where: Where,
+    hold: contextlib.ExitStack,
+    state: rounds.JobRounds | None = None,
+    index: int = 0,
+) -> Execution | None:
+    """Run the job's processes for this round on a CPU slot: an interleaved job's
+    (`state` kept across rounds: sweep/rounds.py) process `index`, unless an earlier
+    launch of the sweep ran it ok; any other job's all of them, one after another.
+    Where the last ran, or one did not end ok: the job's outcome, its processes pooled,
+    and its IR passes. None: the job goes on in a later round. Never raises for the
+    job's own failures; an invalid or skipped job runs nothing. From the last process's
+    end on, a stop waits in `hold` (until the row is written)."""
+    cfg, total = job.config, job.config.process_count
     if job.invalid or job.skip:
-        hold.enter_context(interrupts.held())
-        status = Status.INVALID if job.invalid else Status.SKIPPED
-        log.info("job %d %s: %s", where.num, status, job.invalid or job.skip)
-        return Execution(Outcome(status, job.invalid or job.skip, None, 0.0, None), info)
-    cfg = job.config
-    backend = backends.get(job.backend)
+        return _not_run(job, where, state, hold)
+    if state is None:
+        state = rounds.JobRounds(where.job_dir, job.fingerprint, token=None)
+    todo = [index] if state.token is not None else list(range(total))
+    ran = state.ran.get(index)
+    if ran and ran.status == Status.OK.value and index < total - 1:
+        return None  # an earlier launch of the sweep ran it
+    info = JobInfo.of(job, str(where.job_dir.path))
     join_prestart()  # the sweep's zygotes, started while it set up (basic launcher)
     asked = time.perf_counter()
-    gap_from = _previous_end()
-    with cpu_slot(cfg.cpus_per_job, f"{job.name} in {where.sweep.path}", progress.note) as cores:
-        info.cpus, info.cpu_wait_s = span(cores), time.perf_counter() - asked
-        env = child_env(cores, cfg.num_threads) | compile_cache_env(job, where.job_dir)
-        zygote, key = _ready(job, where, env, cores)
-        started_at, launching = time.time(), time.perf_counter()
-        place = (where.num, where.total)
-        outcome = run_processes(job, where.job_dir, place, env, (zygote, key), len(cores))
-        hold.enter_context(interrupts.held())
-        # with wall_time_s: when the child ran (after a model's zygote built it, if any)
-        info.started_at = started_at + ((outcome.launched or launching) - launching)
-        ir_s = 0.0
-        if outcome.status == Status.OK:
-            info.ir_files, ir_s = _extra_passes(job, backend, where.job_dir, env, info.notes)
-        _job_ended()
-    shutil.rmtree(where.job_dir.compile_cache, ignore_errors=True)  # MBs of generated code
-    launched = outcome.launched or launching  # (a timeout's outcome has no clock readings)
-    return Execution(outcome, info, gap_s=launched - gap_from, ir_s=ir_s)
-
-
-def execute_round(
-    job: Job, where: Where, state: rounds.JobRounds, index: int, hold: contextlib.ExitStack
-) -> Execution | None:
-    """Round `index` of an interleaved job (sweep/rounds.py): its process `index`, unless
-    an earlier launch of the sweep ran it ok; then, where that was its last process or
-    did not end ok, the job's outcome from its processes pooled, and its IR passes.
-    None: the job goes on in a later round. From the process's end on, a stop waits in
-    `hold` (until the process is kept, or the row written)."""
-    cfg, total = job.config, job.config.process_count
-    if job.skip:
-        return _stopped(job, where, state, hold)
-    info = JobInfo.of(job, str(where.job_dir.path))
-    backend = backends.get(job.backend)
-    if index in state.ran and state.ran[index].status == Status.OK.value and index < total - 1:
-        return None  # an earlier launch of the sweep ran it
-    asked = time.perf_counter()
-    gap_from = _previous_end()
     with cpu_slot(cfg.cpus_per_job, f"{job.name} in {where.sweep.path}", progress.note) as cores:
         info.cpus, wait = span(cores), time.perf_counter() - asked
         env = child_env(cores, cfg.num_threads) | compile_cache_env(job, where.job_dir)
-        if index not in state.ran:
-            zygote, key = _ready(job, where, env, cores)
-            started_at, launching = time.time(), time.perf_counter()
-            prefork = (zygote, key)
-            label = f"{job.name} (process {index + 1} of {total})"
-            with progress.running(cfg.progress, where.num, where.total, label):
-                ran = run_process(job, where.job_dir, index, env, prefork)
-            hold.enter_context(interrupts.held())
-            launched = ran.launched or launching
-            parent = {
-                "gap_s": launched - gap_from,
-                "cpu_wait_s": wait,
-                "started_at": started_at + (launched - launching),
-                "cpus": info.cpus,
-                "cores": len(cores),
-                "node": info.node,
-            }
-            state.add(index, rounds.Ran.of(ran, **parent))
-            if ran.status is Status.OK and index < total - 1:
-                _job_ended()
-                return None
-        hold.enter_context(interrupts.held())  # (held already where it ran a process)
-        outcome, gap = _rounds_pooled(state, index, total, len(cores), info)
+        label = job.name if len(todo) == total else f"{job.name} (process {index + 1} of {total})"
+        with progress.running(cfg.progress, where.num, where.total, label):
+            for n in (n for n in todo if n not in state.ran):
+                if _process(job, where, state, n, env, cores, info, cpu_wait_s=wait) != Status.OK:
+                    break
+                wait = 0.0
+        if where.plan and (share := builds.last_of_build(job, where.plan, index)):
+            model_zygote.done_with(share.zygote, share.key)  # no later job forks from it
+        hold.enter_context(interrupts.held())
+        last = max(state.ran)
+        if state.ran[last].status == Status.OK.value and last < total - 1:
+            return None  # its next process runs in a later round
+        outcome, gap = _pooled(state, last, total, len(cores), info)
         ir_s = 0.0
         if outcome.status == Status.OK:
+            backend = backends.get(job.backend)
             info.ir_files, ir_s = _extra_passes(job, backend, where.job_dir, env, info.notes)
         _job_ended()
     shutil.rmtree(where.job_dir.compile_cache, ignore_errors=True)  # MBs of generated code
     return Execution(outcome, info, gap_s=gap, ir_s=ir_s)
+
+
+def _process(
+    job: Job,
+    where: Where,
+    state: rounds.JobRounds,
+    n: int,
+    env: dict[str, str],
+    cores: list[int],
+    info: JobInfo,
+    cpu_wait_s: float,
+) -> Status:
+    """Process `n` of the job, made ready (its zygote, its shared build, the next build
+    ahead) and run, kept in `state` with what the parent measured around it."""
+    gap_from = _previous_end()
+    zygote, key = _ready(job, where, env, cores)
+    started_at, launching = time.time(), time.perf_counter()
+    outcome = run_process(job, where.job_dir, n, env, (zygote, key))
+    launched = outcome.launched or launching  # (a timeout's outcome has no clock readings)
+    parent = {
+        "gap_s": launched - gap_from,
+        "cpu_wait_s": cpu_wait_s,
+        "started_at": started_at + (launched - launching),
+        "cpus": info.cpus,
+        "cores": len(cores),
+        "node": info.node,
+    }
+    with interrupts.held():  # the process is kept before a stop
+        state.add(n, rounds.Ran.of(outcome, **parent))
+    _job_ended()
+    return outcome.status
 
 
 def _ready(
@@ -368,25 +362,28 @@ def _forks_from(job: Job, where: Where, env: dict[str, str]) -> tuple[str | None
     return zygote_kind(job, env), None
 
 
-def _stopped(
-    job: Job, where: Where, state: rounds.JobRounds, hold: contextlib.ExitStack
+def _not_run(
+    job: Job, where: Where, state: rounds.JobRounds | None, hold: contextlib.ExitStack
 ) -> Execution:
-    """An interleaved job that fail_fast stopped between its rounds: recorded from the
-    processes it ran (a note says how many), or skipped where it ran none."""
-    ran = state.ok_count()
-    if not ran:
-        return execute(job, where, hold)  # skipped
+    """An invalid or skipped job, recorded as such; an interleaved job that fail_fast
+    stopped between its rounds, from the processes it ran (a note says how many)."""
     hold.enter_context(interrupts.held())
     info = JobInfo.of(job, str(where.job_dir.path))
+    ran = state.ok_count() if state is not None and not job.invalid else 0
+    if not ran:
+        status = Status.INVALID if job.invalid else Status.SKIPPED
+        log.info("job %d %s: %s", where.num, status, job.invalid or job.skip)
+        return Execution(Outcome(status, job.invalid or job.skip, None, 0.0, None), info)
+    assert state is not None
     total = job.config.process_count
     info.notes.append(f"{job.skip}: the sweep stopped after {ran} of its {total} processes")
     info.cpus = state.ran[0].cpus
-    outcome, gap = _rounds_pooled(state, ran - 1, ran, state.ran[0].cores, info)
+    outcome, gap = _pooled(state, ran - 1, ran, state.ran[0].cores, info)
     shutil.rmtree(where.job_dir.compile_cache, ignore_errors=True)
     return Execution(outcome, info, gap_s=gap)
 
 
-def _rounds_pooled(
+def _pooled(
     state: rounds.JobRounds, last: int, processes: int, cores: int, info: JobInfo
 ) -> tuple[Outcome, float]:
     """The job's outcome from its processes 0..last, pooled over their own walls, and
