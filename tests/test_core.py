@@ -297,6 +297,42 @@ def test_a_sweeps_jobs_of_one_build_share_it_across_backends() -> None:
     assert shared_builds([jobs[0], dataclasses.replace(jobs[0], num=9)]) == {}
 
 
+def test_the_plan_says_how_each_job_is_launched() -> None:
+    """plan.json holds each job's launch (core/job.Launch), worked out once: the zygote
+    it forks from, the build it shares, the next build it starts ahead, and the round of
+    the last process that forks from its build; a job that runs nothing has none."""
+    from benchflow.core.job import Launch, Plan
+    from benchflow.sweep.builds import launches
+    from benchflow.sweep.start import in_run_order
+
+    grid = [
+        ("model=llama", "dynamo=none"),
+        ("model=llama", "dynamo=inductor"),
+        ("model=llama", "dynamo=inductor", "xla=PJRT"),  # an invalid pair: runs nothing
+        ("model=resnet", "dynamo=none", "repeat=2"),  # one process: round 0 only
+        ("model=resnet", "dynamo=inductor"),
+        ("model=bert", "dynamo=none"),  # alone with its build
+    ]
+    jobs = in_run_order([plan_job(composed(*o), n, o) for n, o in enumerate(grid)])
+    plan = Plan.from_dict(Plan.of(jobs, len(jobs), [], launches(jobs)).to_dict())  # as read
+    got = {j.overrides: plan.launch(j.num) for j in jobs}
+    llama, llama_inductor = got[grid[0]], got[grid[1]]
+    resnet, resnet_inductor = got[grid[3]], got[grid[4]]
+    assert got[grid[2]] is None
+    assert llama and llama_inductor and resnet and resnet_inductor
+    assert llama.build and llama.build == llama_inductor.build != resnet.build
+    assert llama.forks_from == llama_inductor.forks_from == "inductor"  # the kinds' union
+    # llama's jobs start resnet's build ahead; resnet's jobs have none after theirs
+    (first_resnet,) = [j.num for j in jobs if j.overrides == grid[3]]
+    assert llama.ahead == llama_inductor.ahead == first_resnet
+    assert resnet.ahead is None and resnet_inductor.ahead is None
+    # three processes a job by default, one a round: each build goes after the last
+    # job's third process (round 2); a job with one process runs in round 0
+    assert (llama.last_round, llama_inductor.last_round) == (None, 2)
+    assert (resnet.last_round, resnet_inductor.last_round) == (None, 2)
+    assert got[grid[5]] == Launch("torch", ahead=None)  # builds its own, in its job
+
+
 def test_the_jobs_of_a_build_run_together_each_kind_in_turn() -> None:
     from benchflow.sweep.order import run_order
 

@@ -419,22 +419,25 @@ def test_a_message_right_behind_another_is_read_at_once() -> None:
     """The zygote's pid message and a fast job's exit code can arrive in one read: the
     second must be returned at once, not after the job's whole timeout (a sweep once
     sat 300 s after a job that failed in a second, under the suite's load)."""
-    from benchflow.runner.zygote import Zygote, ZygoteError
+    from benchflow.runner.zygote import Exited, Forked, Zygote, ZygoteError, decode, encode
 
     r, w = os.pipe()
     zygote = Zygote.__new__(Zygote)  # the reader alone: no process behind it
     zygote._out, zygote._pending, zygote.proc, zygote.pid = os.fdopen(r, "rb"), b"", None, 0
-    os.write(w, b'{"pid": 7}\n{"returncode": 1}\n{"retu')
+    last = encode(Exited(0, 7))
+    os.write(w, encode(Forked(7)) + encode(Exited(1, 7)) + last[:6])
     started = time.monotonic()
-    assert zygote._read(5.0) == {"pid": 7}
+    assert zygote._read(5.0) == Forked(7)
     assert zygote.wait(5.0) == 1
     assert time.monotonic() - started < 1.0
     assert zygote._read(0.2) is None  # half a message: not yet
-    os.write(w, b'rncode": 0}\n')
+    os.write(w, last[6:])
     assert zygote.wait(5.0) == 0
     os.close(w)
     with pytest.raises(ZygoteError, match="the zygote exited"):
         zygote._read(5.0)
+    with pytest.raises(ZygoteError, match="not a message of the zygote's protocol"):
+        decode(b'{"returned": 0}\n')
 
 
 def test_only_threads_known_to_survive_a_fork_are_left_out_of_the_count() -> None:

@@ -8,11 +8,15 @@ import sys
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from benchflow import backends
 from benchflow.config.schema import DEFAULT_BASELINE
 from benchflow.report.sources import SourceError, Sweep, describe, load, meta_of
 from benchflow.results.environment import Difference, between_rows, speed_warning
+
+if TYPE_CHECKING:
+    from benchflow.report.compare import Change
 
 DESCRIPTION = """\
 Compare backends, sweeps and commits from benchflow results.
@@ -251,21 +255,26 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"benchflow report: warning: MLflow logging failed: {type(exc).__name__}: {exc}",
                 file=sys.stderr,
             )
-    if changes is not None:
-        failing = [c for c in changes if c.fails]
-        if failing:
-            names = ", ".join(f"{c.model}/{c.config} ({c.verdict})" for c in failing)
-            print(
-                f"benchflow report: {len(failing)} regression(s) "
-                f"against {base.label if base else ''}: {names}",
-                file=sys.stderr,
-            )
-            if warning := speed_warning(diffs):
-                print(f"benchflow report: note: {warning}", file=sys.stderr)
-            return 1
-        tally = Counter(c.verdict for c in changes)
+    if changes is None:
+        return 0
+    return _verdict(changes, base.label if base else "", diffs, args.threshold)
+
+
+def _verdict(changes: list[Change], against: str, diffs: list[Difference], threshold: float) -> int:
+    """A comparison's exit code (1: a regression), and its last line."""
+    failing = [c for c in changes if c.fails]
+    if failing:
+        names = ", ".join(f"{c.model}/{c.config} ({c.verdict})" for c in failing)
         print(
-            f"no regression against {base.label if base else ''} (threshold {args.threshold:.1%}): "
-            + ", ".join(f"{n} {verdict}" for verdict, n in tally.most_common())
+            f"benchflow report: {len(failing)} regression(s) against {against}: {names}",
+            file=sys.stderr,
         )
+        if warning := speed_warning(diffs):
+            print(f"benchflow report: note: {warning}", file=sys.stderr)
+        return 1
+    tally = Counter(c.verdict for c in changes)
+    print(
+        f"no regression against {against} (threshold {threshold:.1%}): "
+        + ", ".join(f"{n} {verdict}" for verdict, n in tally.most_common())
+    )
     return 0

@@ -118,6 +118,24 @@ class JobSpec:
 
 
 @dataclass(frozen=True)
+class Launch:
+    """How a job's processes are launched, decided once by the plan (sweep/builds.py)
+    and read by the task: nothing after planning works these out again."""
+
+    forks_from: str | None  # the zygote its processes fork from (None: spawned)
+    build: str | None = None  # the shared model build they fork from (its key), if any
+    ahead: int | None = None  # build_ahead: the job whose build starts before this one's
+    last_round: int | None = None  # the round of the last process to fork from `build`
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Launch:
+        return cls(**{f.name: data.get(f.name) for f in dataclasses.fields(cls)})
+
+
+@dataclass(frozen=True)
 class Plan:
     """plan.json: every job of a sweep, planned before any runs, and the command line's
     overrides (how resume=true finds the folder). A job's config is typed again only
@@ -131,9 +149,25 @@ class Plan:
     _jobs: dict[int, Job] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
-    def of(cls, jobs: Sequence[Job], total: int, sweep_args: Sequence[str]) -> Plan:
-        entries = tuple(job.to_dict() for job in jobs)
+    def of(
+        cls,
+        jobs: Sequence[Job],
+        total: int,
+        sweep_args: Sequence[str],
+        launches: dict[int, Launch] | None = None,
+    ) -> Plan:
+        """The plan of `jobs`; `launches`: how each is launched (by job number)."""
+        launch = launches or {}
+        entries = tuple(
+            job.to_dict() | ({"launch": launch[job.num].to_dict()} if job.num in launch else {})
+            for job in jobs
+        )
         return cls(total, tuple(sweep_args), entries, {job.num: job for job in jobs})
+
+    def launch(self, num: int) -> Launch | None:
+        """How job `num` is launched, as planned (None: planned without, a single run)."""
+        found = self._by_num.get(num)
+        return Launch.from_dict(found["launch"]) if found and "launch" in found else None
 
     @functools.cached_property
     def _by_num(self) -> dict[int, dict[str, Any]]:

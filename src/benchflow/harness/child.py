@@ -17,7 +17,7 @@ import resource
 import sys
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -153,13 +153,9 @@ def run(cfg: BenchConfig, backend: type[Backend], out_dir: Path) -> ChildResult:
     import scipy.stats  # noqa: F401  (the timing loop's interval: an import, not timed work)
     import torch
 
-    from benchflow.harness import prebuilt
     from benchflow.harness.hold import HOLD
     from benchflow.harness.load import LoadProbe
-    from benchflow.harness.profiling import profile_compile, profile_pass
-    from benchflow.harness.timing import Sampling, measure, region
-    from benchflow.harness.verify import verify
-    from benchflow.results.regions import PROFILE
+    from benchflow.harness.timing import Sampling, measure
 
     device = backend.make_device(cfg.accelerator.name)
     import_s = time.perf_counter() - t_import
@@ -170,27 +166,17 @@ def run(cfg: BenchConfig, backend: type[Backend], out_dir: Path) -> ChildResult:
     threads = cfg.num_threads or (len(os.sched_getaffinity(0)) if os.environ.get(ENV_CPUS) else 0)
     if threads:
         torch.set_num_threads(threads)
-    prec = Precision(cfg.dtype, device.kind)
-    dtype_name, model_dtype = prec.name, prec.model_dtype
-
-    def build(
-        target: torch.device, dtype: torch.dtype | None, compiled: bool, batch_size: int | None
-    ) -> TimedStep:
-        return build_step(cfg, backend, target, dtype, compiled, batch_size)
-
-    def run_step(s: TimedStep, autocast_type: str | None) -> Any:
-        return prec.step(s, autocast_type)
+    job = _Job(cfg, backend, device, Precision(cfg.dtype, device.kind))
 
     clock.take("move")
     t_build = time.perf_counter()
-    timed = build(device.torch_device, model_dtype, True, cfg.batch_size)
+    timed = job.build(device.torch_device, job.prec.model_dtype, True, cfg.batch_size)
     move_s = clock.take("move")
     build_s = time.perf_counter() - t_build - move_s
 
     def step() -> Any:
-        return run_step(timed, device.autocast_type)
+        return job.run_step(timed, device.autocast_type)
 
-    probes = [*backend.probes(), LoadProbe()]
     first: list[Digest] = []
 
     def summarize_first(out: Any) -> None:
@@ -205,7 +191,7 @@ def run(cfg: BenchConfig, backend: type[Backend], out_dir: Path) -> ChildResult:
         device,
         sampling=Sampling.of(cfg),
         warmup=cfg.warmup,
-        probes=probes,
+        probes=[*backend.probes(), LoadProbe()],
         trace_time=backend.on_xla,
         adaptive_warmup=cfg.adaptive_warmup,
         max_warmup=cfg.max_warmup,
@@ -215,78 +201,22 @@ def run(cfg: BenchConfig, backend: type[Backend], out_dir: Path) -> ChildResult:
     measure_s = time.perf_counter() - t_measure
 
     _dump_counters(cfg, backend, out_dir)  # the timed run's counters, before profiling adds to them
-    profiled: dict[str, float] = {}
-    profile_s = 0.0
-    if cfg.profile.name == "torch":
-        with region(PROFILE, HOLD.exclusive, m.spans):  # nothing beside it over its traces
-            t_profile = time.perf_counter()
-            profiled = profile_pass(step, device, cfg.profile, out_dir / "profile")
-            if cfg.profile.compile and backend.compiles:
-                profiled |= profile_compile(
-                    lambda: build(device.torch_device, model_dtype, True, cfg.batch_size),
-                    lambda built: run_step(built, device.autocast_type),
-                    device,
-                    cfg.model.name,
-                    cfg.dynamo.name,
-                    out_dir / "profile",
-                )
+    t_profile = time.perf_counter()
+    profiled = job.profile(step, m.spans, out_dir / "profile")
+    profile_s = time.perf_counter() - t_profile if profiled is not None else 0.0
+    t_verify = time.perf_counter()
+    code, accuracy, detail = job.verify()
+    verify_s = time.perf_counter() - t_verify if cfg.verify else 0.0
 
-            profile_s = time.perf_counter() - t_profile
-    code, detail = "VERIFIER_SKIPPED", None
-    verify_s = 0.0
-    accuracy: dict[str, float] = {}
-    if cfg.verify:
-        t_verify = time.perf_counter()
-        native = torch.device("cuda") if cfg.accelerator.name == "cuda" else torch.device("cpu")
-        code, accuracy, detail = verify(
-            cfg, build, run_step, native, device.torch_device, device.autocast_type, model_dtype
-        )
-        verify_s = time.perf_counter() - t_verify
-
-    per_iter = m.summary()["per_iter_time_s"]["median"]
     return ChildResult(
         model_source=cfg.model.source,
         batch_size=timed.batch_size,
-        dtype=dtype_name,
+        dtype=job.prec.name,
         accelerator_model=device.model_name(),
         num_threads=torch.get_num_threads(),
-        metrics={
-            **m.per_repeat,
-            "first_iter_time_s": m.first_iter_time_s,
-            "warmup_time_s": m.warmup_time_s,
-            **({"host_reference_s": m.host_reference_s} if m.host_reference_s else {}),
-            "throughput_samples_per_s": timed.batch_size / per_iter if per_iter > 0 else 0.0,
-            "peak_host_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-            **{f"cold_{k}": v for k, v in m.cold.items()},
-            **accuracy,
-            **profiled,
-        },
+        metrics=_metrics(m, timed.batch_size) | accuracy | (profiled or {}),
         summary=m.summary(),
-        timing=Timing(
-            steady_state=m.steady_state,
-            unsteady_repeats=m.unsteady,
-            warmup_steps=m.warmup_steps,
-            warmup_settled=m.warmup_settled,
-            repeats=len(m.per_repeat.get("per_iter_time_s", [])),
-            adaptive=cfg.repeat is None or cfg.adaptive_repeat,
-            stop=m.stop,
-            ci_rel=m.ci_rel,
-            iterations_per_run=m.iterations_per_run,
-            calibrated=m.calibrated,
-            calibration_steps=m.calibration_steps,
-            host=_host(m.per_repeat),
-            compile_cache=cfg.compile_cache,
-            launch=os.environ.get("BENCHFLOW_LAUNCH", "spawn"),
-            # forked: what the zygote had imported (the rest was imported in the job)
-            preloaded=[m for m in os.environ.get("BENCHFLOW_PRELOADED", "").split(",") if m],
-            machine_checks=json.loads(os.environ.get(ENV_MACHINE_CHECKS) or "{}"),
-            shared_build_s=prebuilt.taken_build_s(),
-            shared_build_pid=prebuilt.taken_build_pid(),
-            shared_build_at=prebuilt.taken_build_at(),
-            timer_resolution_s=time.get_clock_info("perf_counter").resolution,
-            spans=m.spans,
-            held=HOLD.held,
-        ),
+        timing=_timing(cfg, m),
         child_timings=ChildTimings(
             import_s=import_s,
             build_s=build_s,
@@ -302,6 +232,120 @@ def run(cfg: BenchConfig, backend: type[Backend], out_dir: Path) -> ChildResult:
         verification_detail=detail,
         gpu=gpu_info() if cfg.accelerator.name == "cuda" else None,
         digest=first[0] if first else None,
+    )
+
+
+@dataclasses.dataclass
+class _Job:
+    """What the child's passes share: the config, the backend, the device and the dtype,
+    and how a pass builds the model's step and runs it."""
+
+    cfg: BenchConfig
+    backend: type[Backend]
+    device: Any  # backends/device.Device
+    prec: Precision
+
+    def build(self, target: Any, dtype: Any, compiled: bool, batch_size: int | None) -> TimedStep:
+        return build_step(self.cfg, self.backend, target, dtype, compiled, batch_size)
+
+    def run_step(self, s: TimedStep, autocast_type: str | None) -> Any:
+        return self.prec.step(s, autocast_type)
+
+    def profile(
+        self, step: Callable[[], Any], spans: list[Any], out: Path
+    ) -> dict[str, float] | None:
+        """profile=torch: the profiled pass (and the compile's, where asked), held as an
+        exclusive region; None where no profile was asked for."""
+        if self.cfg.profile.name != "torch":
+            return None
+        from benchflow.harness.hold import HOLD
+        from benchflow.harness.profiling import profile_compile, profile_pass
+        from benchflow.harness.timing import region
+        from benchflow.results.regions import PROFILE
+
+        cfg, device = self.cfg, self.device
+
+        def rebuild() -> TimedStep:
+            return self.build(device.torch_device, self.prec.model_dtype, True, cfg.batch_size)
+
+        with region(PROFILE, HOLD.exclusive, spans):  # nothing beside it over its traces
+            profiled = profile_pass(step, device, cfg.profile, out)
+            if cfg.profile.compile and self.backend.compiles:
+                profiled |= profile_compile(
+                    rebuild,
+                    lambda built: self.run_step(built, device.autocast_type),
+                    device,
+                    cfg.model.name,
+                    cfg.dynamo.name,
+                    out,
+                )
+        return profiled
+
+    def verify(self) -> tuple[str, dict[str, float], str | None]:
+        """verify=true: the verification code, the accuracy metrics and the detail."""
+        if not self.cfg.verify:
+            return "VERIFIER_SKIPPED", {}, None
+        import torch
+
+        from benchflow.harness.verify import verify
+
+        cfg, device = self.cfg, self.device
+        native = torch.device("cuda") if cfg.accelerator.name == "cuda" else torch.device("cpu")
+        return verify(
+            cfg,
+            self.build,
+            self.run_step,
+            native,
+            device.torch_device,
+            device.autocast_type,
+            self.prec.model_dtype,
+        )
+
+
+def _metrics(m: Any, batch_size: int) -> dict[str, Any]:
+    """The row's metrics from the timing loop (`m`: harness/timing.Measurement)."""
+    per_iter = m.summary()["per_iter_time_s"]["median"]
+    return {
+        **m.per_repeat,
+        "first_iter_time_s": m.first_iter_time_s,
+        "warmup_time_s": m.warmup_time_s,
+        **({"host_reference_s": m.host_reference_s} if m.host_reference_s else {}),
+        "throughput_samples_per_s": batch_size / per_iter if per_iter > 0 else 0.0,
+        "peak_host_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        **{f"cold_{k}": v for k, v in m.cold.items()},
+    }
+
+
+def _timing(cfg: BenchConfig, m: Any) -> Timing:
+    """The row's `timing`: how the timing loop went (`m`: harness/timing.Measurement),
+    and how this child was launched."""
+    from benchflow.harness import prebuilt
+    from benchflow.harness.hold import HOLD
+
+    return Timing(
+        steady_state=m.steady_state,
+        unsteady_repeats=m.unsteady,
+        warmup_steps=m.warmup_steps,
+        warmup_settled=m.warmup_settled,
+        repeats=len(m.per_repeat.get("per_iter_time_s", [])),
+        adaptive=cfg.repeat is None or cfg.adaptive_repeat,
+        stop=m.stop,
+        ci_rel=m.ci_rel,
+        iterations_per_run=m.iterations_per_run,
+        calibrated=m.calibrated,
+        calibration_steps=m.calibration_steps,
+        host=_host(m.per_repeat),
+        compile_cache=cfg.compile_cache,
+        launch=os.environ.get("BENCHFLOW_LAUNCH", "spawn"),
+        # forked: what the zygote had imported (the rest was imported in the job)
+        preloaded=[m for m in os.environ.get("BENCHFLOW_PRELOADED", "").split(",") if m],
+        machine_checks=json.loads(os.environ.get(ENV_MACHINE_CHECKS) or "{}"),
+        shared_build_s=prebuilt.taken_build_s(),
+        shared_build_pid=prebuilt.taken_build_pid(),
+        shared_build_at=prebuilt.taken_build_at(),
+        timer_resolution_s=time.get_clock_info("perf_counter").resolution,
+        spans=m.spans,
+        held=HOLD.held,
     )
 
 

@@ -2,7 +2,7 @@
 compiles or times.
 
 The one kind of such work today is a model's shared build made ahead of its jobs
-(runner/model_zygote.py, ``build_ahead``): it runs while the sweep's jobs before it
+(runner/pool.py, ``build_ahead``): it runs while the sweep's jobs before it
 build, move or verify, and is stopped whenever one of them is in an exclusive region
 (results/regions.py, their one definition): its cold first call (``compile``), its
 warm-up steps (``warmup``: they may still compile, and an adaptive warm-up's stop rule

@@ -265,29 +265,7 @@ def measure(
     start = time.perf_counter()
     warm = region(WARMUP, exclusive, m.spans) if warmup or adaptive_warmup else nullcontext()
     with warm:  # its steps may still compile; an adaptive warm-up's stop rule reads times
-        for _ in range(warmup):
-            out = step()
-            device.mark_step()
-        device.synchronize()
-        m.warmup_steps = warmup
-        if adaptive_warmup:
-            # One synchronized step at a time until nothing compiles and the times agree.
-            times: list[float] = []
-            quiet = 0
-            m.warmup_settled = False
-            while m.warmup_steps < max_warmup:
-                before = [p.snapshot() for p in probes]
-                t0 = time.perf_counter()
-                out = step()
-                device.mark_step()
-                device.synchronize()
-                times.append(time.perf_counter() - t0)
-                m.warmup_steps += 1
-                quiet = 0 if compiled(_deltas(probes, before)) else quiet + 1
-                if quiet >= SETTLE_STEPS and settled(times):
-                    m.warmup_settled = True
-                    break
-            log.info("adaptive warm-up: %d steps, settled=%s", m.warmup_steps, m.warmup_settled)
+        _warm_up(m, step, device, warmup, probes, max_warmup if adaptive_warmup else None)
     with region(TIMED, exclusive, m.spans):  # the calibration, the reference steps, repeats
         if sampling.iterations_per_run is None:
             m.iterations_per_run, step_s, m.calibration_steps = calibrate(
@@ -300,41 +278,12 @@ def measure(
             m.iterations_per_run = sampling.iterations_per_run
         m.warmup_time_s = time.perf_counter() - start
 
-        iterations = m.iterations_per_run
         reference = [reference_step_s()]  # the host's speed, outside every timed region
         timed_start = time.perf_counter()
         r = 0
         while m.stop is None:
             before = [p.snapshot() for p in probes]
-            traced = 0.0
-            device.reset_peak_memory()
-            # As timeit (hence torch.utils.benchmark) does: no garbage-collector pass lands
-            # in a timed repeat (a full collect between repeats would cool the caches).
-            gc.disable()
-            start = time.perf_counter()
-            for _ in range(iterations):
-                t0 = time.perf_counter()
-                # Keep the output alive until the step is cut (a lazy device prunes what
-                # nothing refers to), then drop it, as a plain loop would: holding it over
-                # the next step changes what the allocator can reuse.
-                out = step()
-                traced += time.perf_counter() - t0
-                device.mark_step()
-                del out
-            device.synchronize()
-            if sampling.slowdown:
-                # After the device finished, so that an asynchronous device (XLA, CUDA),
-                # whose host side overlaps its execution, is slowed as much as eager is.
-                _spin(sampling.slowdown * (time.perf_counter() - start))
-            total = time.perf_counter() - start
-            gc.enable()
-            metrics = {"total_time_s": total, "per_iter_time_s": total / iterations}
-            if trace_time:
-                metrics["trace_total_time_s"] = traced
-                metrics["trace_per_iter_time_s"] = traced / iterations
-            peak = device.peak_memory_bytes()
-            if peak is not None:
-                metrics["peak_device_memory_bytes"] = peak
+            metrics = _repeat(step, device, m.iterations_per_run, sampling.slowdown, trace_time)
             delta = _deltas(probes, before)
             metrics.update(delta)
             m.add(metrics)
@@ -350,3 +299,77 @@ def measure(
     m.host_reference_s = statistics.fmean(reference)
     log.info("%d repeat(s), stopped by %s, 95%% interval ±%s", r, m.stop, m.ci_rel)
     return m
+
+
+def _warm_up(
+    m: Measurement,
+    step: Callable[[], Any],
+    device: Device,
+    warmup: int,
+    probes: list[Probe],
+    max_warmup: int | None,
+) -> None:
+    """`warmup` steps, then (adaptive: `max_warmup` given) one synchronized step at a time
+    until nothing compiles and the times agree, or `max_warmup` steps in all."""
+    out = None
+    for _ in range(warmup):
+        out = step()
+        device.mark_step()
+    device.synchronize()
+    m.warmup_steps = warmup
+    del out
+    if max_warmup is None:
+        return
+    times: list[float] = []
+    quiet = 0
+    m.warmup_settled = False
+    while m.warmup_steps < max_warmup:
+        before = [p.snapshot() for p in probes]
+        t0 = time.perf_counter()
+        out = step()
+        device.mark_step()
+        device.synchronize()
+        times.append(time.perf_counter() - t0)
+        m.warmup_steps += 1
+        quiet = 0 if compiled(_deltas(probes, before)) else quiet + 1
+        if quiet >= SETTLE_STEPS and settled(times):
+            m.warmup_settled = True
+            break
+        del out
+    log.info("adaptive warm-up: %d steps, settled=%s", m.warmup_steps, m.warmup_settled)
+
+
+def _repeat(
+    step: Callable[[], Any], device: Device, iterations: int, slowdown: float, trace_time: bool
+) -> dict[str, float]:
+    """One timed repeat of `iterations` steps: its metrics (time, trace time, peak)."""
+    traced = 0.0
+    device.reset_peak_memory()
+    # As timeit (hence torch.utils.benchmark) does: no garbage-collector pass lands
+    # in a timed repeat (a full collect between repeats would cool the caches).
+    gc.disable()
+    start = time.perf_counter()
+    for _ in range(iterations):
+        t0 = time.perf_counter()
+        # Keep the output alive until the step is cut (a lazy device prunes what
+        # nothing refers to), then drop it, as a plain loop would: holding it over
+        # the next step changes what the allocator can reuse.
+        out = step()
+        traced += time.perf_counter() - t0
+        device.mark_step()
+        del out
+    device.synchronize()
+    if slowdown:
+        # After the device finished, so that an asynchronous device (XLA, CUDA),
+        # whose host side overlaps its execution, is slowed as much as eager is.
+        _spin(slowdown * (time.perf_counter() - start))
+    total = time.perf_counter() - start
+    gc.enable()
+    metrics = {"total_time_s": total, "per_iter_time_s": total / iterations}
+    if trace_time:
+        metrics["trace_total_time_s"] = traced
+        metrics["trace_per_iter_time_s"] = traced / iterations
+    peak = device.peak_memory_bytes()
+    if peak is not None:
+        metrics["peak_device_memory_bytes"] = peak
+    return metrics

@@ -232,28 +232,63 @@ def build_report(
     settings = [_axes(row) for row in rows]
     axes = varying_axes(rows, settings)
     notes: list[str] = []
-    latest: dict[tuple[str, str, str], Entry] = {}
-    superseded = 0
-    configs = [_config_of(row, axes, s) for row, s in zip(rows, settings, strict=True)]
-    for row, config in zip(rows, configs, strict=True):
-        entry = make_entry(row, config)
-        superseded += entry.key in latest
-        latest.pop(entry.key, None)  # keep the order of first appearance stable below
-        latest[entry.key] = entry
-    if superseded:
+    entries = _latest(rows, [_config_of(r, axes, s) for r, s in zip(rows, settings, strict=True)])
+    if superseded := len(rows) - len(entries):
         notes.append(
             f"{superseded} older row(s) for the same model and configuration "
             "were replaced by later ones"
         )
-    entries = sorted(latest.values(), key=lambda e: (e.model, e.test))
-    # Order within a model: configurations in the order they first appear.
+    notes += _speedups(entries, base)
+    notes += _host_notes(entries)
+    notes += _machine_checks_run(rows)
+    if (beside := overlap.check(rows)).builds:  # build_ahead: what ran beside the jobs
+        notes.append(beside.summary())
+    biased = sum(bool(e.flags) for e in entries)
+    if biased:
+        notes.append(
+            f"{biased} row(s) have a biased median (see their notes): their speedups are "
+            "shown, and the summary names them among the models its geomean leaves out"
+        )
+    summaries = [
+        _summarize(config, [e for e in entries if e.config == config], base.is_base(config))
+        for config in _configs(entries)
+    ]
+    return Report(
+        baseline=base.label,
+        entries=entries,
+        summaries=summaries,
+        axes=axes,
+        steps=sorted({r.experiment.step for r in rows if r.status is not Status.SKIPPED}),
+        notes=notes,
+        invalid=invalid,
+        time_spent=[
+            JobTime(r.job.name, r.status, r.job.phases)
+            for r in sorted(rows, key=lambda r: r.job.started_at or 0.0)
+            if r.job.phases
+        ],
+    )
+
+
+def _latest(rows: Sequence[ResultRow], configs: Sequence[Config]) -> list[Entry]:
+    """One entry per model, test and configuration (the latest row's), by model and
+    test, and within a model in the order its configurations first appear."""
+    latest: dict[tuple[str, str, str], Entry] = {}
+    for row, config in zip(rows, configs, strict=True):
+        entry = make_entry(row, config)
+        latest.pop(entry.key, None)  # keep the order of first appearance stable below
+        latest[entry.key] = entry
     order: dict[str, int] = {}
     for config in configs:
         order.setdefault(config.label, len(order))
-    entries.sort(key=lambda e: (e.model, e.test, order.get(e.config.label, 0)))
+    return sorted(latest.values(), key=lambda e: (e.model, e.test, order.get(e.config.label, 0)))
 
+
+def _speedups(entries: list[Entry], base: Baseline) -> list[str]:
+    """Each entry's speedup over its baseline's row (or the note saying why none), and
+    the report's notes where the baseline is not among the entries."""
     index = {e.key: e for e in entries}
     has_base = any(base.is_base(e.config) for e in entries)
+    notes: list[str] = []
     if not has_base and base.toolchain:
         present = ", ".join(
             sorted({e.config.axis(TOOLCHAIN_AXIS) or PROJECT_TOOLCHAIN for e in entries})
@@ -293,6 +328,13 @@ def build_report(
             e.note = f"{_outcome(e)}: {e.model} has no baseline"
         elif base.is_base(e.config) and e.flags:
             e.note = "; ".join(e.flags)
+    return notes
+
+
+def _host_notes(entries: list[Entry]) -> list[str]:
+    """The notes of entries timed on a busy host or while its speed moved, and the
+    report's notes on how many."""
+    notes: list[str] = []
     busy = [e for e in entries if e.host and not e.host.quiet]
     for e in busy:
         assert e.host is not None
@@ -312,33 +354,7 @@ def build_report(
             "their processes ran the same reference step more than 10% apart, which "
             "widens their intervals"
         )
-    notes += _machine_checks_run(rows)
-    if (beside := overlap.check(rows)).builds:  # build_ahead: what ran beside the jobs
-        notes.append(beside.summary())
-    biased = sum(bool(e.flags) for e in entries)
-    if biased:
-        notes.append(
-            f"{biased} row(s) have a biased median (see their notes): their speedups are "
-            "shown, and the summary names them among the models its geomean leaves out"
-        )
-    summaries = [
-        _summarize(config, [e for e in entries if e.config == config], base.is_base(config))
-        for config in _configs(entries)
-    ]
-    return Report(
-        baseline=base.label,
-        entries=entries,
-        summaries=summaries,
-        axes=axes,
-        steps=sorted({r.experiment.step for r in rows if r.status is not Status.SKIPPED}),
-        notes=notes,
-        invalid=invalid,
-        time_spent=[
-            JobTime(r.job.name, r.status, r.job.phases)
-            for r in sorted(rows, key=lambda r: r.job.started_at or 0.0)
-            if r.job.phases
-        ],
-    )
+    return notes
 
 
 def _config_of(row: ResultRow, axes: Sequence[str], settings: dict[str, str]) -> Config:

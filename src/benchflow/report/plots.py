@@ -86,27 +86,7 @@ def _grouped(
             if color in shown:
                 ax.bar([], [], color=color, label=config.label)
     if len(bars) + len(missing) <= MAX_LABELLED_BARS:
-        for x in missing:
-            ax.text(
-                x,
-                0.02,
-                "n/a",
-                transform=ax.get_xaxis_transform(),
-                ha="center",
-                fontsize=7,
-                color="grey",
-                rotation=90,
-            )
-        if floor:  # speedups: the value at the bar's end
-            for x, height, _ in bars:
-                ax.annotate(
-                    f"{height:.2f}x",
-                    (x, height),
-                    xytext=(0, 2 if height >= floor else -9),
-                    textcoords="offset points",
-                    ha="center",
-                    fontsize=7,
-                )
+        _labels(ax, bars, missing, floor)
     if errors:
         ex, ey, below, above = zip(*errors, strict=True)
         ax.errorbar(
@@ -131,6 +111,33 @@ def _grouped(
         ax.set_yscale("log")
     ax.grid(axis="y", alpha=0.3)
     return fig, ax, colors
+
+
+def _labels(
+    ax: Any, bars: list[tuple[float, float, str]], missing: list[float], floor: float
+) -> None:
+    """ "n/a" where a job ran without a number, and (speedups) each bar's value at its end."""
+    for x in missing:
+        ax.text(
+            x,
+            0.02,
+            "n/a",
+            transform=ax.get_xaxis_transform(),
+            ha="center",
+            fontsize=7,
+            color="grey",
+            rotation=90,
+        )
+    if floor:  # speedups: the value at the bar's end
+        for x, height, _ in bars:
+            ax.annotate(
+                f"{height:.2f}x",
+                (x, height),
+                xytext=(0, 2 if height >= floor else -9),
+                textcoords="offset points",
+                ha="center",
+                fontsize=7,
+            )
 
 
 MAX_LEGEND = 40

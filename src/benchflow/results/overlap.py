@@ -2,7 +2,7 @@
 compile, warm-up, timed and profile regions)? The check, from the rows' own clocks
 (build_ahead: harness/hold.py).
 
-A model built ahead of its jobs (runner/model_zygote.py) ran from the start to the end
+A model built ahead of its jobs (runner/pool.py) ran from the start to the end
 of its build (``timing.shared_build_at``, in the rows of the jobs forked from it, with
 the pid of the process that built it; ``timing.shared_builds``, one a process, where a
 job ran in several), except while some job held it: each job's row

@@ -15,7 +15,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +25,7 @@ import psutil
 from benchflow.core.status import Status
 from benchflow.harness.process import ENV_PARENT
 from benchflow.results.child import ChildResult
+from benchflow.runner.zygote import kill_group
 
 log = logging.getLogger(__name__)
 
@@ -46,23 +46,8 @@ class Outcome:
     ended: float | None = None
 
 
-def _kill_group(pid: int) -> list[psutil.Process]:
-    """SIGKILL the job's process group and every descendant that left it; returns the
-    descendants, for the caller to wait on once the job's own process is reaped."""
-    try:
-        descendants = psutil.Process(pid).children(recursive=True)
-    except psutil.NoSuchProcess:
-        descendants = []
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
-    for child in descendants:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            child.kill()
-    return descendants
-
-
 def _kill_tree(proc: subprocess.Popen[bytes]) -> None:
-    descendants = _kill_group(proc.pid)
+    descendants = kill_group(proc.pid)
     proc.wait()
     psutil.wait_procs(descendants, timeout=5)
 
@@ -153,15 +138,15 @@ def _run_forked(
 ) -> Outcome | None:
     """The job as a child forked from this process's zygote (or its model's); None if
     the zygote cannot be used (it is then reported, and the caller spawns instead)."""
-    from benchflow.runner.model_zygote import build_request, for_build
-    from benchflow.runner.zygote import ZygoteError, shared
+    from benchflow.runner.pool import POOL, build_request
+    from benchflow.runner.zygote import ZygoteError
 
     try:
-        zygote = shared(kind)  # started already by start_zygote(), normally
+        zygote = POOL.zygote(kind)  # started already by POOL.start(), normally
         zygote.wait_ready()
         if build_key:  # before the job's clock starts, as the zygote's own start
             build = build_request(build_key, job_file, env or {}, stdout_path.parent / "build.log")
-            zygote = for_build(kind, build, timeout_s) or zygote
+            zygote = POOL.for_build(kind, build, timeout_s) or zygote
         start = time.perf_counter()
         pid = zygote.fork(job_file, Path.cwd(), env or {}, stdout_path, stderr_path)
     except (ZygoteError, OSError) as exc:
@@ -172,7 +157,7 @@ def _run_forked(
     except ZygoteError as exc:
         # The zygote died under the job (killed, or chosen by the OOM killer): the job
         # goes with it, the next job gets a new zygote.
-        psutil.wait_procs(_kill_group(pid), timeout=5)
+        psutil.wait_procs(kill_group(pid), timeout=5)
         wall = time.perf_counter() - start
         error = f"crashed with its preforked interpreter ({exc}); rerun it with retry=failed"
         return Outcome(Status.CRASHED, error, None, wall, None)
@@ -183,60 +168,14 @@ def _run_forked(
         _reap(zygote, pid)
         return _timed_out(timeout_s, time.perf_counter() - start)
     # Grandchildren (compile workers) must not outlive their job.
-    psutil.wait_procs(_kill_group(pid), timeout=5)
+    psutil.wait_procs(kill_group(pid), timeout=5)
     return _classify(returncode, start, time.perf_counter(), result_path, stderr_path)
-
-
-def start_zygote(kind: str, cores: list[int]) -> float | None:
-    """Start this process's zygote of `kind` on `cores` and wait until it has imported,
-    so the job that follows is timed from its fork; returns the import time, or
-    None if the zygote could not start (the job is then spawned)."""
-    from benchflow.runner.zygote import ZygoteError, shared
-
-    try:
-        return shared(kind, cores).wait_ready()
-    except (ZygoteError, OSError) as exc:
-        log.warning("preforked interpreter unavailable (%s): jobs will be spawned", exc)
-        return None
-
-
-_prestart: list[threading.Thread] = []
-
-
-def prestart_zygotes(kinds: list[str], cpus_per_job: int | None) -> None:
-    """Start the zygotes a sweep's jobs will fork from in the background, while the
-    parent does its own set-up (MLflow store, parent run); each imports on a CPU
-    slot, as a job would. Jobs call `join_prestart` before taking their slot."""
-
-    def start_all() -> None:
-        from benchflow.core.cpus import cpu_slot
-        from benchflow.runner.zygote import base_of, shared
-
-        what = f"benchflow: starting the {', '.join(kinds)} zygote(s)"
-        with cpu_slot(cpus_per_job, what) as cores:
-            # Each environment's torch zygote first: the others fork from it once it has
-            # imported torch (zygote.py), then import the rest side by side, each on one
-            # of the slot's cores: on a 2-core slot that takes the longest one's time.
-            for kind in sorted(kinds, key=lambda k: k != base_of(k)):
-                with contextlib.suppress(OSError):  # start_zygote below says why
-                    shared(kind, cores)
-            for kind in kinds:
-                start_zygote(kind, cores)
-
-    thread = threading.Thread(target=start_all, name="zygote-prestart", daemon=True)
-    thread.start()
-    _prestart.append(thread)
-
-
-def join_prestart() -> None:
-    for thread in _prestart:
-        thread.join()
 
 
 def _reap(zygote: Any, pid: int) -> None:
     from benchflow.runner.zygote import ZygoteError
 
-    descendants = _kill_group(pid)
+    descendants = kill_group(pid)
     with contextlib.suppress(ZygoteError):  # it may have died too (SLURM signals them all)
         zygote.wait(None)
     psutil.wait_procs(descendants, timeout=5)

@@ -44,32 +44,33 @@ process that is already running); ``ps`` shows it with its base's command line.
 Without a ``torch`` zygote (no eager job), each kind starts from a fresh interpreter.
 
 Protocol (one job at a time; the task process that owns the zygote runs jobs one
-after another): the parent writes one JSON line ``{"job", "cwd", "env", "stdout",
-"stderr"}``; the zygote forks, answers ``{"pid"}``, waits for the child, then
-answers ``{"pid", "returncode"}`` (negative: killed by that signal, as Popen). To a
-``torch`` zygote the parent may instead write ``{"zygote": KIND, "socket": PATH,
-"cpus"}``; it answers ``{"zygote_pid"}`` once the new zygote is forked, which then
-connects to PATH and says ``{"ready"}`` there after its imports.
+after another), each message a typed record sent as one JSON line (``encode``,
+``decode``): the parent sends ``ForkJob``; the zygote forks, answers ``Forked``, waits
+for the child, then answers ``Exited`` (negative: killed by that signal, as Popen). To
+a ``torch`` zygote the parent may instead send ``ForkZygote`` (a kind, a socket's
+path, its cores); it answers ``ZygoteForked`` once the new zygote is forked, which
+then connects to the path and says ``Ready`` there after its imports.
 
 A toolchain other than the project's (runner/toolchain.py) has zygotes of its own,
 started from its environment's interpreter: a zygote's *name* is its kind, or its kind
 and the environment's key (``inductor@<key>``, ``named``). They import that
 environment's torch, and fork only from that environment's ``torch`` zygote.
 
-share_build=true: a zygote of any kind may also fork a *model's* zygote, with
-``"build": {"key", "job", "env", "cwd", "log"}`` in that request: it builds the model
-of the job file ``job`` (runner/model_zygote.py) in the job's environment and folder,
-its output to ``log``, and says ``{"ready", "build_s"}``, or ``{"not_built": why}`` and
-exits; its forks are the jobs with the same build key. With ``"beside": true`` (a build
-made ahead of its jobs, while others run, which its parent registered as work the jobs
-stop over their compile and timed regions: harness/hold.py) it builds under SCHED_IDLE
-and unregisters itself when the build is done.
+share_build=true: a zygote of any kind may also fork a *model's* zygote, with a
+``build`` in that request (runner/pool.build_request: the key, the job file, its
+environment, folder and log): it builds the model of that job file in the job's
+environment and folder, its output to the log, and says ``Ready`` with its
+``build_s``, or ``NotBuilt`` (why) and exits; its forks are the jobs with the same
+build key. With ``"beside": true`` (a build made ahead of its jobs, while others run,
+which its parent registered as work the jobs stop over their compile and timed
+regions: harness/hold.py) it builds under SCHED_IDLE and unregisters itself when the
+build is done.
 """
 
 from __future__ import annotations
 
-import atexit
 import contextlib
+import dataclasses
 import importlib
 import json
 import logging
@@ -83,8 +84,9 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NoReturn
 
 import psutil
 
@@ -162,6 +164,88 @@ def union(names: list[str]) -> str:
     return named(KIND_SEP.join(kept), keys.pop())
 
 
+# --- the protocol: each message one JSON line, told apart by its first field --------
+
+
+@dataclass(frozen=True)
+class ForkJob:
+    """To a zygote: fork a child that runs the job file `job` in `cwd` with `env`."""
+
+    job: str
+    cwd: str
+    env: dict[str, str]
+    stdout: str
+    stderr: str
+
+
+@dataclass(frozen=True)
+class ForkZygote:
+    """To a zygote: fork a zygote of kind `zygote` that connects to `socket` and imports
+    on `cpus`; with `build` (runner/pool.build_request), a model's zygote."""
+
+    zygote: str
+    socket: str
+    cpus: list[int]
+    build: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Ready:
+    """From a zygote: its imports (and its model's build) are done."""
+
+    ready: float  # seconds they took
+    state: dict[str, Any]  # what runs in it (pristine)
+    build_s: float | None = None
+
+
+@dataclass(frozen=True)
+class NotBuilt:
+    """From a model's zygote: its build failed (why); it exits."""
+
+    not_built: str
+
+
+@dataclass(frozen=True)
+class Exited:
+    """From a zygote: its child `pid` ended (negative: killed by that signal, as Popen)."""
+
+    returncode: int
+    pid: int
+
+
+@dataclass(frozen=True)
+class Forked:
+    """From a zygote: it forked the job's child."""
+
+    pid: int
+
+
+@dataclass(frozen=True)
+class ZygoteForked:
+    """From a zygote: it forked the zygote asked for (0: its fork failed)."""
+
+    zygote_pid: int
+
+
+Message = ForkJob | ForkZygote | Ready | NotBuilt | Exited | Forked | ZygoteForked
+_MESSAGES: tuple[type[Message], ...] = (
+    ForkZygote, ForkJob, Ready, NotBuilt, Exited, Forked, ZygoteForked
+)  # fmt: skip
+
+
+def encode(msg: Message) -> bytes:
+    return (json.dumps(dataclasses.asdict(msg)) + "\n").encode()
+
+
+def decode(line: bytes) -> Message:
+    data = json.loads(line)
+    for cls in _MESSAGES:
+        names = [f.name for f in dataclasses.fields(cls)]
+        if names[0] in data:
+            return cls(**{n: data[n] for n in names if n in data})
+    raise ZygoteError(f"not a message of the zygote's protocol: {line[:200]!r}")
+
+
 def base_of(name: str) -> str:
     """The name of the zygote a zygote of `name` forks from: the same environment's."""
     return named(BASE, split(name)[1])
@@ -227,12 +311,11 @@ class Zygote:
                 listener.listen(1)
                 listener.settimeout(CONNECT_TIMEOUT_S)
                 base.wait_ready()
-                request = {"zygote": self.kind, "socket": path, "cpus": cores or []}
-                base._say(request | ({"build": build} if build else {}))
+                base._say(ForkZygote(self.kind, path, cores or [], build))
                 msg = base._read(CONNECT_TIMEOUT_S)
-                if msg is None or not msg.get("zygote_pid"):  # 0: its fork failed
+                if not isinstance(msg, ZygoteForked) or not msg.zygote_pid:
                     raise ZygoteError(f"the {base.name} zygote did not fork a zygote: {msg}")
-                self.pid = int(msg["zygote_pid"])
+                self.pid = msg.zygote_pid
                 try:
                     self._sock, _ = listener.accept()
                 except TimeoutError as exc:
@@ -243,11 +326,11 @@ class Zygote:
         self._out = self._sock.makefile("rb")
         self._in = self._sock.makefile("wb")
 
-    def _say(self, data: dict[str, Any]) -> None:
-        self._in.write((json.dumps(data) + "\n").encode())
+    def _say(self, msg: Message) -> None:
+        self._in.write(encode(msg))
         self._in.flush()
 
-    def _read(self, timeout: float | None) -> dict[str, Any] | None:
+    def _read(self, timeout: float | None) -> Message | None:
         """The zygote's next message, or None after `timeout` without one. Read from the
         file descriptor into a buffer of our own: a buffered reader may hold a second
         message (a job's exit code right behind its pid) where select() cannot see it,
@@ -265,51 +348,45 @@ class Zygote:
                 raise ZygoteError(f"the zygote exited ({code})")
             self._pending += chunk
         line, _, self._pending = self._pending.partition(b"\n")
-        data: dict[str, Any] = json.loads(line)
-        return data
+        return decode(line)
 
     def wait_ready(self, timeout: float = 300.0) -> float:
         """Block until the zygote has done its imports; returns how long they took."""
         with self._ready_lock:
             if not self._ready:
                 msg = self._read(timeout)
-                if msg is not None and "not_built" in msg:
-                    raise ZygoteError(f"the model was not built: {msg['not_built']}")
-                if msg is None or "ready" not in msg:
+                if isinstance(msg, NotBuilt):
+                    raise ZygoteError(f"the model was not built: {msg.not_built}")
+                if not isinstance(msg, Ready):
                     raise ZygoteError(f"the zygote did not start: {msg}")
                 self._ready = True
-                self.import_s = float(msg["ready"])
+                self.import_s = msg.ready
                 log.info(
                     "the %s zygote (pid %d) preloaded in %.1f s: %s",
                     self.name,
                     self.pid,
                     self.import_s,
-                    json.dumps(msg.get("state")),
+                    json.dumps(msg.state),
                 )
-                self.build_s = msg.get("build_s")
+                self.build_s = msg.build_s
         return self.import_s
 
     def fork(
         self, job_file: Path, cwd: Path, env: dict[str, str], stdout: Path, stderr: Path
     ) -> int:
         self.wait_ready()
-        request = {
-            "job": str(job_file),
-            "cwd": str(cwd),
-            "env": env,
-            "stdout": str(stdout),
-            "stderr": str(stderr),
-        }
-        self._say(request)
+        self._say(ForkJob(str(job_file), str(cwd), env, str(stdout), str(stderr)))
         msg = self._read(60.0)
-        if msg is None or "pid" not in msg:
+        if not isinstance(msg, Forked):
             raise ZygoteError(f"the zygote did not fork: {msg}")
-        return int(msg["pid"])
+        return msg.pid
 
     def wait(self, timeout: float | None) -> int | None:
         """The child's return code, or None if it is still running after `timeout`."""
         msg = self._read(timeout)
-        return None if msg is None else int(msg["returncode"])
+        if msg is not None and not isinstance(msg, Exited):
+            raise ZygoteError(f"the zygote said {msg} where its child's end was due")
+        return None if msg is None else msg.returncode
 
     def alive(self) -> bool:
         if self.proc is not None:
@@ -341,34 +418,6 @@ class Zygote:
         if self.alive():
             with contextlib.suppress(OSError):
                 os.kill(self.pid, 9)
-
-
-_zygotes: dict[str, Zygote] = {}
-_zygotes_lock = threading.Lock()
-
-
-def shared(name: str = "torch", cores: list[int] | None = None) -> Zygote:
-    """This process's zygote of `name` (``named``), started on first use (and again if
-    it died); `cores`: where its start-up may run (the CPU slot of the job that starts
-    it)."""
-    with _zygotes_lock:
-        zygote = _zygotes.get(name)
-        if zygote is None or not zygote.alive():
-            zygote = _zygotes[name] = _start(name, cores)
-            atexit.register(zygote.close)
-        return zygote
-
-
-def _start(name: str, cores: list[int] | None) -> Zygote:
-    """Forked from this process's running ``torch`` zygote of the same environment if it
-    has one, else fresh."""
-    base = _zygotes.get(base_of(name))
-    if name != base_of(name) and base is not None and base.alive():
-        try:
-            return Zygote(name, cores, base=base)
-        except (ZygoteError, OSError) as exc:
-            log.warning("could not fork the %s zygote from the %s one (%s)", name, base.name, exc)
-    return Zygote(name, cores)
 
 
 # The checks this zygote ran (KINDS' "module.function()" entries): whether the answer
@@ -436,12 +485,12 @@ def pristine(threads: int) -> dict[str, Any]:
 _BEFORE_IMPORTS: dict[str, str] = {}
 
 
-def _run_child(request: dict[str, Any], preloaded: tuple[str, ...], zygote_pid: int) -> int:
+def _run_child(request: ForkJob, preloaded: tuple[str, ...], zygote_pid: int) -> int:
     """In the forked child: become the job's process, as a spawned child would be."""
     os.setsid()
     devnull = os.open(os.devnull, os.O_RDONLY)
-    out = os.open(request["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    err = os.open(request["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    out = os.open(request.stdout, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    err = os.open(request.stderr, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     os.dup2(devnull, 0)
     os.dup2(out, 1)
     os.dup2(err, 2)
@@ -449,26 +498,26 @@ def _run_child(request: dict[str, Any], preloaded: tuple[str, ...], zygote_pid: 
     sys.stdin = open(0, closefd=False)  # noqa: SIM115
     sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115
     sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
-    env = dict(request["env"])
+    env = dict(request.env)
     if "XLA_FLAGS" in env and os.environ.get("XLA_FLAGS"):  # torch_xla's import set some
         env["XLA_FLAGS"] = f"{os.environ['XLA_FLAGS']} {env['XLA_FLAGS']}".strip()
     from benchflow.results import provenance
 
-    provenance.remember_environ({**_BEFORE_IMPORTS, **request["env"]})
+    provenance.remember_environ({**_BEFORE_IMPORTS, **request.env})
     os.environ.update(env)
     os.environ["BENCHFLOW_LAUNCH"] = "fork"  # the row says how the child started
     os.environ[ENV_PARENT] = str(zygote_pid)  # it dies with the zygote (die_with_parent)
     os.environ[ENV_PRELOADED] = ",".join(preloaded)
     if _CHECKS:
         os.environ[ENV_MACHINE_CHECKS] = json.dumps(_CHECKS)
-    os.chdir(request["cwd"])
-    sys.argv = [sys.executable, "-m", "benchflow.harness", request["job"]]
+    os.chdir(request.cwd)
+    sys.argv = [sys.executable, "-m", "benchflow.harness", request.job]
     from benchflow.harness.child import main
 
-    return main([request["job"]])
+    return main([request.job])
 
 
-def _fork_zygote(request: dict[str, Any]) -> int:
+def _fork_zygote(request: ForkZygote) -> int:
     """In a zygote: fork a zygote of another kind that belongs to neither this zygote
     nor a job (a double fork); returns its pid."""
     r, w = os.pipe()
@@ -492,7 +541,7 @@ def _fork_zygote(request: dict[str, Any]) -> int:
     return int(text or b"0")
 
 
-def _become_zygote(request: dict[str, Any]) -> None:
+def _become_zygote(request: ForkZygote) -> None:
     code = 1
     try:
         os.setsid()  # as a spawned zygote: a Ctrl-C at the terminal reaches the parent only
@@ -501,10 +550,10 @@ def _become_zygote(request: dict[str, Any]) -> None:
         os.dup2(devnull, 1)
         os.close(devnull)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.connect(request["socket"])
-        if request.get("cpus"):
-            os.environ[ENV_CPUS] = ",".join(map(str, request["cpus"]))
-        serve(request["zygote"], sock.makefile("rb"), sock.makefile("wb"), request.get("build"))
+        sock.connect(request.socket)
+        if request.cpus:
+            os.environ[ENV_CPUS] = ",".join(map(str, request.cpus))
+        serve(request.zygote, sock.makefile("rb"), sock.makefile("wb"), request.build)
         code = 0
     except BaseException:
         import traceback
@@ -525,6 +574,48 @@ def serve(
     allowed = os.sched_getaffinity(0)
     pin_self()  # import on the starting job's cores only
     preload = preloads(kind)
+    threads = _preload_all(preload)
+
+    def say(msg: Message) -> None:
+        stdout.write(encode(msg))
+        stdout.flush()
+
+    build_s = None
+    if build is not None:  # a model's zygote: the build on the first job's cores
+        try:
+            build_s = _build(build)
+        except Exception as exc:  # the jobs build their own and report it as theirs
+            say(NotBuilt(f"{type(exc).__name__}: {exc}"[:2000]))
+            return
+    # Forked children pin themselves to their own job's cores.
+    os.sched_setaffinity(0, allowed)
+    os.environ.pop(ENV_CPUS, None)
+    state = pristine(threads)  # raises if the preloads (or the build) started anything
+
+    say(Ready(time.perf_counter() - t0, state, build_s))
+    requests = _Requests(stdin.fileno())
+    zygote_pid = os.getpid()
+    while (line := requests.next_line()) is not None:
+        request = decode(line)
+        if isinstance(request, ForkZygote):
+            say(ZygoteForked(_fork_zygote(request)))
+            continue
+        if not isinstance(request, ForkJob):
+            raise ZygoteError(f"not a request: {request}")
+        pid = os.fork()
+        if pid == 0:
+            _child(request, preload, zygote_pid)
+        say(Forked(pid))
+        returncode = requests.wait_child(pid)
+        if returncode is None:  # the parent is gone (SIGKILLed mid-sweep): so is its job
+            _kill_job(pid)
+            return
+        say(Exited(returncode, pid))
+
+
+def _preload_all(preload: tuple[str, ...]) -> int:
+    """Import the kind's modules, and what every job imports next; returns how many
+    threads may be running that fork leaves behind (the base's BLAS threads)."""
     # torch_xla must not pick a PJRT device for every child at import (a user's
     # own PJRT_SELECT_DEFAULT_DEVICE is kept).
     no_select = "torch_xla" in preload and "PJRT_SELECT_DEFAULT_DEVICE" not in os.environ
@@ -549,61 +640,39 @@ def serve(
     import benchflow.harness.child
 
     benchflow.harness.child.preload()
+    return threads
 
-    def say(data: dict[str, Any]) -> None:
-        stdout.write((json.dumps(data) + "\n").encode())
-        stdout.flush()
 
-    built: dict[str, float] = {}
-    if build is not None:  # a model's zygote: the build on the first job's cores
-        from benchflow.harness.prebuilt import build_from_request
+def _build(build: dict[str, Any]) -> float:
+    """A model's zygote: the model built (harness/prebuilt.py); its seconds. Built ahead,
+    it is held by the jobs it runs beside, and runs on the cores they leave idle."""
+    from benchflow.harness.prebuilt import build_from_request
 
-        # Built ahead: held by the jobs it runs beside, and on the cores they leave idle.
-        beside = bool(build.get("beside"))  # (its parent registered it)
-        idle = lowest_priority() if beside else False
-        try:
-            built["build_s"] = build_from_request(build)
-        except Exception as exc:  # the jobs build their own and report it as theirs
-            say({"not_built": f"{type(exc).__name__}: {exc}"[:2000]})
-            return
-        finally:
-            if beside:
-                unregister(os.getpid())
-            if idle:  # its jobs are forked from this thread: never under SCHED_IDLE
-                normal_priority()
-    # Forked children pin themselves to their own job's cores.
-    os.sched_setaffinity(0, allowed)
-    os.environ.pop(ENV_CPUS, None)
-    state = pristine(threads)  # raises if the preloads (or the build) started anything
+    beside = bool(build.get("beside"))  # (its parent registered it)
+    idle = lowest_priority() if beside else False
+    try:
+        return build_from_request(build)
+    finally:
+        if beside:
+            unregister(os.getpid())
+        if idle:  # its jobs are forked from this thread: never under SCHED_IDLE
+            normal_priority()
 
-    say({"ready": time.perf_counter() - t0, "state": state} | built)
-    requests = _Requests(stdin.fileno())
-    zygote_pid = os.getpid()
-    while (line := requests.next_line()) is not None:
-        request = json.loads(line)
-        if "zygote" in request:
-            say({"zygote_pid": _fork_zygote(request)})
-            continue
-        pid = os.fork()
-        if pid == 0:
-            code = 1
-            try:
-                code = _run_child(request, preload, zygote_pid)
-            except BaseException:
-                import traceback
 
-                traceback.print_exc()
-            finally:
-                with contextlib.suppress(Exception):
-                    sys.stdout.flush()
-                    sys.stderr.flush()
-                os._exit(code)
-        say({"pid": pid})
-        returncode = requests.wait_child(pid)
-        if returncode is None:  # the parent is gone (SIGKILLed mid-sweep): so is its job
-            _kill_job(pid)
-            return
-        say({"pid": pid, "returncode": returncode})
+def _child(request: ForkJob, preload: tuple[str, ...], zygote_pid: int) -> NoReturn:
+    """In a forked job: run it, and exit with its code, whatever happens."""
+    code = 1
+    try:
+        code = _run_child(request, preload, zygote_pid)
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)
 
 
 class _Requests:
@@ -646,17 +715,24 @@ class _Requests:
         return os.waitstatus_to_exitcode(status)
 
 
-def _kill_job(pid: int) -> None:
-    """SIGKILL a job's process group and every descendant that left it, and reap it."""
+def kill_group(pid: int) -> list[psutil.Process]:
+    """SIGKILL a job's process group and every descendant that left it; returns the
+    descendants, for the caller to wait on once the job's own process is reaped."""
     try:
-        family = psutil.Process(pid).children(recursive=True)
+        descendants = psutil.Process(pid).children(recursive=True)
     except psutil.NoSuchProcess:
-        family = []
+        descendants = []
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, 9)
-    for proc in family:
+    for proc in descendants:
         with contextlib.suppress(psutil.NoSuchProcess):
             proc.kill()
+    return descendants
+
+
+def _kill_job(pid: int) -> None:
+    """In the zygote: kill a job (kill_group) and reap it."""
+    kill_group(pid)
     with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, 0)
 

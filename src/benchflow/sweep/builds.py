@@ -4,7 +4,7 @@ with the sweep's other jobs (share_build, on by default).
 A build is shared where at least two of a sweep's jobs that run have the same build
 key (models/sharing.py: the model, its suite, test, batch size, dtype, seed and matmul
 precision) in the same toolchain environment. The model is then built once, in a
-zygote of its own (runner/model_zygote.py) forked from a zygote that preloads what each
+zygote of its own (runner/pool.py) forked from a zygote that preloads what each
 of those jobs' own zygote would (``zygote.union``: a model's eager, Inductor and XLA
 jobs fork from one ``inductor+xla`` build), and every one of them forks from it. A
 build key with one job builds in its job, as with share_build=false: sharing it would
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchflow import backends
-from benchflow.core.job import Job, Plan
+from benchflow.core.job import Job, Launch
 from benchflow.core.layout import JobDir, cache_root
 from benchflow.models import sharing
 from benchflow.runner.toolchain import key_of
@@ -94,58 +94,38 @@ def shared_builds(jobs: Sequence[Job]) -> dict[int, Shared]:
     return shared
 
 
-_plan_memo: tuple[Plan, dict[int, Shared], dict[Shared, tuple[int, int]]] | None = None
+def launches(jobs: Sequence[Job]) -> dict[int, Launch]:
+    """How each of a sweep's jobs that runs is launched (by number; the plan writes it
+    in plan.json): the zygote it forks from, the build it shares, the next build it
+    starts ahead (build_ahead), and the round of the last process that forks from its
+    build (after which the build's zygote goes); a job planned twice runs once
+    (sweep/rounds.duplicates_of), so its second planning is no build's last use."""
+    shared = shared_builds(jobs)
+    skipped = rounds.duplicates_of(jobs)
+    last: dict[Shared, tuple[int, int]] = {}  # each build's last use: (round, job number)
+    for job in jobs:
+        if (share := shared.get(job.num)) is not None and job.num not in skipped:
+            use = (job.config.process_count - 1 if rounds.interleaved(job) else 0, job.num)
+            last[share] = max(last.get(share, use), use)
+    out: dict[int, Launch] = {}
+    for job in jobs:
+        if job.invalid or job.skip:
+            continue  # it runs nothing
+        ahead = _next_build(job, shared)
+        if (share := shared.get(job.num)) is None:
+            out[job.num] = Launch(zygote_kind(job), ahead=ahead)
+            continue
+        final = last.get(share)
+        last_round = final[0] if final and final[1] == job.num else None
+        out[job.num] = Launch(share.zygote, share.key, ahead=ahead, last_round=last_round)
+    return out
 
 
-def _of_plan(plan: Plan) -> dict[int, Shared]:
-    """shared_builds of the plan's jobs, computed once per plan (SweepDir.read_plan keeps
-    one object while plan.json stays the same)."""
-    return _memo(plan)[1]
-
-
-def _memo(plan: Plan) -> tuple[Plan, dict[int, Shared], dict[Shared, tuple[int, int]]]:
-    """The plan's shared builds, and each one's last use: the round and job number of
-    the last process that forks from it (a duplicate job never runs: sweep/rounds.py)."""
-    global _plan_memo
-    if _plan_memo is None or _plan_memo[0] is not plan:
-        jobs = plan.jobs()
-        shared = shared_builds(jobs)
-        skipped = rounds.duplicates_of(jobs)
-        last: dict[Shared, tuple[int, int]] = {}
-        for job in jobs:
-            if (share := shared.get(job.num)) is not None and job.num not in skipped:
-                use = (job.config.process_count - 1 if rounds.interleaved(job) else 0, job.num)
-                last[share] = max(last.get(share, use), use)
-        _plan_memo = (plan, shared, last)
-    return _plan_memo
-
-
-def shared_of(job: Job, plan: Plan | None) -> Shared | None:
-    """The build `job` shares in its sweep's plan (None: it builds its own; a single run
-    has no one to share with)."""
-    if plan is None or build_key(job) is None:
-        return None
-    return _of_plan(plan).get(job.num)
-
-
-def next_build(job: Job, plan: Plan) -> tuple[Job, Shared] | None:
-    """build_ahead: the next shared build after `job`'s in run order (its first job, and
-    the build), which its process may make while `job` and the rest before it run; None
-    if `job` turns off build_ahead or no other shared build follows."""
+def _next_build(job: Job, shared: dict[int, Shared]) -> int | None:
+    """build_ahead: the first job of the next shared build after `job`'s in run order,
+    which its process may build while `job` and the rest before it run; None if `job`
+    turns off build_ahead or no other shared build follows."""
     if not (job.config.build_ahead and job.config.share_build):
         return None
-    shared = _of_plan(plan)
     mine = shared.get(job.num)
-    for later in sorted(n for n in shared if n > job.num):
-        if shared[later] != mine:
-            first = plan.job(later)
-            return (first, shared[later]) if first is not None else None
-    return None
-
-
-def last_of_build(job: Job, plan: Plan, round_index: int) -> Shared | None:
-    """The build `job` shares, where this round's process of `job` is the last of the
-    sweep to fork from it (its zygote may go after it); None otherwise."""
-    _, shared, last = _memo(plan)
-    mine = shared.get(job.num)
-    return mine if mine is not None and last.get(mine) == (round_index, job.num) else None
+    return next((n for n in sorted(shared) if n > job.num and shared[n] != mine), None)

@@ -16,7 +16,7 @@ from benchflow.core.job import Job, JobSpec
 from benchflow.core.layout import JobDir
 from benchflow.core.status import Status
 from benchflow.runner.isolated import Outcome, interrupted, run_isolated
-from benchflow.runner.model_zygote import release_ahead
+from benchflow.runner.pool import POOL
 from benchflow.runner.toolchain import launch
 
 
@@ -62,7 +62,7 @@ def run_process(
                 python=python,
             )
         finally:
-            release_ahead()  # a child that died over a hold left the builds ahead stopped
+            POOL.release_ahead()  # a child that died over a hold left the builds ahead stopped
     except KeyboardInterrupt:
         # Ctrl-C or SIGTERM before its child started (its files written, its zygote made
         # ready, its model built: seconds on a busy host). Its progress line is out, so

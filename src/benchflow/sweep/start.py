@@ -75,7 +75,9 @@ def plan_sweep(
         raise SweepRefused([str(exc)]) from None
     if given is None:
         jobs = in_run_order(jobs)
-    return Plan.of(jobs, len(grid), sweep_args)
+    from benchflow.sweep.builds import launches
+
+    return Plan.of(jobs, len(grid), sweep_args, launches(jobs))
 
 
 def in_run_order(jobs: Sequence[Job]) -> list[Job]:
@@ -99,7 +101,7 @@ def start_base(master: DictConfig) -> None:
     project's environment. A refused sweep kills it at exit, before it is used."""
     from omegaconf import OmegaConf
 
-    from benchflow.runner.isolated import prestart_zygotes
+    from benchflow.runner.pool import POOL
     from benchflow.runner.zygote import BASE
 
     if (
@@ -107,14 +109,13 @@ def start_base(master: DictConfig) -> None:
         and not OmegaConf.select(master, "toolchain.pins")
         and OmegaConf.select(master, "toolchain.python") is None
     ):
-        prestart_zygotes([BASE], OmegaConf.select(master, "cpus_per_job"))
+        POOL.prestart([BASE], OmegaConf.select(master, "cpus_per_job"))
 
 
 def begin(config: DictConfig, plan: Plan, *, prestart: bool) -> None:
     """The sweep may run: its folder and plan.json, the zygotes its jobs fork from
     (`prestart`: when they run in this process, started while the MLflow store and parent
     run are set up, not after), and the MLflow parent run."""
-    from benchflow.sweep.builds import shared_of, zygote_kind
     from benchflow.sweep.callbacks import start_sweep
     from benchflow.sweep.task import ENV_SWEEP_PID
 
@@ -126,13 +127,12 @@ def begin(config: DictConfig, plan: Plan, *, prestart: bool) -> None:
     kinds: list[str] = []  # the zygotes the jobs fork from, in the order first needed
     cpus_per_job = None
     for job in plan.jobs():
-        runs = not (job.invalid or job.skip)  # others start no child, need no zygote
-        share = shared_of(job, plan)  # forked from its model's zygote, forked from this
-        if runs and (kind := share.zygote if share else zygote_kind(job)) and kind not in kinds:
-            kinds.append(kind)
+        launch = plan.launch(job.num)  # None: it runs nothing (invalid, skipped)
+        if launch and (kind := launch.forks_from) and kind not in kinds:
+            kinds.append(kind)  # (with a shared build: its model's zygote forks from it)
             cpus_per_job = job.config.cpus_per_job
     if kinds and prestart:
-        from benchflow.runner.isolated import prestart_zygotes
+        from benchflow.runner.pool import POOL
 
-        prestart_zygotes(kinds, cpus_per_job)
+        POOL.prestart(kinds, cpus_per_job)
     start_sweep(config)

@@ -29,7 +29,7 @@ from benchflow.config.schema import config_to_yaml
 from benchflow.core import interrupts
 from benchflow.core.cpus import child_env, cpu_slot, span
 from benchflow.core.files import write_json_atomic
-from benchflow.core.job import Job, JobSpec, Plan
+from benchflow.core.job import Job, JobSpec, Launch, Plan
 from benchflow.core.layout import JobDir, SweepDir
 from benchflow.core.status import Status
 from benchflow.results import phases
@@ -37,10 +37,10 @@ from benchflow.results.child import ChildResult
 from benchflow.results.io import current, known_rows, record_row, tally
 from benchflow.results.provenance import provenance
 from benchflow.results.row import JobInfo, Provenance, ResultRow, build_row
-from benchflow.runner import model_zygote
-from benchflow.runner.isolated import Outcome, join_prestart, start_zygote
+from benchflow.runner.isolated import Outcome
+from benchflow.runner.pool import POOL, build_request
 from benchflow.runner.toolchain import environment, launch
-from benchflow.sweep import builds, progress, rounds, scheduler
+from benchflow.sweep import progress, rounds, scheduler
 from benchflow.sweep.builds import compile_cache_env, zygote_kind
 from benchflow.sweep.ir import dump_inductor_code, dump_ir
 from benchflow.sweep.plan import plan_job
@@ -257,7 +257,7 @@ def execute(
     if ran and ran.status == Status.OK.value and index < total - 1:
         return None  # an earlier launch of the sweep ran it
     info = JobInfo.of(job, str(where.job_dir.path))
-    join_prestart()  # the sweep's zygotes, started while it set up (basic launcher)
+    POOL.join_prestart()  # the sweep's zygotes, started while it set up (basic launcher)
     asked = time.perf_counter()
     with cpu_slot(cfg.cpus_per_job, f"{job.name} in {where.sweep.path}", progress.note) as cores:
         info.cpus, wait = span(cores), time.perf_counter() - asked
@@ -268,8 +268,9 @@ def execute(
                 if _process(job, where, state, n, env, cores, info, cpu_wait_s=wait) != Status.OK:
                     break
                 wait = 0.0
-        if where.plan and (share := builds.last_of_build(job, where.plan, index)):
-            model_zygote.done_with(share.zygote, share.key)  # no later job forks from it
+        planned = where.plan.launch(job.num) if where.plan else None
+        if planned and planned.build and planned.forks_from and planned.last_round == index:
+            POOL.done_with(planned.forks_from, planned.build)  # no later job forks from it
         hold.enter_context(interrupts.held())
         last = max(state.ran)
         if state.ran[last].status == Status.OK.value and last < total - 1:
@@ -318,29 +319,32 @@ def _process(
 def _ready(
     job: Job, where: Where, env: dict[str, str], cores: list[int]
 ) -> tuple[str | None, str | None]:
-    """Before a process of the job, in a round or not: the zygote it forks from, started
-    on the slot's cores (once per worker and kind), and the key of the shared build it
-    forks from (None: its own); where it waits for no build of its own, the sweep's next
-    shared build started beside it (build_ahead)."""
-    zygote, key = _forks_from(job, where, env)
+    """Before a process of the job, as its plan says (core/job.Launch): the zygote it
+    forks from, started on the slot's cores (once per worker and kind), and the key of
+    the shared build it forks from (None: its own); where it waits for no build of its
+    own, the sweep's next shared build started beside it (build_ahead)."""
+    planned = where.plan.launch(job.num) if where.plan else None
+    if planned is None:  # a single run: no one to share a build with
+        planned = Launch(zygote_kind(job, env))
+    zygote, key = planned.forks_from, planned.build
     if zygote:
-        start_zygote(zygote, cores)
-    if key is None or model_zygote.holding(zygote, key):
-        _build_ahead(job, where, cores)
+        POOL.start(zygote, cores)
+    if key is None or POOL.holding(zygote, key):
+        _build_ahead(planned.ahead, where, cores)
     return zygote, key
 
 
-def _build_ahead(job: Job, where: Where, cores: list[int]) -> None:
-    """build_ahead: start the sweep's next shared build (sweep/builds.py) before this
-    job's child, where the sweep's jobs run one after another in this process (the basic
-    launcher) and this job waits for no build of its own; its zygote takes this job's
-    cores, and every job stops it over its compile and timed regions (harness/hold.py)."""
-    plan = where.sweep.read_plan() if where.multirun and in_sweep_process() else None
-    found = builds.next_build(job, plan) if plan else None
-    if found is None:
+def _build_ahead(num: int | None, where: Where, cores: list[int]) -> None:
+    """build_ahead: start the shared build of job `num` before this job's child, where
+    the sweep's jobs run one after another in this process (the basic launcher) and
+    this job waits for no build of its own; its zygote takes this job's cores, and every
+    job stops it over its compile and timed regions (harness/hold.py)."""
+    if num is None or where.plan is None or not in_sweep_process():
         return
-    first, share = found
-    if not model_zygote.wanted(share.zygote, share.key):
+    first, share = where.plan.job(num), where.plan.launch(num)
+    if first is None or share is None or share.forks_from is None or share.build is None:
+        return
+    if not POOL.wanted(share.forks_from, share.build):
         return
     job_dir = where.sweep.ahead(first.num)
     job_dir.path.mkdir(parents=True, exist_ok=True)
@@ -349,17 +353,8 @@ def _build_ahead(job: Job, where: Where, cores: list[int]) -> None:
     write_json_atomic(job_dir.job_file, spec.to_dict())
     _, toolchain_env = launch(cfg.toolchain)
     env = child_env(cores, cfg.num_threads) | compile_cache_env(first, job_dir) | toolchain_env
-    build = model_zygote.build_request(share.key, job_dir.job_file, env, job_dir.path / "build.log")
-    model_zygote.ahead(share.zygote, build)
-
-
-def _forks_from(job: Job, where: Where, env: dict[str, str]) -> tuple[str | None, str | None]:
-    """The zygote the job forks from, and the key of the shared build it forks from
-    (sweep/builds.py; None: it builds its own)."""
-    share = builds.shared_of(job, where.sweep.read_plan()) if where.multirun else None
-    if share is not None:
-        return share.zygote, share.key
-    return zygote_kind(job, env), None
+    build = build_request(share.build, job_dir.job_file, env, job_dir.path / "build.log")
+    POOL.ahead(share.forks_from, build)
 
 
 def _not_run(
