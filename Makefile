@@ -130,7 +130,7 @@ compare-xr: setup ## benchflow vs PyTorch/XLA's experiment runner (XLA_CHECKOUT=
 	@test -n "$(XLA_CHECKOUT)" -a -n "$(TORCHBENCH_ROOT)" || { echo "compare-xr: set XLA_CHECKOUT=<pytorch/xla checkout at v2.9.0> and TORCHBENCH_ROOT=<pytorch/benchmark checkout>"; exit 2; }
 	$(PY) benchmarks/compare_xr.py --xla $(XLA_CHECKOUT) --torchbench $(TORCHBENCH_ROOT) --out $(COMPARE_OUT) $(if $(MODELS),--models $(MODELS))
 
-lint: setup ## ruff (lint + format check) and mypy on src/
+lint: setup ## ruff (lint + format check), mypy (src/, services/, benchmarks/), import-linter
 	$(VENV)/bin/ruff check src tests benchmarks services
 	$(VENV)/bin/ruff format --check src tests benchmarks services
 	$(VENV)/bin/mypy

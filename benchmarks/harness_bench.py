@@ -181,7 +181,7 @@ def fidelity() -> list[str]:
     from benchflow import backends
     from benchflow.backends.device import Device
     from benchflow.config.schema import BenchConfig, DynamoConfig, ModelConfig
-    from benchflow.harness.timing import measure
+    from benchflow.harness.timing import Sampling, measure
     from benchflow.models.registry import load_model
 
     lines = [
@@ -206,8 +206,7 @@ def fidelity() -> list[str]:
             m = measure(
                 step,
                 Device(),
-                repeat=10,
-                iterations_per_run=10,
+                sampling=Sampling(repeat=10, iterations_per_run=10),
                 warmup=5,
                 probes=[],
                 trace_time=False,

@@ -264,14 +264,19 @@ def execute(
         env = child_env(cores, cfg.num_threads) | compile_cache_env(job, where.job_dir)
         label = job.name if len(todo) == total else f"{job.name} (process {index + 1} of {total})"
         with progress.running(cfg.progress, where.num, where.total, label):
-            for n in (n for n in todo if n not in state.ran):
-                if _process(job, where, state, n, env, cores, info, cpu_wait_s=wait) != Status.OK:
+            pending = [n for n in todo if n not in state.ran]
+            for n in pending:
+                final = n == pending[-1]
+                if (
+                    _process(job, where, state, n, (env, cores), info, wait, hold, final)
+                    != Status.OK
+                ):
                     break
                 wait = 0.0
         planned = where.plan.launch(job.num) if where.plan else None
         if planned and planned.build and planned.forks_from and planned.last_round == index:
             POOL.done_with(planned.forks_from, planned.build)  # no later job forks from it
-        hold.enter_context(interrupts.held())
+        hold.enter_context(interrupts.held())  # (held already where it ran a process)
         last = max(state.ran)
         if state.ran[last].status == Status.OK.value and last < total - 1:
             return None  # its next process runs in a later round
@@ -290,17 +295,24 @@ def _process(
     where: Where,
     state: rounds.JobRounds,
     n: int,
-    env: dict[str, str],
-    cores: list[int],
+    slot: tuple[dict[str, str], list[int]],
     info: JobInfo,
     cpu_wait_s: float,
+    hold: contextlib.ExitStack,
+    last: bool,
 ) -> Status:
     """Process `n` of the job, made ready (its zygote, its shared build, the next build
-    ahead) and run, kept in `state` with what the parent measured around it."""
+    ahead) and run on the slot (its environment and cores), kept in `state` with what
+    the parent measured around it. Where it is the last to run here or did not end ok,
+    a stop waits in `hold` from its end on (until the row or the process is kept); a
+    stop while a later process of the job runs ends that one (`interrupted`)."""
+    env, cores = slot
     gap_from = _previous_end()
     zygote, key = _ready(job, where, env, cores)
     started_at, launching = time.time(), time.perf_counter()
     outcome = run_process(job, where.job_dir, n, env, (zygote, key))
+    if last or outcome.status is not Status.OK:
+        hold.enter_context(interrupts.held())
     launched = outcome.launched or launching  # (a timeout's outcome has no clock readings)
     parent = {
         "gap_s": launched - gap_from,
@@ -310,8 +322,7 @@ def _process(
         "cores": len(cores),
         "node": info.node,
     }
-    with interrupts.held():  # the process is kept before a stop
-        state.add(n, rounds.Ran.of(outcome, **parent))
+    state.add(n, rounds.Ran.of(outcome, **parent))
     _job_ended()
     return outcome.status
 
