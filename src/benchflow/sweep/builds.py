@@ -108,10 +108,11 @@ def launches(jobs: Sequence[Job]) -> dict[int, Launch]:
             use = (job.config.process_count - 1 if rounds.interleaved(job) else 0, job.num)
             last[share] = max(last.get(share, use), use)
     out: dict[int, Launch] = {}
+    in_order = sorted(shared)
     for job in jobs:
         if job.invalid or job.skip:
             continue  # it runs nothing
-        ahead = _next_build(job, shared)
+        ahead = _next_build(job, shared, in_order)
         if (share := shared.get(job.num)) is None:
             out[job.num] = Launch(zygote_kind(job), ahead=ahead)
             continue
@@ -121,11 +122,12 @@ def launches(jobs: Sequence[Job]) -> dict[int, Launch]:
     return out
 
 
-def _next_build(job: Job, shared: dict[int, Shared]) -> int | None:
-    """build_ahead: the first job of the next shared build after `job`'s in run order,
-    which its process may build while `job` and the rest before it run; None if `job`
-    turns off build_ahead or no other shared build follows."""
+def _next_build(job: Job, shared: dict[int, Shared], in_order: list[int]) -> int | None:
+    """build_ahead: the first job of the next shared build after `job`'s in run order
+    (`in_order`: the numbers of the jobs that share one, sorted), which its process may
+    build while `job` and the rest before it run; None if `job` turns off build_ahead
+    or no other shared build follows."""
     if not (job.config.build_ahead and job.config.share_build):
         return None
     mine = shared.get(job.num)
-    return next((n for n in sorted(shared) if n > job.num and shared[n] != mine), None)
+    return next((n for n in in_order if n > job.num and shared[n] != mine), None)

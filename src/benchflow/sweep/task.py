@@ -18,6 +18,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
@@ -262,19 +263,20 @@ def execute(
     with cpu_slot(cfg.cpus_per_job, f"{job.name} in {where.sweep.path}", progress.note) as cores:
         info.cpus, wait = span(cores), time.perf_counter() - asked
         env = child_env(cores, cfg.num_threads) | compile_cache_env(job, where.job_dir)
+        # As the plan says (a single run: its own build, no one to share one with)
+        planned = (where.plan.launch(job.num) if where.plan else None) or Launch(
+            zygote_kind(job, env)
+        )
+        slot = Slot(env, cores, planned)
         label = job.name if len(todo) == total else f"{job.name} (process {index + 1} of {total})"
         with progress.running(cfg.progress, where.num, where.total, label):
             pending = [n for n in todo if n not in state.ran]
             for n in pending:
                 final = n == pending[-1]
-                if (
-                    _process(job, where, state, n, (env, cores), info, wait, hold, final)
-                    != Status.OK
-                ):
+                if _process(job, where, state, n, slot, info, wait, hold, final) != Status.OK:
                     break
                 wait = 0.0
-        planned = where.plan.launch(job.num) if where.plan else None
-        if planned and planned.build and planned.forks_from and planned.last_round == index:
+        if planned.build and planned.forks_from and planned.last_round == index:
             POOL.done_with(planned.forks_from, planned.build)  # no later job forks from it
         hold.enter_context(interrupts.held())  # (held already where it ran a process)
         last = max(state.ran)
@@ -290,25 +292,34 @@ def execute(
     return Execution(outcome, info, gap_s=gap, ir_s=ir_s)
 
 
+class Slot(NamedTuple):
+    """Where and how a job's processes run: the CPU slot's environment and cores, and
+    the plan's launch (core/job.Launch)."""
+
+    env: dict[str, str]
+    cores: list[int]
+    launch: Launch
+
+
 def _process(
     job: Job,
     where: Where,
     state: rounds.JobRounds,
     n: int,
-    slot: tuple[dict[str, str], list[int]],
+    slot: Slot,
     info: JobInfo,
     cpu_wait_s: float,
     hold: contextlib.ExitStack,
     last: bool,
 ) -> Status:
     """Process `n` of the job, made ready (its zygote, its shared build, the next build
-    ahead) and run on the slot (its environment and cores), kept in `state` with what
+    ahead) and run on the slot, kept in `state` with what
     the parent measured around it. Where it is the last to run here or did not end ok,
     a stop waits in `hold` from its end on (until the row or the process is kept); a
     stop while a later process of the job runs ends that one (`interrupted`)."""
-    env, cores = slot
+    env, cores, planned = slot
     gap_from = _previous_end()
-    zygote, key = _ready(job, where, env, cores)
+    zygote, key = _ready(planned, where, cores)
     started_at, launching = time.time(), time.perf_counter()
     outcome = run_process(job, where.job_dir, n, env, (zygote, key))
     if last or outcome.status is not Status.OK:
@@ -327,16 +338,11 @@ def _process(
     return outcome.status
 
 
-def _ready(
-    job: Job, where: Where, env: dict[str, str], cores: list[int]
-) -> tuple[str | None, str | None]:
-    """Before a process of the job, as its plan says (core/job.Launch): the zygote it
-    forks from, started on the slot's cores (once per worker and kind), and the key of
-    the shared build it forks from (None: its own); where it waits for no build of its
-    own, the sweep's next shared build started beside it (build_ahead)."""
-    planned = where.plan.launch(job.num) if where.plan else None
-    if planned is None:  # a single run: no one to share a build with
-        planned = Launch(zygote_kind(job, env))
+def _ready(planned: Launch, where: Where, cores: list[int]) -> tuple[str | None, str | None]:
+    """Before a process of a job, as its plan says: the zygote it forks from, started on
+    the slot's cores (once per worker and kind), and the key of the shared build it
+    forks from (None: its own); where it waits for no build of its own, the sweep's next
+    shared build started beside it (build_ahead)."""
     zygote, key = planned.forks_from, planned.build
     if zygote:
         POOL.start(zygote, cores)
