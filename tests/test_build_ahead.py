@@ -3,6 +3,7 @@ their compile and timed regions; checked from the rows' own clocks (results/over
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -36,7 +37,11 @@ def _ahead(root: Path) -> dict[str, Any]:
     off = run_cli([*args, "model=work,llama", "build_ahead=false"], root / "off", **locks)
     # The default sweep's path: two processes a job, in interleaved rounds.
     (root / "rounds").mkdir()
-    rounds = run_cli([*args, "model=work,slow_build", "processes=2"], root / "rounds", **locks)
+    # (their steps per repeat calibrated: the first process's count, the second's too)
+    calibrated = [a for a in args if not a.startswith("iterations_per_run=")]
+    rounds = run_cli(
+        [*calibrated, "model=work,slow_build", "processes=2"], root / "rounds", **locks
+    )
     return {"on": on, "off": off, "rounds": rounds}
 
 
@@ -122,6 +127,14 @@ def test_interleaved_rounds_build_each_model_once_the_next_one_ahead(
         builders[name] = forked[0]
     holds = [h for r in models["work"] for h in r["timing"]["held"]]
     assert any(builders["slow_build"] in h["pids"] for h in holds), holds  # built ahead
+    for row in rows:  # the second process runs the steps per repeat the first calibrated
+        folder = Path(row["job"]["dir"])
+        first, second = (
+            Timing.from_dict(json.loads(p.read_text())["timing"])
+            for p in (folder / "child_result.json", folder / "process1.child_result.json")
+        )
+        assert first.calibrated and not second.calibrated, (first, second)
+        assert first.iterations_per_run == second.iterations_per_run == row["iterations_per_run"]
     overlap = check([ResultRow.from_dict(r) for r in rows])
     assert overlap.builds == 1 and overlap.ok, overlap
     (sweep,) = res.sweep_dirs

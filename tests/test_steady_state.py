@@ -6,6 +6,7 @@ allocator does not page-fault a steady step's temporaries."""
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 import subprocess
 import sys
@@ -184,6 +185,16 @@ def test_sampling_stops_at_precision_at_its_cap_and_at_the_given_count() -> None
     )  # fmt: skip
     # spent at once, yet the fewest repeats an interval needs are taken first
     assert spent.stop == "budget" and len(spent.per_repeat["per_iter_time_s"]) == 6
+    # one of a job's 3 processes: its median is one sample of the job's interval, so it
+    # stops on its share of the budget after pyperf's 3 values, and still at the cap
+    share = Sampling(iterations_per_run=1, target_ci=0.02, processes=3, max_repeat=6)
+    slow = measure(
+        _sleeper([0.001, 0.010]), Device(),
+        sampling=dataclasses.replace(share, timed_budget_s=0.001), **common,
+    )  # fmt: skip
+    assert slow.stop == "budget" and len(slow.per_repeat["per_iter_time_s"]) == 3
+    fast = measure(_sleeper([0.001, 0.010]), Device(), sampling=share, **common)
+    assert fast.stop == "cap" and len(fast.per_repeat["per_iter_time_s"]) == 6
     fixed = measure(
         _sleeper([0.001, 0.010]), Device(),
         sampling=Sampling(repeat=3, iterations_per_run=1, target_ci=0.02), **common,

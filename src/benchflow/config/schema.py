@@ -36,6 +36,10 @@ SIZE_CHOICES = ("tiny", "small", "base", "large")
 # whose medians give Student's t interval two degrees of freedom (results/intervals.py),
 # so that the variance between processes is inside every interval (docs/timing.md).
 DEFAULT_PROCESSES = 3
+# The fewest repeats each of a job's several processes takes before its share of the
+# budget may end them (pyperf's 3 values per worker): the process's median is then one
+# sample of the job's interval, not a 95% interval of its own.
+VALUES_PER_PROCESS = 3
 # The timed step (`model.step`, benchflow.models.step): what each value times.
 STEPS = {
     "module": "get_module()'s module on its example inputs, as the experiment runner "
@@ -197,7 +201,7 @@ class BenchConfig:
     adaptive_warmup: bool = False  # after `warmup`, step until nothing compiles and times settle
     max_warmup: int = 50  # the cap on adaptive warm-up steps (warmup included)
     adaptive_repeat: bool = False  # with repeat=N: N at least, then adaptive as repeat=null
-    max_repeat: int = 18  # the cap on adaptive repeats (3 processes: 6 each)
+    max_repeat: int = 18  # the cap on adaptive repeats (3 processes: 6 each, at least 3)
     target_ci: float = 0.02  # adaptive repeats: the median's 95% interval, ± this fraction of it
     # Diagnostics: every timed repeat made this fraction slower by a busy-wait on the host
     # once the device finished (0.05: 5%), to check that a comparison catches a known

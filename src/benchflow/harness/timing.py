@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from benchflow.backends.device import Device
-from benchflow.config.schema import BenchConfig
+from benchflow.config.schema import VALUES_PER_PROCESS, BenchConfig
 from benchflow.harness.load import reference_step_s
 from benchflow.results.child import Summary, Unsteady
 from benchflow.results.intervals import fewest_for_interval, median_ci_rel
@@ -70,6 +70,7 @@ class Sampling:
     target_ci: float = _default("target_ci")
     min_run_time_s: float = _default("min_run_time_s")
     timed_budget_s: float = _default("timed_budget_s")
+    processes: int | None = _default("processes")  # the job's processes (this one of them)
     slowdown: float = 0.0  # diagnostics: each timed step made this fraction slower
 
     @classmethod
@@ -83,8 +84,11 @@ class Sampling:
 
     @property
     def fewest(self) -> int:
-        """The repeats an adaptive rule takes before it may stop for precision."""
-        return max(self.repeat or 0, fewest_for_interval())
+        """The repeats an adaptive rule takes before it may stop: those whose median has
+        an interval in a job's one process; VALUES_PER_PROCESS in each of several, whose
+        medians make the job's interval (results/intervals.py)."""
+        one = (self.processes or 1) == 1
+        return max(self.repeat or 0, fewest_for_interval() if one else VALUES_PER_PROCESS)
 
 
 # Why the repeats stopped (the row's timing.stop): the count asked for was taken; the

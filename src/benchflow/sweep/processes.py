@@ -20,9 +20,11 @@ from benchflow.runner.pool import POOL
 from benchflow.runner.toolchain import launch
 
 
-def process_config(cfg: BenchConfig) -> BenchConfig:
+def process_config(cfg: BenchConfig, steps: int | None = None) -> BenchConfig:
     """What each of the job's processes is told: the adaptive rule's budget and cap
-    shared among them."""
+    shared among them; `steps`, where the first process calibrated its steps per repeat,
+    that count, which a later process takes as given (as pyperf's worker processes run
+    the loops its first one calibrated): every repeat of the job is as long."""
     processes = cfg.process_count
     if processes == 1:
         return cfg
@@ -31,6 +33,7 @@ def process_config(cfg: BenchConfig) -> BenchConfig:
         processes=processes,
         timed_budget_s=cfg.timed_budget_s / processes,
         max_repeat=max(1, math.ceil(cfg.max_repeat / processes)),
+        iterations_per_run=cfg.iterations_per_run or steps,
     )
 
 
@@ -40,11 +43,12 @@ def run_process(
     n: int,
     env: dict[str, str],
     prefork: tuple[str | None, str | None],
+    steps: int | None = None,
 ) -> Outcome:
     """Process `n` (from 0) of the job; `prefork`: the zygote it forks from and its
-    build key (None: spawned)."""
+    build key (None: spawned); `steps`: the first process's calibrated steps per repeat."""
     try:
-        cfg = process_config(job.config)
+        cfg = process_config(job.config, steps)
         result, job_file = job_dir.process_files(n)
         write_json_atomic(job_file, JobSpec(job.name, cfg, str(result)).to_dict())
         zygote, key = prefork

@@ -149,6 +149,7 @@ class Ran:
                 result = ChildResult.from_dict(json.loads(result_path.read_text()))
             except (OSError, ValueError, KeyError, TypeError, AttributeError):
                 result = None
+            self.result = result  # read once
         return Outcome(
             Status(self.status),
             self.error,
@@ -222,6 +223,16 @@ class JobRounds:
                 break
             out.append(self.ran[n].outcome(self.job_dir, n))
         return out
+
+    def calibrated_steps(self) -> int | None:
+        """The steps per repeat the job's first process calibrated (None: it was given
+        them, or did not end ok)."""
+        first = self.ran.get(0)
+        if first is None or first.status != Status.OK.value:
+            return None
+        result = first.outcome(self.job_dir, 0).result
+        timing = result.timing if result else None
+        return timing.iterations_per_run if timing and timing.calibrated else None
 
     def ok_count(self) -> int:
         """How many processes from the first ran and ended ok, with nothing missing."""

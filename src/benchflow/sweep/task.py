@@ -321,7 +321,8 @@ def _process(
     gap_from = _previous_end()
     zygote, key = _ready(planned, where, cores)
     started_at, launching = time.time(), time.perf_counter()
-    outcome = run_process(job, where.job_dir, n, env, (zygote, key))
+    steps = state.calibrated_steps() if n else None  # the first process's
+    outcome = run_process(job, where.job_dir, n, env, (zygote, key), steps)
     if last or outcome.status is not Status.OK:
         hold.enter_context(interrupts.held())
     launched = outcome.launched or launching  # (a timeout's outcome has no clock readings)
