@@ -37,11 +37,31 @@ CASES = [
     ),
     Case("unknown backend", ("dynamo=tvm",), ("dynamo", "tvm", "inductor", "openxla"), 1),
     Case("unknown experiment", ("-m", "experiment=nope"), ("experiment", "nope", "headline"), 1),
-    Case("unknown key", ("repeats=3",), ("repeats", "allowed keys", "repeat,")),
+    Case("unknown key", ("repeats=3",), ("repeats", "did you mean repeat?", "allowed keys")),
     Case(
         "unknown nested key",
         ("model.sizee=tiny",),
         ("model.sizee", "allowed keys of model", "size"),
+    ),
+    Case(
+        "a + key the schema would drop",
+        ("+dynamo.options.freezing=true",),
+        ("dynamo.options", "allowed keys of dynamo", "fullgraph"),
+    ),
+    Case(
+        "unknown Inductor setting",
+        ("dynamo=inductor", "inductor.freezng=true"),
+        ("inductor.freezng=true", "did you mean inductor.freezing", "torch._inductor.config"),
+    ),
+    Case(
+        "wrong type: Inductor setting",
+        ("-m", "dynamo=inductor", "inductor.freezing=true,3"),
+        ("inductor.freezing=3", "allowed: bool", "nothing was run"),
+    ),
+    Case(
+        "Inductor setting on another backend",
+        ("dynamo=openxla", "inductor.freezing=true"),
+        ("inductor.* settings (freezing)", "dynamo=inductor", "dynamo=openxla"),
     ),
     Case("wrong type (int)", ("repeat=abc",), ("repeat", "abc", "Integer"), 1),
     Case("wrong type (bool)", ("verify=maybe",), ("verify", "maybe", "bool"), 1),

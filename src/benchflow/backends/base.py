@@ -44,7 +44,9 @@ class Backend:
     compiles: ClassVar[bool] = False  # goes through torch.compile (dynamo counters apply)
     has_compile_step: ClassVar[bool] = True  # its first call compiles (the report's compile)
     accelerators: ClassVar[tuple[str, ...]] = ("cpu", "cuda")  # resolved accelerator values
-    generates_code: ClassVar[bool] = False  # ir.inductor_code: its generated source kept
+    # Compiles with Inductor: its generated source can be kept (ir.inductor_code), and
+    # torch._inductor.config's settings apply (inductor.<key>=)
+    generates_code: ClassVar[bool] = False
     compile_zygote: ClassVar[str] = "dynamo"  # the zygote (runner/zygote.py KINDS) it compiles in
 
     # --- facts derived from the above (parent side, no torch) -----------------------
@@ -53,6 +55,14 @@ class Backend:
     def xla_value(cls) -> str:
         """The `xla=` value this backend runs with."""
         return XLA_DEVICE if cls.on_xla else NO_XLA
+
+    @classmethod
+    def takes(cls, key: str) -> bool:
+        """Does a measured setting (a dotted key, or a section) apply to its jobs? The
+        `inductor` section (torch._inductor.config) only where it compiles with Inductor."""
+        from benchflow.config.schema import is_knob
+
+        return cls.generates_code or not is_knob(key)
 
     @classmethod
     def has_xla_ir(cls) -> bool:

@@ -51,6 +51,10 @@ class DynamoProbe:
             # Inductor's FX graph cache: a hit is a compile served from compile_cache
             "inductor_fxgraph_cache_hit": counters["inductor"]["fxgraph_cache_hit"],
             "inductor_fxgraph_cache_miss": counters["inductor"]["fxgraph_cache_miss"],
+            # a graph the cache may not hold (freezing's constants, among others)
+            "inductor_fxgraph_cache_bypass": counters["inductor"]["fxgraph_cache_bypass"],
+            # Inductor's graph rewrites (freezing's weight prepacking, fusions)
+            "inductor_pattern_matcher_count": counters["inductor"]["pattern_matcher_count"],
         }
 
     def delta(self, before: dict[str, float], after: dict[str, float]) -> dict[str, float]:

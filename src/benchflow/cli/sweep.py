@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from benchflow.config.keys import unknown_key
+from benchflow.config.schema import INDUCTOR
 from benchflow.core import interrupts
 
 
@@ -29,6 +30,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _check_launcher(args)
     _check_keys(args)
     _check_yaml(args)
+    args = [_knob_override(a) for a in args]
     if "resume=true" in args:
         args = _resume_into(args)
 
@@ -117,8 +119,11 @@ def _show_job(overrides: list[str], args: list[str]) -> int:
     searchpath = [f"hydra.searchpath=[{','.join(f'file://{d}' for d in dirs)}]"] if dirs else []
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None, job_name="benchflow"):
         composed = run_and_report(lambda: compose("config", overrides=[*given, *searchpath]))
+    from benchflow.runner.knobs import check_knobs
+
     try:
         job = plan_job(composed, 0, given, single=True)
+        check_knobs([job])
     except ConfigError as exc:
         _exit(str(exc))
         raise  # not reached
@@ -208,20 +213,29 @@ def _check_launcher(args: list[str]) -> None:
                 )
 
 
+def _knob_override(arg: str) -> str:
+    """`inductor.<key>=value` names a key of torch's config, which the schema cannot list:
+    Hydra gets it as `++inductor.<key>=value` (add or override), so that it needs no `+`
+    and sweeps as any key does (runner/knobs.py checks it against the job's torch)."""
+    return f"++{arg}" if arg.startswith(f"{INDUCTOR}.") and "=" in arg else arg
+
+
 def _check_keys(args: list[str]) -> None:
-    """An override of a key the schema does not have: one message with the allowed keys
-    (Hydra's own says only that the key is not in the config)."""
+    """An override of a key the schema does not have, `+key=` too (Hydra would add it to
+    the config, and the typed schema drop it): one message with the allowed keys (Hydra's
+    own says only that the key is not in the config)."""
     from benchflow.config.store import groups as config_groups
 
     groups = config_groups(args)
     for arg in args:
-        key, sep, value = arg.partition("=")
-        if not sep or arg.startswith(("-", "+", "~", "hydra.", "hydra/")) or "@" in key:
+        key, sep, _ = arg.partition("=")
+        key = key.lstrip("+")
+        if not sep or arg.startswith(("-", "~", "hydra.", "hydra/")) or "@" in key:
             continue
-        if key in groups:
+        if key in groups or key.startswith("hydra.") or "/" in key:
             continue  # a group choice: Hydra lists the options when one is unknown
         if why := unknown_key(key, groups):
-            _exit(f"{key}={value}: {why}")
+            _exit(f"{arg}: {why}")
 
 
 def _multirun(args: list[str]) -> bool:

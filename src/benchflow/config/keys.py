@@ -19,10 +19,14 @@ def unknown_key(key: str, groups: Sequence[str]) -> str | None:
     for part in key.split("."):
         fields = {f.name for f in dataclasses.fields(cls)}
         if part not in fields:
+            import difflib
+
             allowed = sorted(fields | (set(groups) if not done else set()))
             where = ".".join(done) + "." if done else ""
             which = "keys" if not done else "keys of " + ".".join(done)
-            return f"no key {where}{part}; allowed {which}: " + ", ".join(allowed)
+            close = difflib.get_close_matches(part, allowed, n=1)
+            hint = f"did you mean {where}{close[0]}? " if close else ""
+            return f"no key {where}{part}; {hint}allowed {which}: " + ", ".join(allowed)
         done.append(part)
         hint = typing.get_type_hints(cls)[part]
         if not dataclasses.is_dataclass(hint):

@@ -67,6 +67,17 @@ BULKY = {"bulky": True}
 # that adding such a field changes neither the fingerprints of the rows written before
 # it nor their `config`.
 OPTIONAL = {"optional": True}
+# KNOBS: a section of a compiler's own settings, any of its keys (`inductor.freezing`,
+# `inductor.cpp.threads`), checked against the job's torch at planning (runner/knobs.py).
+# Measured, left out while empty, and in the flat settings one dotted key per setting.
+KNOBS = {"optional": True, "knobs": True}
+INDUCTOR = "inductor"  # the section of torch._inductor.config keys
+
+
+def is_knob(key: str) -> bool:
+    """Is a dotted key a compiler's own setting (under a KNOBS section)?"""
+    return key.partition(".")[0] == INDUCTOR
+
 
 # One measured setting's value, as the row's `config` and the MLflow params hold it.
 Setting = str | int | float | bool | list[str] | None
@@ -191,6 +202,11 @@ class BenchConfig:
     # The packages the job runs with; at its default (the project's own environment) it
     # is in no fingerprint, so rows from before toolchains keep theirs.
     toolchain: ToolchainConfig = field(default_factory=ToolchainConfig, metadata=OPTIONAL)
+    # torch._inductor.config keys set for the job (inductor.freezing=true,
+    # inductor.cpp_wrapper=true, inductor.cpp.threads=1), sweepable, no `+` needed;
+    # checked against the job's torch before any work, set in its child with torch's
+    # config API; Inductor jobs only (docs/compiler-settings.md).
+    inductor: dict[str, Any] = field(default_factory=dict, metadata=KNOBS)
     # Timed repeats: null: adaptive (at least 6, then until the median's 95% interval is
     # within target_ci, timed_budget_s or max_repeat) | N: exactly N (docs/timing.md).
     repeat: int | None = None
@@ -270,9 +286,15 @@ def _walk(obj: Any, prefix: str, flat: bool) -> dict[str, Any]:
         if not f.metadata.get("measured", True) or (flat and f.metadata.get("bulky")):
             continue
         value = getattr(obj, f.name)
+        key = f"{prefix}{f.name}"
+        if f.metadata.get("knobs"):  # by dotted key, however nested; left out while none
+            if settings := knobs(value):
+                out |= (
+                    {f"{key}.{k}": v for k, v in settings.items()} if flat else {f.name: settings}
+                )
+            continue
         if f.metadata.get("optional") and (value is None or _at_default(value)):
             continue
-        key = f"{prefix}{f.name}"
         if is_dataclass(value):
             inner = _walk(value, f"{key}." if flat else "", flat)
             if flat:
@@ -289,6 +311,27 @@ def _walk(obj: Any, prefix: str, flat: bool) -> dict[str, Any]:
 def _at_default(value: Any) -> bool:
     """A section (dataclass) whose every field has its default."""
     return is_dataclass(value) and not isinstance(value, type) and value == type(value)()
+
+
+def knobs(section: dict[str, Any]) -> dict[str, Any]:
+    """A KNOBS section's settings by dotted key: Hydra nests `inductor.cpp.threads=1`
+    as {"cpp": {"threads": 1}}; torch's config names it `cpp.threads`. A null is no
+    setting (torch's default stands), as null is the default everywhere in the schema:
+    `-m inductor.freezing=null,true` sweeps plain Inductor against freezing."""
+    out: dict[str, Any] = {}
+    for key, value in section.items():
+        if isinstance(value, dict):
+            out |= {f"{key}.{k}": v for k, v in knobs(value).items()}
+        elif value is not None:
+            out[str(key)] = list(value) if isinstance(value, (list, tuple)) else value
+    return out
+
+
+def setting_text(value: Any) -> str:
+    """A setting's value as the command line writes it (true, null, 1, max-autotune)."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    return "null" if value is None else str(value)
 
 
 def measured(cfg: BenchConfig) -> dict[str, Any]:

@@ -18,13 +18,14 @@ import sys
 import time
 import traceback
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from benchflow import backends
 from benchflow.backends.base import Backend
-from benchflow.config.schema import SUITE_MODEL_SOURCES, BenchConfig
+from benchflow.config.schema import SUITE_MODEL_SOURCES, BenchConfig, knobs
 from benchflow.core import clock
 from benchflow.core.cpus import ENV_CPUS, pin_self, span
 from benchflow.core.files import write_json_atomic
@@ -459,6 +460,18 @@ def _out_of_memory(exc: BaseException) -> bool:
     )
 
 
+def compiler_settings(cfg: BenchConfig) -> AbstractContextManager[Any]:
+    """The job's `inductor.<key>=` settings (checked at planning: runner/knobs.py), set
+    with torch's own config API over everything the child compiles and runs."""
+    settings = knobs(cfg.inductor)
+    if not settings:
+        return nullcontext()
+    from torch._inductor import config
+
+    log.info("torch._inductor.config: %s", settings)
+    return config.patch(settings)
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
         print("usage: python -m benchflow.harness JOB.json", file=sys.stderr)
@@ -485,13 +498,14 @@ def main(argv: list[str]) -> int:
         backend = backends.of_row(cfg.dynamo.name, cfg.xla.name)  # the config is resolved
         if cfg.memory_limit_gb:
             limit_memory(cfg.memory_limit_gb)
-        if job.ir:
-            ir_pass(cfg, backend)
-        else:
-            ran = run(cfg, backend, Path(job.result_path).parent)
-            result = dataclasses.replace(
-                ran, versions=result.versions, env=result.env, affinity=result.affinity
-            )
+        with compiler_settings(cfg):
+            if job.ir:
+                ir_pass(cfg, backend)
+            else:
+                ran = run(cfg, backend, Path(job.result_path).parent)
+                result = dataclasses.replace(
+                    ran, versions=result.versions, env=result.env, affinity=result.affinity
+                )
     except ModelSkipped as exc:
         result.status, result.error = Status.SKIPPED, str(exc)
         log.info("skipped: %s", exc)

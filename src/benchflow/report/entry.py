@@ -32,9 +32,6 @@ class Config:
     def label(self) -> str:
         return " ".join([self.backend, *(f"{k}={v}" for k, v in self.axes)])
 
-    def with_backend(self, backend: str) -> Config:
-        return Config(backend, self.axes)
-
     def axis(self, key: str) -> str | None:
         return next((v for k, v in self.axes if k == key), None)
 

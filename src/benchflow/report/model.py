@@ -31,7 +31,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from benchflow import backends
-from benchflow.config.schema import DEFAULT_BASELINE, PROJECT_TOOLCHAIN, Setting, is_measured
+from benchflow.config.schema import (
+    DEFAULT_BASELINE,
+    PROJECT_TOOLCHAIN,
+    Setting,
+    is_knob,
+    is_measured,
+    setting_text,
+)
 from benchflow.core.status import INVALID_PREFIX, Status
 from benchflow.report.entry import Config, Entry, make_entry
 from benchflow.results import overlap
@@ -77,7 +84,7 @@ def _axes(row: ResultRow) -> dict[str, str]:
 def _text(value: Setting) -> str:
     if isinstance(value, list):
         return "[" + ",".join(map(str, value)) + "]"
-    return "null" if value is None else str(value)
+    return setting_text(value)
 
 
 def varying_axes(
@@ -208,12 +215,16 @@ class Baseline:
     def is_base(self, config: Config) -> bool:
         if self.toolchain:
             return config.axis(TOOLCHAIN_AXIS) == self.toolchain
-        return config.backend == self.backend
+        return config == self.reference(config)
 
     def reference(self, config: Config) -> Config:
+        """The configuration whose row is `config`'s baseline: the same axes with the
+        baseline's backend at its compiler's defaults (no `inductor.*` setting), so that
+        `inductor inductor.freezing=true` is compared with plain Inductor, or eager."""
         if self.toolchain:
             return config.with_axis(TOOLCHAIN_AXIS, self.toolchain)
-        return config.with_backend(self.backend)
+        axes = tuple((k, "-" if is_knob(k) else v) for k, v in config.axes)
+        return Config(self.backend, axes)
 
 
 def build_report(
@@ -283,6 +294,10 @@ def _latest(rows: Sequence[ResultRow], configs: Sequence[Config]) -> list[Entry]
     return sorted(latest.values(), key=lambda e: (e.model, e.test, order.get(e.config.label, 0)))
 
 
+def axes_of(entries: Sequence[Entry]) -> set[str]:
+    return {k for e in entries for k, _ in e.config.axes}
+
+
 def _speedups(entries: list[Entry], base: Baseline) -> list[str]:
     """Each entry's speedup over its baseline's row (or the note saying why none), and
     the report's notes where the baseline is not among the entries."""
@@ -299,8 +314,9 @@ def _speedups(entries: list[Entry], base: Baseline) -> list[str]:
         )
     elif not has_base:
         present = ", ".join(sorted({e.config.backend for e in entries}))
+        plain = " with no inductor.* setting" if any(map(is_knob, axes_of(entries))) else ""
         notes.append(
-            f"baseline {base.label} is not in these results: no speedups "
+            f"baseline {base.label}{plain} is not in these results: no speedups "
             f"(choose one of {present} with --baseline, or baseline= in the sweep)"
         )
     for e in entries:

@@ -16,7 +16,15 @@ from typing import Any
 
 from benchflow import backends
 from benchflow.config.errors import ConfigError, InvalidCombination
-from benchflow.config.schema import SUITE_MODEL_SOURCES, BenchConfig, ModelConfig, SuiteConfig
+from benchflow.config.schema import (
+    INDUCTOR,
+    SUITE_MODEL_SOURCES,
+    BenchConfig,
+    ModelConfig,
+    SuiteConfig,
+    knobs,
+    setting_text,
+)
 from benchflow.config.validate import parse
 from benchflow.core.job import Job
 from benchflow.core.machine import cuda_present
@@ -179,8 +187,13 @@ def _check_suite_model(cfg: BenchConfig) -> None:
 
 
 def job_name(cfg: BenchConfig) -> str:
-    """Readable run name: model·backend·test, plus the non-default axes that distinguish it."""
-    parts = [cfg.model.name, backend_of(cfg).label, cfg.test.name]
+    """Readable run name: model·backend·test, plus the non-default axes that distinguish it;
+    the compiler settings it sets after the backend: `inductor[freezing,cpp.threads=1]`."""
+    label = backend_of(cfg).label
+    if settings := knobs(cfg.inductor):
+        shown = (k if v is True else f"{k}={setting_text(v)}" for k, v in settings.items())
+        label += "[" + ",".join(shown) + "]"
+    parts = [cfg.model.name, label, cfg.test.name]
     if cfg.accelerator.name not in ("cpu", "auto"):
         parts.append(cfg.accelerator.name)
     if cfg.dtype:
@@ -231,8 +244,17 @@ def _with_rules(cfg: BenchConfig, num: int, overrides: tuple[str, ...], single: 
     from benchflow.models.torchbench_index import not_implemented
     from benchflow.suite.rules import decide
 
-    name = job_name(cfg)  # from the user's choices, before suite rules fill in dtype
     backend = backend_of(cfg)
+    notes = []
+    if knobs(cfg.inductor) and not backend.takes(INDUCTOR):
+        notes.append(
+            f"{INDUCTOR}.* settings ({', '.join(knobs(cfg.inductor))}) apply to dynamo="
+            + "|".join(b.dynamo for b in backends.REGISTRY.values() if b.takes(INDUCTOR))
+            + f" only, but this job runs dynamo={cfg.dynamo.name}; allowed: dynamo=inductor, "
+            "or no inductor.* setting (in a sweep, such a job runs without them)"
+        )
+        cfg = dataclasses.replace(cfg, inductor={})
+    name = job_name(cfg)  # from the user's choices, before suite rules fill in dtype
     decision = decide(
         cfg.suite, cfg.model.name, cfg.test.name, cfg.accelerator.name, cfg.dtype, cfg.batch_size
     )
@@ -242,7 +264,6 @@ def _with_rules(cfg: BenchConfig, num: int, overrides: tuple[str, ...], single: 
         skip = not_implemented(
             Path(cfg.suite.torchbench_root), cfg.model.name, cfg.accelerator.name, cfg.test.name
         )
-    notes = []
     if cfg.ir.inductor_code and not backend.generates_code:
         notes.append(
             "ir.inductor_code=true needs dynamo="

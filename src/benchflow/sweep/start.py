@@ -66,12 +66,13 @@ def plan_sweep(
         jobs.append(planned)
     if errors:
         raise SweepRefused(errors)
-    from benchflow.runner.interpreter import ToolchainError
+    from benchflow.runner.knobs import check_knobs
     from benchflow.sweep.toolchains import build_toolchains
 
     try:
         build_toolchains(jobs)
-    except ToolchainError as exc:
+        check_knobs(jobs)  # against each job's own torch, once its environment is there
+    except ConfigError as exc:  # (a ToolchainError is one)
         raise SweepRefused([str(exc)]) from None
     if given is None:
         jobs = in_run_order(jobs)

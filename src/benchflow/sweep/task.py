@@ -200,11 +200,13 @@ def planned(where: Where, cfg: DictConfig) -> Job:
 def plan_single(cfg: DictConfig, overrides: list[str]) -> Job:
     """A single run's job, its toolchain's environment built; a bad value or combination,
     or an environment that cannot be built, exits (2) with its message."""
+    from benchflow.runner.knobs import check_knobs
     from benchflow.sweep.toolchains import build_toolchains
 
     try:
         job = plan_job(cfg, 0, overrides, single=True)
         build_toolchains([job])  # ToolchainError is a ConfigError
+        check_knobs([job])
         return job
     except ConfigError as exc:
         die(exc)

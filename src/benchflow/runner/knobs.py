@@ -1,0 +1,142 @@
+"""A job's compiler settings (`inductor.<key>=`: config/schema.py KNOBS), checked
+against the job's own torch before any work: a process of the job's interpreter lists
+torch._inductor.config's keys and what each takes, once per interpreter and sweep
+(about 2 s here: it imports torch), and only where a job sets one. The child sets them
+with torch's own config API (harness/child.py: compiler_settings).
+
+torch's config module (torch.utils._config_module) holds each key's type; that is what
+a value is checked against: bool, int, float, str, None, a list, or one of a Literal's
+values. A key whose type is anything else (a callable, a class) takes any value the
+command line can give, and torch's own use of it decides.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import json
+import os
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from benchflow.config.errors import ConfigError
+from benchflow.config.schema import INDUCTOR, knobs, setting_text
+from benchflow.core.job import Job
+from benchflow.runner.interpreter import PROBE_TIMEOUT_S, ToolchainError, last_lines
+from benchflow.runner.toolchain import launch
+
+# Run by the job's interpreter; the last line is the answer: torch's version and, for
+# each key, the names of the types it takes and the values of its Literal (both empty:
+# any value).
+PROBE = """
+import json, types, typing
+import torch
+from torch._inductor import config
+
+def takes(t):
+    if t is typing.Any:
+        return None
+    origin = typing.get_origin(t)
+    if origin is typing.Union or isinstance(t, types.UnionType):
+        out = [[], []]
+        for arg in typing.get_args(t):
+            got = takes(arg)
+            if got is None:
+                return None
+            out[0] += got[0]
+            out[1] += got[1]
+        return out
+    if origin is typing.Literal:
+        return [[], list(typing.get_args(t))]
+    if t in (bool, int, float, str, type(None)):
+        return [[t.__name__], []]
+    if t in (list, tuple) or origin in (list, tuple):
+        return [["list"], []]
+    return None
+
+keys = {}
+for key in config.get_config_copy():
+    try:
+        keys[key] = takes(config.get_type(key)) or [[], []]
+    except Exception:
+        keys[key] = [[], []]
+print(json.dumps({"torch": str(torch.__version__), "keys": keys}, default=str))
+"""
+
+
+@dataclass(frozen=True)
+class InductorKeys:
+    """torch._inductor.config's keys in one interpreter, and what each takes."""
+
+    torch: str
+    keys: dict[str, tuple[list[str], list[Any]]]  # key -> (type names, Literal values)
+
+    def why_not(self, key: str, value: Any) -> str | None:
+        """Why `inductor.<key>=<value>` cannot be set in this torch (None: it can)."""
+        shown = f"{INDUCTOR}.{key}={setting_text(value)}"
+        if key not in self.keys:
+            close = difflib.get_close_matches(key, self.keys, n=3, cutoff=0.6)
+            hint = f"did you mean {', '.join(f'{INDUCTOR}.{c}' for c in close)}? " if close else ""
+            return (
+                f"{shown}: torch {self.torch} has no torch._inductor.config key {key!r}; "
+                f'{hint}allowed: any of its {len(self.keys)} keys (`python -c "import '
+                'torch._inductor.config as c; print(*sorted(c.get_config_copy()))"` lists '
+                "them), e.g. freezing, cpp_wrapper, max_autotune, cpp.threads"
+            )
+        types, values = self.keys[key]
+        if not types and not values:
+            return None
+        name = type(value).__name__
+        if name in types or (name == "int" and "float" in types) or value in values:
+            return None
+        allowed = [t if t != "NoneType" else "null" for t in types]
+        allowed += [setting_text(v) for v in values]
+        return f"{shown}: not a value torch {self.torch} takes; allowed: {', '.join(allowed)}"
+
+
+@functools.lru_cache(maxsize=8)
+def inductor_keys(python: str, env: tuple[tuple[str, str], ...] = ()) -> InductorKeys:
+    """Ask `python` (with `env` added) which keys its torch._inductor.config has."""
+
+    def refused(said: str) -> ConfigError:
+        return ConfigError(
+            f"{INDUCTOR}.* settings are checked against the job's torch, but {python} "
+            f"could not list torch._inductor.config's keys: {said}"
+        )
+
+    try:
+        done = subprocess.run(
+            [python, "-c", PROBE],
+            capture_output=True,
+            text=True,
+            env={**os.environ, **dict(env)},
+            timeout=PROBE_TIMEOUT_S,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise refused(str(exc)) from None
+    try:
+        out = json.loads([ln for ln in done.stdout.splitlines() if ln.strip()][-1])
+    except (IndexError, ValueError):
+        raise refused(last_lines(done)) from None
+    keys = {k: (list(v[0]), list(v[1])) for k, v in out["keys"].items()}
+    return InductorKeys(out["torch"], keys)
+
+
+def check_knobs(jobs: Sequence[Job]) -> None:
+    """Every `inductor.<key>=` a job that runs sets, checked against its own torch
+    (its toolchain's interpreter). Raises ConfigError naming the key, the value and
+    what is allowed, with "did you mean" for a misspelt key."""
+    for job in jobs:
+        settings = knobs(job.config.inductor)
+        if job.invalid or job.skip or not settings:
+            continue
+        try:
+            python, env = launch(job.config.toolchain)
+        except ToolchainError:
+            continue  # not built yet (--cfg job): a run checks it once it is built
+        found = inductor_keys(python, tuple(sorted(env.items())))
+        for key, value in settings.items():
+            if why := found.why_not(key, value):
+                raise ConfigError(why)

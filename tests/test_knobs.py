@@ -1,0 +1,115 @@
+"""inductor.<key>=: torch._inductor.config settings per job, checked against the job's
+torch, set in its child, and part of its configuration (docs/compiler-settings.md).
+The refusals run through the real CLI in tests/test_bad_input.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.conftest import SessionSweep, run_cli
+
+from benchflow.config.schema import BenchConfig, ModelConfig, measured, measured_flat
+from benchflow.core.job import fingerprint
+from benchflow.report.entry import Config
+from benchflow.report.model import Baseline
+from benchflow.runner.knobs import InductorKeys
+
+
+def _cfg(**kw: Any) -> BenchConfig:
+    return BenchConfig(model=ModelConfig(name="llama"), **kw)
+
+
+def test_an_inductor_setting_reaches_inductor_and_is_its_own_configuration(
+    cases_sweep: SessionSweep,
+) -> None:
+    from mlflow.tracking import MlflowClient
+
+    on, off = cases_sweep.case("knob_freezing"), cases_sweep.case("knob_freezing_off")
+    assert on["status"] == off["status"] == "ok", (on["error"], off["error"])
+    assert on["config"]["inductor.freezing"] is True
+    assert off["config"]["inductor.freezing"] is False
+    assert "·inductor[freezing]·" in on["job"]["name"]
+    assert "·inductor[freezing=false]·" in off["job"]["name"]
+    assert on["job"]["fingerprint"] != off["job"]["fingerprint"]
+
+    # Inductor ran freezing's passes in the one job only: they rewrite the graph (its
+    # weights prepacked as constants), counted by Inductor's pattern matcher
+    def rewrites(row: dict[str, Any]) -> float:
+        return float(row["metrics"]["cold_inductor_pattern_matcher_count"])
+
+    assert rewrites(on) > rewrites(off), (rewrites(on), rewrites(off))
+    run = MlflowClient(cases_sweep.tracking_uri).get_run(on["job"]["mlflow_run_id"])
+    assert run.data.params["inductor.freezing"] == "True"
+
+
+def test_settings_are_keyed_by_their_dotted_name_however_they_were_nested() -> None:
+    nested = _cfg(inductor={"cpp": {"threads": 1}, "freezing": True})
+    dotted = _cfg(inductor={"cpp.threads": 1, "freezing": True})
+    assert measured_flat(nested)["inductor.cpp.threads"] == 1
+    assert measured_flat(nested)["inductor.freezing"] is True
+    assert fingerprint(nested) == fingerprint(dotted)
+    assert fingerprint(nested) != fingerprint(_cfg(inductor={"freezing": True}))
+    # none set: not in the config at all, so the rows written before keep theirs; a
+    # null is no setting: torch's default stands, and the job is plain Inductor's
+    assert "inductor" not in measured(_cfg())
+    assert fingerprint(_cfg(inductor={"freezing": None, "cpp": {"threads": None}})) == (
+        fingerprint(_cfg())
+    )
+    assert not any(k.startswith("inductor.") for k in measured_flat(_cfg()))
+
+
+def test_a_setting_is_checked_against_what_torch_declares() -> None:
+    keys = InductorKeys(
+        "2.9.0",
+        {
+            "freezing": (["bool"], []),
+            "cpp.threads": (["int"], []),
+            "cpp.simdlen": (["int", "NoneType"], []),
+            "max_autotune_gemm_search_space": ([], ["DEFAULT", "EXHAUSTIVE"]),
+            "post_grad_custom_pass": ([], []),  # a callable: any value
+        },
+    )
+    assert keys.why_not("freezing", True) is None
+    assert keys.why_not("cpp.threads", 1) is None
+    assert keys.why_not("cpp.simdlen", None) is None
+    assert keys.why_not("max_autotune_gemm_search_space", "EXHAUSTIVE") is None
+    assert keys.why_not("post_grad_custom_pass", "anything") is None
+    typo = keys.why_not("freezng", True) or ""
+    assert "inductor.freezng=true" in typo and "did you mean inductor.freezing?" in typo
+    wrong = keys.why_not("freezing", 3) or ""
+    assert "inductor.freezing=3" in wrong and "allowed: bool" in wrong
+    assert "allowed: int, null" in (keys.why_not("cpp.simdlen", "wide") or "")
+    assert "allowed: DEFAULT, EXHAUSTIVE" in (
+        keys.why_not("max_autotune_gemm_search_space", "FAST") or ""
+    )
+
+
+def test_a_configuration_with_a_setting_is_compared_with_its_backend_at_its_defaults() -> None:
+    freezing = Config("inductor", (("dtype", "float32"), ("inductor.freezing", "true")))
+    plain = Config("inductor", (("dtype", "float32"), ("inductor.freezing", "-")))
+    eager = Config("eager", (("dtype", "float32"), ("inductor.freezing", "-")))
+    assert Baseline("inductor").reference(freezing) == plain
+    assert Baseline("inductor").is_base(plain) and not Baseline("inductor").is_base(freezing)
+    assert Baseline("eager").reference(freezing) == eager
+
+
+@pytest.mark.full  # two cold Inductor compiles of llama: ~20 s on 2 CPUs
+def test_a_sweep_over_a_setting_compares_it_with_plain_inductor(tmp_path: Path) -> None:
+    args = ["-m", "model=llama", "dynamo=inductor", "inductor.freezing=null,true"]
+    res = run_cli([*args, "model.size=tiny", "dtype=float32", "mlflow.enabled=false"], tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    rows = res.rows()
+    assert sorted(r["job"]["name"] for r in rows) == [
+        "llama·inductor[freezing]·eval·float32",
+        "llama·inductor·eval·float32",
+    ]
+    (sweep,) = res.sweep_dirs
+    report = (sweep / "report" / "report.md").read_text()
+    (line,) = [
+        ln
+        for ln in report.splitlines()
+        if ln.startswith("| llama | eval | inductor inductor.freezing=true |")
+    ]
+    assert "x (" in line and "(baseline)" not in line  # a speedup, with its interval
