@@ -63,6 +63,16 @@ CASES = [
         ("dynamo=openxla", "inductor.freezing=true"),
         ("inductor.* settings (freezing)", "dynamo=inductor", "dynamo=openxla"),
     ),
+    Case(
+        "a variable benchflow sets",
+        ("env.OMP_NUM_THREADS=1",),
+        ("env.OMP_NUM_THREADS", "benchflow sets", "num_threads=N"),
+    ),
+    Case(
+        "XLA flags on another backend",
+        ("dynamo=inductor", "xla.flags=--xla_dump_to=x"),
+        ("xla.flags=--xla_dump_to=x", "XLA device only", "xla=PJRT"),
+    ),
     Case("wrong type (int)", ("repeat=abc",), ("repeat", "abc", "Integer"), 1),
     Case("wrong type (bool)", ("verify=maybe",), ("verify", "maybe", "bool"), 1),
     Case("out of range: repeat", ("repeat=0",), ("repeat=0", ">= 1")),

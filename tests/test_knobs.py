@@ -1,9 +1,11 @@
 """inductor.<key>=: torch._inductor.config settings per job, checked against the job's
-torch, set in its child, and part of its configuration (docs/compiler-settings.md).
-The refusals run through the real CLI in tests/test_bad_input.py."""
+torch, set in its child, and part of its configuration; env.NAME= and xla.flags=, a
+job's own variables (docs/compiler-settings.md). The refusals run through the real CLI
+in tests/test_bad_input.py."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +44,34 @@ def test_an_inductor_setting_reaches_inductor_and_is_its_own_configuration(
     assert rewrites(on) > rewrites(off), (rewrites(on), rewrites(off))
     run = MlflowClient(cases_sweep.tracking_uri).get_run(on["job"]["mlflow_run_id"])
     assert run.data.params["inductor.freezing"] == "True"
+
+
+def test_a_jobs_own_variables_and_its_xla_flags_reach_its_child(
+    cases_sweep: SessionSweep,
+) -> None:
+    row = cases_sweep.case("env_and_xla_flags")
+    assert row["status"] == "ok", row["error"]
+    flags = "--xla_cpu_enable_fast_math=false"
+    assert row["config"]["env.ENV_PROBE"] == "42" and row["config"]["xla.flags"] == flags
+    out = (Path(row["job"]["dir"]) / "stdout.log").read_text().splitlines()
+    (seen,) = [json.loads(line) for line in out if line.startswith("{")]
+    # read in the child: a job with env. variables is spawned with them
+    assert seen == {"env_probe": "42", "xla_flags": flags, "launch": "spawn"}
+    assert row["timing"]["launch"] == "spawn"
+    assert row["provenance"]["env"]["ENV_PROBE"] == "42"
+    assert row["provenance"]["env"]["XLA_FLAGS"] == flags
+
+
+def test_xla_reads_the_flags_of_a_job_forked_from_its_zygote(cases_sweep: SessionSweep) -> None:
+    """XLA_FLAGS is read when the job's XLA client starts, after the fork: a flag XLA
+    does not know stops the job there, by XLA's own check."""
+    row = cases_sweep.case("xla_flags_unknown")
+    (sweep,) = {Path(row["job"]["dir"]).parent}
+    plan = json.loads((sweep / "plan.json").read_text())
+    (launch,) = [j["launch"] for j in plan["jobs"] if j["num"] == row["job"]["num"]]
+    assert launch["forks_from"] == "xla"
+    assert row["status"] == "crashed", row["error"]
+    assert "Unknown flag in XLA_FLAGS: --xla_benchflow_no_such_flag=1" in row["error"]
 
 
 def test_settings_are_keyed_by_their_dotted_name_however_they_were_nested() -> None:

@@ -406,6 +406,19 @@ def _others_of(zygote: Any) -> list[str]:
     return [f"{p.pid}: {' '.join(p.cmdline())}" for p in procs if p.pid != me]
 
 
+class EnvProbe(_Tiny):
+    """Prints, as JSON on its stdout, the job's own variables as its child sees them
+    at build time (`env.ENV_PROBE=` and `xla.flags=`: XLA_FLAGS), and how it started."""
+
+    def build_module(self, width: int) -> nn.Module:
+        _say(
+            env_probe=os.environ.get("ENV_PROBE"),
+            xla_flags=os.environ.get("XLA_FLAGS"),
+            launch=os.environ.get("BENCHFLOW_LAUNCH", "spawn"),
+        )
+        return super().build_module(width)
+
+
 def _say(**seen: Any) -> None:
     import json
 

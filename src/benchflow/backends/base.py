@@ -59,10 +59,13 @@ class Backend:
     @classmethod
     def takes(cls, key: str) -> bool:
         """Does a measured setting (a dotted key, or a section) apply to its jobs? The
-        `inductor` section (torch._inductor.config) only where it compiles with Inductor."""
-        from benchflow.config.schema import is_knob
+        `inductor` section (torch._inductor.config) only where it compiles with Inductor,
+        `xla.flags` only on the XLA device."""
+        from benchflow.config.schema import XLA_FLAGS_KEY, is_knob
 
-        return cls.generates_code or not is_knob(key)
+        if is_knob(key):
+            return cls.generates_code
+        return cls.on_xla if key == XLA_FLAGS_KEY else True
 
     @classmethod
     def has_xla_ir(cls) -> bool:

@@ -146,14 +146,19 @@ def _now_vs_recorded(
     would have, in the facts known before a job runs (not the CPUs a job gets, its GPU,
     nor the variables benchflow sets for each job)."""
     from benchflow.core.cpus import child_env
+    from benchflow.core.layout import JobDir
     from benchflow.harness.child import versions
     from benchflow.results.provenance import provenance, speed_env
+    from benchflow.sweep.builds import launch_env
 
     per_job_env = set(child_env([0], None))
 
-    def comparable(prov: Provenance) -> Provenance:
+    def comparable(prov: Provenance, job: Job) -> Provenance:
+        """Less what benchflow sets: the CPUs' variables, and those of the job's own
+        settings (`env.NAME`, `xla.flags`), which the rerun sets again."""
+        own = per_job_env | set(launch_env(job, JobDir(project)))
         hardware = prov.hardware and dataclasses.replace(prov.hardware, affinity=None, gpu=None)
-        env = {k: v for k, v in prov.env.items() if k not in per_job_env}
+        env = {k: v for k, v in prov.env.items() if k not in own}
         return dataclasses.replace(prov, hardware=hardware, env=env)
 
     now = []
@@ -166,8 +171,8 @@ def _now_vs_recorded(
                 prov, versions=versions(cfg.model.source), env=speed_env(os.environ)
             )
         )
-    recorded = [comparable(r.provenance) for r in rows]
-    return differences(recorded, [comparable(p) for p in now])
+    recorded = [comparable(r.provenance, job) for r, job in zip(rows, jobs, strict=True)]
+    return differences(recorded, [comparable(p, job) for p, job in zip(now, jobs, strict=True)])
 
 
 def _new_sweep_dir() -> Path:

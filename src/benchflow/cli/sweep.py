@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from benchflow.config.keys import unknown_key
-from benchflow.config.schema import INDUCTOR
+from benchflow.config.schema import ENV, INDUCTOR, XLA_FLAGS_KEY
 from benchflow.core import interrupts
 
 
@@ -214,10 +214,18 @@ def _check_launcher(args: list[str]) -> None:
 
 
 def _knob_override(arg: str) -> str:
-    """`inductor.<key>=value` names a key of torch's config, which the schema cannot list:
-    Hydra gets it as `++inductor.<key>=value` (add or override), so that it needs no `+`
-    and sweeps as any key does (runner/knobs.py checks it against the job's torch)."""
-    return f"++{arg}" if arg.startswith(f"{INDUCTOR}.") and "=" in arg else arg
+    """`inductor.<key>=value` names a key of torch's config, `env.NAME=value` a variable:
+    keys the schema cannot list. Hydra gets them as `++inductor.<key>=value` (add or
+    override), so that they need no `+` and sweep as any key does (runner/knobs.py
+    checks Inductor's against the job's torch). An XLA flag's or a variable's one value
+    with an `=` in it is quoted for Hydra."""
+    key, sep, value = arg.partition("=")
+    # `xla.flags=--xla_cpu_use_thunk_runtime=false`: an `=` in the value is Hydra's
+    # grammar error unless quoted; one value (no comma) is quoted here
+    one = "=" in value and "," not in value and value[:1] not in "'\""
+    if one and (key == XLA_FLAGS_KEY or key.startswith(f"{ENV}.")):
+        arg = f"{key}='{value}'"
+    return f"++{arg}" if key.startswith((f"{INDUCTOR}.", f"{ENV}.")) and sep else arg
 
 
 def _check_keys(args: list[str]) -> None:

@@ -67,15 +67,18 @@ BULKY = {"bulky": True}
 # that adding such a field changes neither the fingerprints of the rows written before
 # it nor their `config`.
 OPTIONAL = {"optional": True}
-# KNOBS: a section of a compiler's own settings, any of its keys (`inductor.freezing`,
-# `inductor.cpp.threads`), checked against the job's torch at planning (runner/knobs.py).
-# Measured, left out while empty, and in the flat settings one dotted key per setting.
-KNOBS = {"optional": True, "knobs": True}
+# MAPPING: a section whose keys are not the schema's (`inductor.freezing`: a key of
+# torch's config, checked at planning by runner/knobs.py; `env.NAME`). Measured, left
+# out while empty, and in the flat settings one dotted key per setting.
+MAPPING = {"optional": True, "mapping": True}
 INDUCTOR = "inductor"  # the section of torch._inductor.config keys
+ENV = "env"  # the section of a job's own environment variables
+XLA_FLAGS_KEY = "xla.flags"  # XLA_FLAGS of an XLA job
 
 
 def is_knob(key: str) -> bool:
-    """Is a dotted key a compiler's own setting (under a KNOBS section)?"""
+    """Is a dotted key a compiler's own setting (`inductor.*`), which a report's baseline
+    takes at its defaults?"""
     return key.partition(".")[0] == INDUCTOR
 
 
@@ -109,6 +112,9 @@ class DynamoConfig:
 @dataclass
 class XlaConfig:
     name: str = "auto"  # auto: PJRT when the backend needs it | none | PJRT (lazy XLA device)
+    # XLA_FLAGS for the job's XLA compiler (the experiment runner's xla_flags), e.g.
+    # "--xla_cpu_enable_fast_math=false"; XLA jobs only; null: none.
+    flags: str | None = field(default=None, metadata=OPTIONAL)
 
 
 @dataclass
@@ -206,7 +212,11 @@ class BenchConfig:
     # inductor.cpp_wrapper=true, inductor.cpp.threads=1), sweepable, no `+` needed;
     # checked against the job's torch before any work, set in its child with torch's
     # config API; Inductor jobs only (docs/compiler-settings.md).
-    inductor: dict[str, Any] = field(default_factory=dict, metadata=KNOBS)
+    inductor: dict[str, Any] = field(default_factory=dict, metadata=MAPPING)
+    # Environment variables set for the job's child (env.NAME=value, sweepable, no `+`
+    # needed), before its interpreter starts: such a job is spawned, not forked
+    # (docs/compiler-settings.md). Names benchflow sets itself are refused.
+    env: dict[str, str] = field(default_factory=dict, metadata=MAPPING)
     # Timed repeats: null: adaptive (at least 6, then until the median's 95% interval is
     # within target_ci, timed_budget_s or max_repeat) | N: exactly N (docs/timing.md).
     repeat: int | None = None
@@ -287,8 +297,8 @@ def _walk(obj: Any, prefix: str, flat: bool) -> dict[str, Any]:
             continue
         value = getattr(obj, f.name)
         key = f"{prefix}{f.name}"
-        if f.metadata.get("knobs"):  # by dotted key, however nested; left out while none
-            if settings := knobs(value):
+        if f.metadata.get("mapping"):  # by dotted key, however nested; left out while none
+            if settings := settings_of(value):
                 out |= (
                     {f"{key}.{k}": v for k, v in settings.items()} if flat else {f.name: settings}
                 )
@@ -313,15 +323,15 @@ def _at_default(value: Any) -> bool:
     return is_dataclass(value) and not isinstance(value, type) and value == type(value)()
 
 
-def knobs(section: dict[str, Any]) -> dict[str, Any]:
-    """A KNOBS section's settings by dotted key: Hydra nests `inductor.cpp.threads=1`
+def settings_of(section: dict[str, Any]) -> dict[str, Any]:
+    """A MAPPING section's settings by dotted key: Hydra nests `inductor.cpp.threads=1`
     as {"cpp": {"threads": 1}}; torch's config names it `cpp.threads`. A null is no
     setting (torch's default stands), as null is the default everywhere in the schema:
     `-m inductor.freezing=null,true` sweeps plain Inductor against freezing."""
     out: dict[str, Any] = {}
     for key, value in section.items():
         if isinstance(value, dict):
-            out |= {f"{key}.{k}": v for k, v in knobs(value).items()}
+            out |= {f"{key}.{k}": v for k, v in settings_of(value).items()}
         elif value is not None:
             out[str(key)] = list(value) if isinstance(value, (list, tuple)) else value
     return out

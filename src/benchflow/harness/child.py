@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from benchflow import backends
 from benchflow.backends.base import Backend
-from benchflow.config.schema import SUITE_MODEL_SOURCES, BenchConfig, knobs
+from benchflow.config.schema import SUITE_MODEL_SOURCES, BenchConfig, settings_of
 from benchflow.core import clock
 from benchflow.core.cpus import ENV_CPUS, pin_self, span
 from benchflow.core.files import write_json_atomic
@@ -463,7 +463,7 @@ def _out_of_memory(exc: BaseException) -> bool:
 def compiler_settings(cfg: BenchConfig) -> AbstractContextManager[Any]:
     """The job's `inductor.<key>=` settings (checked at planning: runner/knobs.py), set
     with torch's own config API over everything the child compiles and runs."""
-    settings = knobs(cfg.inductor)
+    settings = settings_of(cfg.inductor)
     if not settings:
         return nullcontext()
     from torch._inductor import config
@@ -491,7 +491,7 @@ def main(argv: list[str]) -> int:
     cfg = job.config
     result = ChildResult(
         versions=versions(cfg.model.source, list(cfg.toolchain.pins)),
-        env=job_env(),  # as the job started: before torch or the device set any
+        env=job_env(settings_of(cfg.env)),  # as it started: before torch or the device set any
         affinity=span(sorted(os.sched_getaffinity(0))),
     )
     try:

@@ -219,12 +219,17 @@ class Baseline:
 
     def reference(self, config: Config) -> Config:
         """The configuration whose row is `config`'s baseline: the same axes with the
-        baseline's backend at its compiler's defaults (no `inductor.*` setting), so that
+        baseline's backend at its compiler's defaults (no `inductor.*` setting), less what
+        that backend does not take (`xla.flags` over eager), so that
         `inductor inductor.freezing=true` is compared with plain Inductor, or eager."""
         if self.toolchain:
             return config.with_axis(TOOLCHAIN_AXIS, self.toolchain)
-        axes = tuple((k, "-" if is_knob(k) else v) for k, v in config.axes)
-        return Config(self.backend, axes)
+        backend = backends.REGISTRY.get(self.backend)
+
+        def kept(key: str) -> bool:
+            return not is_knob(key) and (backend is None or backend.takes(key))
+
+        return Config(self.backend, tuple((k, v if kept(k) else "-") for k, v in config.axes))
 
 
 def build_report(

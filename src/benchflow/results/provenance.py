@@ -13,7 +13,7 @@ import os
 import platform
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from functools import cache
 from importlib import metadata
 from pathlib import Path
@@ -142,6 +142,8 @@ def remember_environ(environ: Mapping[str, str]) -> None:
     _started_with = dict(environ)
 
 
-def job_env() -> dict[str, str]:
-    """The job's speed settings, as it was started (not what imports added since)."""
-    return speed_env(os.environ if _started_with is None else _started_with)
+def job_env(names: Iterable[str] = ()) -> dict[str, str]:
+    """The job's speed settings, and the variables `names` (its `env.` settings), as it
+    was started (not what imports added since)."""
+    environ = os.environ if _started_with is None else _started_with
+    return speed_env(environ) | {k: environ[k] for k in sorted(names) if k in environ}

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchflow.config.errors import ConfigError
-from benchflow.config.schema import INDUCTOR, knobs, setting_text
+from benchflow.config.schema import INDUCTOR, setting_text, settings_of
 from benchflow.core.job import Job
 from benchflow.runner.interpreter import PROBE_TIMEOUT_S, ToolchainError, last_lines
 from benchflow.runner.toolchain import launch
@@ -129,7 +129,7 @@ def check_knobs(jobs: Sequence[Job]) -> None:
     (its toolchain's interpreter). Raises ConfigError naming the key, the value and
     what is allowed, with "did you mean" for a misspelt key."""
     for job in jobs:
-        settings = knobs(job.config.inductor)
+        settings = settings_of(job.config.inductor)
         if job.invalid or job.skip or not settings:
             continue
         try:

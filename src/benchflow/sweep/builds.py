@@ -12,16 +12,24 @@ only add a process.
 
 An XLA job whose environment sets a variable torch_xla reads at import (its kind leaves
 torch_xla out, so that it imports it itself once its environment is set) joins no
-shared build: it builds its own. No sweep setting gives a job such a variable today.
+shared build: it builds its own. A job with `env.NAME=` variables forks from no zygote:
+it is spawned, since torch and the libraries it loads read many variables at import
+(OMP_*, TORCH_*, TORCHINDUCTOR_*), which a forked job's interpreter did before its
+variables were set. `xla.flags=` (XLA_FLAGS) is read at the first compile: its jobs
+fork as any other.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from benchflow import backends
+from benchflow.backends.base import XLA_PERSISTENT_CACHE
+from benchflow.config.schema import settings_of
+from benchflow.core.cpus import ENV_CPUS
 from benchflow.core.job import Job, Launch
 from benchflow.core.layout import JobDir, cache_root
 from benchflow.models import sharing
@@ -40,12 +48,12 @@ class Shared:
 
 def zygote_kind(job: Job, env: dict[str, str] | None = None) -> str | None:
     """The name of the zygote this job forks from (runner/zygote.named: its kind, in its
-    toolchain's environment; None: prefork=false, spawn). Without `env`, from the plan
-    alone, as the sweep does to start zygotes before its jobs."""
-    if not job.config.prefork:
+    toolchain's environment; None: prefork=false, or `env.` variables: spawn). Without
+    `env`, from the plan alone, as the sweep does to start zygotes before its jobs."""
+    if not job.config.prefork or settings_of(job.config.env):
         return None
     if env is None:
-        env = compile_cache_env(job, JobDir(Path(".")))
+        env = launch_env(job, JobDir(Path(".")))
     kind = backends.get(job.backend).zygote(env, trains=job.config.test.name == "train")
     toolchain = job.config.toolchain
     if kind is None or toolchain.is_project:
@@ -71,6 +79,39 @@ def compile_cache_env(job: Job, job_dir: JobDir) -> dict[str, str]:
     if job.config.compile_cache == "cold":
         return backend.cache_env(str(job_dir.compile_cache), persistent=False)
     return backend.cache_env(str(cache_root()), persistent=True)
+
+
+def launch_env(job: Job, job_dir: JobDir) -> dict[str, str]:
+    """The variables the job's settings give its child: its compile caches
+    (compile_cache_env), XLA_FLAGS (`xla.flags`) and its `env.` variables."""
+    cfg = job.config
+    env = compile_cache_env(job, job_dir)
+    if cfg.xla.flags:
+        env["XLA_FLAGS"] = cfg.xla.flags
+    return env | {k: str(v) for k, v in settings_of(cfg.env).items()}
+
+
+# Variables benchflow sets for every job, and the setting that gives each its value.
+SET_BY = {
+    "OMP_NUM_THREADS": "num_threads=N",
+    "MKL_NUM_THREADS": "num_threads=N",
+    ENV_CPUS: "cpus_per_job=N",
+    "TORCHINDUCTOR_CACHE_DIR": "compile_cache=cold|warm",
+    **dict.fromkeys(XLA_PERSISTENT_CACHE, "compile_cache=cold|warm"),
+    "XLA_FLAGS": "xla.flags=...",
+}
+
+
+def why_not_env(name: str) -> str | None:
+    """Why `env.<name>=` cannot be set (None: it can): not a variable's name, or one
+    benchflow sets itself."""
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        return f"env.{name}: not an environment variable's name; allowed: letters, digits, _"
+    if name in SET_BY:
+        return f"env.{name}: benchflow sets {name} for every job; allowed: {SET_BY[name]}"
+    if name.startswith("BENCHFLOW_"):
+        return f"env.{name}: BENCHFLOW_* variables are benchflow's own; allowed: another name"
+    return None
 
 
 def _imports_xla_itself(job: Job, zygote: str) -> bool:

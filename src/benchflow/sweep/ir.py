@@ -56,7 +56,8 @@ def dump_ir(
         if fmt:
             env.update(XLA_SAVE_TENSORS_FILE=str(raw), XLA_SAVE_TENSORS_FMT=fmt)
         if with_xla_dump:
-            env["XLA_FLAGS"] = f"--xla_dump_to={JobDir(job_dir).xla_dump}"
+            own = env.get("XLA_FLAGS", "")  # the job's xla.flags, which its dump keeps
+            env["XLA_FLAGS"] = f"{own} --xla_dump_to={JobDir(job_dir).xla_dump}".strip()
             for name in XLA_PERSISTENT_CACHE:  # XLA dumps what it compiles, not what it reads
                 env.pop(name, None)
         job_file = ir_dir / f"job_{label}.json"

@@ -19,11 +19,12 @@ from benchflow.config.errors import ConfigError, InvalidCombination
 from benchflow.config.schema import (
     INDUCTOR,
     SUITE_MODEL_SOURCES,
+    XLA_FLAGS_KEY,
     BenchConfig,
     ModelConfig,
     SuiteConfig,
-    knobs,
     setting_text,
+    settings_of,
 )
 from benchflow.config.validate import parse
 from benchflow.core.job import Job
@@ -31,6 +32,7 @@ from benchflow.core.machine import cuda_present
 from benchflow.core.status import INVALID_PREFIX
 from benchflow.runner.toolchain import lacks
 from benchflow.runner.toolchain import resolve as resolve_toolchain
+from benchflow.sweep.builds import why_not_env
 
 __all__ = [
     "ConfigError",
@@ -190,7 +192,7 @@ def job_name(cfg: BenchConfig) -> str:
     """Readable run name: model·backend·test, plus the non-default axes that distinguish it;
     the compiler settings it sets after the backend: `inductor[freezing,cpp.threads=1]`."""
     label = backend_of(cfg).label
-    if settings := knobs(cfg.inductor):
+    if settings := settings_of(cfg.inductor):
         shown = (k if v is True else f"{k}={setting_text(v)}" for k, v in settings.items())
         label += "[" + ",".join(shown) + "]"
     parts = [cfg.model.name, label, cfg.test.name]
@@ -199,6 +201,28 @@ def job_name(cfg: BenchConfig) -> str:
     if cfg.dtype:
         parts.append(cfg.dtype)
     return "·".join(parts)
+
+
+def _untaken(cfg: BenchConfig, backend: type[backends.Backend]) -> tuple[BenchConfig, list[str]]:
+    """The config less the settings its backend does not take (Backend.takes), and a note
+    for each: a sweep's job runs without them, a single run is refused."""
+    notes = []
+    if settings_of(cfg.inductor) and not backend.takes(INDUCTOR):
+        notes.append(
+            f"{INDUCTOR}.* settings ({', '.join(settings_of(cfg.inductor))}) apply to dynamo="
+            + "|".join(b.dynamo for b in backends.REGISTRY.values() if b.takes(INDUCTOR))
+            + f" only, but this job runs dynamo={cfg.dynamo.name}; allowed: dynamo=inductor, "
+            "or no inductor.* setting (in a sweep, such a job runs without them)"
+        )
+        cfg = dataclasses.replace(cfg, inductor={})
+    if cfg.xla.flags and not backend.takes(XLA_FLAGS_KEY):
+        notes.append(
+            f"{XLA_FLAGS_KEY}={cfg.xla.flags} applies on the XLA device only, but this job "
+            f"runs dynamo={cfg.dynamo.name} xla={backend.xla_value()}; allowed: xla=PJRT or "
+            "dynamo=openxla, or no xla.flags (in a sweep, such a job runs without them)"
+        )
+        cfg = dataclasses.replace(cfg, xla=dataclasses.replace(cfg.xla, flags=None))
+    return cfg, notes
 
 
 def _not_shared(cfg: BenchConfig) -> str | None:
@@ -245,15 +269,10 @@ def _with_rules(cfg: BenchConfig, num: int, overrides: tuple[str, ...], single: 
     from benchflow.suite.rules import decide
 
     backend = backend_of(cfg)
-    notes = []
-    if knobs(cfg.inductor) and not backend.takes(INDUCTOR):
-        notes.append(
-            f"{INDUCTOR}.* settings ({', '.join(knobs(cfg.inductor))}) apply to dynamo="
-            + "|".join(b.dynamo for b in backends.REGISTRY.values() if b.takes(INDUCTOR))
-            + f" only, but this job runs dynamo={cfg.dynamo.name}; allowed: dynamo=inductor, "
-            "or no inductor.* setting (in a sweep, such a job runs without them)"
-        )
-        cfg = dataclasses.replace(cfg, inductor={})
+    for var in settings_of(cfg.env):
+        if why := why_not_env(var):
+            raise ConfigError(why)
+    cfg, notes = _untaken(cfg, backend)
     name = job_name(cfg)  # from the user's choices, before suite rules fill in dtype
     decision = decide(
         cfg.suite, cfg.model.name, cfg.test.name, cfg.accelerator.name, cfg.dtype, cfg.batch_size

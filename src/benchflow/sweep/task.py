@@ -42,7 +42,7 @@ from benchflow.runner.isolated import Outcome
 from benchflow.runner.pool import POOL, build_request
 from benchflow.runner.toolchain import environment, launch
 from benchflow.sweep import progress, rounds, scheduler
-from benchflow.sweep.builds import compile_cache_env, zygote_kind
+from benchflow.sweep.builds import launch_env, zygote_kind
 from benchflow.sweep.ir import dump_inductor_code, dump_ir
 from benchflow.sweep.plan import plan_job
 from benchflow.sweep.processes import pooled, process_config, run_process
@@ -264,7 +264,7 @@ def execute(
     asked = time.perf_counter()
     with cpu_slot(cfg.cpus_per_job, f"{job.name} in {where.sweep.path}", progress.note) as cores:
         info.cpus, wait = span(cores), time.perf_counter() - asked
-        env = child_env(cores, cfg.num_threads) | compile_cache_env(job, where.job_dir)
+        env = child_env(cores, cfg.num_threads) | launch_env(job, where.job_dir)
         # As the plan says (a single run: its own build, no one to share one with)
         planned = (where.plan.launch(job.num) if where.plan else None) or Launch(
             zygote_kind(job, env)
@@ -372,7 +372,7 @@ def _build_ahead(num: int | None, where: Where, cores: list[int]) -> None:
     spec = JobSpec(first.name, cfg, str(job_dir.child_result))
     write_json_atomic(job_dir.job_file, spec.to_dict())
     _, toolchain_env = launch(cfg.toolchain)
-    env = child_env(cores, cfg.num_threads) | compile_cache_env(first, job_dir) | toolchain_env
+    env = child_env(cores, cfg.num_threads) | launch_env(first, job_dir) | toolchain_env
     build = build_request(share.build, job_dir.job_file, env, job_dir.path / "build.log")
     POOL.ahead(share.forks_from, build)
 
