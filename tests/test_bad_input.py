@@ -28,15 +28,19 @@ class Case:
 
 
 CASES = [
-    Case("unknown model", ("model=nope",), ("model", "nope", "llama", "dlrm"), 1),
+    Case("unknown model", ("model=nope",), ("model=nope", "no option 'nope'", "llama, ")),
     Case(
         "unknown model in a sweep",
         ("-m", "model=llama,nope"),
-        ("model", "nope", "llama", "dlrm"),
-        1,
+        ("model=nope", "no option 'nope'", "dlrm, "),
     ),
-    Case("unknown backend", ("dynamo=tvm",), ("dynamo", "tvm", "inductor", "openxla"), 1),
-    Case("unknown experiment", ("-m", "experiment=nope"), ("experiment", "nope", "headline"), 1),
+    Case("unknown backend", ("dynamo=tvm",), ("dynamo=tvm", "inductor", "openxla")),
+    Case(
+        "misspelt backend",
+        ("dynamo=inductr",),
+        ("dynamo=inductr", "did you mean dynamo=inductor?", "openxla"),
+    ),
+    Case("unknown experiment", ("-m", "experiment=nope"), ("experiment=nope", "headline")),
     Case("unknown key", ("repeats=3",), ("repeats", "did you mean repeat?", "allowed keys")),
     Case(
         "unknown nested key",

@@ -75,5 +75,9 @@ def _defaults() -> dict[str, str]:
 
 
 def _clip(line: str, width: int = 100) -> str:
-    """One line each: a longer comment is cut (docs/usage.md says it all)."""
-    return line if len(line) <= width else line[: width - 1] + "…"
+    """One line each: a longer comment is cut after its last whole word that fits
+    (docs/usage.md says it all)."""
+    if len(line) <= width:
+        return line
+    cut = line[: width - 1]
+    return (cut.rsplit(" ", 1)[0] if " " in cut.strip() else cut).rstrip(" ,;:(") + " …"

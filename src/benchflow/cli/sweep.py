@@ -44,6 +44,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if why := unchosen_suite_model(args):
         _exit(why)
     register_suite_models(args)
+    _check_choices(args, root)
 
     from hydra._internal.utils import _run_hydra, get_args_parser
 
@@ -244,6 +245,53 @@ def _check_keys(args: list[str]) -> None:
             continue  # a group choice: Hydra lists the options when one is unknown
         if why := unknown_key(key, groups):
             _exit(f"{arg}: {why}")
+
+
+def _check_choices(args: list[str], torchbench_root: str | None) -> None:
+    """A group option that does not exist (`dynamo=inductr`, `model=BERT_pytorch` with no
+    TorchBench checkout): one line with "did you mean" and the options there are, where
+    Hydra prints a stack of its own and exits 1. Sweep functions (`range(...)`,
+    `glob(...)`) are left to Hydra."""
+    import difflib
+
+    from hydra.core.config_store import ConfigStore
+
+    from benchflow.config.store import groups as config_groups
+    from benchflow.config.store import options
+
+    groups = config_groups(args)
+    stored = ConfigStore.instance().repo
+    for arg in args:
+        group, sep, value = arg.partition("=")
+        if not sep or group not in groups or "(" in value:
+            continue
+        known = set(options(group, args)) | {
+            n.removesuffix(".yaml") for n in stored.get(group, {}) if n.endswith(".yaml")
+        }
+        for choice in (v.strip() for v in value.split(",")):
+            if not choice or choice in known or choice == "null":
+                continue
+            close = difflib.get_close_matches(choice, known, n=1)
+            hint = f"did you mean {group}={close[0]}? " if close else ""
+            where = ""
+            if group == "model" and not _torchbench_found(torchbench_root):
+                where = (
+                    " (TorchBench's models are options once a pytorch/benchmark checkout "
+                    "is found: suite.torchbench_root=PATH or $TORCHBENCH_ROOT)"
+                )
+            _exit(
+                f"{group}={choice}: no option {choice!r} in {group}{where}; {hint}"
+                f"allowed: {', '.join(sorted(known))}"
+            )
+
+
+def _torchbench_found(configured: str | None) -> bool:
+    from benchflow.models.torchbench_index import TorchBenchNotFound, find_root
+
+    try:
+        return find_root(configured) is not None
+    except TorchBenchNotFound:
+        return False
 
 
 def _multirun(args: list[str]) -> bool:

@@ -235,7 +235,9 @@ class BenchConfig:
     slowdown: float | None = field(default=None, metadata=OPTIONAL)
     compile_cache: str = "cold"  # cold: a fresh Inductor/XLA cache per job | warm: shared
     batch_size: int | None = None  # null: the suite's or the model's default for the test
-    dtype: str | None = None  # null: suite default (float32 for built-ins); bfloat16, amp, ...
+    # null: the suite's rule (the default suite, torchbench: eval in bfloat16, training
+    # in float32 on a CPU; suite=builtin: float32); or float32, bfloat16, amp, ...
+    dtype: str | None = None
     verify: bool = False  # also check accuracy against eager and float64 (same job, after timing)
     seed: int = 1337  # seeds torch, numpy and random before the model is built
     matmul_precision: str = "high"  # torch.set_float32_matmul_precision

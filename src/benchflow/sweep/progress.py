@@ -68,10 +68,12 @@ def report(row: ResultRow, num: int, total: int, tally: Counter[str]) -> None:
     parts.append(f"{row.job.name:<28}")
     if h.time_s is not None:
         parts.append(f"{format_time(h.time_s)}/iter")
+        ci = ""
         if h.ci_low_s is not None and h.ci_high_s is not None:
-            parts.append(f"(95% CI {format_interval(h.ci_low_s, h.ci_high_s)},")
+            ci = f"95% CI {format_interval(h.ci_low_s, h.ci_high_s)}, "
         procs = f"{h.processes} processes, " if h.processes > 1 else ""
-        parts.append(f"{procs}{h.repeats} repeats; cold start {format_time(h.compile_first_s)})")
+        cold = format_time(h.compile_first_s)
+        parts.append(f"({ci}{procs}{h.repeats} repeats; cold start {cold})")
         if h.host and not h.host.quiet:
             parts.append("[yellow]host busy[/]")
     elif row.error:
