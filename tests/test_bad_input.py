@@ -77,6 +77,11 @@ CASES = [
         ("dynamo=inductor", "xla.flags=--xla_dump_to=x"),
         ("xla.flags=--xla_dump_to=x", "XLA device only", "xla=PJRT"),
     ),
+    Case(
+        "your model without a target",
+        ("model=custom",),
+        ("model=custom", "model.target=module:function", "docs/your-code.md"),
+    ),
     Case("wrong type (int)", ("repeat=abc",), ("repeat", "abc", "Integer"), 1),
     Case("wrong type (bool)", ("verify=maybe",), ("verify", "maybe", "bool"), 1),
     Case("out of range: repeat", ("repeat=0",), ("repeat=0", ">= 1")),
@@ -182,7 +187,7 @@ CASES = [
     Case(
         "unknown command",
         ("reprot",),
-        ("no command 'reprot'", "did you mean `report`", "allowed commands: models, report"),
+        ("no command 'reprot'", "did you mean `report`", "rerun, history, bisect, or key=value"),
     ),
     Case(
         "models with bad arguments",

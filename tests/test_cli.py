@@ -20,6 +20,7 @@ from tests.conftest import (
     SessionSweep,
     early,
     left_behind,
+    run_cli,
     start_cli,
 )
 
@@ -59,6 +60,27 @@ def test_help_and_cfg_job_do_not_import_heavy_modules(workdir: Path) -> None:
             _one_screen(out)
         else:
             _the_job_as_planned(out, args)
+
+
+def test_cfg_job_of_a_sweep_shows_each_job_as_planned(workdir: Path) -> None:
+    """-m with --cfg job: each job of the sweep as it would run (Hydra's own --cfg job
+    refuses a sweep's values and says to add --multirun), an invalid pair as such."""
+    import yaml
+
+    args = ["--cfg", "job", "-m", "model=llama,dlrm", "dynamo=inductor,openxla", "xla=PJRT"]
+    res = run_cli(args, workdir)
+    assert res.returncode == 0, res.stderr[-2000:]
+    docs = res.stdout.split("\n---\n")
+    assert len(docs) == 4
+    invalid = [d for d in docs if "invalid combination" in d]
+    assert [d.split(" ", 2)[1] for d in invalid] == ["llama·inductor·eval", "dlrm·inductor·eval"]
+    shown = [yaml.safe_load(d) for d in docs if d not in invalid]
+    assert [(j["model"]["name"], j["dynamo"]["name"]) for j in shown] == [
+        ("llama", "openxla"),
+        ("dlrm", "openxla"),
+    ]
+    assert all(j["dtype"] == "bfloat16" and j["xla"]["name"] == "PJRT" for j in shown)
+    assert not list(workdir.glob("multirun/*/*"))  # nothing ran
 
 
 def _one_screen(out: str) -> None:

@@ -53,7 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = get_args_parser()
     parsed = parser.parse_args(args)
     if parsed.cfg == "job" and parsed.package is None:
-        return _show_job(parsed.overrides, args)
+        return _show_jobs(parsed.overrides, args, parsed.multirun)
 
     def task(cfg: object) -> object:
         from benchflow.sweep.task import run_job
@@ -99,35 +99,56 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def _show_job(overrides: list[str], args: list[str]) -> int:
+def _show_jobs(overrides: list[str], args: list[str], multirun: bool) -> int:
     """--cfg job: the job as it would run, planned as a run plans it (the `auto` choices,
     the suite's dtype and batch size resolved; a bad value refused), with only the suite
     rules that name its model. Hydra's own --cfg job prints the config before planning
-    (dtype: null) with every suite rule (~250 lines)."""
-    import dataclasses
+    (dtype: null) with every suite rule (~250 lines), and with -m refuses a sweep's
+    values. With -m: each job of the sweep, a YAML document each."""
+    from hydra import initialize_config_dir
 
-    import yaml
-    from hydra import compose, initialize_config_dir
-    from hydra._internal.utils import run_and_report
-
-    from benchflow.config.errors import ConfigError
     from benchflow.config.store import CONF_DIR, user_config_dirs
-    from benchflow.suite.rules import rules_for
-    from benchflow.sweep.plan import plan_job
 
     dirs = user_config_dirs(args)  # --config-dir too, as Hydra's search path
     given = [o for o in overrides if not o.startswith("hydra.searchpath=")]
     searchpath = [f"hydra.searchpath=[{','.join(f'file://{d}' for d in dirs)}]"] if dirs else []
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None, job_name="benchflow"):
-        composed = run_and_report(lambda: compose("config", overrides=[*given, *searchpath]))
-    from benchflow.runner.knobs import check_knobs
+    grid = [given]
+    if multirun:
+        from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+        from hydra.core.override_parser.overrides_parser import OverridesParser
 
+        parsed = OverridesParser.create().parse_overrides(given)
+        grid = [list(job) for job in BasicSweeper.split_arguments(parsed, None)[0]]
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None, job_name="benchflow"):
+        for num, job_overrides in enumerate(grid):
+            if num:
+                print("---")
+            _show_job(num, job_overrides, searchpath, multirun)
+    return 0
+
+
+def _show_job(num: int, given: list[str], searchpath: list[str], multirun: bool) -> None:
+    import dataclasses
+
+    import yaml
+    from hydra import compose
+    from hydra._internal.utils import run_and_report
+
+    from benchflow.config.errors import ConfigError
+    from benchflow.runner.knobs import check_knobs
+    from benchflow.suite.rules import rules_for
+    from benchflow.sweep.plan import plan_job
+
+    composed = run_and_report(lambda: compose("config", overrides=[*given, *searchpath]))
     try:
-        job = plan_job(composed, 0, given, single=True)
+        job = plan_job(composed, num, given, single=not multirun)
         check_knobs([job])
     except ConfigError as exc:
-        _exit(str(exc))
+        _exit(f"job {num} ({' '.join(given)}): {exc}" if multirun else str(exc))
         raise  # not reached
+    if job.invalid:  # a sweep records it as such, and runs nothing
+        print(f"# {job.name} ({' '.join(given)}): {job.invalid}")
+        return
     cfg = job.config
     shown = dataclasses.asdict(cfg)
     shown["suite"]["rules"] = rules_for(cfg.suite.rules, cfg.model.name)
@@ -147,7 +168,6 @@ def _show_job(overrides: list[str], args: list[str]) -> int:
     if job.skip:
         print(f"# skipped: {job.skip}")
     print(yaml.safe_dump(shown, sort_keys=False), end="")
-    return 0
 
 
 def _resume_into(args: list[str]) -> list[str]:

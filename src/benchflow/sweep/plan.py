@@ -139,6 +139,12 @@ def _resolve_model_source(cfg: BenchConfig) -> tuple[ModelConfig, SuiteConfig]:
             f"model={name!r} is not a TorchBench model in {root}; allowed: "
             + ", ".join(list_models(root))
         )
+    if source == "builtin" and not cfg.model.builtin and name == "custom":
+        raise ConfigError(
+            "model=custom is your own model, which needs model.target=module:function (a "
+            "function returning the module and its example inputs: docs/your-code.md); "
+            "allowed: model=custom model.target=mymodels:build, or a built-in model"
+        )
     if source == "builtin" and not cfg.model.builtin:
         raise ConfigError(
             f"model={name!r} has no built-in implementation and TorchBench is not installed; "
