@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from tests.conftest import SessionSweep, run_cli
 
-from benchflow.config.schema import BenchConfig, ModelConfig, measured, measured_flat
+from benchflow.config.schema import BenchConfig, ModelConfig, measured, measured_flat, settings_of
 from benchflow.core.job import fingerprint
 from benchflow.report.entry import Config
 from benchflow.report.model import Baseline
@@ -143,3 +143,50 @@ def test_a_sweep_over_a_setting_compares_it_with_plain_inductor(tmp_path: Path) 
         if ln.startswith("| llama | eval | inductor inductor.freezing=true |")
     ]
     assert "x (" in line and "(baseline)" not in line  # a speedup, with its interval
+
+
+def test_the_hud_experiment_sweeps_the_dashboards_configurations() -> None:
+    """experiment=hud: each model on eager and on Inductor in each of the dashboard's
+    CPU configurations (conf/hud/*.yaml), speedups over eager."""
+    from hydra import compose, initialize_config_dir
+
+    from benchflow.config.store import CONF_DIR, register
+    from benchflow.config.validate import parse
+
+    register()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose("config", overrides=["experiment=hud"], return_hydra_config=True)
+        params = cfg.hydra.sweeper.params
+        assert params["dynamo"] == "none,inductor"
+        configurations = params["hud"].split(",")
+        assert configurations == ["default", "freezing", "cpp_wrapper", "max_autotune"]
+        settings = {
+            option: settings_of(parse(compose("config", overrides=[f"hud={option}"])).inductor)
+            for option in configurations
+        }
+    assert parse(cfg).baseline == "none"
+    assert settings == {
+        "default": {},
+        "freezing": {"freezing": True},
+        "cpp_wrapper": {"cpp_wrapper": True},
+        "max_autotune": {"max_autotune": True},
+    }
+    labels = [Config("inductor", (("inductor.freezing", v),)).label for v in ("-", "true")]
+    assert labels == ["inductor", "inductor inductor.freezing=true"]  # set ones only
+
+
+@pytest.mark.full  # 4 models x (eager + 4 Inductor configurations), tiny: ~4 min
+def test_the_hud_experiment_runs_and_reports_the_configurations_side_by_side(
+    tmp_path: Path,
+) -> None:
+    args = ["-m", "experiment=hud", "model.size=tiny"]
+    res = run_cli([*args, "mlflow.enabled=false"], tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    rows = res.rows()
+    assert {r["status"] for r in rows} == {"ok"}, [r["error"] for r in rows]
+    (sweep,) = res.sweep_dirs
+    report = (sweep / "report" / "report.md").read_text()
+    summary = report.split("## Per model", 1)[0]
+    for label in ("inductor |", "inductor inductor.freezing=true |", "inductor.cpp_wrapper=true |"):
+        (line,) = [ln for ln in summary.splitlines() if ln.startswith(f"| {label}")]
+        assert "x (" in line and "over 4 of 4" in line, line  # a geomean speedup over eager

@@ -179,7 +179,7 @@ def test_models_and_help_list_what_the_user_added(early_sweeps: EarlySweeps) -> 
     assert "factory" in line and "bench/model/mlp.yaml" in line and "A small MLP" in line
     assert helped.returncode == 0, helped.stderr
     assert "model: bert, custom, dlrm, llama, mlp, resnet" in helped.stdout
-    assert "experiment: backends_smoke, headline, nightly" in helped.stdout
+    assert "experiment: backends_smoke, headline, hud, nightly" in helped.stdout
 
 
 # --- the wheel, installed into a fresh environment, run from an empty folder ----------

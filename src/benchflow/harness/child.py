@@ -148,27 +148,37 @@ def preload() -> None:
     from benchflow.models import bert, dlrm, llama, resnet  # noqa: F401  (the built-ins)
 
 
-def run(cfg: BenchConfig, backend: type[Backend], out_dir: Path) -> ChildResult:
-    """Build, prepare and time one job. Returns the child's part of the result row."""
+def _start(cfg: BenchConfig, backend: type[Backend]) -> tuple[_Job, float]:
+    """The job's device and threads, set up; the seconds its imports took."""
     t_import = time.perf_counter()
     import scipy.stats  # noqa: F401  (the timing loop's interval: an import, not timed work)
     import torch
 
-    from benchflow.harness.hold import HOLD
-    from benchflow.harness.load import LoadProbe
-    from benchflow.harness.timing import Sampling, measure
+    import benchflow.harness.hold
+    import benchflow.harness.load
+    import benchflow.harness.timing  # noqa: F401
 
     device = backend.make_device(cfg.accelerator.name)
     import_s = time.perf_counter() - t_import
-
     device.set_matmul_precision(cfg.matmul_precision)
     # A CPU slot sets OMP_NUM_THREADS for a spawned child; a forked one loaded OpenMP
     # before it got its environment, so the slot's size is set here too.
     threads = cfg.num_threads or (len(os.sched_getaffinity(0)) if os.environ.get(ENV_CPUS) else 0)
     if threads:
         torch.set_num_threads(threads)
-    job = _Job(cfg, backend, device, Precision(cfg.dtype, device.kind))
+    return _Job(cfg, backend, device, Precision(cfg.dtype, device.kind)), import_s
 
+
+def run(cfg: BenchConfig, backend: type[Backend], out_dir: Path) -> ChildResult:
+    """Build, prepare and time one job. Returns the child's part of the result row."""
+    job, import_s = _start(cfg, backend)  # first: its imports are what import_s times
+    import torch
+
+    from benchflow.harness.hold import HOLD
+    from benchflow.harness.load import LoadProbe
+    from benchflow.harness.timing import Sampling, measure
+
+    device = job.device
     clock.take("move")
     t_build = time.perf_counter()
     timed = job.build(device.torch_device, job.prec.model_dtype, True, cfg.batch_size)

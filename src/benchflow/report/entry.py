@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from benchflow.config.schema import is_knob
 from benchflow.core.status import Status
 from benchflow.results.headline import headline_of, timed_of
 from benchflow.results.intervals import Interval, Timed
@@ -30,7 +31,10 @@ class Config:
 
     @property
     def label(self) -> str:
-        return " ".join([self.backend, *(f"{k}={v}" for k, v in self.axes)])
+        """The backend and each axis's value; a compiler setting (`inductor.*`) only where
+        set: `inductor inductor.freezing=true`, and plain `inductor` beside it."""
+        shown = (f"{k}={v}" for k, v in self.axes if not (v == "-" and is_knob(k)))
+        return " ".join([self.backend, *shown])
 
     def axis(self, key: str) -> str | None:
         return next((v for k, v in self.axes if k == key), None)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Sequence
+from typing import Any
 
 from benchflow.config.schema import STEPS
 from benchflow.core.status import Status
@@ -255,6 +256,14 @@ def to_markdown(report: Report, title: str, changes: Sequence[Change] | None = N
     return "\n".join(parts).rstrip() + "\n"
 
 
+def _plain(cells: Sequence[str]) -> list[Any]:
+    """Cells as text, not Rich markup: a job's name or a setting may hold brackets
+    (inductor[freezing], ir.formats=[hlo])."""
+    from rich.text import Text
+
+    return [Text(c) for c in cells]
+
+
 def print_terminal(report: Report, title: str, changes: Sequence[Change] | None = None) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -266,10 +275,10 @@ def print_terminal(report: Report, title: str, changes: Sequence[Change] | None 
         table = Table(*CHANGE_HEADER, title=f"{title}: against the baseline sweep")
         for c in changes:
             style = "red" if c.fails else ("green" if c.verdict in GOOD else None)
-            table.add_row(*change_cells(c), style=style)
+            table.add_row(*_plain(change_cells(c)), style=style)
         console.print(table)
         for text in overall_lines(changes):
-            console.print(text)
+            console.print(text, markup=False)
     table = Table(*ENTRY_HEADER, title=title)
     previous = None
     for e in report.entries:
@@ -277,23 +286,23 @@ def print_terminal(report: Report, title: str, changes: Sequence[Change] | None 
             table.add_section()
         previous = (e.model, e.test)
         style = None if e.passed else e.status.style
-        table.add_row(*entry_cells(e, report.is_baseline(e.config)), style=style)
+        table.add_row(*_plain(entry_cells(e, report.is_baseline(e.config))), style=style)
     console.print(table)
     table = Table(*SUMMARY_HEADER, title="summary", caption=definitions(report))
     for s in report.summaries:
-        table.add_row(*summary_cells(s))
+        table.add_row(*_plain(summary_cells(s)))
     console.print(table)
     if report.invalid:
         table = Table(*INVALID_HEADER, title=INVALID_TITLE.lower())
         for cells in invalid_rows(report):
-            table.add_row(*cells, style="yellow")
+            table.add_row(*_plain(cells), style="yellow")
         console.print(table)
     if report.time_spent:
         table = Table(*TIME_HEADER[2:-1], "total", title=f"{TIME_TITLE.lower()} (s, all jobs)")
-        table.add_row(*time_rows(report)[0][2:])
+        table.add_row(*_plain(time_rows(report)[0][2:]))
         console.print(table)
     for note in report.notes:
-        console.print(f"note: {note}")
+        console.print(f"note: {note}", markup=False)
 
 
 def html_table(

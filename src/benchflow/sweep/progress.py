@@ -7,6 +7,7 @@ from collections import Counter
 from collections.abc import Iterator
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -27,6 +28,7 @@ console = Console(stderr=True, highlight=False)
 @contextlib.contextmanager
 def running(enabled: bool, num: int, total: int, name: str) -> Iterator[None]:
     """A live spinner and sweep bar while a job's child runs (no-op when not a terminal)."""
+    name = escape(name)  # a job's name may hold brackets: inductor[freezing]
     if not enabled or not console.is_terminal:
         console.print(f"[{num + 1}/{total}] {name} …", soft_wrap=True)
         yield
@@ -46,14 +48,12 @@ def running(enabled: bool, num: int, total: int, name: str) -> Iterator[None]:
 
 def note(text: str) -> None:
     """A line about the sweep itself (waiting for CPUs, and such)."""
-    console.print(f"[dim]{text}[/]", soft_wrap=True)
+    console.print(f"[dim]{escape(text)}[/]", soft_wrap=True)
 
 
 def duplicate(job: Job, first: Job, total: int) -> None:
     """A job planned twice (its fingerprint an earlier job's): launched once, as the
     first; said before the sweep launches anything."""
-    from rich.markup import escape
-
     console.print(
         f"[{job.num + 1}/{total}] [dim]{escape(' '.join(job.overrides))}: the same job as "
         f"[{first.num + 1}/{total}] ({escape(' '.join(first.overrides))}), run once as it[/]",
@@ -65,7 +65,7 @@ def report(row: ResultRow, num: int, total: int, tally: Counter[str]) -> None:
     status = row.status
     h = headline_of(row)
     parts = [f"[{num + 1}/{total}]", f"[{status.style}]{status:<11}[/]"]
-    parts.append(f"{row.job.name:<28}")
+    parts.append(escape(f"{row.job.name:<28}"))
     if h.time_s is not None:
         parts.append(f"{format_time(h.time_s)}/iter")
         ci = ""
@@ -88,7 +88,7 @@ def kept(row: ResultRow, num: int, total: int, retry: str) -> None:
     """A job a resumed sweep does not run again: its recorded result stands."""
     status = row.status
     parts = [f"[{num + 1}/{total}]", f"[{status.style}]{'kept ' + status:<11}[/]"]
-    parts.append(f"{row.job.name:<28}")
+    parts.append(escape(f"{row.job.name:<28}"))
     per_iter = median_time(row)
     if per_iter is not None:
         parts.append(f"{format_time(per_iter)}/iter")
