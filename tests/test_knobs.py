@@ -49,17 +49,25 @@ def test_an_inductor_setting_reaches_inductor_and_is_its_own_configuration(
 def test_a_jobs_own_variables_and_its_xla_flags_reach_its_child(
     cases_sweep: SessionSweep,
 ) -> None:
-    row = cases_sweep.case("env_and_xla_flags")
-    assert row["status"] == "ok", row["error"]
-    flags = "--xla_cpu_enable_fast_math=false"
-    assert row["config"]["env.ENV_PROBE"] == "42" and row["config"]["xla.flags"] == flags
-    out = (Path(row["job"]["dir"]) / "stdout.log").read_text().splitlines()
-    (seen,) = [json.loads(line) for line in out if line.startswith("{")]
+    def seen(row: dict[str, Any]) -> dict[str, Any]:
+        out = (Path(row["job"]["dir"]) / "stdout.log").read_text().splitlines()
+        (said,) = [json.loads(line) for line in out if line.startswith("{")]
+        return dict(said)
+
+    env = cases_sweep.case("env_probe")
+    assert env["status"] == "ok", env["error"]
+    assert env["config"]["env.ENV_PROBE"] == "42"
     # read in the child: a job with env. variables is spawned with them
-    assert seen == {"env_probe": "42", "xla_flags": flags, "launch": "spawn"}
-    assert row["timing"]["launch"] == "spawn"
-    assert row["provenance"]["env"]["ENV_PROBE"] == "42"
-    assert row["provenance"]["env"]["XLA_FLAGS"] == flags
+    assert seen(env) == {"env_probe": "42", "xla_flags": None, "launch": "spawn"}
+    assert env["timing"]["launch"] == "spawn" and env["provenance"]["env"]["ENV_PROBE"] == "42"
+    xla = cases_sweep.case("xla_flags")
+    assert xla["status"] == "ok", xla["error"]
+    flags = "--xla_cpu_enable_fast_math=true"  # torch_xla's import sets it false
+    assert xla["config"]["xla.flags"] == flags
+    # forked from the xla zygote: the flags are the job's, after torch_xla's import's own
+    said = seen(xla)
+    assert said["launch"] == "fork" and said["xla_flags"].split()[-1] == flags, said
+    assert xla["timing"]["launch"] == "fork" and xla["provenance"]["env"]["XLA_FLAGS"] == flags
 
 
 def test_xla_reads_the_flags_of_a_job_forked_from_its_zygote(cases_sweep: SessionSweep) -> None:

@@ -113,7 +113,7 @@ class DynamoConfig:
 class XlaConfig:
     name: str = "auto"  # auto: PJRT when the backend needs it | none | PJRT (lazy XLA device)
     # XLA_FLAGS for the job's XLA compiler (the experiment runner's xla_flags), e.g.
-    # "--xla_cpu_enable_fast_math=false"; XLA jobs only; null: none.
+    # "--xla_cpu_enable_fast_math=true"; XLA jobs only; null: none.
     flags: str | None = field(default=None, metadata=OPTIONAL)
 
 
