@@ -80,6 +80,13 @@ def test_cfg_job_of_a_sweep_shows_each_job_as_planned(workdir: Path) -> None:
         ("dlrm", "openxla"),
     ]
     assert all(j["dtype"] == "bfloat16" and j["xla"]["name"] == "PJRT" for j in shown)
+    # an experiment's grid too, the command line's values in place of its own
+    res = run_cli(["--cfg", "job", "-m", "experiment=hud", "model=llama"], workdir)
+    assert res.returncode == 0, res.stderr[-2000:]
+    names = [d.split(",", 1)[0] for d in res.stdout.split("\n---\n")]
+    assert names == ["# llama·eager·eval"] * 4 + [
+        f"# llama·inductor{s}·eval" for s in ("", "[freezing]", "[cpp_wrapper]", "[max_autotune]")
+    ]
     assert not list(workdir.glob("multirun/*/*"))  # nothing ran
 
 

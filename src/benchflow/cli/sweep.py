@@ -112,19 +112,30 @@ def _show_jobs(overrides: list[str], args: list[str], multirun: bool) -> int:
     dirs = user_config_dirs(args)  # --config-dir too, as Hydra's search path
     given = [o for o in overrides if not o.startswith("hydra.searchpath=")]
     searchpath = [f"hydra.searchpath=[{','.join(f'file://{d}' for d in dirs)}]"] if dirs else []
-    grid = [given]
-    if multirun:
-        from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-        from hydra.core.override_parser.overrides_parser import OverridesParser
-
-        parsed = OverridesParser.create().parse_overrides(given)
-        grid = [list(job) for job in BasicSweeper.split_arguments(parsed, None)[0]]
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None, job_name="benchflow"):
+        grid = _grid(given, searchpath) if multirun else [given]
         for num, job_overrides in enumerate(grid):
             if num:
                 print("---")
             _show_job(num, job_overrides, searchpath, multirun)
     return 0
+
+
+def _grid(given: list[str], searchpath: list[str]) -> list[list[str]]:
+    """A sweep's jobs, as its sweeper makes them: an experiment's grid
+    (hydra.sweeper.params), each key the command line does not give, then the command
+    line's values."""
+    from hydra import compose
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    chosen = [o for o in given if o.startswith("experiment=") and "," not in o]
+    master = compose("config", overrides=[*chosen, *searchpath], return_hydra_config=True)
+    keys = {o.split("=", 1)[0].lstrip("+~") for o in given}
+    params = master.hydra.sweeper.params or {}
+    grid = [f"{k}={v}" for k, v in params.items() if k not in keys]
+    parsed = OverridesParser.create().parse_overrides([*grid, *given])
+    return [list(job) for job in BasicSweeper.split_arguments(parsed, None)[0]]
 
 
 def _show_job(num: int, given: list[str], searchpath: list[str], multirun: bool) -> None:
