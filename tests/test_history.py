@@ -353,3 +353,19 @@ def test_a_real_history_finds_the_core_taken_away_at_its_8th_sweep(tmp_path: Pat
         (first / f"s{k:02d}").rename(root / f"s{k:02d}")
     loud = [str(root), "--fail-on-new", "--no-mlflow", "--out", str(tmp_path / "h")]
     assert history_main(loud) == 1
+
+
+def test_a_configuration_with_nothing_to_plot_says_so() -> None:
+    """A panel with no point (eager's compile time, a configuration with no baseline
+    row) says why, where it drew an empty axis from -0.05 to 0.05."""
+    from benchflow.history.dashboard import config_figure
+    from benchflow.report.entry import Config
+    from benchflow.report.model import Summary
+    from benchflow.report.plots import to_svg
+    from benchflow.report.sources import Sweep
+
+    lone = Summary(Config("eager"), 1, 1, 0, 0, None, 0, None, None, None, 0, compiles=False)
+    sweeps = [Sweep(f"s{i}", []) for i in range(2)]
+    svg = to_svg(config_figure("eager", [(0, lone), (1, lone)], sweeps))
+    assert "no speedup: no baseline row" in svg and "no compile: its backend" in svg
+    assert "no memory ratio" in svg and "-0.05" not in svg

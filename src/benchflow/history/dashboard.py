@@ -116,6 +116,10 @@ def config_figure(label: str, points: list[tuple[int, Summary]], sweeps: Sequenc
         ax.set_title(title, fontsize=9)
         xs = [o for o, s in points if value(s) is not None]
         ys = [value(s) for o, s in points if value(s) is not None]
+        if not xs:  # said, not an empty axis from -0.05 to 0.05
+            ax.text(0.5, 0.5, _none(title, points), ha="center", va="center", fontsize=8,
+                    transform=ax.transAxes, wrap=True)  # fmt: skip
+            ax.set_yticks([])
         ax.plot(xs, ys, **_marker(len(xs)))
         if title == "geomean speedup":
             low = [(o, s.geomean_ci) for o, s in points if s.geomean_ci is not None]
@@ -128,6 +132,18 @@ def config_figure(label: str, points: list[tuple[int, Summary]], sweeps: Sequenc
                 )
         _ticks(ax, sweeps)
     return fig
+
+
+def _none(title: str, points: list[tuple[int, Summary]]) -> str:
+    """Why a configuration's panel has no point in any sweep."""
+    summaries = [s for _, s in points]
+    if title == "geomean speedup":
+        return "no speedup: no baseline row of its models passed in these sweeps"
+    if title.startswith("mean compile") and not any(s.compiles for s in summaries):
+        return "no compile: its backend does not compile"
+    if title == "memory ratio":
+        return "no memory ratio: no baseline row with the same kind of peak"
+    return f"no {title} in these sweeps"
 
 
 def model_figure(group: list[Series], changes: Sequence[Change], sweeps: Sequence[Sweep]) -> Any:
