@@ -122,20 +122,15 @@ def _show_jobs(overrides: list[str], args: list[str], multirun: bool) -> int:
 
 
 def _grid(given: list[str], searchpath: list[str]) -> list[list[str]]:
-    """A sweep's jobs, as its sweeper makes them: an experiment's grid
-    (hydra.sweeper.params), each key the command line does not give, then the command
-    line's values."""
+    """A sweep's jobs, as its sweeper makes them (sweep/start.grid): an experiment's grid
+    and the command line's values."""
     from hydra import compose
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from benchflow.sweep.start import grid
 
     chosen = [o for o in given if o.startswith("experiment=") and "," not in o]
     master = compose("config", overrides=[*chosen, *searchpath], return_hydra_config=True)
-    keys = {o.split("=", 1)[0].lstrip("+~") for o in given}
-    params = master.hydra.sweeper.params or {}
-    grid = [f"{k}={v}" for k, v in params.items() if k not in keys]
-    parsed = OverridesParser.create().parse_overrides([*grid, *given])
-    return [list(job) for job in BasicSweeper.split_arguments(parsed, None)[0]]
+    return grid(master.hydra.sweeper.params or {}, given)
 
 
 def _show_job(num: int, given: list[str], searchpath: list[str], multirun: bool) -> None:

@@ -12,9 +12,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from benchflow.config.errors import ConfigError
 from benchflow.core.job import Job, Plan
@@ -37,6 +37,20 @@ class SweepRefused(Exception):
 def read_plan(path: str | Path) -> Plan:
     """A plan written by another command (`benchflow rerun`), to run as it stands."""
     return Plan.from_dict(json.loads(Path(path).read_text()))
+
+
+def grid(
+    params: Mapping[str, Any], arguments: Sequence[str], config_loader: Any = None
+) -> list[list[str]]:
+    """A sweep's jobs, each as its overrides: the sweeper's params (an experiment's
+    grid, hydra.sweeper.params), then the command line's, expanded as Hydra's basic
+    sweeper does (a key given in both takes the command line's values)."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create(config_loader=config_loader)
+    parsed = parser.parse_overrides([*(f"{k}={v}" for k, v in params.items()), *arguments])
+    return [list(job) for job in BasicSweeper.split_arguments(parsed, None)[0]]
 
 
 def plan_sweep(

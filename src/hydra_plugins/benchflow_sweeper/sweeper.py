@@ -15,7 +15,6 @@ from typing import Any
 
 from hydra._internal.core_plugins.basic_launcher import BasicLauncher
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf, open_dict
 
 # Launchers (their modules) whose workers run in a working folder of their own: a Ray
@@ -75,6 +74,7 @@ class BenchflowSweeper(BasicSweeper):
         from benchflow.sweep import progress, rounds
         from benchflow.sweep.compose import Composer
         from benchflow.sweep.start import SweepRefused, begin, plan_sweep, read_plan, start_base
+        from benchflow.sweep.start import grid as expand
 
         assert self.config is not None and self.hydra_context is not None
         assert self.launcher is not None
@@ -82,9 +82,7 @@ class BenchflowSweeper(BasicSweeper):
         if given is not None:
             grid = [list(job.overrides) for job in given.jobs()]
         else:
-            parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
-            parsed = parser.parse_overrides([*self._parse_config(), *arguments])
-            grid = [list(job) for job in BasicSweeper.split_arguments(parsed, None)[0]]
+            grid = expand(self.params or {}, arguments, self.hydra_context.config_loader)
         composer = Composer(self.hydra_context.config_loader, self.config)
         if self._planned is not None:  # its jobs run in this process: import meanwhile
             start_base(self.config)
