@@ -257,6 +257,7 @@ CASES = [
     *("graph_breaks_openxla", "graph_breaks_lazy"),
     *("ir_openxla", "ir_eager"),
     *("knob_freezing", "knob_freezing_off"),  # an inductor.* setting, on and off
+    *("knob_dynamic", "knob_dynamic_batch", "aot_inductor"),  # dynamic shapes, AOTInductor
     *("env_probe", "xla_flags", "xla_flags_unknown"),  # env.NAME=, xla.flags=
     # TorchBench quirks (tests/fixtures/torchbench, through $TORCHBENCH_ROOT)
     *("tb_mlp_eval", "tb_mlp_train", "tb_bare_eval", "tb_train_returns_error", "tb_no_cpu"),

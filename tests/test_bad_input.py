@@ -65,7 +65,22 @@ CASES = [
     Case(
         "Inductor setting on another backend",
         ("dynamo=openxla", "inductor.freezing=true"),
-        ("inductor.* settings (freezing)", "dynamo=inductor", "dynamo=openxla"),
+        ("inductor.* settings (freezing)", "dynamo=aot_inductor|inductor", "dynamo=openxla"),
+    ),
+    Case(
+        "dynamic shapes on a backend that does not compile",
+        ("dynamo.dynamic=true",),
+        ("dynamo.dynamic=true", "under torch.compile only", "dynamo=none"),
+    ),
+    Case(
+        "a dynamic batch with static shapes",
+        ("dynamo=inductor", "dynamo.dynamic=false", "dynamo.dynamic_batch=true"),
+        ("dynamo.dynamic_batch=true", "dynamo.dynamic=false", "allowed: dynamo.dynamic=null"),
+    ),
+    Case(
+        "AOTInductor training",
+        ("dynamo=aot_inductor", "test=train"),
+        ("dynamo=aot_inductor", "test=train", "allowed: test=eval"),
     ),
     Case(
         "a variable benchflow sets",

@@ -84,8 +84,12 @@ def test_cfg_job_of_a_sweep_shows_each_job_as_planned(workdir: Path) -> None:
     res = run_cli(["--cfg", "job", "-m", "experiment=hud", "model=llama"], workdir)
     assert res.returncode == 0, res.stderr[-2000:]
     names = [d.split(",", 1)[0] for d in res.stdout.split("\n---\n")]
-    assert names == ["# llama·eager·eval"] * 4 + [
-        f"# llama·inductor{s}·eval" for s in ("", "[freezing]", "[cpp_wrapper]", "[max_autotune]")
+    configurations = ("", "[freezing]", "[cpp_wrapper]", "[dynamic_batch]")
+    aot, eager = "# llama·aot_inductor·eval", "# llama·eager·eval"
+    assert names == [*[eager] * 4, aot, eager] + [
+        *[f"# llama·inductor{s}·eval" for s in configurations],
+        aot,
+        "# llama·inductor[max_autotune]·eval",
     ]
     assert not list(workdir.glob("multirun/*/*"))  # nothing ran
 

@@ -5,6 +5,7 @@ in tests/test_bad_input.py."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,14 @@ from typing import Any
 import pytest
 from tests.conftest import SessionSweep, run_cli
 
-from benchflow.config.schema import BenchConfig, ModelConfig, measured, measured_flat, settings_of
+from benchflow.config.schema import (
+    BenchConfig,
+    ModelConfig,
+    dynamic_settings,
+    measured,
+    measured_flat,
+    settings_of,
+)
 from benchflow.core.job import fingerprint
 from benchflow.report.entry import Config
 from benchflow.report.model import Baseline
@@ -33,7 +41,7 @@ def test_an_inductor_setting_reaches_inductor_and_is_its_own_configuration(
     assert on["config"]["inductor.freezing"] is True
     assert off["config"]["inductor.freezing"] is False
     assert "·inductor[freezing]·" in on["job"]["name"]
-    assert "·inductor[freezing=false]·" in off["job"]["name"]
+    assert "·inductor[freezing=false,dynamic=false]·" in off["job"]["name"]
     assert on["job"]["fingerprint"] != off["job"]["fingerprint"]
 
     # Inductor ran freezing's passes in the one job only: they rewrite the graph (its
@@ -44,6 +52,65 @@ def test_an_inductor_setting_reaches_inductor_and_is_its_own_configuration(
     assert rewrites(on) > rewrites(off), (rewrites(on), rewrites(off))
     run = MlflowClient(cases_sweep.tracking_uri).get_run(on["job"]["mlflow_run_id"])
     assert run.data.params["inductor.freezing"] == "True"
+
+
+def test_dynamic_shapes_reach_dynamo(cases_sweep: SessionSweep) -> None:
+    """dynamo.dynamic=true and dynamo.dynamic_batch=true each compile the graph with a
+    symbolic size (dynamo's compilation metrics), where dynamic=false compiles none."""
+    static = cases_sweep.case("knob_freezing_off")
+    dynamic, batch = cases_sweep.case("knob_dynamic"), cases_sweep.case("knob_dynamic_batch")
+    for row in (dynamic, batch):
+        assert row["status"] == "ok", row["error"]
+
+    def symbolic(row: dict[str, Any]) -> float:
+        return float(row["metrics"]["cold_dynamo_dynamic_graphs"])
+
+    assert symbolic(static) == 0 and symbolic(dynamic) >= 1 and symbolic(batch) >= 1
+    assert static["config"]["dynamo.dynamic"] is False
+    assert (
+        dynamic["config"]["dynamo.dynamic"] is True
+        and "dynamo.dynamic_batch" not in dynamic["config"]
+    )
+    assert (
+        batch["config"]["dynamo.dynamic_batch"] is True and "dynamo.dynamic" not in batch["config"]
+    )
+    assert "·inductor[dynamic]·" in dynamic["job"]["name"]
+    assert "·inductor[dynamic_batch]·" in batch["job"]["name"]
+
+
+def test_aot_inductor_exports_compiles_and_times_the_model(cases_sweep: SessionSweep) -> None:
+    row = cases_sweep.case("aot_inductor")
+    assert row["status"] == "ok", row["error"]
+    assert row["backend"] == "aot_inductor"
+    metrics = row["metrics"]
+    export, compile_s = metrics["cold_aot_export_time_s"], metrics["cold_aot_compile_time_s"]
+    # both in the cold call, apart, and nothing exported or compiled again after it
+    assert export > 0 and compile_s > 0 and export + compile_s < metrics["first_iter_time_s"]
+    assert set(metrics["aot_export_time_s"]) == set(metrics["aot_compile_time_s"]) == {0.0}
+    # Inductor's C++ check answered once, in the zygote it forked from
+    assert row["timing"]["launch"] == "fork"
+
+
+@pytest.mark.full  # two models on Inductor and AOTInductor, tiny: ~40 s on 2 CPUs
+def test_aot_inductor_beside_inductor_on_the_built_in_models(tmp_path: Path) -> None:
+    args = ["-m", "model=llama,resnet", "dynamo=inductor,aot_inductor", "suite=builtin"]
+    res = run_cli([*args, "model.size=tiny", "mlflow.enabled=false"], tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    rows = {r["job"]["name"]: r for r in res.rows()}
+    assert sorted(rows) == [
+        "llama·aot_inductor·eval",
+        "llama·inductor·eval",
+        "resnet·aot_inductor·eval",
+        "resnet·inductor·eval",
+    ]
+    assert {r["status"] for r in rows.values()} == {"ok"}, [r["error"] for r in rows.values()]
+    for model in ("llama", "resnet"):
+        metrics = rows[f"{model}·aot_inductor·eval"]["metrics"]
+        assert metrics["cold_aot_export_time_s"] > 0 and metrics["cold_aot_compile_time_s"] > 0
+    (sweep,) = res.sweep_dirs
+    report = (sweep / "report" / "report.md").read_text()
+    (line,) = [ln for ln in report.splitlines() if ln.startswith("| llama | eval | aot_inductor |")]
+    assert "(export " in line and "x (" in line, line  # its export apart, a speedup
 
 
 def test_a_jobs_own_variables_and_its_xla_flags_reach_its_child(
@@ -131,6 +198,60 @@ def test_a_configuration_with_a_setting_is_compared_with_its_backend_at_its_defa
     assert Baseline("inductor").reference(freezing) == plain
     assert Baseline("inductor").is_base(plain) and not Baseline("inductor").is_base(freezing)
     assert Baseline("eager").reference(freezing) == eager
+    # dynamic shapes are the compiler's settings too: plain Inductor is automatic
+    dynamic = Config("inductor", (("dynamo.dynamic", "true"), ("dynamo.dynamic_batch", "-")))
+    automatic = Config("inductor", (("dynamo.dynamic", "-"), ("dynamo.dynamic_batch", "-")))
+    assert Baseline("inductor").reference(dynamic) == automatic
+    assert automatic.label == "inductor" and dynamic.label == "inductor dynamo.dynamic=true"
+
+
+def test_dynamic_shape_settings_are_measured_only_where_set() -> None:
+    from benchflow.config.schema import DynamoConfig
+
+    plain = _cfg(dynamo=DynamoConfig(name="inductor"))
+    assert "dynamic" not in measured(plain)["dynamo"]  # rows written before keep theirs
+    assert "dynamic_batch" not in measured(plain)["dynamo"]
+    static = _cfg(dynamo=DynamoConfig(name="inductor", dynamic=False))
+    batch = _cfg(dynamo=DynamoConfig(name="inductor", dynamic_batch=True))
+    prints = {fingerprint(c) for c in (plain, static, batch)}
+    assert len(prints) == 3
+    assert measured_flat(static)["dynamo.dynamic"] is False
+    assert measured_flat(batch)["dynamo.dynamic_batch"] is True
+
+
+def test_aot_inductor_honours_the_suites_export_lists_and_freezing_its_freezing_list() -> None:
+    """The dynamo benchmarks skip skip.export_not_supported and skip.control_flow with
+    --export-aot-inductor, skip.freezing.<device> with --freezing: so does the plan,
+    naming the list."""
+    from benchflow.config.schema import DynamoConfig, SuiteConfig
+    from benchflow.sweep.plan import plan_config
+
+    rules = {
+        "skip": {
+            "export_not_supported": ["llama"],
+            "control_flow": ["dlrm"],
+            "freezing": {"cpu": ["resnet"], "cuda": ["llama"]},
+        }
+    }
+    suite = SuiteConfig(name="torchbench", rules=rules)
+
+    def skip(model: str, backend: str, **kw: Any) -> str | None:
+        cfg = BenchConfig(
+            model=ModelConfig(name=model, source="builtin", builtin=f"benchflow.models.{model}"),
+            dynamo=DynamoConfig(name=backend),
+            suite=suite,
+            accelerator=dataclasses.replace(BenchConfig().accelerator, name="cpu"),
+            **kw,
+        )
+        return plan_config(cfg, 0, ()).skip
+
+    export = skip("llama", "aot_inductor") or ""
+    assert "`skip.export_not_supported` of suite torchbench" in export
+    assert "`skip.control_flow`" in (skip("dlrm", "aot_inductor") or "")
+    assert skip("llama", "inductor") is None and skip("resnet", "aot_inductor") is None
+    assert "`skip.freezing.cpu`" in (skip("resnet", "inductor", inductor={"freezing": True}) or "")
+    assert skip("resnet", "inductor") is None
+    assert skip("llama", "inductor", inductor={"freezing": True}) is None  # cuda's list
 
 
 @pytest.mark.full  # two cold Inductor compiles of llama: ~20 s on 2 CPUs
@@ -167,23 +288,31 @@ def test_the_hud_experiment_sweeps_the_dashboards_configurations() -> None:
         params = cfg.hydra.sweeper.params
         assert params["dynamo"] == "none,inductor"
         configurations = params["hud"].split(",")
-        assert configurations == ["default", "freezing", "cpp_wrapper", "max_autotune"]
-        settings = {
-            option: settings_of(parse(compose("config", overrides=[f"hud={option}"])).inductor)
+        assert configurations == [
+            *("default", "freezing", "cpp_wrapper", "dynamic", "aot_inductor", "max_autotune")
+        ]
+        chosen = {
+            option: parse(compose("config", overrides=["dynamo=inductor", f"hud={option}"]))
             for option in configurations
         }
     assert parse(cfg).baseline == "none"
+    settings = {
+        option: (c.dynamo.name, settings_of(c.inductor) | dynamic_settings(c.dynamo))
+        for option, c in chosen.items()
+    }
     assert settings == {
-        "default": {},
-        "freezing": {"freezing": True},
-        "cpp_wrapper": {"cpp_wrapper": True},
-        "max_autotune": {"max_autotune": True},
+        "default": ("inductor", {}),
+        "freezing": ("inductor", {"freezing": True}),
+        "cpp_wrapper": ("inductor", {"cpp_wrapper": True}),
+        "dynamic": ("inductor", {"dynamic_batch": True}),
+        "aot_inductor": ("aot_inductor", {}),
+        "max_autotune": ("inductor", {"max_autotune": True}),
     }
     labels = [Config("inductor", (("inductor.freezing", v),)).label for v in ("-", "true")]
     assert labels == ["inductor", "inductor inductor.freezing=true"]  # set ones only
 
 
-@pytest.mark.full  # 4 models x (eager + 4 Inductor configurations), tiny: ~4 min
+@pytest.mark.full  # 4 models x (eager + 6 configurations), tiny: ~6 min
 def test_the_hud_experiment_runs_and_reports_the_configurations_side_by_side(
     tmp_path: Path,
 ) -> None:
@@ -191,10 +320,20 @@ def test_the_hud_experiment_runs_and_reports_the_configurations_side_by_side(
     res = run_cli([*args, "mlflow.enabled=false"], tmp_path)
     assert res.returncode == 0, res.stderr[-3000:]
     rows = res.rows()
-    assert {r["status"] for r in rows} == {"ok"}, [r["error"] for r in rows]
+    # TorchBench's llama is on the suite's export_not_supported list (by its name)
+    skipped = {r["job"]["name"]: r["error"] for r in rows if r["status"] == "skipped"}
+    assert list(skipped) == ["llama·aot_inductor·eval"], skipped
+    assert "skip.export_not_supported" in skipped["llama·aot_inductor·eval"]
+    assert {r["status"] for r in rows} == {"ok", "skipped"}, [r["error"] for r in rows]
     (sweep,) = res.sweep_dirs
     report = (sweep / "report" / "report.md").read_text()
     summary = report.split("## Per model", 1)[0]
-    for label in ("inductor |", "inductor inductor.freezing=true |", "inductor.cpp_wrapper=true |"):
+    configurations = (
+        *("inductor |", "inductor inductor.freezing=true |", "inductor.cpp_wrapper=true |"),
+        *("inductor dynamo.dynamic_batch=true |", "inductor.max_autotune=true |"),
+    )
+    for label in configurations:
         (line,) = [ln for ln in summary.splitlines() if ln.startswith(f"| {label}")]
         assert "x (" in line and "over 4 of 4" in line, line  # a geomean speedup over eager
+    (line,) = [ln for ln in summary.splitlines() if ln.startswith("| aot_inductor |")]
+    assert "x (" in line and "over 3 of 3" in line, line

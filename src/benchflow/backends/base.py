@@ -48,6 +48,14 @@ class Backend:
     # torch._inductor.config's settings apply (inductor.<key>=)
     generates_code: ClassVar[bool] = False
     compile_zygote: ClassVar[str] = "dynamo"  # the zygote (runner/zygote.py KINDS) it compiles in
+    # Compiles the model ahead of its first call from an export of it (torch.export):
+    # its step calls the compiled model on the inputs (the dynamo benchmarks'
+    # --export-aot-inductor), not a compiled step function
+    exports: ClassVar[bool] = False
+    trains: ClassVar[bool] = True  # can time test=train
+    # The suite's skip lists (conf/suite/*.yaml `skip.<list>`) its jobs honour beyond
+    # every backend's (suite/rules.py)
+    suite_skips: ClassVar[tuple[str, ...]] = ()
 
     # --- facts derived from the above (parent side, no torch) -----------------------
 
@@ -60,10 +68,13 @@ class Backend:
     def takes(cls, key: str) -> bool:
         """Does a measured setting (a dotted key, or a section) apply to its jobs? The
         `inductor` section (torch._inductor.config) only where it compiles with Inductor,
-        `xla.flags` only on the XLA device."""
-        from benchflow.config.schema import XLA_FLAGS_KEY, is_knob
+        dynamic shapes (`dynamo.dynamic*`) only under torch.compile, `xla.flags` only on
+        the XLA device."""
+        from benchflow.config.schema import DYNAMIC, INDUCTOR, XLA_FLAGS_KEY
 
-        if is_knob(key):
+        if key in DYNAMIC:
+            return cls.compiles
+        if key.partition(".")[0] == INDUCTOR:
             return cls.generates_code
         return cls.on_xla if key == XLA_FLAGS_KEY else True
 
@@ -84,7 +95,7 @@ class Backend:
         ]
         if cls.on_xla and not read_at_import:
             return "xla"
-        if cls.compiles:
+        if cls.compiles or cls.exports:
             return cls.compile_zygote
         return "dynamo" if trains else "torch"
 
@@ -114,13 +125,15 @@ class Backend:
     @classmethod
     def probes(cls) -> list[Any]:
         """Counters read around each timed repeat (see backends/probes.py)."""
-        from benchflow.backends.probes import DynamoProbe, XlaMetricsProbe
+        from benchflow.backends.probes import DynamoProbe, ExportProbe, XlaMetricsProbe
 
         out: list[Any] = []
         if cls.on_xla:
             out.append(XlaMetricsProbe())
-        if cls.compiles:
+        if cls.compiles or cls.exports:  # Inductor's counters; dynamo's stay 0 on export
             out.append(DynamoProbe())
+        if cls.exports:
+            out.append(ExportProbe())
         return out
 
 
@@ -142,6 +155,7 @@ class DynamoBackend(Backend):
             backend=cls.torch_compile_backend(),
             mode=dynamo.mode,
             fullgraph=dynamo.fullgraph,
+            dynamic=dynamo.dynamic,
         )
 
 

@@ -6,6 +6,7 @@ region, whatever ran earlier in the process.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 
@@ -55,7 +56,38 @@ class DynamoProbe:
             "inductor_fxgraph_cache_bypass": counters["inductor"]["fxgraph_cache_bypass"],
             # Inductor's graph rewrites (freezing's weight prepacking, fusions)
             "inductor_pattern_matcher_count": counters["inductor"]["pattern_matcher_count"],
+            # graphs compiled with a symbolic size (dynamo.dynamic*)
+            "dynamo_dynamic_graphs": dynamic_graphs(),
         }
+
+    def delta(self, before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+        return {k: after[k] - before[k] for k in after}
+
+
+# A symbolic size as dynamo's compilation metrics write a graph's shapes: 's33' (a size
+# of an input), 'u0' (one from data)
+_SYMBOL = re.compile(r"'[su]\d+'")
+
+
+def dynamic_graphs() -> int:
+    """How many of the graphs dynamo compiled (of the last 64 it keeps metrics of) have
+    an input of symbolic size: 0 unless a size was dynamic."""
+    from torch._dynamo.utils import get_compilation_metrics
+
+    return sum(bool(_SYMBOL.search(m.graph_node_shapes or "")) for m in get_compilation_metrics())
+
+
+# Seconds this process spent exporting models and compiling their exports (the compile
+# includes the load), added to by backends/aot_inductor.py
+EXPORT_SPENT = {"export": 0.0, "compile": 0.0}
+
+
+class ExportProbe:
+    """What an exporting backend spent exporting the model and compiling its export,
+    apart (the cold call holds both)."""
+
+    def snapshot(self) -> dict[str, float]:
+        return {f"aot_{k}_time_s": v for k, v in EXPORT_SPENT.items()}
 
     def delta(self, before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
         return {k: after[k] - before[k] for k in after}

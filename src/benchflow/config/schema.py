@@ -74,12 +74,14 @@ MAPPING = {"optional": True, "mapping": True}
 INDUCTOR = "inductor"  # the section of torch._inductor.config keys
 ENV = "env"  # the section of a job's own environment variables
 XLA_FLAGS_KEY = "xla.flags"  # XLA_FLAGS of an XLA job
+# torch.compile's dynamic-shape settings, by the name a job's label gives each
+DYNAMIC = {"dynamo.dynamic": "dynamic", "dynamo.dynamic_batch": "dynamic_batch"}
 
 
 def is_knob(key: str) -> bool:
-    """Is a dotted key a compiler's own setting (`inductor.*`), which a report's baseline
-    takes at its defaults?"""
-    return key.partition(".")[0] == INDUCTOR
+    """Is a dotted key a compiler's own setting (`inductor.*`, dynamic shapes), which a
+    report's baseline takes at its defaults?"""
+    return key.partition(".")[0] == INDUCTOR or key in DYNAMIC
 
 
 # One measured setting's value, as the row's `config` and the MLflow params hold it.
@@ -107,6 +109,13 @@ class DynamoConfig:
     name: str = "none"  # torch.compile backend; none = no dynamo (eager, or lazy XLA)
     mode: str | None = None  # torch.compile mode, e.g. max-autotune; null = backend default
     fullgraph: bool = False  # make graph breaks an error instead of a split graph
+    # torch.compile(dynamic=...): true: every size symbolic from the first compile (the
+    # dynamo benchmarks' --dynamic-shapes) | false: none, ever | null: torch's automatic
+    # (static first, dynamic where a size changes)
+    dynamic: bool | None = field(default=None, metadata=OPTIONAL)
+    # Mark each input's batch dimension dynamic before the first call, the rest static
+    # (the dynamo benchmarks' --dynamic-batch-only, the dashboard's `dynamic`)
+    dynamic_batch: bool = field(default=False, metadata=OPTIONAL)
 
 
 @dataclass
@@ -305,7 +314,11 @@ def _walk(obj: Any, prefix: str, flat: bool) -> dict[str, Any]:
                     {f"{key}.{k}": v for k, v in settings.items()} if flat else {f.name: settings}
                 )
             continue
-        if f.metadata.get("optional") and (value is None or _at_default(value)):
+        if f.metadata.get("optional") and (
+            value is None
+            or (f.default is not dataclasses.MISSING and value == f.default)
+            or _at_default(value)
+        ):
             continue
         if is_dataclass(value):
             inner = _walk(value, f"{key}." if flat else "", flat)
@@ -336,6 +349,17 @@ def settings_of(section: dict[str, Any]) -> dict[str, Any]:
             out |= {f"{key}.{k}": v for k, v in settings_of(value).items()}
         elif value is not None:
             out[str(key)] = list(value) if isinstance(value, (list, tuple)) else value
+    return out
+
+
+def dynamic_settings(dynamo: DynamoConfig) -> dict[str, Any]:
+    """A job's dynamic-shape settings that are set, by the names its label gives them
+    (`dynamic`, `dynamic_batch`); dynamic=false is a setting, dynamic_batch=false none."""
+    out: dict[str, Any] = {}
+    if dynamo.dynamic is not None:
+        out[DYNAMIC["dynamo.dynamic"]] = dynamo.dynamic
+    if dynamo.dynamic_batch:
+        out[DYNAMIC["dynamo.dynamic_batch"]] = True
     return out
 
 

@@ -90,6 +90,12 @@ def check_values(cfg: BenchConfig) -> None:
         _choice("dtype", cfg.dtype, DTYPE_CHOICES)
     if cfg.dynamo.mode is not None:
         _choice("dynamo.mode", cfg.dynamo.mode, DYNAMO_MODE_CHOICES)
+    if cfg.dynamo.dynamic is False and cfg.dynamo.dynamic_batch:
+        raise ConfigError(
+            "dynamo.dynamic_batch=true marks the batch dimension dynamic, but "
+            "dynamo.dynamic=false makes every size static; allowed: dynamo.dynamic=null "
+            "(torch's automatic) or true with it, or dynamo.dynamic_batch=false"
+        )
     if not cfg.mlflow.experiment.strip():
         raise ConfigError(
             f"mlflow.experiment={cfg.mlflow.experiment!r} is empty; allowed: a name, "

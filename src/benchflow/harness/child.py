@@ -451,9 +451,17 @@ def build_step(
             model = built.model.place(target, dtype)
     prebuilt.record(model)
     prepare = (lambda fn: backend.prepare(fn, cfg.dynamo)) if compiled else None
-    return TimedStep(
-        model, name=cfg.model.name, kind=cfg.model.step, test=cfg.test.name, prepare=prepare
+    step = TimedStep(
+        model,
+        name=cfg.model.name,
+        kind=cfg.model.step,
+        test=cfg.test.name,
+        prepare=prepare,
+        exports=backend.exports,
     )
+    if compiled and cfg.dynamo.dynamic_batch:
+        step.mark_batch_dynamic()
+    return step
 
 
 def _out_of_memory(exc: BaseException) -> bool:

@@ -101,7 +101,14 @@ class TimedStep:
     """One job's step: call it for one iteration. `kind` is `model.step`."""
 
     def __init__(
-        self, model: Any, *, name: str, kind: str, test: str, prepare: Prepare | None
+        self,
+        model: Any,
+        *,
+        name: str,
+        kind: str,
+        test: str,
+        prepare: Prepare | None,
+        exports: bool = False,
     ) -> None:
         self.model, self.name, self.kind, self.test = model, name, kind, test
         self.batch_size = int(model.batch_size)
@@ -131,7 +138,11 @@ class TimedStep:
             if isinstance(self.module, nn.Module):
                 self.module.eval()
             fn = self._eval_step
-        self._fn = prepare(fn) if prepare is not None else fn
+        if prepare is not None and exports:  # the compiled model, called on the inputs
+            compiled = prepare(self.module)
+            self._fn = lambda args, kwargs: compiled(*args, **kwargs)
+        else:
+            self._fn = prepare(fn) if prepare is not None else fn
         self._run = self._train if test == "train" else self._eval
 
     def _module_and_inputs(self, model: Any) -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
@@ -181,6 +192,32 @@ class TimedStep:
 
     def __call__(self) -> Any:
         return self._run()
+
+    def mark_batch_dynamic(self) -> None:
+        """dynamo.dynamic_batch=true: in each input tensor, the first dimension of the
+        batch size marked dynamic (torch._dynamo.maybe_mark_dynamic), as the dynamo
+        benchmarks' --dynamic-batch-only marks it; a model with no such dimension, or a
+        batch of 1 (dynamo keeps a size of 1 static), is skipped, saying why."""
+        import torch._dynamo
+        from torch.utils._pytree import tree_leaves
+
+        why = "dynamo.dynamic_batch=true marks the batch dimension dynamic"
+        if self.batch_size < 2:
+            raise ModelSkipped(
+                f"{why}, but {self.name} runs a batch of {self.batch_size}, whose size "
+                "dynamo keeps static; allowed: batch_size=2 or more"
+            )
+        inputs = (self.args, self.kwargs) if self.kind == "module" else self.model.get_module()[1]
+        marked = 0
+        for leaf in tree_leaves(inputs):
+            if isinstance(leaf, torch.Tensor) and self.batch_size in leaf.shape:
+                torch._dynamo.maybe_mark_dynamic(leaf, list(leaf.shape).index(self.batch_size))
+                marked += 1
+        if not marked:
+            raise ModelSkipped(
+                f"{why}, but no input of {self.name} has a dimension of its batch size "
+                f"{self.batch_size}"
+            )
 
     def parameters(self) -> Iterator[torch.nn.Parameter]:
         """The parameters the step trains (their gradients are what verify compares)."""

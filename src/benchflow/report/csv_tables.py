@@ -46,6 +46,7 @@ def entries_csv(report: Report) -> str:
         ("speedup_ci_low", lambda e: _num(e.speedup_ci.low if e.speedup_ci else None)),
         ("speedup_ci_high", lambda e: _num(e.speedup_ci.high if e.speedup_ci else None)),
         ("compile_time_s", lambda e: _num(e.compile_s)),
+        ("export_time_s", lambda e: _num(e.export_s)),
         ("peak_memory_bytes", lambda e: _num(e.peak_bytes)),
         ("memory_kind", lambda e: e.memory_kind or ""),
         ("memory_ratio", lambda e: _num(e.memory_ratio)),

@@ -31,8 +31,9 @@ class Config:
 
     @property
     def label(self) -> str:
-        """The backend and each axis's value; a compiler setting (`inductor.*`) only where
-        set: `inductor inductor.freezing=true`, and plain `inductor` beside it."""
+        """The backend and each axis's value; a compiler setting (`inductor.*`,
+        `dynamo.dynamic*`) only where set: `inductor inductor.freezing=true`, and plain
+        `inductor` beside it."""
         shown = (f"{k}={v}" for k, v in self.axes if not (v == "-" and is_knob(k)))
         return " ".join([self.backend, *shown])
 
@@ -59,6 +60,7 @@ class Entry:
     ci_high_s: float | None
     repeats: int
     compile_s: float | None
+    export_s: float | None  # of compile_s, the model's export (dynamo=aot_inductor)
     peak_bytes: float | None
     memory_kind: str | None  # "device" or "host RSS"
     verification: str
@@ -119,6 +121,7 @@ def make_entry(row: ResultRow, config: Config) -> Entry:
         ci_high_s=h.ci_high_s,
         repeats=h.repeats,
         compile_s=h.compile_s,
+        export_s=h.export_s,
         peak_bytes=h.peak_bytes,
         memory_kind=h.memory_kind,
         verification=row.verification_code or "VERIFIER_SKIPPED",

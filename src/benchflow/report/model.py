@@ -219,9 +219,9 @@ class Baseline:
 
     def reference(self, config: Config) -> Config:
         """The configuration whose row is `config`'s baseline: the same axes with the
-        baseline's backend at its compiler's defaults (no `inductor.*` setting), less what
-        that backend does not take (`xla.flags` over eager), so that
-        `inductor inductor.freezing=true` is compared with plain Inductor, or eager."""
+        baseline's backend at its compiler's defaults (no `inductor.*` or dynamic-shape
+        setting), less what that backend does not take (`xla.flags` over eager), so
+        that `inductor inductor.freezing=true` is compared with plain Inductor, or eager."""
         if self.toolchain:
             return config.with_axis(TOOLCHAIN_AXIS, self.toolchain)
         backend = backends.REGISTRY.get(self.backend)
@@ -319,7 +319,8 @@ def _speedups(entries: list[Entry], base: Baseline) -> list[str]:
         )
     elif not has_base:
         present = ", ".join(sorted({e.config.backend for e in entries}))
-        plain = " with no inductor.* setting" if any(map(is_knob, axes_of(entries))) else ""
+        knobs = any(map(is_knob, axes_of(entries)))
+        plain = " with no compiler setting (inductor.*, dynamo.dynamic*)" if knobs else ""
         notes.append(
             f"baseline {base.label}{plain} is not in these results: no speedups "
             f"(choose one of {present} with --baseline, or baseline= in the sweep)"

@@ -82,11 +82,19 @@ def entry_cells(e: Entry, baseline: bool) -> list[str]:
         format_interval(e.ci_low_s, e.ci_high_s),
         f"{e.cv:.1%}" if e.cv is not None and e.time_s is not None else "-",
         speed,
-        format_time(e.compile_s) if e.compiles else NOT_APPLICABLE,
+        _compile(e),
         mem,
         e.verification,
         e.note or e.error,
     ]
+
+
+def _compile(e: Entry) -> str:
+    """The compile time, with the export it includes where the model was exported."""
+    if not e.compiles:
+        return NOT_APPLICABLE
+    export = f" (export {format_time(e.export_s)})" if e.export_s is not None else ""
+    return format_time(e.compile_s) + export
 
 
 def summary_cells(s: Summary) -> list[str]:
@@ -186,7 +194,7 @@ def definitions(report: Report) -> str:
         "(Welch's t over both jobs' log process medians; bootstrap over their repeats for "
         "jobs timed in one process); "
         f"dtype: {DTYPE_RULE} (this report's: {report.dtypes}); "
-        "compile: first call minus a steady step; "
+        "compile: first call minus a steady step (export: of it, torch.export's); "
         f"memory ratio: {report.baseline} peak / this peak; "
         "passrate: ran ok and accuracy did not fail, over models not skipped; "
         "geomean and means over models where both this configuration and the baseline passed "

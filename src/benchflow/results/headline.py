@@ -6,7 +6,8 @@ progress line and MLflow alike (no torch, no I/O).
   over the process medians where more than one process timed it, else the median's
   over the repeats, None below 6);
 - compile: the cold-start step's excess over a steady step (``first_iter_time_s -
-  median``, at least 0), only for backends whose first call compiles;
+  median``, at least 0), only for backends whose first call compiles; of it, the
+  export for a backend that exports the model first (AOTInductor);
 - peak memory: the device allocator's peak where the device has one, else the
   process's peak host RSS (labelled, so the two are never compared).
 """
@@ -24,6 +25,9 @@ from benchflow.results.intervals import Timed, time_interval
 from benchflow.results.load import HostLoad
 from benchflow.results.row import ResultRow
 from benchflow.results.stats import quantile
+
+# An exporting backend's export seconds in its cold call (backends/probes.ExportProbe)
+EXPORT_METRIC = "cold_aot_export_time_s"
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,7 @@ class Headline:
     compiles: bool  # the backend's first call compiles (else compile time does not apply)
     compile_s: float | None
     compile_first_s: float | None  # the cold first call itself (compile included)
+    export_s: float | None  # of the compile, the model's export (dynamo=aot_inductor)
     peak_bytes: float | None
     memory_kind: str | None  # "device" or "host RSS"
 
@@ -60,6 +65,7 @@ class Headline:
             "headline.per_iter_time_ci_low_s": self.ci_low_s if self.time_s is not None else None,
             "headline.per_iter_time_ci_high_s": self.ci_high_s if self.time_s is not None else None,
             "headline.compile_time_s": self.compile_s,
+            "headline.export_time_s": self.export_s,
             "headline.peak_memory_bytes": self.peak_bytes,
             "headline.throughput_samples_per_s": throughput,
             "headline.host_quiet": float(self.host.quiet) if self.host else None,
@@ -121,6 +127,7 @@ def headline_of(row: ResultRow) -> Headline:
         compiles=compiles,
         compile_s=compile_s if ok and compiles else None,
         compile_first_s=first,
+        export_s=row.scalar(EXPORT_METRIC) if ok else None,
         peak_bytes=peak if ok else None,
         memory_kind=kind if ok and peak else None,
     )

@@ -12,14 +12,18 @@ Applied as PyTorch/XLA's experiment runner applies torchbench.yaml (seed 003):
   models cannot run another);
 - only_fp32 (huggingface.yaml) keeps a model in float32 for both tests;
 - skip.all, skip.test.<training|inference>, skip.device.<accelerator> and
-  skip.multiprocess skip the job, naming the list; suite.skip_lists=false ignores
-  them (the runner's --no-skip); suite.fast=true also skips `slow`/`very_slow`.
+  skip.multiprocess skip the job, naming the list; so do skip.control_flow and
+  skip.export_not_supported for dynamo=aot_inductor, and skip.freezing.<accelerator>
+  with inductor.freezing=true, as the dynamo benchmarks apply them with
+  --export-aot-inductor and --freezing; suite.skip_lists=false ignores them all (the
+  runner's --no-skip); suite.fast=true also skips `slow`/`very_slow`.
 An explicit dtype= from the user always wins. Nothing here imports torch.
 """
 
 from __future__ import annotations
 
 import platform
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,7 +62,11 @@ def listed(rules: dict[str, Any], path: str, model: str) -> bool:
     return isinstance(node, list) and model in node
 
 
-def skip_reason(suite: SuiteConfig, model: str, test: str, accelerator: str) -> str | None:
+def skip_reason(
+    suite: SuiteConfig, model: str, test: str, accelerator: str, lists: Sequence[str] = ()
+) -> str | None:
+    """Why the suite's lists skip the job (None: they do not); `lists`: those its
+    backend and settings add (skip.export_not_supported, skip.freezing.cpu)."""
     rules = suite.rules
     if suite.fast:
         for key in ("very_slow", "slow"):
@@ -68,7 +76,7 @@ def skip_reason(suite: SuiteConfig, model: str, test: str, accelerator: str) -> 
         return None
     devices = [accelerator] + (["cpu_aarch64"] if accelerator == "cpu" and _is_aarch64() else [])
     candidates = ["skip.all", f"skip.test.{TEST_KEY[test]}", "skip.multiprocess"]
-    candidates += [f"skip.device.{d}" for d in devices]
+    candidates += [f"skip.device.{d}" for d in devices] + list(lists)
     for key in candidates:
         if listed(rules, key, model):
             return (
@@ -85,6 +93,7 @@ def decide(
     accelerator: str,
     user_dtype: str | None,
     user_batch_size: int | None,
+    lists: Sequence[str] = (),
 ) -> SuiteDecision:
     rules = suite.rules
     if user_dtype is not None:
@@ -116,7 +125,11 @@ def decide(
     else:
         batch, batch_source = None, "model"
     return SuiteDecision(
-        dtype, dtype_source, batch, batch_source, skip_reason(suite, model, test, accelerator)
+        dtype,
+        dtype_source,
+        batch,
+        batch_source,
+        skip_reason(suite, model, test, accelerator, lists),
     )
 
 

@@ -23,6 +23,7 @@ from benchflow.config.schema import (
     BenchConfig,
     ModelConfig,
     SuiteConfig,
+    dynamic_settings,
     setting_text,
     settings_of,
 )
@@ -87,6 +88,12 @@ def resolve(cfg: BenchConfig) -> BenchConfig:
         raise InvalidCombination(
             f"dtype={cfg.dtype} is not supported with accelerator=cpu; "
             "allowed on cpu: float32, float64, bfloat16, amp, amp_bf16"
+        )
+    if cfg.test.name == "train" and not backend.trains:
+        allowed = "|".join(sorted({b.dynamo for b in backends.REGISTRY.values() if b.trains}))
+        raise InvalidCombination(
+            f"dynamo={cfg.dynamo.name} compiles inference graphs only, but test=train; "
+            f"allowed: test=eval, or dynamo={{{allowed}}} with test=train"
         )
     model, suite = _resolve_model_source(cfg)
     return dataclasses.replace(
@@ -198,7 +205,7 @@ def job_name(cfg: BenchConfig) -> str:
     """Readable run name: model·backend·test, plus the non-default axes that distinguish it;
     the compiler settings it sets after the backend: `inductor[freezing,cpp.threads=1]`."""
     label = backend_of(cfg).label
-    if settings := settings_of(cfg.inductor):
+    if settings := settings_of(cfg.inductor) | dynamic_settings(cfg.dynamo):
         shown = (k if v is True else f"{k}={setting_text(v)}" for k, v in settings.items())
         label += "[" + ",".join(shown) + "]"
     parts = [cfg.model.name, label, cfg.test.name]
@@ -214,11 +221,11 @@ def _untaken(cfg: BenchConfig, backend: type[backends.Backend]) -> tuple[BenchCo
     for each: a sweep's job runs without them, a single run is refused."""
     notes = []
     if settings_of(cfg.inductor) and not backend.takes(INDUCTOR):
+        takers = "|".join(b.dynamo for b in backends.REGISTRY.values() if b.takes(INDUCTOR))
         notes.append(
-            f"{INDUCTOR}.* settings ({', '.join(settings_of(cfg.inductor))}) apply to dynamo="
-            + "|".join(b.dynamo for b in backends.REGISTRY.values() if b.takes(INDUCTOR))
-            + f" only, but this job runs dynamo={cfg.dynamo.name}; allowed: dynamo=inductor, "
-            "or no inductor.* setting (in a sweep, such a job runs without them)"
+            f"{INDUCTOR}.* settings ({', '.join(settings_of(cfg.inductor))}) apply to "
+            f"dynamo={takers} only, but this job runs dynamo={cfg.dynamo.name}; allowed: "
+            f"dynamo={takers}, or no inductor.* setting (in a sweep, such a job runs without them)"
         )
         cfg = dataclasses.replace(cfg, inductor={})
     if cfg.xla.flags and not backend.takes(XLA_FLAGS_KEY):
@@ -228,7 +235,27 @@ def _untaken(cfg: BenchConfig, backend: type[backends.Backend]) -> tuple[BenchCo
             "dynamo=openxla, or no xla.flags (in a sweep, such a job runs without them)"
         )
         cfg = dataclasses.replace(cfg, xla=dataclasses.replace(cfg.xla, flags=None))
+    if (dynamic := dynamic_settings(cfg.dynamo)) and not backend.takes("dynamo.dynamic"):
+        given = ", ".join(f"dynamo.{k}={setting_text(v)}" for k, v in dynamic.items())
+        notes.append(
+            f"{given} applies under torch.compile only, but this job runs "
+            f"dynamo={cfg.dynamo.name}; allowed: dynamo="
+            + "|".join(b.dynamo for b in backends.REGISTRY.values() if b.compiles)
+            + ", or no dynamo.dynamic* setting (in a sweep, such a job runs without them)"
+        )
+        static = dataclasses.replace(cfg.dynamo, dynamic=None, dynamic_batch=False)
+        cfg = dataclasses.replace(cfg, dynamo=static)
     return cfg, notes
+
+
+def _skip_lists(cfg: BenchConfig, backend: type[backends.Backend]) -> list[str]:
+    """The suite's skip lists this job honours beyond every job's: its backend's
+    (AOTInductor: export's), and with inductor.freezing=true the device's freezing list,
+    as the dynamo benchmarks skip them with --export-aot-inductor and --freezing."""
+    lists = [f"skip.{name}" for name in backend.suite_skips]
+    if settings_of(cfg.inductor).get("freezing") is True:
+        lists.append(f"skip.freezing.{cfg.accelerator.name}")
+    return lists
 
 
 def _not_shared(cfg: BenchConfig) -> str | None:
@@ -281,7 +308,13 @@ def _with_rules(cfg: BenchConfig, num: int, overrides: tuple[str, ...], single: 
     cfg, notes = _untaken(cfg, backend)
     name = job_name(cfg)  # from the user's choices, before suite rules fill in dtype
     decision = decide(
-        cfg.suite, cfg.model.name, cfg.test.name, cfg.accelerator.name, cfg.dtype, cfg.batch_size
+        cfg.suite,
+        cfg.model.name,
+        cfg.test.name,
+        cfg.accelerator.name,
+        cfg.dtype,
+        cfg.batch_size,
+        lists=_skip_lists(cfg, backend),
     )
     cfg = dataclasses.replace(cfg, dtype=decision.dtype, batch_size=decision.batch_size)
     skip = decision.skip
