@@ -86,8 +86,12 @@ def test_cfg_job_of_a_sweep_shows_each_job_as_planned(workdir: Path) -> None:
     names = [d.split(",", 1)[0] for d in res.stdout.split("\n---\n")]
     configurations = ("", "[freezing]", "[cpp_wrapper]", "[dynamic_batch]")
     aot, eager = "# llama·aot_inductor·eval", "# llama·eager·eval"
-    assert names == [*[eager] * 4, aot, eager] + [
-        *[f"# llama·inductor{s}·eval" for s in configurations],
+    inductor = [f"# llama·inductor{s}·eval" for s in configurations]
+    assert names == [
+        *[eager] * 4,
+        aot,
+        eager,
+        *inductor,
         aot,
         "# llama·inductor[max_autotune]·eval",
     ]
