@@ -329,11 +329,11 @@ def test_the_hud_experiment_runs_and_reports_the_configurations_side_by_side(
     report = (sweep / "report" / "report.md").read_text()
     summary = report.split("## Per model", 1)[0]
     configurations = (
-        *("inductor |", "inductor inductor.freezing=true |", "inductor.cpp_wrapper=true |"),
-        *("inductor dynamo.dynamic_batch=true |", "inductor.max_autotune=true |"),
+        *("inductor", "inductor inductor.freezing=true", "inductor inductor.cpp_wrapper=true"),
+        *("inductor dynamo.dynamic_batch=true", "inductor inductor.max_autotune=true"),
     )
     for label in configurations:
-        (line,) = [ln for ln in summary.splitlines() if ln.startswith(f"| {label}")]
+        (line,) = [ln for ln in summary.splitlines() if ln.startswith(f"| {label} |")]
         assert "x (" in line and "over 4 of 4" in line, line  # a geomean speedup over eager
     (line,) = [ln for ln in summary.splitlines() if ln.startswith("| aot_inductor |")]
     assert "x (" in line and "over 3 of 3" in line, line
