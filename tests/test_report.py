@@ -11,13 +11,14 @@ import re
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from tests.conftest import SEARCHPATH, CliResult, EarlySweeps, early, run_cli
 
 from benchflow.core.status import Status
 from benchflow.report.compare import compare, overall
 from benchflow.report.csv_tables import entries_csv, summary_csv
-from benchflow.report.model import build_report
+from benchflow.report.model import Report, build_report
 from benchflow.report.render import (
     ENTRY_HEADER,
     SUMMARY_HEADER,
@@ -243,8 +244,49 @@ def test_each_verdict_from_samples_effect_and_host() -> None:
     assert eager.models == len(TIMED) == len(timed)
     assert eager.geomean_ratio == pytest.approx(math.prod(timed) ** (1 / len(timed)))
     assert eager.ci is not None and eager.ci.contains(eager.geomean_ratio)
-    line = f"eager: geomean change {eager.geomean_ratio - 1:+.1%} (95% CI"
+    # judged as a row is: here no significant change, and too wide to call none
+    assert eager.verdict == "insufficient data" and not eager.fails, eager.detail
+    line = f"eager: insufficient data, geomean change {eager.geomean_ratio - 1:+.1%} (95% CI"
     assert line in to_markdown(cand, "t", list(changes.values()))
+
+
+def _config_sweep(scale: float, spread: float, seed: int, models: int = 6) -> Report:
+    """`models` rows of one configuration, each timed in 3 processes whose medians
+    spread lognormally by `spread`, every model `scale` times slower."""
+    rng = np.random.default_rng(seed)
+    return build_report(
+        [
+            _processes(
+                f"m{i}", [float(0.01 * (i + 1) * scale * v) for v in rng.lognormal(0, spread, 3)]
+            )
+            for i in range(models)
+        ],
+        "none",
+    )
+
+
+def test_a_configuration_is_judged_on_its_geomean_as_a_row_is() -> None:
+    """Six models each 10% slower, each in 3 processes spread ±5%: 3 against 3 cannot
+    call one model changed, but the configuration's geomean over six is a regression
+    past the threshold; the same sweeps with no change are no regression, and the gate
+    fails on the configuration alone."""
+    from benchflow.cli.report import _verdict
+
+    base = _config_sweep(1.0, 0.05, seed=100)
+    slower = compare(base, _config_sweep(1.10, 0.05, seed=200), threshold=0.05)
+    assert not any(c.fails for c in slower)  # no row on its own
+    (config,) = overall(slower)
+    assert config.verdict == "regression" and config.fails, config.detail
+    assert config.ci is not None and config.ci.low > 1.0 and config.ci.contains(1.1)
+    assert config.q_value is not None and config.q_value < 0.05
+    assert _verdict(slower, "base", [], 0.05) == 1
+    same = compare(base, _config_sweep(1.0, 0.05, seed=300), threshold=0.05)
+    (config,) = overall(same)
+    assert config.verdict in ("no significant change", "insufficient data"), config.detail
+    assert _verdict(same, "base", [], 0.05) == 0
+    # the threshold holds for configurations too: 10% is no regression at 20%
+    (loose,) = overall(compare(base, _config_sweep(1.10, 0.05, seed=200), threshold=0.2))
+    assert loose.verdict == "no significant change", loose.detail
 
 
 TIMED = ("same", "slow", "fast", "small", "few", "wide", "busy")

@@ -261,20 +261,29 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _verdict(changes: list[Change], against: str, diffs: list[Difference], threshold: float) -> int:
-    """A comparison's exit code (1: a regression), and its last line."""
-    failing = [c for c in changes if c.fails]
+    """A comparison's exit code (1: a regression of a row or of a configuration's
+    geomean), and its last line."""
+    from benchflow.report.compare import overall
+
+    failing = [f"{c.model}/{c.config} ({c.verdict})" for c in changes if c.fails]
+    failing += [
+        f"{o.config} over {o.models} models ({o.verdict})" for o in overall(changes) if o.fails
+    ]
     if failing:
-        names = ", ".join(f"{c.model}/{c.config} ({c.verdict})" for c in failing)
         print(
-            f"benchflow report: {len(failing)} regression(s) against {against}: {names}",
+            f"benchflow report: {len(failing)} regression(s) against {against}: "
+            + ", ".join(failing),
             file=sys.stderr,
         )
         if warning := speed_warning(diffs):
             print(f"benchflow report: note: {warning}", file=sys.stderr)
         return 1
     tally = Counter(c.verdict for c in changes)
+    configurations = Counter(o.verdict for o in overall(changes))
     print(
         f"no regression against {against} (threshold {threshold:.1%}): "
         + ", ".join(f"{n} {verdict}" for verdict, n in tally.most_common())
+        + "; configurations: "
+        + (", ".join(f"{n} {verdict}" for verdict, n in configurations.most_common()) or "none")
     )
     return 0

@@ -26,6 +26,12 @@ moved. A job
 that passed in the baseline and not in the candidate (a failure, a crash, a timeout, or
 accuracy that broke) is *broken* and fails the gate. Models only one side ran are
 listed, never dropped, and do not fail it.
+
+Each configuration is judged too, on the geometric mean of its rows' changes over the
+models both sides timed (results/intervals.geomean_change_test: Welch's t on the mean
+log ratio), by the same rule and threshold, its p-values adjusted over the
+configurations: a configuration can be a significant regression though none of its
+rows is on its own (many small slowdowns), and then fails the gate as a row does.
 """
 
 from __future__ import annotations
@@ -40,7 +46,7 @@ from benchflow.results.intervals import (
     Test,
     adjust,
     compare_times,
-    geomean_ratio_ci,
+    geomean_change_test,
 )
 from benchflow.results.load import speed_change
 from benchflow.results.stats import geomean
@@ -66,6 +72,7 @@ class Change:
     detail: str
     tested: Test | None = None  # candidate against baseline (results/intervals.py)
     q_value: float | None = None  # the p-value adjusted over the comparison's rows (BH)
+    threshold: float = 0.0  # the minimum effect it was judged with
 
     @property
     def ratio_ci(self) -> Interval | None:
@@ -102,9 +109,28 @@ def _by_status(base: Entry, cand: Entry) -> tuple[str, str] | None:
 
 def _judge_times(change: Change, threshold: float) -> tuple[str, str]:
     """A timed row's verdict from its adjusted p-value, ratio and interval."""
-    assert change.base and change.cand and change.tested
-    ratio, ci, q, test = change.ratio, change.ratio_ci, change.q_value, change.tested
-    assert ratio is not None
+    assert change.base and change.cand and change.tested and change.ratio is not None
+    return _judge(
+        change.ratio,
+        change.tested,
+        change.q_value,
+        threshold,
+        _busy(change),
+        _speed(change),
+    )
+
+
+def _judge(
+    ratio: float,
+    test: Test,
+    q: float | None,
+    threshold: float,
+    busy: str = "",
+    speed: float | None = None,
+) -> tuple[str, str]:
+    """A change's verdict (a row's, or a configuration's over its models) from its ratio,
+    its test, the test's adjusted p-value, and what the host did meanwhile."""
+    ci = test.ratio_ci
     effect = f"{ratio - 1:+.1%}"
     if q is None or not test.can_reach:
         return INSUFFICIENT, f"{effect}; {test.method} can never reach p < {ALPHA:g}"
@@ -112,7 +138,6 @@ def _judge_times(change: Change, threshold: float) -> tuple[str, str]:
     upper, lower = 1 + threshold, 1 / (1 + threshold)
     significant = f"{effect} ({where}), p={q:.2g} after BH"
     if q < ALPHA and not lower <= ratio <= upper:
-        busy, speed = _busy(change), _speed(change)
         if busy or (speed and not _beyond_host(ratio, ci, upper, lower, 1 + speed)):
             why = " and ".join(x for x in (busy, _speed_words(speed)) if x)
             return SUSPICIOUS, f"{significant}, but {why}"
@@ -180,7 +205,7 @@ def compare(base: Report, cand: Report, threshold: float) -> list[Change]:
             verdict, detail = "missing", "only in the baseline"
         else:
             verdict, detail = _by_status(be, ce) or ("", "")
-        changes.append(Change(model, test, config, be, ce, verdict, detail))
+        changes.append(Change(model, test, config, be, ce, verdict, detail, threshold=threshold))
     timed = [ch for ch in changes if not ch.verdict]
     for ch in timed:
         assert ch.base and ch.cand
@@ -193,19 +218,35 @@ def compare(base: Report, cand: Report, threshold: float) -> list[Change]:
     return changes
 
 
-@dataclass(frozen=True)
+@dataclass
 class Overall:
     """One configuration's change over the models both sides timed (as the HUD averages
-    only over models that ran on both sides): the geomean of candidate / baseline."""
+    only over models that ran on both sides): the geomean of candidate / baseline, its
+    test (results/intervals.geomean_change_test) and verdict, judged as a row's is."""
 
     config: str
     models: int
     geomean_ratio: float
-    ci: Interval | None
+    tested: Test
+    q_value: float | None = None  # adjusted over the comparison's configurations (BH)
+    verdict: str = ""
+    detail: str = ""
+
+    @property
+    def ci(self) -> Interval | None:
+        return self.tested.ratio_ci
+
+    @property
+    def fails(self) -> bool:
+        return self.verdict in FAILING
 
 
 def overall(changes: list[Change]) -> list[Overall]:
-    """Per configuration, the geomean of the ratios of the rows both sides timed."""
+    """Per configuration, the geomean of the ratios of the rows both sides timed, and its
+    verdict: regression, improvement, no significant change or insufficient data by the
+    rows' rule and threshold, the p-values adjusted over the configurations (a family
+    of their own: the rows' adjustment is over the rows); suspicious where a row of it
+    ran on a busy host."""
     by_config: dict[str, list[Change]] = {}
     for ch in changes:
         if ch.ratio is not None and ch.base and ch.cand and ch.base.passed and ch.cand.passed:
@@ -214,5 +255,12 @@ def overall(changes: list[Change]) -> list[Overall]:
     for config, rows in by_config.items():
         pairs = [(c.cand.timed, c.base.timed) for c in rows if c.cand and c.base]
         ratios = [c.ratio for c in rows if c.ratio]
-        out.append(Overall(config, len(rows), geomean(ratios), geomean_ratio_ci(pairs)))
+        out.append(Overall(config, len(rows), geomean(ratios), geomean_change_test(pairs)))
+    tested = [o for o in out if o.tested.p_value is not None]
+    for o, q in zip(tested, adjust([o.tested.p_value or 1.0 for o in tested]), strict=True):
+        o.q_value = q
+    for o in out:
+        rows = by_config[o.config]
+        busy = next((b for b in map(_busy, rows) if b), "")
+        o.verdict, o.detail = _judge(o.geomean_ratio, o.tested, o.q_value, rows[0].threshold, busy)
     return out

@@ -198,21 +198,20 @@ def definitions(report: Report) -> str:
         f"memory ratio: {report.baseline} peak / this peak; "
         "passrate: ran ok and accuracy did not fail, over models not skipped; "
         "geomean and means over models where both this configuration and the baseline passed "
-        "(the geomean's interval: bootstrap over every model's process medians, or repeats; "
+        "(the geomean's interval: t over the models' log ratios of process medians, or a "
+        "bootstrap over their repeats; "
         "the models it leaves out are named)."
     )
 
 
 def overall_lines(changes: Sequence[Change]) -> list[str]:
-    """Per configuration, the geomean change over the models both sides timed."""
-    lines = []
-    for o in overall(list(changes)):
-        ci = f" (95% CI {o.ci.low - 1:+.1%} to {o.ci.high - 1:+.1%})" if o.ci else ""
-        lines.append(
-            f"{o.config}: geomean change {o.geomean_ratio - 1:+.1%}{ci} over the {o.models} "
-            "model(s) both sides timed"
-        )
-    return lines
+    """Per configuration, the geomean change over the models both sides timed, and its
+    verdict."""
+    return [
+        f"{o.config}: {o.verdict}, geomean change {o.detail} over the {o.models} model(s) "
+        "both sides timed"
+        for o in overall(list(changes))
+    ]
 
 
 def entry_rows(report: Report) -> list[list[str]]:

@@ -200,6 +200,45 @@ def welch_log_ratio(
     return Test(float(res.pvalue), interval, what, True)
 
 
+def geomean_change_test(pairs: Sequence[tuple[Timed, Timed]], level: float = LEVEL) -> Test:
+    """A configuration's change over models: the geometric mean over models of num_i's
+    time / den_i's, tested as Welch's t is for one model, extended to the mean of the
+    models' log-ratio differences (each model's two samples independent; Welch-
+    Satterthwaite degrees of freedom): its p-value against no change, and the interval
+    of the geomean ratio. Each model's samples are both sides' process medians where
+    both ran in more than one process, else their repeats. scipy tests one difference of
+    means, not a mean of several, hence this."""
+    import numpy as np
+    from scipy.stats import t as student
+
+    what = f"Welch's t on the mean log ratio over {len(pairs)} model(s)"
+    terms: list[tuple[float, int]] = []  # each side's variance of its mean log, its n
+    diffs = []
+    for num, den in pairs:
+        sides = (
+            (num.process_medians, den.process_medians)
+            if num.by_process and (den.by_process)
+            else (num.repeats, den.repeats)
+        )
+        logs = [np.log(np.asarray(side, dtype=float)) for side in sides if len(side) >= 2]
+        if len(logs) < 2 or not all(np.isfinite(x).all() for x in logs):
+            return Test(None, None, what, False)
+        diffs.append(float(logs[0].mean() - logs[1].mean()))
+        terms += [(float(x.var(ddof=1)) / x.size, x.size) for x in logs]
+    if not diffs:
+        return Test(None, None, what, False)
+    k = len(diffs)
+    mean, var = float(np.mean(diffs)), sum(v for v, _ in terms) / k**2
+    if var == 0:  # no spread anywhere: the ratio is what it is
+        ratio = float(np.exp(mean))
+        return Test(1.0 if mean == 0 else 0.0, Interval(ratio, ratio, level, what), what, True)
+    df = sum(v for v, _ in terms) ** 2 / sum(v**2 / (n - 1) for v, n in terms)
+    stat = mean / var**0.5
+    half = float(student.ppf(0.5 + level / 2, df)) * var**0.5
+    interval = Interval(float(np.exp(mean - half)), float(np.exp(mean + half)), level, what)
+    return Test(float(2 * student.sf(abs(stat), df)), interval, what, True)
+
+
 def _medians_ratio(num, den, axis=-1):  # type: ignore[no-untyped-def]
     import numpy as np
 
@@ -219,11 +258,16 @@ def ratio_ci(num: Sequence[float], den: Sequence[float], level: float = LEVEL) -
 
 
 def geomean_ratio_ci(pairs: Sequence[tuple[Timed, Timed]], level: float = LEVEL) -> Interval | None:
-    """The interval of the geometric mean over models of num_i's time / den_i's time,
-    each model's two samples (both sides' process medians where both ran in more than
-    one process, else their repeats) resampled on their own; None when a model has
-    fewer than 2 values on a side or none is given."""
+    """The interval of the geometric mean over models of num_i's time / den_i's time:
+    where every model ran in more than one process on both sides, Student's t on the
+    mean log ratio (geomean_change_test, as one model's speedup is Welch's t: a
+    bootstrap of 3 process medians can only reshuffle them); else a percentile
+    bootstrap with each model's two samples (process medians, or repeats) resampled on
+    their own. None when a model has fewer than 2 values on a side or none is given."""
     import numpy as np
+
+    if pairs and all(num.by_process and den.by_process for num, den in pairs):
+        return geomean_change_test(pairs, level).ratio_ci
 
     def values(num: Timed, den: Timed) -> tuple[tuple[float, ...], tuple[float, ...]]:
         if num.by_process and den.by_process:
