@@ -292,12 +292,78 @@ def test_a_configuration_is_judged_on_its_geomean_as_a_row_is() -> None:
 TIMED = ("same", "slow", "fast", "small", "few", "wide", "busy")
 
 
-def _processes(model: str, medians: list[float]) -> ResultRow:
+def _processes(
+    model: str, medians: list[float], overrides: tuple[str, ...] = (), num: int = 0
+) -> ResultRow:
     """A row timed in len(medians) processes of 8 tight repeats each."""
     times = [m * (1 + d) for m in medians for d in (-0.002, -0.001, 0.0, 0.001) * 2]
-    data = row(model, "eager", times).to_dict()
+    data = row(model, "eager", times, overrides=overrides).to_dict()
     data["timing"] = {"processes": [{"repeats": 8, "median_s": m} for m in medians]}
+    data["job"]["num"] = num
     return ResultRow.from_dict(data)
+
+
+def _ab_sweep(change: float, seed: int) -> list[ResultRow]:
+    """One sweep of `slowdown=null,0.05` over three models, six rounds whose host speed
+    drifts ±10% from round to round (both variants alike), each process 1% from its
+    pair; the second variant `change` times slower."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i, model in enumerate(("m1", "m2", "m3")):
+        drift = rng.lognormal(0, 0.10, 6) * 0.01 * (i + 1)
+        variants: tuple[tuple[tuple[str, ...], float], ...] = (
+            ((), 1.0),
+            (("slowdown=0.05",), change),
+        )
+        for j, (extra, scale) in enumerate(variants):
+            medians = [float(v) for v in scale * drift * rng.lognormal(0, 0.01, 6)]
+            rows.append(_processes(model, medians, extra, num=2 * i + j))
+    return rows
+
+
+@pytest.mark.full  # 8 jobs of 6 processes, small models: ~75 s on 2 CPUs
+def test_a_planted_slowdown_in_one_sweep_is_judged_by_pairs(tmp_path: Path) -> None:
+    grid = ["-m", "model=resnet,llama", "model.size=small", "dynamo=none,inductor"]
+    res = run_cli([*grid, "slowdown=null,0.05", "processes=6", "mlflow.enabled=false"], tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    (sweep,) = res.sweep_dirs
+    judged = run_cli(["report", str(sweep), "--pair", "slowdown", "--no-mlflow"], tmp_path)
+    assert judged.returncode in (0, 1), judged.stderr[-3000:]
+    table = list(csv.DictReader((sweep / "pair" / "compare.csv").open()))
+    assert len(table) == 4 and all(c["method"] == "paired t over 6 rounds" for c in table)
+    # never called faster: the planted slowdown is all that differs
+    assert not any(c["verdict"] == "improvement" for c in table), table
+
+
+def test_one_sweeps_a_and_b_are_judged_round_by_round(tmp_path: Path) -> None:
+    """report --pair AXIS: B (the axis's second value) against A, processes paired by
+    round: a 5% slowdown in ±10% drift is a regression of each model and of the
+    configuration, the gate exits 1; the same sweep with no change exits 0."""
+    from benchflow.cli.report import main
+    from benchflow.report.pairs import split
+
+    sides = split(_ab_sweep(1.05, seed=4), "slowdown")
+    assert (sides.a_value, sides.b_value) == ("null", "0.05")
+    changes = compare(
+        build_report(sides.base, "none"), build_report(sides.cand, "none"), 0.03, True
+    )
+    assert {c.model: c.verdict for c in changes} == dict.fromkeys(("m1", "m2", "m3"), "regression")
+    assert all("paired t over 6 rounds" in (c.tested.method if c.tested else "") for c in changes)
+    (config,) = overall(changes)
+    assert config.verdict == "regression" and "3 models" in config.tested.method
+    # unpaired, the same rows cannot tell
+    unpaired = compare(build_report(sides.base, "none"), build_report(sides.cand, "none"), 0.03)
+    assert not any(c.fails for c in unpaired)
+
+    def gate(rows: list[ResultRow], *args: str) -> int:
+        path = tmp_path / f"{len(list(tmp_path.iterdir()))}.jsonl"
+        path.write_text("".join(json.dumps(r.to_dict()) + "\n" for r in rows))
+        out = ["--no-mlflow", "--format", "csv", "--out", str(tmp_path / "out")]
+        return main([str(path), *out, *args])
+
+    assert gate(_ab_sweep(1.05, seed=4), "--pair", "slowdown", "--threshold", "3%") == 1
+    assert gate(_ab_sweep(1.0, seed=5), "--pair", "slowdown", "--threshold", "3%") == 0
+    assert gate(_ab_sweep(1.0, seed=5), "--pair", "dtype") == 2  # not an axis
 
 
 def _reference(r: ResultRow, seconds: float) -> ResultRow:

@@ -41,6 +41,13 @@ insufficient data (the samples cannot tell). A regression, or a model that passe
 BASE and fails in SOURCE, makes the exit code 1; one measured on a busy host, or
 while the host's own speed moved enough to account for it, is "suspicious" and does
 not (docs/reports.md).
+Each configuration is judged the same way on its geomean change over the models both
+sides timed, and a configuration regression fails the gate too.
+
+With --pair AXIS, the sources are one sweep of two values of AXIS (AXIS=A,B, e.g.
+toolchain=main,mine or slowdown=null,0.05): B is judged against A, each model's
+processes paired by round (a paired t-test on the rounds' log ratios), so the host's
+drift between rounds drops out; the same verdicts and exit codes.
 It first prints what differs between the two sides' environments (CPU features,
 versions, lock, TorchBench checkout, speed settings): a slowdown may come from there.
 --require-same-env makes such a difference an error (exit 2).
@@ -53,8 +60,9 @@ examples:
   benchflow report experiment:benchflow --tracking-uri http://127.0.0.1:5000
   benchflow report NEW_SWEEP --compare OLD_SWEEP --threshold 5%   # CI gate
   benchflow report NEW_SWEEP --compare OLD_SWEEP --require-same-env
+  benchflow report AB_SWEEP --pair toolchain   # a sweep of toolchain=main,mine
 
-exit codes: 0 done (no regression), 1 regression found (--compare), 2 bad input.
+exit codes: 0 done (no regression), 1 regression found (--compare, --pair), 2 bad input.
 """
 
 
@@ -119,6 +127,13 @@ def parser() -> argparse.ArgumentParser:
         help="a baseline sweep (same kinds as SOURCE) to gate SOURCE against",
     )
     p.add_argument(
+        "--pair",
+        metavar="AXIS",
+        help="judge one sweep's two values of AXIS (a sweep of AXIS=A,B: the value it ran "
+        "first is A), B against A, each model's processes paired by round: the host's "
+        "drift between rounds drops out (docs/reports.md)",
+    )
+    p.add_argument(
         "--threshold",
         type=parse_threshold,
         default=0.05,
@@ -166,8 +181,7 @@ def _merge(sweeps: Sequence[Sweep]) -> Sweep:
     )
 
 
-def _default_out(sweep: Sweep, compare: bool) -> Path:
-    name = "compare" if compare else "report"
+def _default_out(sweep: Sweep, name: str) -> Path:
     if sweep.directory is not None:
         return sweep.directory / name
     slug = re.sub(r"[^A-Za-z0-9._-]+", "_", sweep.label).strip("_")[:80]
@@ -200,6 +214,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    if args.pair and args.compare:
+        print(
+            f"benchflow report: error: --pair {args.pair} compares within the sources, "
+            f"--compare {args.compare} against another sweep; allowed: one of them",
+            file=sys.stderr,
+        )
+        return 2
     from benchflow.report import output, render
     from benchflow.report.compare import compare
     from benchflow.report.model import build_report
@@ -214,12 +235,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     baseline = args.baseline or cand.baseline or DEFAULT_BASELINE
     report = build_report(cand.rows, baseline, args.baseline_toolchain)
     changes = None
-    title = f"benchflow report: {cand.label}"
+    title, folder, against = f"benchflow report: {cand.label}", "report", ""
+    if args.pair:
+        from benchflow.report.pairs import PairError, split
+
+        try:
+            sides = split(cand.rows, args.pair)
+        except PairError as exc:
+            print(f"benchflow report: error: {exc}", file=sys.stderr)
+            return 2
+        report = build_report(sides.cand, baseline, args.baseline_toolchain)
+        a_side = build_report(sides.base, baseline, args.baseline_toolchain)
+        changes = compare(a_side, report, args.threshold, paired=True)
+        against = f"{sides.axis}={sides.a_value}"
+        title = f"benchflow pair: {sides.axis}={sides.b_value} against {against} in {cand.label}"
+        folder = "pair"
     if base is not None:
         changes = compare(
             build_report(base.rows, baseline, args.baseline_toolchain), report, args.threshold
         )
         title = f"benchflow compare: {base.label} -> {cand.label}"
+        folder, against = "compare", base.label
     diffs: list[Difference] = []
     if base is not None:
         print(f"baseline:  {base.label} ({describe(base)})")
@@ -237,13 +273,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
     render.print_terminal(report, title, changes)
 
-    out = args.out or _default_out(cand, changes is not None)
+    out = args.out or _default_out(cand, folder)
     meta = meta_of(cand, report.baseline)
     if base is not None:
         meta["compared against"] = f"{base.label} ({describe(base)})"
         meta["candidate"] = describe(cand)
         meta["threshold"] = f"{args.threshold:.1%}"
         meta["environment"] = "; ".join(map(str, diffs)) or "the same"
+    if args.pair:
+        meta["paired"] = f"B: {title.split(': ', 1)[1]}; processes paired by round"
+        meta["threshold"] = f"{args.threshold:.1%}"
     files = output.write(report, out, title, meta, changes, args.format)
     print(f"wrote {', '.join(str(f) for f in files)}")
     if not args.no_mlflow and cand.parent_run_id and cand.tracking_uri:
@@ -257,7 +296,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
     if changes is None:
         return 0
-    return _verdict(changes, base.label if base else "", diffs, args.threshold)
+    return _verdict(changes, against, diffs, args.threshold)
 
 
 def _verdict(changes: list[Change], against: str, diffs: list[Difference], threshold: float) -> int:

@@ -47,6 +47,8 @@ from benchflow.results.intervals import (
     adjust,
     compare_times,
     geomean_change_test,
+    paired_geomean_test,
+    paired_ratio_test,
 )
 from benchflow.results.load import speed_change
 from benchflow.results.stats import geomean
@@ -73,6 +75,7 @@ class Change:
     tested: Test | None = None  # candidate against baseline (results/intervals.py)
     q_value: float | None = None  # the p-value adjusted over the comparison's rows (BH)
     threshold: float = 0.0  # the minimum effect it was judged with
+    paired: bool = False  # the sides' processes paired by round (one sweep's A and B)
 
     @property
     def ratio_ci(self) -> Interval | None:
@@ -190,8 +193,9 @@ def _beyond_host(
     return ci.high / min(host, 1.0) < lower
 
 
-def compare(base: Report, cand: Report, threshold: float) -> list[Change]:
-    """One change per (model, test, configuration) that either side has."""
+def compare(base: Report, cand: Report, threshold: float, paired: bool = False) -> list[Change]:
+    """One change per (model, test, configuration) that either side has; `paired`: the
+    two sides are one sweep's A and B, their processes paired by round (report/pairs.py)."""
     if threshold < 0:
         raise ValueError(f"threshold must be >= 0, got {threshold}")
     b, c = base.lookup(), cand.lookup()
@@ -205,11 +209,14 @@ def compare(base: Report, cand: Report, threshold: float) -> list[Change]:
             verdict, detail = "missing", "only in the baseline"
         else:
             verdict, detail = _by_status(be, ce) or ("", "")
-        changes.append(Change(model, test, config, be, ce, verdict, detail, threshold=threshold))
+        changes.append(
+            Change(model, test, config, be, ce, verdict, detail, threshold=threshold, paired=paired)
+        )
     timed = [ch for ch in changes if not ch.verdict]
+    judge = paired_ratio_test if paired else compare_times
     for ch in timed:
         assert ch.base and ch.cand
-        ch.tested = compare_times(ch.cand.timed, ch.base.timed)
+        ch.tested = judge(ch.cand.timed, ch.base.timed)
     tested = [ch for ch in timed if ch.p_value is not None]
     for ch, q in zip(tested, adjust([ch.p_value or 1.0 for ch in tested]), strict=True):
         ch.q_value = q
@@ -255,7 +262,8 @@ def overall(changes: list[Change]) -> list[Overall]:
     for config, rows in by_config.items():
         pairs = [(c.cand.timed, c.base.timed) for c in rows if c.cand and c.base]
         ratios = [c.ratio for c in rows if c.ratio]
-        out.append(Overall(config, len(rows), geomean(ratios), geomean_change_test(pairs)))
+        judge = paired_geomean_test if rows[0].paired else geomean_change_test
+        out.append(Overall(config, len(rows), geomean(ratios), judge(pairs)))
     tested = [o for o in out if o.tested.p_value is not None]
     for o, q in zip(tested, adjust([o.tested.p_value or 1.0 for o in tested]), strict=True):
         o.q_value = q

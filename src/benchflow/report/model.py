@@ -61,7 +61,7 @@ _TOOLCHAIN_KEYS = f"{TOOLCHAIN_AXIS}."
 Meta = dict[str, str | int | None]
 
 
-def _axes(row: ResultRow) -> dict[str, str]:
+def row_axes(row: ResultRow) -> dict[str, str]:
     """A row's measured settings, as text (its recorded `config`; rows written before
     schema 2 have only their overrides, of which the measured ones count, and the step).
     The toolchain is one axis, its name (`project` where the row records none)."""
@@ -97,7 +97,7 @@ def varying_axes(
     groups: dict[tuple[str, str], list[dict[str, str]]] = {}
     for i, row in enumerate(rows):
         key = (row.model_name, row.test)
-        groups.setdefault(key, []).append(settings[i] if settings else _axes(row))
+        groups.setdefault(key, []).append(settings[i] if settings else row_axes(row))
     varying: set[str] = set()
     for per_row in groups.values():
         keys = {k for axes in per_row for k in axes}
@@ -245,7 +245,7 @@ def build_report(
     # Oldest first: a rerun replaces an earlier row, and column order follows the
     # sweep's own order whatever order the rows were read in (MLflow: newest first).
     rows = sorted((r for r in rows if r.status.counts_as_configuration), key=lambda r: r.timestamp)
-    settings = [_axes(row) for row in rows]
+    settings = [row_axes(row) for row in rows]
     axes = varying_axes(rows, settings)
     notes: list[str] = []
     entries = _latest(rows, [_config_of(r, axes, s) for r, s in zip(rows, settings, strict=True)])

@@ -222,7 +222,7 @@ def to_markdown(report: Report, title: str, changes: Sequence[Change] | None = N
     parts = [f"# {title}", ""]
     if changes is not None:
         parts += [
-            "## Against the baseline sweep",
+            "## Against the baseline",
             "",
             markdown_table(CHANGE_HEADER, [change_cells(c) for c in changes]),
             "",
@@ -279,7 +279,7 @@ def print_terminal(report: Report, title: str, changes: Sequence[Change] | None 
     if not console.is_terminal:  # logs and pipes: no wrapping at 80 columns
         console = Console(highlight=False, width=220)
     if changes is not None:
-        table = Table(*CHANGE_HEADER, title=f"{title}: against the baseline sweep")
+        table = Table(*CHANGE_HEADER, title=f"{title}: against the baseline")
         for c in changes:
             style = "red" if c.fails else ("green" if c.verdict in GOOD else None)
             table.add_row(*_plain(change_cells(c)), style=style)
@@ -351,7 +351,7 @@ def to_html(
     if changes is not None:
         classes = ["bad" if c.fails else ("good" if c.verdict in GOOD else "") for c in changes]
         parts += [
-            "<h2>Against the baseline sweep</h2>",
+            "<h2>Against the baseline</h2>",
             html_table(CHANGE_HEADER, [change_cells(c) for c in changes], classes),
             *[f"<p>{html.escape(line)}</p>" for line in overall_lines(changes)],
         ]

@@ -239,6 +239,41 @@ def geomean_change_test(pairs: Sequence[tuple[Timed, Timed]], level: float = LEV
     return Test(float(2 * student.sf(abs(stat), df)), interval, what, True)
 
 
+def paired_ratio_test(num: Timed, den: Timed, level: float = LEVEL) -> Test:
+    """num against den process by process: the i-th process of each ran in the same round
+    of an interleaved sweep (sweep/rounds.py), one after the other, so the host's drift
+    from round to round is common to the pair and drops out of its ratio. Student's t
+    on the rounds' log ratios (a paired t-test): its p-value against no change, and the
+    interval of their geometric mean."""
+    return paired_geomean_test([(num, den)], level)
+
+
+def paired_geomean_test(pairs: Sequence[tuple[Timed, Timed]], level: float = LEVEL) -> Test:
+    """A configuration's change over models, paired by round: in each round the mean
+    over models of their log ratios (num_i's process median / den_i's), then Student's t
+    over the rounds (the rounds every model has on both sides)."""
+    import numpy as np
+    from scipy.stats import ttest_1samp
+
+    rounds = min((min(len(n.process_medians), len(d.process_medians)) for n, d in pairs), default=0)
+    what = f"paired t over {rounds} rounds" + (f", {len(pairs)} models" if len(pairs) > 1 else "")
+    if rounds < 2:
+        return Test(None, None, what, False)
+    logs = [
+        np.log(np.asarray(n.process_medians[:rounds]))
+        - np.log(np.asarray(d.process_medians[:rounds]))
+        for n, d in pairs
+    ]
+    by_round = np.mean(logs, axis=0)
+    if np.ptp(by_round) == 0:  # the same ratio every round: t is undefined
+        ratio = float(np.exp(by_round[0]))
+        return Test(1.0 if ratio == 1 else 0.0, Interval(ratio, ratio, level, what), what, True)
+    res = ttest_1samp(by_round, 0.0)
+    ci = res.confidence_interval(level)
+    interval = Interval(float(np.exp(ci.low)), float(np.exp(ci.high)), level, what)
+    return Test(float(res.pvalue), interval, what, True)
+
+
 def _medians_ratio(num, den, axis=-1):  # type: ignore[no-untyped-def]
     import numpy as np
 

@@ -1,0 +1,70 @@
+"""One sweep's A and B: the rows of the two values of one of its axes, as the two sides
+of a comparison whose processes pair by round (`benchflow report SWEEP --pair AXIS`).
+
+A sweep with `AXIS=a,b` among its values runs both variants' processes round by round
+(interleave=true, the default: sweep/rounds.py), so the i-th process of the A job and
+of its B job ran minutes apart at most, one right after the other; the host's drift
+between rounds is common to both and drops out of their ratio, where two sweeps run
+apart carry all of it. A is the value the sweep ran first (its first job's), B the
+other; each side's rows lose the axis, so that the configurations match, and
+report/compare.py judges B against A with the paired tests (results/intervals.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from benchflow.report.model import TOOLCHAIN_AXIS, row_axes, varying_axes
+from benchflow.results.row import ResultRow
+
+
+class PairError(ValueError):
+    """The axis cannot split these rows into an A and a B (the message says why)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Split:
+    axis: str
+    a: str  # A's value, as the report writes it ("-": not set)
+    b: str
+    base: list[ResultRow]  # A's rows, less the axis
+    cand: list[ResultRow]
+
+    @property
+    def a_value(self) -> str:
+        """A's value as the command line writes it (null: not set)."""
+        return "null" if self.a == "-" else self.a
+
+    @property
+    def b_value(self) -> str:
+        return "null" if self.b == "-" else self.b
+
+
+def split(rows: Sequence[ResultRow], axis: str) -> Split:
+    """The rows of the axis's two values, A (the sweep's first) and B, each less it."""
+    axes = varying_axes(rows)
+    if axis not in axes:
+        allowed = ", ".join(axes) or "none: every row has the same settings"
+        raise PairError(f"--pair {axis}: not an axis of these rows; allowed: {allowed}")
+    ordered = sorted(rows, key=lambda r: (r.job.num, r.timestamp))
+    values = list(dict.fromkeys(row_axes(r).get(axis, "-") for r in ordered))
+    if len(values) != 2:
+        raise PairError(
+            f"--pair {axis}: the rows have {len(values)} values of it ({', '.join(values)}); "
+            f"allowed: a sweep of two ({axis}=A,B)"
+        )
+    a, b = values
+    sides: dict[str, list[ResultRow]] = {a: [], b: []}
+    for row in ordered:
+        sides[row_axes(row).get(axis, "-")].append(_without(row, axis))
+    return Split(axis, a, b, sides[a], sides[b])
+
+
+def _without(row: ResultRow, axis: str) -> ResultRow:
+    """The row less the axis's setting (the toolchain axis: all its keys)."""
+    if row.config is None:
+        return row
+    prefix = f"{TOOLCHAIN_AXIS}." if axis == TOOLCHAIN_AXIS else f"{axis}."
+    kept = {k: v for k, v in row.config.items() if k != axis and not k.startswith(prefix)}
+    return dataclasses.replace(row, config=kept)
