@@ -1,0 +1,151 @@
+"""The smallest change each way of comparing can tell, measured (issue 42).
+
+For each planted slowdown (`slowdown=`: every timed repeat made that fraction longer,
+after the device finished) and each trial, on the grid below:
+
+- two sweeps: A, then B with the slowdown, `benchflow report B --compare A`: the way a
+  CI gate compares two commits run apart;
+- one paired sweep: `slowdown=null,S`, both variants' processes alternating round by
+  round, `benchflow report SWEEP --pair slowdown`.
+
+A change is detected when the report exits 1 (a row or a configuration called a
+regression past the threshold); at size 0 (A/A) an exit 1 is a false alarm. Prints a
+markdown table (detections per trial, rows called regressions, the wall of a trial)
+and, with --out, appends it to that file as a dated section.
+
+    .venv/bin/python benchmarks/detect.py --sizes 0,0.05,0.1 --trials 2 --out benchmarks/RESULTS.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# The grid of issue 42: two models, eager and Inductor, float32 (4 rows).
+GRID = [
+    "-m",
+    "model=resnet,llama",
+    "model.size=small",
+    "dynamo=none,inductor",
+    "dtype=float32",
+    "mlflow.enabled=false",
+    "progress=false",
+]
+
+
+@dataclass
+class Way:
+    name: str
+    detected: int = 0
+    trials: int = 0
+    rows_called: list[int] = field(default_factory=list)  # rows called regression, a trial
+    walls: list[float] = field(default_factory=list)
+
+
+def _benchflow(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "benchflow", *args], cwd=cwd, capture_output=True, text=True
+    )
+
+
+def _sweep(extra: list[str], folder: Path, cwd: Path) -> None:
+    done = _benchflow([*GRID, *extra, f"hydra.sweep.dir={folder}"], cwd)
+    if done.returncode != 0:
+        raise SystemExit(f"sweep {extra} failed:\n{done.stderr[-3000:]}")
+
+
+def _judge(args: list[str], table: Path, cwd: Path) -> tuple[bool, int]:
+    """(exit 1: a regression, how many rows were called one)."""
+    done = _benchflow(["report", *args, "--no-mlflow", "--format", "csv"], cwd)
+    if done.returncode not in (0, 1):
+        raise SystemExit(f"report {args} failed:\n{done.stderr[-3000:]}")
+    rows = list(csv.DictReader(table.open()))
+    return done.returncode == 1, sum(r["verdict"] == "regression" for r in rows)
+
+
+def _slowdown(size: float) -> str:
+    return "null" if size == 0 else f"{size:g}"
+
+
+def two_sweeps(size: float, work: Path, processes: int | None) -> tuple[bool, int]:
+    more = [f"processes={processes}"] if processes else []
+    a, b = work / "A", work / "B"
+    _sweep(more, a, work)
+    _sweep([*more, f"slowdown={_slowdown(size)}"], b, work)
+    return _judge([str(b), "--compare", str(a)], b / "compare" / "compare.csv", work)
+
+
+def paired(size: float, work: Path, processes: int | None) -> tuple[bool, int]:
+    more = [f"processes={processes}"] if processes else []
+    # A/A: two jobs that differ only by a setting that changes nothing (0 is a value)
+    other = "0" if size == 0 else f"{size:g}"
+    sweep = work / "AB"
+    _sweep([*more, f"slowdown=null,{other}"], sweep, work)
+    return _judge([str(sweep), "--pair", "slowdown"], sweep / "pair" / "compare.csv", work)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--sizes", default="0,0.02,0.05,0.1,0.2", help="planted slowdowns")
+    p.add_argument("--trials", type=int, default=1)
+    p.add_argument("--paired-processes", type=int, default=6, help="rounds of a paired sweep")
+    p.add_argument("--out", type=Path, help="append the section to this file")
+    args = p.parse_args()
+    sizes = [float(s) for s in args.sizes.split(",")]
+    ways = {
+        size: [Way("two sweeps, --compare (3 processes)"), Way("one sweep, --pair")]
+        for size in sizes
+    }
+    started = datetime.datetime.now()
+    for trial in range(args.trials):
+        for size in sizes:
+            for way, run in zip(ways[size], (two_sweeps, paired), strict=True):
+                processes = None if run is two_sweeps else args.paired_processes
+                with tempfile.TemporaryDirectory(prefix="detect-") as tmp:
+                    t0 = time.monotonic()
+                    hit, rows = run(size, Path(tmp), processes)
+                    way.walls.append(time.monotonic() - t0)
+                way.trials += 1
+                way.detected += hit
+                way.rows_called.append(rows)
+                print(
+                    f"trial {trial + 1} size {size:.0%} {way.name}: exit {int(hit)}, "
+                    f"{rows} of 4 rows called regression, {way.walls[-1]:.0f} s",
+                    flush=True,
+                )
+    lines = [
+        f"## {started:%Y-%m-%d %H:%M}: what a comparison can tell (benchmarks/detect.py), "
+        f"on {platform.node()} ({platform.processor() or platform.machine()})",
+        "",
+        f"`{' '.join(GRID)}`; {args.trials} trial(s) a size; threshold 5%; the paired "
+        f"sweep with processes={args.paired_processes}. Detected: the report exited 1 "
+        "(at 0%, a false alarm).",
+        "",
+        "| planted | way | detected | rows called regression (of 4, each trial) | wall a trial |",
+        "|---|---|---|---|---|",
+    ]
+    for size in sizes:
+        for way in ways[size]:
+            wall = sum(way.walls) / len(way.walls)
+            lines.append(
+                f"| {size:.0%} | {way.name} | {way.detected}/{way.trials} | "
+                f"{', '.join(map(str, way.rows_called))} | {wall:.0f} s |"
+            )
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.out:
+        with args.out.open("a") as f:
+            f.write("\n" + text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
