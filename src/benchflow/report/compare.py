@@ -32,6 +32,11 @@ models both sides timed (results/intervals.geomean_change_test: Welch's t on the
 log ratio), by the same rule and threshold, its p-values adjusted over the
 configurations: a configuration can be a significant regression though none of its
 rows is on its own (many small slowdowns), and then fails the gate as a row does.
+
+Paired (`report --pair AXIS`, report/pairs.py): the two sides are one sweep's A and B,
+whose processes ran round by round; each row is tested on its rounds' log ratios (a
+paired t-test), each configuration on the rounds' mean over its models, and judged by
+the same rule.
 """
 
 from __future__ import annotations
