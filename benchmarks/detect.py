@@ -97,17 +97,25 @@ def main() -> int:
     p.add_argument("--sizes", default="0,0.02,0.05,0.1,0.2", help="planted slowdowns")
     p.add_argument("--trials", type=int, default=1)
     p.add_argument("--paired-processes", type=int, default=6, help="rounds of a paired sweep")
+    p.add_argument(
+        "--ways", default="two,paired", help="which ways of comparing: two (sweeps), paired"
+    )
     p.add_argument("--out", type=Path, help="append the section to this file")
     args = p.parse_args()
     sizes = [float(s) for s in args.sizes.split(",")]
-    ways = {
-        size: [Way("two sweeps, --compare (3 processes)"), Way("one sweep, --pair")]
-        for size in sizes
+    chosen = args.ways.split(",")
+    known = {
+        "two": (two_sweeps, "two sweeps, --compare (3 processes)"),
+        "paired": (paired, "one sweep, --pair"),
     }
+    if bad := [w for w in chosen if w not in known]:
+        p.error(f"--ways: unknown {', '.join(bad)}; allowed: two, paired")
+    runs = [known[w][0] for w in chosen]
+    ways = {size: [Way(known[w][1]) for w in chosen] for size in sizes}
     started = datetime.datetime.now()
     for trial in range(args.trials):
         for size in sizes:
-            for way, run in zip(ways[size], (two_sweeps, paired), strict=True):
+            for way, run in zip(ways[size], runs, strict=True):
                 processes = None if run is two_sweeps else args.paired_processes
                 with tempfile.TemporaryDirectory(prefix="detect-") as tmp:
                     t0 = time.monotonic()

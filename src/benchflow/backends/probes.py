@@ -56,9 +56,7 @@ class DynamoProbe:
             "inductor_fxgraph_cache_bypass": counters["inductor"]["fxgraph_cache_bypass"],
             # Inductor's graph rewrites (freezing's weight prepacking, fusions)
             "inductor_pattern_matcher_count": counters["inductor"]["pattern_matcher_count"],
-            # graphs compiled with a symbolic size (dynamo.dynamic*)
-            "dynamo_dynamic_graphs": dynamic_graphs(),
-        }
+        } | dynamic_graphs()
 
     def delta(self, before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
         return {k: after[k] - before[k] for k in after}
@@ -69,12 +67,23 @@ class DynamoProbe:
 _SYMBOL = re.compile(r"'[su]\d+'")
 
 
-def dynamic_graphs() -> int:
-    """How many of the graphs dynamo compiled (of the last 64 it keeps metrics of) have
-    an input of symbolic size: 0 unless a size was dynamic."""
-    from torch._dynamo.utils import get_compilation_metrics
-
-    return sum(bool(_SYMBOL.search(m.graph_node_shapes or "")) for m in get_compilation_metrics())
+def dynamic_graphs() -> dict[str, float]:
+    """`dynamo_dynamic_graphs`: how many of the graphs dynamo compiled (of the last 64 it
+    keeps metrics of) have an input of symbolic size: 0 unless a size was dynamic.
+    Nothing where the job's torch keeps no such metrics (a toolchain's other release):
+    decided by the metrics' fields, so that every snapshot has the same keys."""
+    try:
+        from torch._dynamo.utils import CompilationMetrics, get_compilation_metrics
+    except ImportError:
+        return {}
+    if "graph_node_shapes" not in getattr(CompilationMetrics, "__dataclass_fields__", {}):
+        return {}
+    metrics = get_compilation_metrics()
+    return {
+        "dynamo_dynamic_graphs": sum(
+            bool(_SYMBOL.search(m.graph_node_shapes or "")) for m in metrics
+        )
+    }
 
 
 # Seconds this process spent exporting models and compiling their exports (the compile
