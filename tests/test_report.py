@@ -362,6 +362,8 @@ def test_one_sweeps_a_and_b_are_judged_round_by_round(tmp_path: Path) -> None:
         return main([str(path), *out, *args])
 
     assert gate(_ab_sweep(1.05, seed=4), "--pair", "slowdown", "--threshold", "3%") == 1
+    (judged,) = csv.DictReader((tmp_path / "out" / "configurations.csv").open())
+    assert judged["verdict"] == "regression" and judged["models"] == "3", judged
     assert gate(_ab_sweep(1.0, seed=5), "--pair", "slowdown", "--threshold", "3%") == 0
     assert gate(_ab_sweep(1.0, seed=5), "--pair", "dtype") == 2  # not an axis
 

@@ -1,5 +1,6 @@
-"""The report's CSV files (report.csv, summary.csv, compare.csv): raw numbers, seconds
-and bytes, one line per model and configuration, per configuration, or per change."""
+"""The report's CSV files (report.csv, summary.csv, compare.csv, configurations.csv):
+raw numbers, seconds and bytes, one line per model and configuration, per
+configuration, per change, or per configuration's change."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import io
 from collections.abc import Sequence
 from typing import Any
 
-from benchflow.report.compare import Change
+from benchflow.report.compare import Change, overall
 from benchflow.report.entry import Entry
 from benchflow.report.model import Report
 
@@ -95,6 +96,23 @@ def changes_csv(changes: Sequence[Change]) -> str:
         ("detail", lambda c: c.detail),
     ]
     return _csv(columns, changes)
+
+
+def configurations_csv(changes: Sequence[Change]) -> str:
+    """Each configuration's verdict on its geomean change (report/compare.overall)."""
+    columns: list[tuple[str, Any]] = [
+        ("config", lambda o: o.config),
+        ("models", lambda o: o.models),
+        ("geomean_ratio", lambda o: _num(o.geomean_ratio)),
+        ("ratio_ci_low", lambda o: _num(o.ci.low if o.ci else None)),
+        ("ratio_ci_high", lambda o: _num(o.ci.high if o.ci else None)),
+        ("p_value", lambda o: _num(o.tested.p_value)),
+        ("q_value", lambda o: _num(o.q_value)),
+        ("method", lambda o: o.tested.method),
+        ("verdict", lambda o: o.verdict),
+        ("detail", lambda o: o.detail),
+    ]
+    return _csv(columns, overall(list(changes)))
 
 
 def _num(value: float | None) -> str:

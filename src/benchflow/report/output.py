@@ -39,6 +39,7 @@ def write(
         put("summary.csv", csv_tables.summary_csv(report))
         if changes is not None:
             put("compare.csv", csv_tables.changes_csv(changes))
+            put("configurations.csv", csv_tables.configurations_csv(changes))
     if "html" in formats:
         from benchflow.report.plots import figures, to_svg
 
