@@ -97,7 +97,8 @@ def dump_inductor_code(
 ) -> tuple[list[str], list[str]]:
     """One more pass with TORCH_COMPILE_DEBUG into a fresh Inductor cache, so the
     generated code is written, not served from the cache; keeps each graph's
-    output_code.py as ir/inductor/output_code_<n>.py."""
+    output_code.py as ir/inductor/output_code_<n>.py (AOTInductor's C++,
+    output_code.cpp, as output_code_<n>.cpp)."""
     out = JobDir(job_dir).inductor_code
     out.mkdir(parents=True, exist_ok=True)
     debug_dir = out / ".debug"
@@ -123,10 +124,11 @@ def dump_inductor_code(
     if outcome.status is not Status.OK:
         return [], [f"inductor code pass: {outcome.status}: {(outcome.error or '')[:300]}"]
     files = []
-    for n, code in enumerate(sorted(debug_dir.rglob("output_code.py"))):
-        target = out / f"output_code_{n}.py"
+    written = sorted([*debug_dir.rglob("output_code.py"), *debug_dir.rglob("output_code.cpp")])
+    for n, code in enumerate(written):
+        target = out / f"output_code_{n}{code.suffix}"
         target.write_text(code.read_text())
         files.append(str(target.relative_to(job_dir)))
     shutil.rmtree(debug_dir, ignore_errors=True)
     shutil.rmtree(out / ".cache", ignore_errors=True)
-    return files, [] if files else ["inductor code pass wrote no output_code.py"]
+    return files, [] if files else ["inductor code pass wrote no output_code.py or .cpp"]

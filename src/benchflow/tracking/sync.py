@@ -67,7 +67,7 @@ def job_artifacts(job: JobDir) -> dict[str, Path]:
         "hydra": sorted(job.hydra.glob("*.yaml")),
         "profile": sorted(job.profile.glob("*")),
         "ir": sorted(job.ir.glob("graphs.*")),
-        "ir/inductor": sorted(job.inductor_code.glob("*.py")),
+        "ir/inductor": sorted(job.inductor_code.glob("output_code_*")),
     }
     for folder, paths in folders.items():
         out |= {f"{folder}/{p.name}": p for p in paths}
