@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import re
 import sys
 from collections import Counter
@@ -17,6 +18,8 @@ from benchflow.results.environment import Difference, between_rows, speed_warnin
 
 if TYPE_CHECKING:
     from benchflow.report.compare import Change
+    from benchflow.report.model import Report
+    from benchflow.results.row import ResultRow
 
 DESCRIPTION = """\
 Compare backends, sweeps and commits from benchflow results.
@@ -205,83 +208,119 @@ def environment_lines(diffs: list[Difference]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+def _refused(args: argparse.Namespace) -> str | None:
+    """Why these flags cannot go together (None: they can)."""
     if args.require_same_env and not args.compare:
-        print(
-            "benchflow report: error: --require-same-env applies to a comparison; allowed: "
-            "--compare BASE with it, or no --require-same-env",
-            file=sys.stderr,
+        return (
+            "--require-same-env applies to a comparison; allowed: --compare BASE with it, "
+            "or no --require-same-env"
         )
-        return 2
     if args.pair and args.compare:
-        print(
-            f"benchflow report: error: --pair {args.pair} compares within the sources, "
-            f"--compare {args.compare} against another sweep; allowed: one of them",
-            file=sys.stderr,
+        return (
+            f"--pair {args.pair} compares within the sources, --compare {args.compare} "
+            "against another sweep; allowed: one of them"
         )
-        return 2
-    from benchflow.report import output, render
+    return None
+
+
+@dataclasses.dataclass
+class _Judged:
+    """What the command reports on: the candidate's report, and the changes it is judged
+    by (None: a plain report), with the title, the output folder's name and what the
+    changes are against."""
+
+    report: Report
+    changes: list[Change] | None
+    title: str
+    folder: str = "report"
+    against: str = ""
+
+
+def _judge(args: argparse.Namespace, cand: Sweep, base: Sweep | None, baseline: str) -> _Judged:
+    """The report, and with --pair or --compare its changes (raises PairError)."""
     from benchflow.report.compare import compare
     from benchflow.report.model import build_report
+
+    def report_of(rows: Sequence[ResultRow]) -> Report:
+        return build_report(rows, baseline, args.baseline_toolchain)
+
+    if args.pair:
+        from benchflow.report.pairs import split
+
+        sides = split(cand.rows, args.pair)
+        report = report_of(sides.cand)
+        against = f"{sides.axis}={sides.a_value}"
+        return _Judged(
+            report,
+            compare(report_of(sides.base), report, args.threshold, paired=True),
+            f"benchflow pair: {sides.axis}={sides.b_value} against {against} in {cand.label}",
+            "pair",
+            against,
+        )
+    report = report_of(cand.rows)
+    if base is None:
+        return _Judged(report, None, f"benchflow report: {cand.label}")
+    return _Judged(
+        report,
+        compare(report_of(base.rows), report, args.threshold),
+        f"benchflow compare: {base.label} -> {cand.label}",
+        "compare",
+        base.label,
+    )
+
+
+def _environments(args: argparse.Namespace, base: Sweep, cand: Sweep) -> list[Difference] | None:
+    """Print the two sides and what differs between their environments; None where
+    --require-same-env refuses the comparison (said on stderr)."""
+    print(f"baseline:  {base.label} ({describe(base)})")
+    print(f"candidate: {cand.label} ({describe(cand)})")
+    diffs = between_rows(base.rows, cand.rows)
+    print(environment_lines(diffs))
+    speed = [d for d in diffs if d.speed]
+    if args.require_same_env and speed:
+        print(
+            "benchflow report: error: --require-same-env: the sides' environments "
+            f"differ in {', '.join(str(d) for d in speed)}; allowed: two sides whose "
+            "rows share every speed fact (docs/reproducibility.md), or no --require-same-env",
+            file=sys.stderr,
+        )
+        return None
+    return diffs
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    if why := _refused(args):
+        print(f"benchflow report: error: {why}", file=sys.stderr)
+        return 2
+    from benchflow.report import output, render
+    from benchflow.report.pairs import PairError
 
     try:
         cand = _merge([load(s, args.tracking_uri) for s in args.sources])
         base = load(args.compare, args.tracking_uri) if args.compare else None
-    except SourceError as exc:
+        # One baseline for both sides: the user's, else the candidate's own.
+        judged = _judge(args, cand, base, args.baseline or cand.baseline or DEFAULT_BASELINE)
+    except (SourceError, PairError) as exc:
         print(f"benchflow report: error: {exc}", file=sys.stderr)
         return 2
-    # One baseline for both sides of a comparison: the user's, else the candidate's own.
-    baseline = args.baseline or cand.baseline or DEFAULT_BASELINE
-    report = build_report(cand.rows, baseline, args.baseline_toolchain)
-    changes = None
-    title, folder, against = f"benchflow report: {cand.label}", "report", ""
-    if args.pair:
-        from benchflow.report.pairs import PairError, split
-
-        try:
-            sides = split(cand.rows, args.pair)
-        except PairError as exc:
-            print(f"benchflow report: error: {exc}", file=sys.stderr)
-            return 2
-        report = build_report(sides.cand, baseline, args.baseline_toolchain)
-        a_side = build_report(sides.base, baseline, args.baseline_toolchain)
-        changes = compare(a_side, report, args.threshold, paired=True)
-        against = f"{sides.axis}={sides.a_value}"
-        title = f"benchflow pair: {sides.axis}={sides.b_value} against {against} in {cand.label}"
-        folder = "pair"
-    if base is not None:
-        changes = compare(
-            build_report(base.rows, baseline, args.baseline_toolchain), report, args.threshold
-        )
-        title = f"benchflow compare: {base.label} -> {cand.label}"
-        folder, against = "compare", base.label
+    report, changes, title = judged.report, judged.changes, judged.title
     diffs: list[Difference] = []
     if base is not None:
-        print(f"baseline:  {base.label} ({describe(base)})")
-        print(f"candidate: {cand.label} ({describe(cand)})")
-        diffs = between_rows(base.rows, cand.rows)
-        print(environment_lines(diffs))
-        speed = [d for d in diffs if d.speed]
-        if args.require_same_env and speed:
-            print(
-                "benchflow report: error: --require-same-env: the sides' environments "
-                f"differ in {', '.join(str(d) for d in speed)}; allowed: two sides whose "
-                "rows share every speed fact (docs/reproducibility.md), or no --require-same-env",
-                file=sys.stderr,
-            )
+        if (found := _environments(args, base, cand)) is None:
             return 2
+        diffs = found
     render.print_terminal(report, title, changes)
 
-    out = args.out or _default_out(cand, folder)
+    out = args.out or _default_out(cand, judged.folder)
     meta = meta_of(cand, report.baseline)
     if base is not None:
         meta["compared against"] = f"{base.label} ({describe(base)})"
         meta["candidate"] = describe(cand)
-        meta["threshold"] = f"{args.threshold:.1%}"
         meta["environment"] = "; ".join(map(str, diffs)) or "the same"
     if args.pair:
         meta["paired"] = f"B: {title.split(': ', 1)[1]}; processes paired by round"
+    if changes is not None:
         meta["threshold"] = f"{args.threshold:.1%}"
     files = output.write(report, out, title, meta, changes, args.format)
     print(f"wrote {', '.join(str(f) for f in files)}")
@@ -296,7 +335,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
     if changes is None:
         return 0
-    return _verdict(changes, against, diffs, args.threshold)
+    return _verdict(changes, judged.against, diffs, args.threshold)
 
 
 def _verdict(changes: list[Change], against: str, diffs: list[Difference], threshold: float) -> int:
