@@ -343,9 +343,10 @@ def _verdict(changes: list[Change], against: str, diffs: list[Difference], thres
     geomean), and its last line."""
     from benchflow.report.compare import overall
 
+    configurations = overall(changes)
     failing = [f"{c.model}/{c.config} ({c.verdict})" for c in changes if c.fails]
     failing += [
-        f"{o.config} over {o.models} models ({o.verdict})" for o in overall(changes) if o.fails
+        f"{o.config} over {o.models} models ({o.verdict})" for o in configurations if o.fails
     ]
     if failing:
         print(
@@ -357,11 +358,11 @@ def _verdict(changes: list[Change], against: str, diffs: list[Difference], thres
             print(f"benchflow report: note: {warning}", file=sys.stderr)
         return 1
     tally = Counter(c.verdict for c in changes)
-    configurations = Counter(o.verdict for o in overall(changes))
+    by_verdict = Counter(o.verdict for o in configurations)
     print(
         f"no regression against {against} (threshold {threshold:.1%}): "
         + ", ".join(f"{n} {verdict}" for verdict, n in tally.most_common())
         + "; configurations: "
-        + (", ".join(f"{n} {verdict}" for verdict, n in configurations.most_common()) or "none")
+        + (", ".join(f"{n} {verdict}" for verdict, n in by_verdict.most_common()) or "none")
     )
     return 0

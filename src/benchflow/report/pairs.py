@@ -48,7 +48,8 @@ def split(rows: Sequence[ResultRow], axis: str) -> Split:
         allowed = ", ".join(axes) or "none: every row has the same settings"
         raise PairError(f"--pair {axis}: not an axis of these rows; allowed: {allowed}")
     ordered = sorted(rows, key=lambda r: (r.job.num, r.timestamp))
-    values = list(dict.fromkeys(row_axes(r).get(axis, "-") for r in ordered))
+    valued = [(row_axes(r).get(axis, "-"), r) for r in ordered]
+    values = list(dict.fromkeys(value for value, _ in valued))
     if len(values) != 2:
         raise PairError(
             f"--pair {axis}: the rows have {len(values)} values of it ({', '.join(values)}); "
@@ -56,8 +57,8 @@ def split(rows: Sequence[ResultRow], axis: str) -> Split:
         )
     a, b = values
     sides: dict[str, list[ResultRow]] = {a: [], b: []}
-    for row in ordered:
-        sides[row_axes(row).get(axis, "-")].append(_without(row, axis))
+    for value, row in valued:
+        sides[value].append(_without(row, axis))
     return Split(axis, a, b, sides[a], sides[b])
 
 

@@ -19,6 +19,7 @@ import statistics
 from dataclasses import dataclass
 
 from benchflow import backends
+from benchflow.backends.probes import EXPORT_METRICS
 from benchflow.core.status import Status
 from benchflow.results.child import process_medians
 from benchflow.results.intervals import Timed, time_interval
@@ -26,8 +27,9 @@ from benchflow.results.load import HostLoad
 from benchflow.results.row import ResultRow
 from benchflow.results.stats import quantile
 
-# An exporting backend's export seconds in its cold call (backends/probes.ExportProbe)
-EXPORT_METRIC = "cold_aot_export_time_s"
+# An exporting backend's export seconds in its cold call (backends/probes.ExportProbe;
+# the child keeps the cold call's probe deltas as cold_<metric>)
+EXPORT_METRIC = f"cold_{EXPORT_METRICS['export']}"
 
 
 @dataclass(frozen=True)

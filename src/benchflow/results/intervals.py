@@ -215,12 +215,7 @@ def geomean_change_test(pairs: Sequence[tuple[Timed, Timed]], level: float = LEV
     terms: list[tuple[float, int]] = []  # each side's variance of its mean log, its n
     diffs = []
     for num, den in pairs:
-        sides = (
-            (num.process_medians, den.process_medians)
-            if num.by_process and (den.by_process)
-            else (num.repeats, den.repeats)
-        )
-        logs = [np.log(np.asarray(side, dtype=float)) for side in sides if len(side) >= 2]
+        logs = [np.log(np.asarray(s, dtype=float)) for s in _samples(num, den) if len(s) >= 2]
         if len(logs) < 2 or not all(np.isfinite(x).all() for x in logs):
             return Test(None, None, what, False)
         diffs.append(float(logs[0].mean() - logs[1].mean()))
@@ -274,6 +269,14 @@ def paired_geomean_test(pairs: Sequence[tuple[Timed, Timed]], level: float = LEV
     return Test(float(res.pvalue), interval, what, True)
 
 
+def _samples(num: Timed, den: Timed) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """A model's two samples, as a geomean over models takes them: both sides' process
+    medians where both ran in more than one process, else their repeats."""
+    if num.by_process and den.by_process:
+        return num.process_medians, den.process_medians
+    return num.repeats, den.repeats
+
+
 def _medians_ratio(num, den, axis=-1):  # type: ignore[no-untyped-def]
     import numpy as np
 
@@ -304,12 +307,7 @@ def geomean_ratio_ci(pairs: Sequence[tuple[Timed, Timed]], level: float = LEVEL)
     if pairs and all(num.by_process and den.by_process for num, den in pairs):
         return geomean_change_test(pairs, level).ratio_ci
 
-    def values(num: Timed, den: Timed) -> tuple[tuple[float, ...], tuple[float, ...]]:
-        if num.by_process and den.by_process:
-            return num.process_medians, den.process_medians
-        return num.repeats, den.repeats
-
-    samples = [np.asarray(s, dtype=float) for n, d in pairs for s in values(n, d)]
+    samples = [np.asarray(s, dtype=float) for n, d in pairs for s in _samples(n, d)]
     if not samples or any(s.size < 2 or np.median(s) <= 0 for s in samples):
         return None
 

@@ -235,13 +235,14 @@ def _untaken(cfg: BenchConfig, backend: type[backends.Backend]) -> tuple[BenchCo
             "dynamo=openxla, or no xla.flags (in a sweep, such a job runs without them)"
         )
         cfg = dataclasses.replace(cfg, xla=dataclasses.replace(cfg.xla, flags=None))
-    if (dynamic := dynamic_settings(cfg.dynamo)) and not backend.takes("dynamo.dynamic"):
+    dynamic_key = "dynamo.dynamic"  # a key of DYNAMIC: Backend.takes takes both or neither
+    if (dynamic := dynamic_settings(cfg.dynamo)) and not backend.takes(dynamic_key):
         given = ", ".join(f"dynamo.{k}={setting_text(v)}" for k, v in dynamic.items())
+        takers = "|".join(b.dynamo for b in backends.REGISTRY.values() if b.takes(dynamic_key))
         notes.append(
             f"{given} applies under torch.compile only, but this job runs "
-            f"dynamo={cfg.dynamo.name}; allowed: dynamo="
-            + "|".join(b.dynamo for b in backends.REGISTRY.values() if b.compiles)
-            + ", or no dynamo.dynamic* setting (in a sweep, such a job runs without them)"
+            f"dynamo={cfg.dynamo.name}; allowed: dynamo={takers}, "
+            "or no dynamo.dynamic* setting (in a sweep, such a job runs without them)"
         )
         static = dataclasses.replace(cfg.dynamo, dynamic=None, dynamic_batch=False)
         cfg = dataclasses.replace(cfg, dynamo=static)
