@@ -5,15 +5,22 @@ after the device finished) and each trial, on the grid below:
 
 - two sweeps: A, then B with the slowdown, `benchflow report B --compare A`: the way a
   CI gate compares two commits run apart;
-- one paired sweep: `slowdown=null,S`, both variants' processes alternating round by
-  round, `benchflow report SWEEP --pair slowdown`.
+- one paired sweep, `slowdown=null,S pair=slowdown`: both variants' processes
+  alternating round by round, each pair stopped once decided (at most --budget rounds),
+  `benchflow report SWEEP --pair slowdown`;
+- (`--ways fixed`) the same sweep without stopping: `processes=--budget`, no `pair=`.
+
+The threshold (--threshold, 5% by default) is the report's and the paired sweep's: a
+planted change equal to it is called only where its estimate lands above it, about
+half the time by construction; to ask whether a way can tell 5%, judge at 2%.
 
 A change is detected when the report exits 1 (a row or a configuration called a
 regression past the threshold); at size 0 (A/A) an exit 1 is a false alarm. Prints a
 markdown table (detections per trial, rows called regressions, the wall of a trial)
 and, with --out, appends it to that file as a dated section.
 
-    .venv/bin/python benchmarks/detect.py --sizes 0,0.05,0.1 --trials 2 --out benchmarks/RESULTS.md
+    .venv/bin/python benchmarks/detect.py --sizes 0,0.05 --trials 2 --threshold 0.02 \
+        --out benchmarks/RESULTS.md
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from __future__ import annotations
 import argparse
 import csv
 import datetime
+import json
 import platform
 import subprocess
 import sys
@@ -47,7 +55,9 @@ class Way:
     detected: int = 0
     trials: int = 0
     rows_called: list[int] = field(default_factory=list)  # rows called regression, a trial
+    improved: list[int] = field(default_factory=list)  # rows called improvement, a trial
     walls: list[float] = field(default_factory=list)
+    rounds: list[float] = field(default_factory=list)  # the rows' mean processes, a trial
 
 
 def _benchflow(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -62,43 +72,74 @@ def _sweep(extra: list[str], folder: Path, cwd: Path) -> None:
         raise SystemExit(f"sweep {extra} failed:\n{done.stderr[-3000:]}")
 
 
-def _judge(args: list[str], table: Path, cwd: Path) -> tuple[bool, int]:
-    """(exit 1: a regression, how many rows were called one)."""
-    done = _benchflow(["report", *args, "--no-mlflow", "--format", "csv"], cwd)
+@dataclass(frozen=True)
+class Trial:
+    """What one trial of a way gave: the report's exit was 1, the rows it called a
+    regression, those it called an improvement, the rows' mean processes (rounds, in
+    one sweep)."""
+
+    hit: bool
+    rows: int
+    improved: int
+    rounds: float
+
+
+def _judge(args: list[str], table: Path, cwd: Path, threshold: float) -> Trial:
+    done = _benchflow(
+        ["report", *args, "--no-mlflow", "--format", "csv", "--threshold", f"{threshold:g}"], cwd
+    )
     if done.returncode not in (0, 1):
         raise SystemExit(f"report {args} failed:\n{done.stderr[-3000:]}")
     rows = list(csv.DictReader(table.open()))
-    return done.returncode == 1, sum(r["verdict"] == "regression" for r in rows)
+    sweep = Path(args[0])
+    ran = [len(r["timing"]["processes"]) for r in map(json.loads, (sweep / "results.jsonl").open())]
+    return Trial(
+        done.returncode == 1,
+        sum(r["verdict"] == "regression" for r in rows),
+        sum(r["verdict"] == "improvement" for r in rows),
+        sum(ran) / len(ran),
+    )
 
 
 def _slowdown(size: float) -> str:
     return "null" if size == 0 else f"{size:g}"
 
 
-def two_sweeps(size: float, work: Path, processes: int | None) -> tuple[bool, int]:
-    more = [f"processes={processes}"] if processes else []
+def two_sweeps(size: float, work: Path, budget: int, threshold: float) -> Trial:
     a, b = work / "A", work / "B"
-    _sweep(more, a, work)
-    _sweep([*more, f"slowdown={_slowdown(size)}"], b, work)
-    return _judge([str(b), "--compare", str(a)], b / "compare" / "compare.csv", work)
+    _sweep([], a, work)
+    _sweep([f"slowdown={_slowdown(size)}"], b, work)
+    return _judge([str(b), "--compare", str(a)], b / "compare" / "compare.csv", work, threshold)
 
 
-def paired(size: float, work: Path, processes: int | None) -> tuple[bool, int]:
-    more = [f"processes={processes}"] if processes else []
+def _one_sweep(size: float, work: Path, more: list[str], threshold: float) -> Trial:
     # A/A: two jobs that differ only by a setting that changes nothing (0 is a value)
     other = "0" if size == 0 else f"{size:g}"
     sweep = work / "AB"
     _sweep([*more, f"slowdown=null,{other}"], sweep, work)
-    return _judge([str(sweep), "--pair", "slowdown"], sweep / "pair" / "compare.csv", work)
+    table = sweep / "pair" / "compare.csv"
+    return _judge([str(sweep), "--pair", "slowdown"], table, work, threshold)
+
+
+def paired(size: float, work: Path, budget: int, threshold: float) -> Trial:
+    more = ["pair=slowdown", f"pair_threshold={threshold:g}", f"processes={budget}"]
+    return _one_sweep(size, work, more, threshold)
+
+
+def fixed(size: float, work: Path, budget: int, threshold: float) -> Trial:
+    return _one_sweep(size, work, [f"processes={budget}"], threshold)
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sizes", default="0,0.02,0.05,0.1,0.2", help="planted slowdowns")
     p.add_argument("--trials", type=int, default=1)
-    p.add_argument("--paired-processes", type=int, default=6, help="rounds of a paired sweep")
+    p.add_argument("--budget", type=int, default=8, help="a paired sweep's rounds, at most")
+    p.add_argument("--threshold", type=float, default=0.05, help="the smallest change counted")
     p.add_argument(
-        "--ways", default="two,paired", help="which ways of comparing: two (sweeps), paired"
+        "--ways",
+        default="two,paired",
+        help="which ways of comparing: two (sweeps), paired (stopping), fixed (rounds)",
     )
     p.add_argument("--out", type=Path, help="append the section to this file")
     args = p.parse_args()
@@ -106,46 +147,52 @@ def main() -> int:
     chosen = args.ways.split(",")
     known = {
         "two": (two_sweeps, "two sweeps, --compare (3 processes)"),
-        "paired": (paired, "one sweep, --pair"),
+        "paired": (paired, f"one paired sweep, pair=slowdown (at most {args.budget} rounds)"),
+        "fixed": (fixed, f"one sweep, {args.budget} rounds, --pair"),
     }
     if bad := [w for w in chosen if w not in known]:
-        p.error(f"--ways: unknown {', '.join(bad)}; allowed: two, paired")
+        p.error(f"--ways: unknown {', '.join(bad)}; allowed: {', '.join(known)}")
     runs = [known[w][0] for w in chosen]
     ways = {size: [Way(known[w][1]) for w in chosen] for size in sizes}
     started = datetime.datetime.now()
     for trial in range(args.trials):
         for size in sizes:
             for way, run in zip(ways[size], runs, strict=True):
-                processes = None if run is two_sweeps else args.paired_processes
                 with tempfile.TemporaryDirectory(prefix="detect-") as tmp:
                     t0 = time.monotonic()
-                    hit, rows = run(size, Path(tmp), processes)
+                    got = run(size, Path(tmp), args.budget, args.threshold)
                     way.walls.append(time.monotonic() - t0)
                 way.trials += 1
-                way.detected += hit
-                way.rows_called.append(rows)
+                way.detected += got.hit
+                way.rows_called.append(got.rows)
+                way.improved.append(got.improved)
+                way.rounds.append(got.rounds)
                 print(
-                    f"trial {trial + 1} size {size:.0%} {way.name}: exit {int(hit)}, "
-                    f"{rows} of 4 rows called regression, {way.walls[-1]:.0f} s",
+                    f"trial {trial + 1} size {size:.0%} {way.name}: exit {int(got.hit)}, "
+                    f"{got.rows} of 4 rows called regression, {got.improved} improvement, "
+                    f"{got.rounds:.1f} processes a "
+                    f"row, {way.walls[-1]:.0f} s",
                     flush=True,
                 )
     lines = [
         f"## {started:%Y-%m-%d %H:%M}: what a comparison can tell (benchmarks/detect.py), "
         f"on {platform.node()} ({platform.processor() or platform.machine()})",
         "",
-        f"`{' '.join(GRID)}`; {args.trials} trial(s) a size; threshold 5%; the paired "
-        f"sweep with processes={args.paired_processes}. Detected: the report exited 1 "
-        "(at 0%, a false alarm).",
+        f"`{' '.join(GRID)}`; {args.trials} trial(s) a size; threshold "
+        f"{args.threshold:.0%}. Detected: the report exited 1 (at 0%, a false alarm).",
         "",
-        "| planted | way | detected | rows called regression (of 4, each trial) | wall a trial |",
-        "|---|---|---|---|---|",
+        "| planted | way | detected | rows called regression (of 4, each trial) "
+        "| rows called improvement | processes a row | wall a trial |",
+        "|---|---|---|---|---|---|---|",
     ]
     for size in sizes:
         for way in ways[size]:
             wall = sum(way.walls) / len(way.walls)
+            rounds = sum(way.rounds) / len(way.rounds)
             lines.append(
                 f"| {size:.0%} | {way.name} | {way.detected}/{way.trials} | "
-                f"{', '.join(map(str, way.rows_called))} | {wall:.0f} s |"
+                f"{', '.join(map(str, way.rows_called))} | {sum(way.improved)} | "
+                f"{rounds:.1f} | {wall:.0f} s |"
             )
     text = "\n".join(lines) + "\n"
     print(text)

@@ -78,6 +78,11 @@ CASES = [
         ("dynamo.dynamic_batch=true", "dynamo.dynamic=false", "allowed: dynamo.dynamic=null"),
     ),
     Case(
+        "a paired sweep's axis the sweep lacks",
+        ("-m", "model=llama", "slowdown=null,0.05", "pair=slowdow"),
+        ("pair=slowdow is not an axis", "did you mean pair=slowdown?", "allowed: slowdown"),
+    ),
+    Case(
         "AOTInductor training",
         ("dynamo=aot_inductor", "test=train"),
         ("dynamo=aot_inductor", "test=train", "allowed: test=eval"),

@@ -27,6 +27,8 @@ from benchflow.results.intervals import (
     geomean_change_test,
     geomean_ratio_ci,
     log_t_interval,
+    look_alpha,
+    looks,
     mann_whitney,
     median_ci,
     min_p_value,
@@ -189,6 +191,62 @@ def test_pairing_by_round_takes_the_hosts_drift_out_of_a_change() -> None:
     assert 0.93 <= covered / trials <= 0.97, covered
     # a side with one process has no round to pair
     assert paired_ratio_test(Timed((1.0,), ()), Timed((), (1.0, 1.1))).p_value is None
+
+
+def test_a_paired_sweeps_looks_spend_the_false_alarm_level_once() -> None:
+    """O'Brien-Fleming-type spending (Lan and DeMets) over a paired sweep's looks: each
+    look's share is a(t) less the earlier looks', worked here from scipy's normal; the
+    shares add up to 5% whatever the budget, the first the smallest."""
+    from scipy.stats import norm
+
+    z = norm.ppf(1 - ALPHA / 2)
+
+    def spent(t: float) -> float:
+        return float(2 - 2 * norm.cdf(z / math.sqrt(t)))
+
+    assert looks(3) == (3,) and looks(4) == (3, 4) and looks(8) == (3, 5, 8)
+    assert looks(12) == (3, 5, 8, 12) and looks(13) == (3, 5, 8, 12, 13)
+    shares = [look_alpha(r, 8) for r in looks(8)]
+    assert shares == pytest.approx(
+        [spent(3 / 8), spent(5 / 8) - spent(3 / 8), ALPHA - spent(5 / 8)]
+    )
+    assert shares[0] < shares[1] < shares[2]
+    for budget in range(3, 21):
+        assert sum(look_alpha(r, budget) for r in looks(budget)) == pytest.approx(ALPHA)
+    assert look_alpha(7, 8) == look_alpha(5, 8)  # between looks: the last look's
+
+
+def test_stopping_at_the_looks_keeps_false_alarms_within_the_level() -> None:
+    """1500 paired A/A sweeps of up to 8 rounds (each round's log ratio drawn from
+    N(0, 3%)), judged after rounds 3, 5 and 8 as a paired sweep judges a pair
+    (report/compare.judge_paired; threshold 0: any significant change is an alarm) and
+    stopped at the first verdict: at most 5% alarm. The same looks each at 5%, as if
+    every look were the only one, alarm more often: the spending is what holds it. A
+    10% slowdown is called in most sweeps, most of them before the budget."""
+    from benchflow.report.compare import INSUFFICIENT, NO_CHANGE, REGRESSION, judge_paired
+
+    rng = np.random.default_rng(5)
+
+    def sweep(change: float) -> tuple[str, int, bool]:
+        logs = rng.normal(math.log(change), 0.03, 8)
+        naive = False
+        for at in looks(8):
+            medians = np.exp(logs[:at])
+            cand, base = Timed(tuple(medians), tuple(medians)), Timed((1.0,) * at, (1.0,) * at)
+            naive |= (paired_ratio_test(cand, base).p_value or 1) < ALPHA
+            verdict = judge_paired(cand, base, 0.0, 8)
+            if verdict != INSUFFICIENT or at == 8:
+                return verdict, at, naive
+        raise AssertionError("the budget is a look")
+
+    trials = 1500
+    a_a = [sweep(1.0) for _ in range(trials)]
+    alarms = sum(v not in (INSUFFICIENT, NO_CHANGE) for v, _, _ in a_a)
+    assert alarms / trials <= ALPHA + 0.01, alarms
+    assert sum(naive for _, _, naive in a_a) / trials > ALPHA + 0.02  # unspent looks
+    slow = [sweep(1.10) for _ in range(300)]
+    assert sum(v == REGRESSION for v, _, _ in slow) / 300 > 0.9
+    assert sum(v == REGRESSION and at < 8 for v, at, _ in slow) / 300 > 0.5
 
 
 def test_a_process_interval_is_t_on_the_logs_and_covers_the_typical_process() -> None:

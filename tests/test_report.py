@@ -335,6 +335,29 @@ def test_a_planted_slowdown_in_one_sweep_is_judged_by_pairs(tmp_path: Path) -> N
     assert not any(c["verdict"] == "improvement" for c in table), table
 
 
+@pytest.mark.full  # 8 jobs of at most 8 processes, small models: ~80 s on 2 CPUs
+def test_a_paired_sweep_of_the_grid_closes_pairs_at_looks(tmp_path: Path) -> None:
+    """docs/reports.md's paired sweep as written: every row ran to a look (3, 5 or its
+    budget, 8) and records the sweep's budget and threshold, which report --pair reads."""
+    grid = ["-m", "model=resnet,llama", "model.size=small", "dynamo=none,inductor"]
+    paired = ["slowdown=null,0.05", "pair=slowdown", "pair_threshold=0.02"]
+    res = run_cli([*grid, *paired, "mlflow.enabled=false"], tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    (sweep,) = res.sweep_dirs
+    rows = res.rows()
+    assert len(rows) == 8 and all(r["status"] == "ok" for r in rows)
+    assert {len(r["timing"]["processes"]) for r in rows} <= {3, 5, 8}
+    assert all(
+        r["job"]["paired"] == {"axis": "slowdown", "rounds": 8, "threshold": 0.02} for r in rows
+    )
+    judged = run_cli(["report", str(sweep), "--pair", "slowdown", "--no-mlflow"], tmp_path)
+    assert judged.returncode in (0, 1), judged.stderr[-3000:]
+    assert "(threshold 2.0%)" in judged.stdout or "regression" in judged.stdout
+    table = list(csv.DictReader((sweep / "pair" / "compare.csv").open()))
+    assert len(table) == 4 and all(", look " in c["method"] for c in table)
+    assert not any(c["verdict"] == "improvement" for c in table), table
+
+
 def test_one_sweeps_a_and_b_are_judged_round_by_round(tmp_path: Path) -> None:
     """report --pair AXIS: B (the axis's second value) against A, processes paired by
     round: a 5% slowdown in ±10% drift is a regression of each model and of the

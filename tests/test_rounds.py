@@ -4,6 +4,7 @@ runs only the processes its jobs lack; fail_fast between rounds keeps what ran."
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 from typing import Any
@@ -82,8 +83,21 @@ def _rounds(root: Path) -> dict[str, Any]:
         ff.mkdir()
         args = [*SWEEP[:3], "model=sleepy,fault_raise", *SWEEP[4:5], "fail_fast=true", "repeat=2"]
         got["ff"] = run_cli([*args, *SWEEP[6:]], ff)
+        got |= _paired(root / "paired")
     got["ff_rows"] = [r for p in (ff / "multirun").glob("*/*") for r in read_rows(p)]
     return got
+
+
+def _paired(cwd: Path) -> dict[str, Any]:
+    """A paired sweep whose B sleeps half as long again (slowdown=0.5): decided at its
+    first look, and judged by report --pair."""
+    cwd.mkdir()
+    sweep = cwd / "sweep"
+    args = [*SWEEP[:5], "slowdown=null,0.5", "pair=slowdown", "repeat=2", SWEEP[6]]
+    ran = run_cli([*args, "warmup=1", "processes=5", *SWEEP[9:], f"hydra.sweep.dir={sweep}"], cwd)
+    judged = run_cli(["report", str(sweep), "--pair", "slowdown", "--no-mlflow"], cwd)
+    table = list(csv.DictReader((sweep / "pair" / "compare.csv").open())) if judged.stdout else []
+    return {"paired": ran, "paired_rows": read_rows(sweep), "judged": judged, "table": table}
 
 
 def test_a_sweep_runs_one_process_of_each_job_a_round(early_sweeps: EarlySweeps) -> None:
@@ -134,6 +148,32 @@ def test_fail_fast_between_rounds_records_what_ran(early_sweeps: EarlySweeps) ->
     sleepy = rows["sleepy"]  # its second round came after the failure
     assert sleepy["status"] == "ok" and sleepy["timing"]["repeats"] == 2  # one process's
     assert any("stopped after 1 of its 2 processes" in n for n in sleepy["job"]["notes"])
+
+
+def test_a_paired_sweep_stops_a_pair_once_decided(early_sweeps: EarlySweeps) -> None:
+    """pair=slowdown with at most 5 rounds (looks after 3 and 5): B's 50% is plain after
+    the first look, so both jobs are recorded in round 4 from their 3 processes and the
+    sweep launches no round 5; report --pair judges them at that look's level."""
+    got = early_sweeps.result("rounds")
+    ran = got["paired"]
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert "job 1 (slowdown=0.5) against job 0 (slowdown=null): regression after 3 rounds" in (
+        ran.stderr
+    )
+    assert "round 4 of 5" in ran.stderr and "round 5 of 5" not in ran.stderr
+    rows = got["paired_rows"]
+    assert [r["status"] for r in rows] == ["ok", "ok"]
+    for r in rows:
+        assert len(r["timing"]["processes"]) == 3
+        assert "pair=slowdown: decided after 3 of its 5 rounds" in " ".join(r["job"]["notes"])
+        assert r["job"]["paired"] == {"axis": "slowdown", "rounds": 5, "threshold": 0.05}
+    assert "benchflow report" in ran.stdout and "--pair slowdown` judges it" in ran.stdout
+    judged = got["judged"]
+    (change,) = got["table"]
+    # suspicious: as decided, but the host was busy (the suite's other lanes)
+    assert change["verdict"] in ("regression", "suspicious") and float(change["ratio"]) > 1.3
+    assert judged.returncode == (change["verdict"] == "regression"), judged.stderr[-2000:]
+    assert change["method"].startswith("paired t over 3 rounds, look 1 of 2 at alpha=0.011")
 
 
 def _job(num: int, **kw: Any) -> Job:

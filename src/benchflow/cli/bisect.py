@@ -35,7 +35,7 @@ exit codes: 0 no release regressed, 1 a regression's first release found, 2 bad 
 
 
 def parser() -> argparse.ArgumentParser:
-    from benchflow.results.changepoints import THRESHOLD
+    from benchflow.config.schema import THRESHOLD
 
     p = argparse.ArgumentParser(
         prog="benchflow bisect",

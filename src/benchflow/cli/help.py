@@ -16,10 +16,9 @@ from benchflow.config.schema import BenchConfig
 from benchflow.config.store import groups, options
 
 HEADER = """\
-benchflow: run PyTorch models on backends and time them correctly. Each job runs in its
-own child process (timeout_s bounds it), timed with warm-up apart and the device
-synchronized; rows go to results.jsonl in runs/<date>/<time>/ (one job) or
-multirun/<date>/<time>/ (-m: every combination of comma-separated values), and to MLflow.
+benchflow: run PyTorch models on backends and time them correctly, each job in its own child
+process (timeout_s bounds it), warm-up apart, the device synchronized. Rows: results.jsonl in
+runs/<date>/<time>/ (one job) or multirun/<date>/<time>/ (-m: every combination), and MLflow.
 
 usage: benchflow [-m] [group=option ...] [key=value ...] [--cfg job]"""
 

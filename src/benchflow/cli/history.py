@@ -53,9 +53,9 @@ def _window(text: str) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
+    from benchflow.config.schema import THRESHOLD
     from benchflow.history.changes import WINDOW
     from benchflow.history.series import BY_TIME, order_choices
-    from benchflow.results.changepoints import THRESHOLD
 
     p = argparse.ArgumentParser(
         prog="benchflow history",

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from benchflow import backends
-from benchflow.config.schema import DEFAULT_BASELINE
+from benchflow.config.schema import DEFAULT_BASELINE, THRESHOLD
 from benchflow.report.sources import SourceError, Sweep, describe, load, meta_of
 from benchflow.results.environment import Difference, between_rows, speed_warning
 
@@ -139,8 +139,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--threshold",
         type=parse_threshold,
-        default=0.05,
-        help="slowdown that counts as a regression (default 0.05 = 5%%)",
+        default=None,
+        help="slowdown that counts as a regression (default 0.05 = 5%%; with --pair on a "
+        "paired sweep, its pair_threshold)",
     )
     p.add_argument(
         "--require-same-env",
@@ -234,6 +235,7 @@ class _Judged:
     title: str
     folder: str = "report"
     against: str = ""
+    threshold: float = THRESHOLD  # what the changes were judged with
 
 
 def _judge(args: argparse.Namespace, cand: Sweep, base: Sweep | None, baseline: str) -> _Judged:
@@ -250,23 +252,32 @@ def _judge(args: argparse.Namespace, cand: Sweep, base: Sweep | None, baseline: 
         sides = split(cand.rows, args.pair)
         report = report_of(sides.cand)
         against = f"{sides.axis}={sides.a_value}"
+        threshold = _first(args.threshold, sides.threshold, THRESHOLD)
+        changes = compare(report_of(sides.base), report, threshold, True, sides.budget)
         return _Judged(
             report,
-            compare(report_of(sides.base), report, args.threshold, paired=True),
+            changes,
             f"benchflow pair: {sides.axis}={sides.b_value} against {against} in {cand.label}",
             "pair",
             against,
+            threshold,
         )
     report = report_of(cand.rows)
     if base is None:
         return _Judged(report, None, f"benchflow report: {cand.label}")
+    threshold = _first(args.threshold, THRESHOLD)
     return _Judged(
         report,
-        compare(report_of(base.rows), report, args.threshold),
+        compare(report_of(base.rows), report, threshold),
         f"benchflow compare: {base.label} -> {cand.label}",
         "compare",
         base.label,
+        threshold,
     )
+
+
+def _first(*values: float | None) -> float:
+    return next(v for v in values if v is not None)
 
 
 def _environments(args: argparse.Namespace, base: Sweep, cand: Sweep) -> list[Difference] | None:
@@ -321,7 +332,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.pair:
         meta["paired"] = f"B: {title.split(': ', 1)[1]}; processes paired by round"
     if changes is not None:
-        meta["threshold"] = f"{args.threshold:.1%}"
+        meta["threshold"] = f"{judged.threshold:.1%}"
     files = output.write(report, out, title, meta, changes, args.format)
     print(f"wrote {', '.join(str(f) for f in files)}")
     if not args.no_mlflow and cand.parent_run_id and cand.tracking_uri:
@@ -335,7 +346,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
     if changes is None:
         return 0
-    return _verdict(changes, judged.against, diffs, args.threshold)
+    return _verdict(changes, judged.against, diffs, judged.threshold)
 
 
 def _verdict(changes: list[Change], against: str, diffs: list[Difference], threshold: float) -> int:

@@ -36,6 +36,14 @@ SIZE_CHOICES = ("tiny", "small", "base", "large")
 # whose medians give Student's t interval two degrees of freedom (results/intervals.py),
 # so that the variance between processes is inside every interval (docs/timing.md).
 DEFAULT_PROCESSES = 3
+# The rounds a paired sweep (`pair=AXIS`) may take where `processes` is not given: its
+# budget. It looks after rounds 3, 5 and 8 (results/intervals.looks) and closes each pair
+# decided by then (sweep/pairs.py).
+PAIRED_ROUNDS = 8
+# The smallest change of time that counts: report --compare's and --pair's, history's,
+# bisect's and a paired sweep's default (pair_threshold).
+THRESHOLD = 0.05
+FIRST_LOOK = 3  # the rounds before a paired sweep first judges a pair: Student's t, df 2
 # The fewest repeats each of a job's several processes takes before its share of the
 # budget may end them (pyperf's 3 values per worker): the process's median is then one
 # sample of the job's interval, not a 95% interval of its own.
@@ -275,6 +283,13 @@ class BenchConfig:
     # asv's rounds), so that each job's processes lie across the sweep's whole time;
     # false: a job's processes one after another (sweep/rounds.py).
     interleave: bool = field(default=True, metadata=UNMEASURED)
+    # Paired A/B: the axis of the sweep's two values to compare (pair=slowdown with
+    # slowdown=null,0.05). Each pair of jobs runs round by round until its B/A change
+    # is decided (past ±pair_threshold, or within it) or `processes` rounds (null: 8)
+    # are spent, the repeated looks accounted for (docs/reports.md); then
+    # `benchflow report SWEEP --pair AXIS` judges it by the same rule.
+    pair: str | None = field(default=None, metadata=UNMEASURED)
+    pair_threshold: float = field(default=THRESHOLD, metadata=UNMEASURED)  # smallest change counted
     # Hard limit for one job's child process, compile included.
     timeout_s: float = field(default=900.0, metadata=UNMEASURED)
     # The child caps its own data memory; over it: oom.
@@ -294,10 +309,13 @@ class BenchConfig:
 
     @property
     def process_count(self) -> int:
-        """How many processes time the job: `processes` as given, else DEFAULT_PROCESSES
-        where the repeats are adaptive and 1 where `repeat` gives their count."""
+        """How many processes time the job (at most, in a paired sweep): `processes` as
+        given, else PAIRED_ROUNDS in a paired sweep, DEFAULT_PROCESSES where the repeats
+        are adaptive and 1 where `repeat` gives their count."""
         if self.processes is not None:
             return self.processes
+        if self.pair is not None:
+            return PAIRED_ROUNDS
         return DEFAULT_PROCESSES if self.repeat is None else 1
 
 

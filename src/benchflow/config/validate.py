@@ -18,9 +18,11 @@ from benchflow.config.schema import (
     COMPILE_CACHE_CHOICES,
     DTYPE_CHOICES,
     DYNAMO_MODE_CHOICES,
+    FIRST_LOOK,
     IR_FORMATS,
     MATMUL_PRECISION_CHOICES,
     MODEL_SOURCE_CHOICES,
+    PAIRED_ROUNDS,
     PROFILE_CHOICES,
     RETRY_CHOICES,
     SIZE_CHOICES,
@@ -116,6 +118,7 @@ def check_values(cfg: BenchConfig) -> None:
     _at_least("timed_budget_s", cfg.timed_budget_s, 0, exclusive=True)
     _at_least("slowdown", cfg.slowdown, 0)
     _at_least("processes", cfg.processes, 1)
+    _check_pair(cfg)
     if cfg.adaptive_repeat and cfg.repeat is not None and cfg.max_repeat < cfg.repeat:
         raise ConfigError(
             f"max_repeat={cfg.max_repeat} is below repeat={cfg.repeat} with adaptive_repeat=true;"
@@ -149,6 +152,25 @@ def check_values(cfg: BenchConfig) -> None:
         raise ConfigError(
             f"model.source='builtin' but model {cfg.model.name!r} has no built-in implementation; "
             "allowed: model.source=auto or torchbench"
+        )
+
+
+def _check_pair(cfg: BenchConfig) -> None:
+    """A paired sweep's own settings (its axis is checked against the sweep's jobs by
+    sweep/pairs.py)."""
+    _at_least("pair_threshold", cfg.pair_threshold, 0)
+    if cfg.pair is None:
+        return
+    if not cfg.interleave:
+        raise ConfigError(
+            f"pair={cfg.pair} pairs the two sides' processes round by round, but "
+            "interleave=false runs a job's processes back to back; allowed: interleave=true"
+        )
+    if cfg.process_count < FIRST_LOOK:
+        raise ConfigError(
+            f"processes={cfg.process_count} with pair={cfg.pair}: a pair is first judged "
+            f"after {FIRST_LOOK} rounds; allowed: processes >= {FIRST_LOOK}, or null "
+            f"({PAIRED_ROUNDS})"
         )
 
 

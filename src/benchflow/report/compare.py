@@ -41,6 +41,7 @@ the same rule.
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 
 from benchflow.report.entry import Entry
@@ -49,6 +50,7 @@ from benchflow.results.intervals import (
     ALPHA,
     Interval,
     Test,
+    Timed,
     adjust,
     compare_times,
     geomean_change_test,
@@ -81,6 +83,7 @@ class Change:
     q_value: float | None = None  # the p-value adjusted over the comparison's rows (BH)
     threshold: float = 0.0  # the minimum effect it was judged with
     paired: bool = False  # the sides' processes paired by round (one sweep's A and B)
+    budget: int | None = None  # paired, in a paired sweep of this many rounds (pair=AXIS)
 
     @property
     def ratio_ci(self) -> Interval | None:
@@ -142,7 +145,7 @@ def _judge(
     effect = f"{ratio - 1:+.1%}"
     if q is None or not test.can_reach:
         return INSUFFICIENT, f"{effect}; {test.method} can never reach p < {ALPHA:g}"
-    where = f"95% CI {ci.low - 1:+.1%} to {ci.high - 1:+.1%}" if ci else "no CI"
+    where = f"{ci.level * 100:.3g}% CI {ci.low - 1:+.1%} to {ci.high - 1:+.1%}" if ci else "no CI"
     upper, lower = 1 + threshold, 1 / (1 + threshold)
     significant = f"{effect} ({where}), p={q:.2g} after BH"
     if q < ALPHA and not lower <= ratio <= upper:
@@ -198,9 +201,17 @@ def _beyond_host(
     return ci.high / min(host, 1.0) < lower
 
 
-def compare(base: Report, cand: Report, threshold: float, paired: bool = False) -> list[Change]:
+def compare(
+    base: Report,
+    cand: Report,
+    threshold: float,
+    paired: bool = False,
+    budget: int | None = None,
+) -> list[Change]:
     """One change per (model, test, configuration) that either side has; `paired`: the
-    two sides are one sweep's A and B, their processes paired by round (report/pairs.py)."""
+    two sides are one sweep's A and B, their processes paired by round (report/pairs.py);
+    `budget`: that sweep was a paired sweep (pair=AXIS) of so many rounds, which judged
+    its pairs as it went: each is tested at the look where it stopped (sequential_test)."""
     if threshold < 0:
         raise ValueError(f"threshold must be >= 0, got {threshold}")
     b, c = base.lookup(), cand.lookup()
@@ -215,19 +226,43 @@ def compare(base: Report, cand: Report, threshold: float, paired: bool = False) 
         else:
             verdict, detail = _by_status(be, ce) or ("", "")
         changes.append(
-            Change(model, test, config, be, ce, verdict, detail, threshold=threshold, paired=paired)
+            Change(
+                model,
+                test,
+                config,
+                be,
+                ce,
+                verdict,
+                detail,
+                threshold=threshold,
+                paired=paired,
+                budget=budget,
+            )
         )
     timed = [ch for ch in changes if not ch.verdict]
-    judge = paired_ratio_test if paired else compare_times
     for ch in timed:
         assert ch.base and ch.cand
-        ch.tested = judge(ch.cand.timed, ch.base.timed)
+        if paired:
+            ch.tested = paired_ratio_test(ch.cand.timed, ch.base.timed, budget=budget)
+        else:
+            ch.tested = compare_times(ch.cand.timed, ch.base.timed)
     tested = [ch for ch in timed if ch.p_value is not None]
     for ch, q in zip(tested, adjust([ch.p_value or 1.0 for ch in tested]), strict=True):
         ch.q_value = q
     for ch in timed:
         ch.verdict, ch.detail = _judge_times(ch, threshold)
     return changes
+
+
+def judge_paired(cand: Timed, base: Timed, threshold: float, budget: int) -> str:
+    """One pair's verdict at a look of a paired sweep (sweep/pairs.py), by the rule and
+    test `report --pair` judges its row by: the look's sequential test on the rounds so
+    far, the ratio of the pooled medians. The rows are not adjusted together here (a
+    look decides each pair on its own): the report's Benjamini-Hochberg step can still
+    call a pair decided here insufficient, never the other way."""
+    test = paired_ratio_test(cand, base, budget=budget)
+    ratio = statistics.median(cand.repeats) / statistics.median(base.repeats)
+    return _judge(ratio, test, test.p_value, threshold)[0]
 
 
 @dataclass
@@ -267,8 +302,11 @@ def overall(changes: list[Change]) -> list[Overall]:
     for config, rows in by_config.items():
         pairs = [(c.cand.timed, c.base.timed) for c in rows if c.cand and c.base]
         ratios = [c.ratio for c in rows if c.ratio]
-        judge = paired_geomean_test if rows[0].paired else geomean_change_test
-        out.append(Overall(config, len(rows), geomean(ratios), judge(pairs)))
+        if rows[0].paired:
+            test = paired_geomean_test(pairs, budget=rows[0].budget)
+        else:
+            test = geomean_change_test(pairs)
+        out.append(Overall(config, len(rows), geomean(ratios), test))
     tested = [o for o in out if o.tested.p_value is not None]
     for o, q in zip(tested, adjust([o.tested.p_value or 1.0 for o in tested]), strict=True):
         o.q_value = q

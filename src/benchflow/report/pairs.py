@@ -7,7 +7,9 @@ of its B job ran minutes apart at most, one right after the other; the host's dr
 between rounds is common to both and drops out of their ratio, where two sweeps run
 apart carry all of it. A is the value the sweep ran first (its first job's), B the
 other; each side's rows lose the axis, so that the configurations match, and
-report/compare.py judges B against A with the paired tests (results/intervals.py).
+report/compare.py judges B against A with the paired tests (results/intervals.py). A
+paired sweep (pair=AXIS: sweep/pairs.py) stopped each pair at a look once decided: its
+rows are judged at their look's level, by the sweep's threshold unless one is given.
 """
 
 from __future__ import annotations
@@ -30,6 +32,10 @@ class Split:
     b: str
     base: list[ResultRow]  # A's rows, less the axis
     cand: list[ResultRow]
+    # Where the sweep was a paired sweep (pair=AXIS): its budget of rounds and its
+    # threshold, which judged its pairs as it ran (sweep/pairs.py); else None
+    budget: int | None = None
+    threshold: float | None = None
 
     @property
     def a_value(self) -> str:
@@ -59,7 +65,9 @@ def split(rows: Sequence[ResultRow], axis: str) -> Split:
     sides: dict[str, list[ResultRow]] = {a: [], b: []}
     for value, row in valued:
         sides[value].append(_without(row, axis))
-    return Split(axis, a, b, sides[a], sides[b])
+    paired = next((r.job.paired for r in ordered if r.job.paired), None) or {}
+    budget, threshold = paired.get("rounds"), paired.get("threshold")
+    return Split(axis, a, b, sides[a], sides[b], budget, threshold)
 
 
 def _without(row: ResultRow, axis: str) -> ResultRow:

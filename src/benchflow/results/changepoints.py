@@ -25,12 +25,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from benchflow.config.schema import THRESHOLD  # the smallest step reported
 from benchflow.results.intervals import ALPHA, Interval, adjust, log_t_interval, welch_log_ratio
 from benchflow.results.stats import geomean
 
 PENALTY = 3.0  # times log(n): tuned on flat synthetic series (docs/history.md)
 MIN_SIZE = 2  # a level needs 2 points: one point off is noise, not a change
-THRESHOLD = 0.05  # the smallest step reported: 5%, as report --compare's default
 
 
 @dataclass(frozen=True)

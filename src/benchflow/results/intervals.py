@@ -40,6 +40,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from benchflow.config.schema import FIRST_LOOK
+
 LEVEL = 0.95  # every interval benchflow reports is a 95% one
 ALPHA = 1 - LEVEL  # and every test is judged at this level
 BOOTSTRAP_RESAMPLES = 2000  # percentile bootstrap: ~1-2% Monte Carlo error on a 95% bound
@@ -234,23 +236,30 @@ def geomean_change_test(pairs: Sequence[tuple[Timed, Timed]], level: float = LEV
     return Test(float(2 * student.sf(abs(stat), df)), interval, what, True)
 
 
-def paired_ratio_test(num: Timed, den: Timed, level: float = LEVEL) -> Test:
+def paired_ratio_test(
+    num: Timed, den: Timed, level: float = LEVEL, budget: int | None = None
+) -> Test:
     """num against den process by process: the i-th process of each ran in the same round
     of an interleaved sweep (sweep/rounds.py), one after the other, so the host's drift
     from round to round is common to the pair and drops out of its ratio. Student's t
     on the rounds' log ratios (a paired t-test): its p-value against no change, and the
-    interval of their geometric mean."""
-    return paired_geomean_test([(num, den)], level)
+    interval of their geometric mean; `budget`: a paired sweep's rounds (sequential_test)."""
+    return paired_geomean_test([(num, den)], level, budget)
 
 
-def paired_geomean_test(pairs: Sequence[tuple[Timed, Timed]], level: float = LEVEL) -> Test:
+def paired_geomean_test(
+    pairs: Sequence[tuple[Timed, Timed]], level: float = LEVEL, budget: int | None = None
+) -> Test:
     """A configuration's change over models, paired by round: in each round the mean
     over models of their log ratios (num_i's process median / den_i's), then Student's t
-    over the rounds (the rounds every model has on both sides)."""
+    over the rounds (the rounds every model has on both sides). `budget`: the pairs ran
+    in a paired sweep that looked at them as it went and stops by `budget` rounds: the
+    test is its look's (sequential_test)."""
     import numpy as np
-    from scipy.stats import ttest_1samp
 
     rounds = min((min(len(n.process_medians), len(d.process_medians)) for n, d in pairs), default=0)
+    if budget is not None:
+        return sequential_test(pairs, rounds, budget)
     what = f"paired t over {rounds} rounds" + (f", {len(pairs)} models" if len(pairs) > 1 else "")
     if rounds < 2:
         return Test(None, None, what, False)
@@ -259,14 +268,81 @@ def paired_geomean_test(pairs: Sequence[tuple[Timed, Timed]], level: float = LEV
         - np.log(np.asarray(d.process_medians[:rounds]))
         for n, d in pairs
     ]
-    by_round = np.mean(logs, axis=0)
-    if np.ptp(by_round) == 0:  # the same ratio every round: t is undefined
-        ratio = float(np.exp(by_round[0]))
+    return _one_sample_t(np.mean(logs, axis=0), level, what)
+
+
+def _one_sample_t(logs, level: float, what: str) -> Test:  # type: ignore[no-untyped-def]
+    """Student's t on log ratios against 0, and their geometric mean's interval."""
+    import numpy as np
+    from scipy.stats import ttest_1samp
+
+    if np.ptp(logs) == 0:  # the same ratio every round: t is undefined
+        ratio = float(np.exp(logs[0]))
         return Test(1.0 if ratio == 1 else 0.0, Interval(ratio, ratio, level, what), what, True)
-    res = ttest_1samp(by_round, 0.0)
+    res = ttest_1samp(logs, 0.0)
     ci = res.confidence_interval(level)
     interval = Interval(float(np.exp(ci.low)), float(np.exp(ci.high)), level, what)
     return Test(float(res.pvalue), interval, what, True)
+
+
+def looks(budget: int) -> tuple[int, ...]:
+    """The rounds after which a paired sweep of `budget` rounds judges its pairs: the
+    first after FIRST_LOOK (Student's t with 2 degrees of freedom), then each about half
+    as many rounds again (3, 5, 8, 12, ...), and the budget. Few looks: each spends its
+    own share of the false-alarm level (look_alpha), so every look costs the others."""
+    out = [FIRST_LOOK]
+    while (following := math.ceil(out[-1] * 1.5)) < budget:
+        out.append(following)
+    return (*(r for r in out if r < budget), budget)
+
+
+@functools.cache
+def look_alpha(rounds: int, budget: int, alpha: float = ALPHA) -> float:
+    """The false-alarm level the look after `rounds` rounds is tested at: the
+    O'Brien-Fleming-type spending function of Lan and DeMets (1983),
+    a(t) = 2 - 2 Phi(z_(1 - alpha/2) / sqrt(t)) at t = rounds / budget, gives each look
+    a(t) less what the earlier looks took, so that little is spent early (when few
+    rounds can mislead) and most at the budget. Each look is tested at its share alone;
+    by Bonferroni's inequality the chance of a false alarm at any look, however the
+    looks' statistics go together, is at most their sum, `alpha` (conservative: the
+    exact group-sequential bounds would take the looks' correlation into account)."""
+    from scipy.stats import norm
+
+    z = norm.ppf(1 - alpha / 2)
+
+    def spent(r: int) -> float:
+        return 0.0 if r <= 0 else float(2 - 2 * norm.cdf(z / math.sqrt(min(r, budget) / budget)))
+
+    marks = looks(budget)
+    at = max((r for r in marks if r <= rounds), default=0)
+    before = max((r for r in marks if r < at), default=0)
+    return spent(at) - spent(before)
+
+
+def sequential_test(pairs: Sequence[tuple[Timed, Timed]], rounds: int, budget: int) -> Test:
+    """The pairs' paired test at the look of a paired sweep that their `rounds` reached
+    (the last look at or before them: a sweep records a pair where it stopped, at a
+    look), over that look's rounds and at its level, look_alpha. Its p-value is scaled
+    to the sweep's level, p * ALPHA / look_alpha (capped at 1): p < ALPHA exactly where
+    the look's own test is significant, so that reports judge it by the usual rule."""
+    import numpy as np
+
+    at = max((r for r in looks(budget) if r <= rounds), default=0)
+    models = f", {len(pairs)} models" if len(pairs) > 1 else ""
+    if not at:
+        return Test(
+            None, None, f"paired t over {rounds} rounds{models}, before the first look", False
+        )
+    share, marks = look_alpha(at, budget), looks(budget)
+    look = f"look {marks.index(at) + 1} of {len(marks)} at alpha={share:.2g}"
+    what = f"paired t over {at} rounds{models}, {look}"
+    logs = [
+        np.log(np.asarray(n.process_medians[:at])) - np.log(np.asarray(d.process_medians[:at]))
+        for n, d in pairs
+    ]
+    test = _one_sample_t(np.mean(logs, axis=0), 1 - share, what)
+    scaled = None if test.p_value is None else min(1.0, test.p_value * ALPHA / share)
+    return Test(scaled, test.ratio_ci, what, True)
 
 
 def _samples(num: Timed, den: Timed) -> tuple[tuple[float, ...], tuple[float, ...]]:

@@ -146,9 +146,13 @@ class JobInfo:
     rerun_of: str | None = None  # `benchflow rerun`: the row_id this job reran
     rerun_env: list[str] | None = None  # speed facts that differ from that row's
     rerun_digest: str | None = None  # whether it reproduced that row's output digest
+    # A paired sweep's (pair=AXIS): {"axis", "rounds" (its budget), "threshold"}, what
+    # `report --pair` judges its rows by; None elsewhere
+    paired: dict[str, Any] | None = None
 
     @classmethod
     def of(cls, job: Job, dir: str | None = None) -> JobInfo:
+        cfg = job.config
         return cls(
             name=job.name,
             num=job.num,
@@ -157,6 +161,9 @@ class JobInfo:
             notes=list(job.notes),
             fingerprint=job.fingerprint,
             node=node_name(),
+            paired=None
+            if cfg.pair is None
+            else {"axis": cfg.pair, "rounds": cfg.process_count, "threshold": cfg.pair_threshold},
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -76,6 +76,8 @@ class SweepCallback(Callback):
             bench = parse(config)
         except ConfigError:
             return
+        if bench.pair and rows:
+            print(f"paired sweep: `benchflow report {sweep.path} --pair {bench.pair}` judges it")
         run_id = sweep.parent_run_id()
         if not bench.mlflow.enabled or not run_id:
             return

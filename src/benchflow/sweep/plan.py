@@ -303,6 +303,11 @@ def _with_rules(cfg: BenchConfig, num: int, overrides: tuple[str, ...], single: 
     from benchflow.suite.rules import decide
 
     backend = backend_of(cfg)
+    if single and cfg.pair is not None:
+        raise ConfigError(
+            f"pair={cfg.pair} compares a sweep's two values of {cfg.pair}, but this is a "
+            f"single run; allowed: a sweep, -m {cfg.pair}=A,B pair={cfg.pair}"
+        )
     for var in settings_of(cfg.env):
         if why := why_not_env(var):
             raise ConfigError(why)

@@ -37,6 +37,9 @@ class Round:
     # This launch of the sweep: a job recorded in an earlier round of it is done; its
     # processes from an earlier launch are kept, its row from one is not.
     token: str
+    # A paired sweep's jobs decided at the last look (sweep/pairs.py): each is recorded
+    # from the processes it has, running none this round
+    close: frozenset[int] = frozenset()
 
 
 def interleaved(job: Job) -> bool:
@@ -72,7 +75,7 @@ def launches(
     """Round `index`'s launches: (the first job's number, the jobs' overrides), each a
     run of consecutive job numbers, at most `size` long. The first round launches every
     job; a later one, the interleaved jobs with a process for it. A job in `duplicates`
-    (duplicates_of) is never launched."""
+    (duplicates_of, or a paired sweep's job closed in an earlier round) is not launched."""
     out: list[tuple[int, list[list[str]]]] = []
     for job in sorted(jobs, key=lambda j: j.num):
         if job.num in duplicates:
@@ -90,9 +93,13 @@ def new_token() -> str:
     return uuid.uuid4().hex
 
 
-def begin(sweep: SweepDir, index: int, rounds: int, token: str) -> None:
-    """Round `index` of `rounds` is being launched (read by the jobs' tasks)."""
-    write_json_atomic(sweep.round, {"round": index, "rounds": rounds, "token": token})
+def begin(
+    sweep: SweepDir, index: int, rounds: int, token: str, close: Collection[int] = ()
+) -> None:
+    """Round `index` of `rounds` is being launched (read by the jobs' tasks); `close`:
+    the jobs it records without running a process (Round.close)."""
+    data = {"round": index, "rounds": rounds, "token": token, "close": sorted(close)}
+    write_json_atomic(sweep.round, data)
 
 
 def end(sweep: SweepDir) -> None:
@@ -103,7 +110,8 @@ def end(sweep: SweepDir) -> None:
 def current(sweep: SweepDir) -> Round | None:
     try:
         data = json.loads(sweep.round.read_text())
-        return Round(int(data["round"]), int(data["rounds"]), str(data["token"]))
+        close = frozenset(int(n) for n in data.get("close", ()))
+        return Round(int(data["round"]), int(data["rounds"]), str(data["token"]), close)
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -193,6 +201,15 @@ class JobRounds:
             return fresh
         kept = {n: r for n, r in ran.items() if same or r.status == Status.OK.value}
         return cls(job_dir, fingerprint, token, kept, bool(data.get("recorded")) and same)
+
+    @staticmethod
+    def fingerprint_in(job_dir: JobDir) -> str | None:
+        """The fingerprint of the job whose processes the folder keeps (None: none)."""
+        try:
+            data = json.loads(job_dir.rounds.read_text())
+        except (OSError, ValueError):
+            return None
+        return data.get("fingerprint") if isinstance(data, dict) else None
 
     def save(self) -> None:
         if self.token is None:

@@ -81,9 +81,11 @@ def plan_sweep(
     if errors:
         raise SweepRefused(errors)
     from benchflow.runner.knobs import check_knobs
+    from benchflow.sweep.pairs import pairs_of
     from benchflow.sweep.toolchains import build_toolchains
 
     try:
+        pairs_of(jobs)  # pair=AXIS names an axis of two values (a paired sweep)
         build_toolchains(jobs)
         check_knobs(jobs)  # against each job's own torch, once its environment is there
     except ConfigError as exc:  # (a ToolchainError is one)

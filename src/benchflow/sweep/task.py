@@ -126,7 +126,9 @@ def run_job(cfg: DictConfig) -> ResultRow | None:
     # From the child's end to the row: a Ctrl-C or SIGTERM waits (core/interrupts.py).
     with contextlib.ExitStack() as hold:
         with scheduler.catch_stop() as stop:  # a SLURM job's stop: its child killed, a row
-            done = execute(job, where, hold, state, round_.index if state and round_ else 0)
+            index = round_.index if state and round_ else 0
+            close = bool(state and round_ and where.num in round_.close)
+            done = execute(job, where, hold, state, index, close)
             if done is None:
                 return None  # its next process runs in a later round
         if done.outcome.status is Status.INTERRUPTED and (slurm_job := scheduler.slurm_job()):
@@ -242,10 +244,12 @@ def execute(
     hold: contextlib.ExitStack,
     state: rounds.JobRounds | None = None,
     index: int = 0,
+    close: bool = False,
 ) -> Execution | None:
     """Run the job's processes for this round on a CPU slot: an interleaved job's
     (`state` kept across rounds: sweep/rounds.py) process `index`, unless an earlier
-    launch of the sweep ran it ok; any other job's all of them, one after another.
+    launch of the sweep ran it ok, or none where a paired sweep closes it (`close`:
+    sweep/pairs.py); any other job's all of them, one after another.
     Where the last ran, or one did not end ok: the job's outcome, its processes pooled,
     and its IR passes. None: the job goes on in a later round. Never raises for the
     job's own failures; an invalid or skipped job runs nothing. From the last process's
@@ -255,9 +259,10 @@ def execute(
         return _not_run(job, where, state, hold)
     if state is None:
         state = rounds.JobRounds(where.job_dir, job.fingerprint, token=None)
-    todo = [index] if state.token is not None else list(range(total))
+    close = close and bool(state.ran)
+    todo = [] if close else [index] if state.token is not None else list(range(total))
     ran = state.ran.get(index)
-    if ran and ran.status == Status.OK.value and index < total - 1:
+    if ran and ran.status == Status.OK.value and index < total - 1 and not close:
         return None  # an earlier launch of the sweep ran it
     info = JobInfo.of(job, str(where.job_dir.path))
     POOL.join_prestart()  # the sweep's zygotes, started while it set up (basic launcher)
@@ -271,6 +276,7 @@ def execute(
         )
         slot = Slot(env, cores, planned)
         label = job.name if len(todo) == total else f"{job.name} (process {index + 1} of {total})"
+        label = f"{job.name} (decided after {len(state.ran)} processes)" if close else label
         with progress.running(cfg.progress, where.num, where.total, label):
             pending = [n for n in todo if n not in state.ran]
             for n in pending:
@@ -282,7 +288,11 @@ def execute(
             POOL.done_with(planned.forks_from, planned.build)  # no later job forks from it
         hold.enter_context(interrupts.held())  # (held already where it ran a process)
         last = max(state.ran)
-        if state.ran[last].status == Status.OK.value and last < total - 1:
+        if close:
+            info.notes.append(
+                f"pair={cfg.pair}: decided after {last + 1} of its {total} rounds (docs/reports.md)"
+            )
+        elif state.ran[last].status == Status.OK.value and last < total - 1:
             return None  # its next process runs in a later round
         outcome, gap = _pooled(state, last, total, len(cores), info)
         ir_s = 0.0

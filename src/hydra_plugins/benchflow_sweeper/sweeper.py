@@ -71,7 +71,7 @@ class BenchflowSweeper(BasicSweeper):
 
     def sweep(self, arguments: list[str]) -> Any:
         from benchflow.core.layout import SweepDir
-        from benchflow.sweep import progress, rounds
+        from benchflow.sweep import pairs, progress, rounds
         from benchflow.sweep.compose import Composer
         from benchflow.sweep.start import SweepRefused, begin, plan_sweep, read_plan, start_base
         from benchflow.sweep.start import grid as expand
@@ -109,17 +109,22 @@ class BenchflowSweeper(BasicSweeper):
         for num, first in duplicates.items():
             progress.duplicate(by_num[num], by_num[first], len(jobs))
         rounds.end(sweep)  # a killed launch's round, if it left one
+        stopping = pairs.Stopping.of(sweep, jobs, token)  # a paired sweep's (pair=AXIS)
         returns = []
         try:
             for index in range(count):  # interleaved rounds (benchflow.sweep.rounds)
+                launches = rounds.launches(jobs, index, size, {*duplicates, *stopping.closed})
+                if not launches:
+                    break  # a paired sweep whose pairs are all decided
                 if count > 1:
-                    rounds.begin(sweep, index, count, token)
+                    rounds.begin(sweep, index, count, token, stopping.closing)
                     progress.note(f"round {index + 1} of {count}: each job's process {index + 1}")
-                for first, batch in rounds.launches(jobs, index, size, duplicates):
+                for first, batch in launches:
                     results = self.launcher.launch(batch, initial_job_idx=first)
                     for result in results:
                         _ = result.return_value  # raises what a job raised, as Hydra's
                     returns.append(results)
+                stopping.look(index + 1, count)
         finally:
             rounds.end(sweep)
         return returns

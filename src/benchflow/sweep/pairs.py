@@ -1,0 +1,176 @@
+"""A paired sweep (`pair=AXIS`): the sweep's two values of one axis, A and B, compared
+job by job as it runs, each pair stopped once its change is decided.
+
+Its jobs run one process a round (sweep/rounds.py), A's and B's of the same settings one
+right after the other, so that the host's drift between rounds drops out of their ratio
+(report/pairs.py). After the rounds that are looks (results/intervals.looks: 3, 5, 8,
+... and the budget, `processes`), the sweeper judges each pair that both sides ran ok
+this far, as `benchflow report SWEEP --pair AXIS` will: the paired t-test at the look's
+share of the false-alarm level (results/intervals.sequential_test), by the sweep's
+`pair_threshold`. A pair whose change is a regression or an improvement past the
+threshold, or lies within it, is decided: its two jobs are launched once more in the
+next round to be recorded from the processes they have (rounds.Round.close), and no
+more. As asv's `continuous` and pyperf's `compare_to` would, but the sweep stops
+sampling what is already clear, as nvbench and google-benchmark stop on a noise
+criterion, with the looks accounted for.
+"""
+
+from __future__ import annotations
+
+import difflib
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from benchflow.config.errors import ConfigError
+from benchflow.core.job import Job
+from benchflow.core.layout import JobDir, SweepDir
+from benchflow.core.status import Status
+from benchflow.results.intervals import Timed, looks
+from benchflow.sweep import rounds
+
+
+@dataclass(frozen=True)
+class Pair:
+    """Two jobs of one configuration, A (the axis's first value in the sweep) and B."""
+
+    a: Job
+    b: Job
+
+    @property
+    def nums(self) -> tuple[int, int]:
+        return self.a.num, self.b.num
+
+    def described(self) -> str:
+        """What the sweep's notes call it: "NAME: job 1 (slowdown=0.05) against job 0
+        (slowdown=null)"."""
+        axis = self.a.config.pair
+        a, b = (
+            next((o.lstrip("+~") for o in job.overrides if _key(o) == axis), "?")
+            for job in (self.a, self.b)
+        )
+        return f"{self.b.name}: job {self.b.num} ({b}) against job {self.a.num} ({a})"
+
+
+def _key(override: str) -> str:
+    return override.split("=", 1)[0].lstrip("+~")
+
+
+def axis_of(jobs: Sequence[Job]) -> str | None:
+    """The sweep's `pair=` (None: not a paired sweep). Raises ConfigError where its jobs
+    name more than one."""
+    named = {job.config.pair for job in jobs}
+    if len(named) > 1:
+        values = ", ".join(sorted(str(v) for v in named))
+        raise ConfigError(f"pair differs between the sweep's jobs ({values}); allowed: one axis")
+    return named.pop() if named else None
+
+
+def pairs_of(jobs: Sequence[Job]) -> list[Pair]:
+    """The sweep's pairs ([]: not a paired sweep). Raises ConfigError, naming the axes
+    there are, where `pair=` is not an axis of the sweep with two values."""
+    axis = axis_of(jobs)
+    if axis is None:
+        return []
+    values: dict[str, list[str]] = {}  # each key's values, in the order of job numbers
+    for job in sorted(jobs, key=lambda j: j.num):
+        for o in job.overrides:
+            values.setdefault(_key(o), [])
+            if (value := o.split("=", 1)[-1]) not in values[_key(o)]:
+                values[_key(o)].append(value)
+    axes = [k for k, v in values.items() if len(v) > 1]
+    if axis not in axes:
+        close = difflib.get_close_matches(axis, axes, n=1)
+        hint = f"did you mean pair={close[0]}? " if close else ""
+        raise ConfigError(
+            f"pair={axis} is not an axis of this sweep; {hint}allowed: "
+            + (", ".join(axes) or "none: give two values, e.g. -m slowdown=null,0.05 pair=slowdown")
+        )
+    if len(values[axis]) != 2:
+        raise ConfigError(
+            f"pair={axis}: the sweep has {len(values[axis])} values of it "
+            f"({', '.join(values[axis])}); allowed: two ({axis}=A,B)"
+        )
+    a_value = values[axis][0]
+    sides: dict[tuple[str, ...], dict[bool, Job]] = {}
+    for job in sorted(jobs, key=lambda j: j.num):
+        rest = tuple(sorted(o for o in job.overrides if _key(o) != axis))
+        is_a = f"{axis}={a_value}" in (o.lstrip("+~") for o in job.overrides)
+        sides.setdefault(rest, {}).setdefault(is_a, job)
+    return [Pair(s[True], s[False]) for s in sides.values() if len(s) == 2]
+
+
+def _timed(state: rounds.JobRounds, upto: int) -> Timed | None:
+    """The job's processes 0..upto-1 as a sample (None: one is missing or not ok)."""
+    medians: list[float] = []
+    repeats: list[float] = []
+    for outcome in state.outcomes(upto - 1):
+        per_iter = outcome.result.metrics.get("per_iter_time_s") if outcome.result else None
+        if outcome.status is not Status.OK or not isinstance(per_iter, list) or not per_iter:
+            return None
+        medians.append(statistics.median(per_iter))
+        repeats.extend(per_iter)
+    return Timed(tuple(repeats), tuple(medians)) if len(medians) == upto else None
+
+
+def decided(
+    sweep: SweepDir, pairs: Sequence[Pair], done: int, budget: int, token: str
+) -> list[tuple[Pair, str]]:
+    """After `done` rounds: each pair of `pairs` whose change is decided at this look,
+    with its verdict (none where `done` is not a look, or is the budget: every job ends
+    there anyway). Read from the jobs' processes (processes.json and their results)."""
+    if done not in looks(budget) or done >= budget:
+        return []
+    from benchflow.report.compare import INSUFFICIENT, SUSPICIOUS, judge_paired
+
+    states = _states(sweep, [job for p in pairs for job in (p.a, p.b)], token)
+    out: list[tuple[Pair, str]] = []
+    for pair in pairs:
+        a, b = states.get(pair.a.fingerprint), states.get(pair.b.fingerprint)
+        base, cand = (_timed(a, done) if a else None), (_timed(b, done) if b else None)
+        if base is None or cand is None:
+            continue  # a side failed (its row says so), or has not run this far
+        verdict = judge_paired(cand, base, pair.a.config.pair_threshold, budget)
+        if verdict not in (INSUFFICIENT, SUSPICIOUS):
+            out.append((pair, verdict))
+    return out
+
+
+def _states(sweep: SweepDir, jobs: Sequence[Job], token: str) -> dict[str, rounds.JobRounds]:
+    """The jobs' processes so far, by fingerprint, from every job folder of the sweep."""
+    wanted = {job.fingerprint for job in jobs}
+    out: dict[str, rounds.JobRounds] = {}
+    for path in sweep.path.rglob(JobDir(sweep.path).rounds.name):
+        job_dir = JobDir(path.parent)
+        if (fingerprint := rounds.JobRounds.fingerprint_in(job_dir)) in wanted:
+            out[fingerprint] = rounds.JobRounds.load(job_dir, fingerprint, token)
+    return out
+
+
+@dataclass
+class Stopping:
+    """A paired sweep's stopping between its rounds, for the sweeper: the jobs to close
+    in the next round, and those closed before it (never launched again)."""
+
+    sweep: SweepDir
+    pairs: list[Pair]
+    token: str
+    closing: set[int]
+    closed: set[int]
+
+    @classmethod
+    def of(cls, sweep: SweepDir, jobs: Sequence[Job], token: str) -> Stopping:
+        return cls(sweep, pairs_of(jobs), token, set(), set())
+
+    def look(self, done: int, budget: int) -> None:
+        """After `done` of `budget` rounds: the pairs decided now close in the next."""
+        if not self.pairs:
+            return
+        from benchflow.sweep import progress
+
+        self.closed |= self.closing
+        self.closing = set()
+        open_pairs = [p for p in self.pairs if not set(p.nums) & self.closed]
+        for pair, verdict in decided(self.sweep, open_pairs, done, budget, self.token):
+            self.closing |= set(pair.nums)
+            progress.note(f"{pair.described()}: {verdict} after {done} rounds, recorded now")
