@@ -217,7 +217,7 @@ def test_a_paired_sweeps_looks_spend_the_false_alarm_level_once() -> None:
 
 
 def test_stopping_at_the_looks_keeps_false_alarms_within_the_level() -> None:
-    """1500 paired A/A sweeps of up to 8 rounds (each round's log ratio drawn from
+    """800 paired A/A sweeps of up to 8 rounds (each round's log ratio drawn from
     N(0, 3%)), judged after rounds 3, 5 and 8 as a paired sweep judges a pair
     (report/compare.judge_paired; threshold 0: any significant change is an alarm) and
     stopped at the first verdict: at most 5% alarm. The same looks each at 5%, as if
@@ -239,14 +239,14 @@ def test_stopping_at_the_looks_keeps_false_alarms_within_the_level() -> None:
                 return verdict, at, naive
         raise AssertionError("the budget is a look")
 
-    trials = 1500
+    trials = 800
     a_a = [sweep(1.0) for _ in range(trials)]
     alarms = sum(v not in (INSUFFICIENT, NO_CHANGE) for v, _, _ in a_a)
     assert alarms / trials <= ALPHA + 0.01, alarms
     assert sum(naive for _, _, naive in a_a) / trials > ALPHA + 0.02  # unspent looks
-    slow = [sweep(1.10) for _ in range(300)]
-    assert sum(v == REGRESSION for v, _, _ in slow) / 300 > 0.9
-    assert sum(v == REGRESSION and at < 8 for v, at, _ in slow) / 300 > 0.5
+    slow = [sweep(1.10) for _ in range(150)]
+    assert sum(v == REGRESSION for v, _, _ in slow) / 150 > 0.9
+    assert sum(v == REGRESSION and at < 8 for v, at, _ in slow) / 150 > 0.5
 
 
 def test_a_process_interval_is_t_on_the_logs_and_covers_the_typical_process() -> None:
