@@ -347,6 +347,13 @@ def test_a_paired_sweep_of_the_grid_closes_pairs_at_looks(tmp_path: Path) -> Non
     rows = res.rows()
     assert len(rows) == 8 and all(r["status"] == "ok" for r in rows)
     assert {len(r["timing"]["processes"]) for r in rows} <= {3, 5, 8}
+    by_num = {r["job"]["num"]: r for r in rows}
+    for a in range(0, 8, 2):  # (A, B) of each pair run one loop: A's calibrated steps
+        steps = (
+            by_num[a]["timing"]["iterations_per_run"],
+            by_num[a + 1]["timing"]["iterations_per_run"],
+        )
+        assert steps[0] == steps[1], steps
     assert all(
         r["job"]["paired"] == {"axis": "slowdown", "rounds": 8, "threshold": 0.02} for r in rows
     )

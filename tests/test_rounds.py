@@ -24,6 +24,7 @@ from tests.early import niced
 
 from benchflow.config.schema import BenchConfig
 from benchflow.core.job import Job
+from benchflow.core.layout import SweepDir
 from benchflow.sweep import rounds
 
 # sleepy's steps sleep 0.25 s: a process takes about a second on any machine and load.
@@ -97,7 +98,14 @@ def _paired(cwd: Path) -> dict[str, Any]:
     ran = run_cli([*args, "warmup=1", "processes=5", *SWEEP[9:], f"hydra.sweep.dir={sweep}"], cwd)
     judged = run_cli(["report", str(sweep), "--pair", "slowdown", "--no-mlflow"], cwd)
     table = list(csv.DictReader((sweep / "pair" / "compare.csv").open())) if judged.stdout else []
-    return {"paired": ran, "paired_rows": read_rows(sweep), "judged": judged, "table": table}
+    ran_at = {n: _processes(sweep / n) for n in ("0", "1")}
+    return {
+        "paired": ran,
+        "paired_rows": read_rows(sweep),
+        "paired_processes": ran_at,
+        "judged": judged,
+        "table": table,
+    }
 
 
 def test_a_sweep_runs_one_process_of_each_job_a_round(early_sweeps: EarlySweeps) -> None:
@@ -161,8 +169,14 @@ def test_a_paired_sweep_stops_a_pair_once_decided(early_sweeps: EarlySweeps) -> 
         ran.stderr
     )
     assert "round 4 of 5" in ran.stderr and "round 5 of 5" not in ran.stderr
+    # A (job 0) first in rounds 1 and 3, B first in round 2
+    a, b = (got["paired_processes"][n] for n in ("0", "1"))
+    assert [a[p]["launched"] < b[p]["launched"] for p in ("0", "1", "2")] == [True, False, True]
     rows = got["paired_rows"]
     assert [r["status"] for r in rows] == ["ok", "ok"]
+    assert [r["job"]["num"] for r in rows] == [1, 0]  # round 4 is B's first
+    b_row = next(r for r in rows if r["job"]["num"] == 1)
+    assert "pair=slowdown: runs job 0's steps per repeat" in b_row["job"]["notes"]
     for r in rows:
         assert len(r["timing"]["processes"]) == 3
         assert "pair=slowdown: decided after 3 of its 5 rounds" in " ".join(r["job"]["notes"])
@@ -197,3 +211,40 @@ def test_rounds_launch_runs_of_consecutive_jobs_with_a_process_left() -> None:
     assert rounds.launches(twice, 1, 10, duplicates) == [(0, [["x=0"]]), (3, [["x=3"]])]
     assert rounds.launches(twice, 2, 10, duplicates) == [(0, [["x=0"]])]
     assert rounds.duplicates_of([_job(0, interleave=False), _job(1, interleave=False)]) == {1: 0}
+
+
+def test_a_paired_sweep_swaps_a_and_b_every_other_round() -> None:
+    """Stopping.swaps: pairs (0, 1) and (2, 3); in odd rounds each B runs in its A's
+    place, so the launches break into single jobs in that order; a closed pair is not
+    launched, the others still swap."""
+    from benchflow.sweep.pairs import Pair, Stopping
+
+    jobs = [_job(n, processes=4) for n in range(5)]
+    pairs = [Pair(jobs[0], jobs[1]), Pair(jobs[2], jobs[3])]
+    stopping = Stopping(SweepDir(Path("/nonexistent")), pairs, "token", set(), set())
+    assert stopping.swaps(0) == {} and stopping.swaps(2) == {}
+    assert stopping.swaps(1) == {0: 1, 1: 0, 2: 3, 3: 2}
+    one = [(n, [[f"x={n}"]]) for n in (1, 0, 3, 2, 4)]
+    assert rounds.launches(jobs, 1, 10, (), stopping.swaps(1)) == one
+    assert rounds.launches(jobs, 2, 10, (), stopping.swaps(2)) == [
+        (0, [[f"x={n}"] for n in range(5)])
+    ]
+    stopping.closed = {0, 1}
+    assert stopping.swaps(3) == {2: 3, 3: 2}
+    assert rounds.launches(jobs, 3, 10, {0, 1}, stopping.swaps(3)) == one[2:]
+
+
+def test_a_paired_sweeps_b_runs_its_as_steps_per_repeat() -> None:
+    """The plan gives each B of a pair its A's number (Launch.steps_from); A, and a job
+    of no pair, calibrate their own."""
+    from benchflow.core.job import Launch
+    from benchflow.sweep.pairs import calibrated_by_a
+
+    jobs = [
+        Job(n, "j", (f"m={m}", f"slowdown={s}"), BenchConfig(pair="slowdown"), backend="eager")
+        for n, (m, s) in enumerate([("a", "null"), ("a", "0.05"), ("b", "null"), ("b", "0.05")])
+    ]
+    planned = calibrated_by_a(jobs, {n: Launch("torch") for n in range(4)})
+    assert [planned[n].steps_from for n in range(4)] == [None, 0, None, 2]
+    alone = Job(0, "j", ("m=a",), BenchConfig(), backend="eager")  # not a paired sweep
+    assert calibrated_by_a([alone], {0: Launch("torch")}) == {0: Launch("torch")}

@@ -3,28 +3,30 @@ job by job as it runs, each pair stopped once its change is decided.
 
 Its jobs run one process a round (sweep/rounds.py), A's and B's of the same settings one
 right after the other, so that the host's drift between rounds drops out of their ratio
-(report/pairs.py). After the rounds that are looks (results/intervals.looks: 3, 5, 8,
-... and the budget, `processes`), the sweeper judges each pair that both sides ran ok
-this far, as `benchflow report SWEEP --pair AXIS` will: the paired t-test at the look's
-share of the false-alarm level (results/intervals.sequential_test), by the sweep's
-`pair_threshold`. A pair whose change is a regression or an improvement past the
-threshold, or lies within it, is decided: its two jobs are launched once more in the
-next round to be recorded from the processes they have (rounds.Round.close), and no
-more. As asv's `continuous` and pyperf's `compare_to` would, but the sweep stops
-sampling what is already clear, as nvbench and google-benchmark stop on a noise
-criterion, with the looks accounted for.
+(report/pairs.py); B runs first in every other round (Stopping.swaps), so that an
+effect of running second falls on both sides alike. After the rounds that are looks
+(results/intervals.looks: 3, 5, 8, ... and the budget, `processes`), the sweeper judges
+each pair that both sides ran ok this far, as `benchflow report SWEEP --pair AXIS`
+will: the paired t-test at the look's share of the false-alarm level
+(results/intervals.sequential_test), by the sweep's `pair_threshold`. A pair whose
+change is a regression or an improvement past the threshold, or lies within it, is
+decided: its two jobs are launched once more in the next round to be recorded from the
+processes they have (rounds.Round.close), and no more. As asv's `continuous` and
+pyperf's `compare_to` would, but the sweep stops sampling what is already clear, as
+nvbench and google-benchmark stop on a noise criterion, with the looks accounted for.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from benchflow.config.errors import ConfigError
-from benchflow.core.job import Job
-from benchflow.core.layout import JobDir, SweepDir
+from benchflow.core.job import Job, Launch
+from benchflow.core.layout import SweepDir
 from benchflow.core.status import Status
 from benchflow.results.intervals import Timed, looks
 from benchflow.sweep import rounds
@@ -100,6 +102,18 @@ def pairs_of(jobs: Sequence[Job]) -> list[Pair]:
     return [Pair(s[True], s[False]) for s in sides.values() if len(s) == 2]
 
 
+def calibrated_by_a(jobs: Sequence[Job], launches: dict[int, Launch]) -> dict[int, Launch]:
+    """The plan's launches, each B of a paired sweep's pairs running its A's steps per
+    repeat (Launch.steps_from): both sides time the same loop. Calibrated apart, A and B
+    of one A/A pair came out 25 and 26 steps, or 2 and 3, and their times 1-3% apart in
+    every round: a difference of the loop, which pairing does not take out."""
+    out = dict(launches)
+    for pair in pairs_of(jobs):
+        if (launch := out.get(pair.b.num)) is not None:
+            out[pair.b.num] = dataclasses.replace(launch, steps_from=pair.a.num)
+    return out
+
+
 def _timed(state: rounds.JobRounds, upto: int) -> Timed | None:
     """The job's processes 0..upto-1 as a sample (None: one is missing or not ok)."""
     medians: list[float] = []
@@ -123,7 +137,8 @@ def decided(
         return []
     from benchflow.report.compare import INSUFFICIENT, SUSPICIOUS, judge_paired
 
-    states = _states(sweep, [job for p in pairs for job in (p.a, p.b)], token)
+    fingerprints = {job.fingerprint for p in pairs for job in (p.a, p.b)}
+    states = rounds.JobRounds.in_sweep(sweep, fingerprints, token)
     out: list[tuple[Pair, str]] = []
     for pair in pairs:
         a, b = states.get(pair.a.fingerprint), states.get(pair.b.fingerprint)
@@ -133,17 +148,6 @@ def decided(
         verdict = judge_paired(cand, base, pair.a.config.pair_threshold, budget)
         if verdict not in (INSUFFICIENT, SUSPICIOUS):
             out.append((pair, verdict))
-    return out
-
-
-def _states(sweep: SweepDir, jobs: Sequence[Job], token: str) -> dict[str, rounds.JobRounds]:
-    """The jobs' processes so far, by fingerprint, from every job folder of the sweep."""
-    wanted = {job.fingerprint for job in jobs}
-    out: dict[str, rounds.JobRounds] = {}
-    for path in sweep.path.rglob(JobDir(sweep.path).rounds.name):
-        job_dir = JobDir(path.parent)
-        if (fingerprint := rounds.JobRounds.fingerprint_in(job_dir)) in wanted:
-            out[fingerprint] = rounds.JobRounds.load(job_dir, fingerprint, token)
     return out
 
 
@@ -161,6 +165,18 @@ class Stopping:
     @classmethod
     def of(cls, sweep: SweepDir, jobs: Sequence[Job], token: str) -> Stopping:
         return cls(sweep, pairs_of(jobs), token, set(), set())
+
+    def swaps(self, index: int) -> dict[int, int]:
+        """Round `index`'s order: in every other round each open pair's B runs in A's
+        place and A in B's (ABBA), so that whatever the second of two jobs run back to
+        back pays (about 1% here: benchmarks/RESULTS.md) falls on each side alike."""
+        if index % 2 == 0:
+            return {}
+        out: dict[int, int] = {}
+        for pair in self.pairs:
+            if not set(pair.nums) & self.closed:
+                out |= {pair.a.num: pair.b.num, pair.b.num: pair.a.num}
+        return out
 
     def look(self, done: int, budget: int) -> None:
         """After `done` of `budget` rounds: the pairs decided now close in the next."""

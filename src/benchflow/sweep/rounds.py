@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -70,14 +70,22 @@ def duplicates_of(jobs: Sequence[Job]) -> dict[int, int]:
 
 
 def launches(
-    jobs: Sequence[Job], index: int, size: int, duplicates: Collection[int] = ()
+    jobs: Sequence[Job],
+    index: int,
+    size: int,
+    duplicates: Collection[int] = (),
+    swaps: Mapping[int, int] | None = None,
 ) -> list[tuple[int, list[list[str]]]]:
     """Round `index`'s launches: (the first job's number, the jobs' overrides), each a
-    run of consecutive job numbers, at most `size` long. The first round launches every
-    job; a later one, the interleaved jobs with a process for it. A job in `duplicates`
-    (duplicates_of, or a paired sweep's job closed in an earlier round) is not launched."""
+    run of consecutive job numbers, at most `size` long, in the order they run. The
+    first round launches every job; a later one, the interleaved jobs with a process
+    for it. A job in `duplicates` (duplicates_of, or a paired sweep's job closed in an
+    earlier round) is not launched. `swaps`: job numbers that trade places this round
+    (a paired sweep's A and B, every other round: sweep/pairs.py)."""
+    by_num = {job.num: job for job in jobs}
+    places = [(swaps or {}).get(num, num) for num in sorted(by_num)]
     out: list[tuple[int, list[list[str]]]] = []
-    for job in sorted(jobs, key=lambda j: j.num):
+    for job in (by_num[num] for num in places):
         if job.num in duplicates:
             continue
         if index and not (interleaved(job) and job.config.process_count > index):
@@ -241,15 +249,29 @@ class JobRounds:
             out.append(self.ran[n].outcome(self.job_dir, n))
         return out
 
-    def calibrated_steps(self) -> int | None:
-        """The steps per repeat the job's first process calibrated (None: it was given
-        them, or did not end ok)."""
+    def first_steps(self) -> int | None:
+        """The steps per repeat the job's first process ran, calibrated or given (None:
+        it did not end ok); a later process runs as many (given ones are given to it too)."""
         first = self.ran.get(0)
         if first is None or first.status != Status.OK.value:
             return None
         result = first.outcome(self.job_dir, 0).result
         timing = result.timing if result else None
-        return timing.iterations_per_run if timing and timing.calibrated else None
+        return timing.iterations_per_run if timing else None
+
+    @classmethod
+    def in_sweep(
+        cls, sweep: SweepDir, fingerprints: Collection[str], token: str
+    ) -> dict[str, JobRounds]:
+        """The processes so far of the sweep's jobs of these fingerprints, by fingerprint,
+        from whichever of its folders keeps them."""
+        out: dict[str, JobRounds] = {}
+        for path in sweep.path.rglob(JobDir(sweep.path).rounds.name):
+            job_dir = JobDir(path.parent)
+            fingerprint = cls.fingerprint_in(job_dir)
+            if fingerprint is not None and fingerprint in fingerprints:
+                out[fingerprint] = cls.load(job_dir, fingerprint, token)
+        return out
 
     def ok_count(self) -> int:
         """How many processes from the first ran and ended ok, with nothing missing."""

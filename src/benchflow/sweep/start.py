@@ -93,8 +93,9 @@ def plan_sweep(
     if given is None:
         jobs = in_run_order(jobs)
     from benchflow.sweep.builds import launches
+    from benchflow.sweep.pairs import calibrated_by_a
 
-    return Plan.of(jobs, len(grid), sweep_args, launches(jobs))
+    return Plan.of(jobs, len(grid), sweep_args, calibrated_by_a(jobs, launches(jobs)))
 
 
 def in_run_order(jobs: Sequence[Job]) -> list[Job]:

@@ -275,6 +275,8 @@ def execute(
             zygote_kind(job, env)
         )
         slot = Slot(env, cores, planned)
+        if planned.steps_from is not None:
+            info.notes.append(f"pair={cfg.pair}: runs job {planned.steps_from}'s steps per repeat")
         label = job.name if len(todo) == total else f"{job.name} (process {index + 1} of {total})"
         label = f"{job.name} (decided after {len(state.ran)} processes)" if close else label
         with progress.running(cfg.progress, where.num, where.total, label):
@@ -333,7 +335,7 @@ def _process(
     gap_from = _previous_end()
     zygote, key = _ready(planned, where, cores)
     started_at, launching = time.time(), time.perf_counter()
-    steps = state.calibrated_steps() if n else None  # the first process's
+    steps = state.first_steps() if n else _steps_of(planned.steps_from, where)
     outcome = run_process(job, where.job_dir, n, env, (zygote, key), steps)
     if last or outcome.status is not Status.OK:
         hold.enter_context(interrupts.held())
@@ -349,6 +351,19 @@ def _process(
     state.add(n, rounds.Ran.of(outcome, **parent))
     _job_ended()
     return outcome.status
+
+
+def _steps_of(num: int | None, where: Where) -> int | None:
+    """The steps per repeat job `num`'s first process ran (a paired sweep's A, for its
+    B's first process); None where there is none, or it has not run ok (a launcher that
+    runs jobs side by side may start B first): the process calibrates its own."""
+    first = where.plan.job(num) if num is not None and where.plan else None
+    round_ = rounds.current(where.sweep)
+    if first is None or round_ is None:
+        return None
+    found = rounds.JobRounds.in_sweep(where.sweep, {first.fingerprint}, round_.token)
+    state = found.get(first.fingerprint)
+    return state.first_steps() if state else None
 
 
 def _ready(planned: Launch, where: Where, cores: list[int]) -> tuple[str | None, str | None]:

@@ -113,7 +113,8 @@ class BenchflowSweeper(BasicSweeper):
         returns = []
         try:
             for index in range(count):  # interleaved rounds (benchflow.sweep.rounds)
-                launches = rounds.launches(jobs, index, size, {*duplicates, *stopping.closed})
+                skip = {*duplicates, *stopping.closed}
+                launches = rounds.launches(jobs, index, size, skip, stopping.swaps(index))
                 if not launches:
                     break  # a paired sweep whose pairs are all decided
                 if count > 1:
