@@ -96,7 +96,8 @@ def _paired(cwd: Path) -> dict[str, Any]:
     sweep = cwd / "sweep"
     args = [*SWEEP[:5], "slowdown=null,0.5", "pair=slowdown", "repeat=2", SWEEP[6]]
     ran = run_cli([*args, "warmup=1", "processes=5", *SWEEP[9:], f"hydra.sweep.dir={sweep}"], cwd)
-    judged = run_cli(["report", str(sweep), "--pair", "slowdown", "--no-mlflow"], cwd)
+    judge = ["report", str(sweep), "--pair", "slowdown", "--no-mlflow", "--format", "csv"]
+    judged = run_cli(judge, cwd)
     table = list(csv.DictReader((sweep / "pair" / "compare.csv").open())) if judged.stdout else []
     ran_at = {n: _processes(sweep / n) for n in ("0", "1")}
     return {
