@@ -39,6 +39,7 @@ import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from benchflow.config.schema import FIRST_LOOK
 
@@ -271,8 +272,9 @@ def paired_geomean_test(
     return _one_sample_t(np.mean(logs, axis=0), level, what)
 
 
-def _one_sample_t(logs, level: float, what: str) -> Test:  # type: ignore[no-untyped-def]
-    """Student's t on log ratios against 0, and their geometric mean's interval."""
+def _one_sample_t(logs: Any, level: float, what: str) -> Test:
+    """Student's t on log ratios (a numpy array) against 0, and their geometric mean's
+    interval."""
     import numpy as np
     from scipy.stats import ttest_1samp
 
