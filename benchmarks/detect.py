@@ -66,8 +66,11 @@ def _benchflow(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+EXTRA: list[str] = []  # --extra: settings every sweep of the run takes
+
+
 def _sweep(extra: list[str], folder: Path, cwd: Path) -> None:
-    done = _benchflow([*GRID, *extra, f"hydra.sweep.dir={folder}"], cwd)
+    done = _benchflow([*GRID, *EXTRA, *extra, f"hydra.sweep.dir={folder}"], cwd)
     if done.returncode != 0:
         raise SystemExit(f"sweep {extra} failed:\n{done.stderr[-3000:]}")
 
@@ -141,8 +144,12 @@ def main() -> int:
         default="two,paired",
         help="which ways of comparing: two (sweeps), paired (stopping), fixed (rounds)",
     )
+    p.add_argument(
+        "--extra", default="", help="settings every sweep takes, space-separated (max_repeat=48)"
+    )
     p.add_argument("--out", type=Path, help="append the section to this file")
     args = p.parse_args()
+    EXTRA.extend(args.extra.split())
     sizes = [float(s) for s in args.sizes.split(",")]
     chosen = args.ways.split(",")
     known = {
@@ -178,7 +185,7 @@ def main() -> int:
         f"## {started:%Y-%m-%d %H:%M}: what a comparison can tell (benchmarks/detect.py), "
         f"on {platform.node()} ({platform.processor() or platform.machine()})",
         "",
-        f"`{' '.join(GRID)}`; {args.trials} trial(s) a size; threshold "
+        f"`{' '.join([*GRID, *EXTRA])}`; {args.trials} trial(s) a size; threshold "
         f"{args.threshold:.0%}. Detected: the report exited 1 (at 0%, a false alarm).",
         "",
         "| planted | way | detected | rows called regression (of 4, each trial) "

@@ -244,6 +244,17 @@ def test_stopping_at_the_looks_keeps_false_alarms_within_the_level() -> None:
     alarms = sum(v not in (INSUFFICIENT, NO_CHANGE) for v, _, _ in a_a)
     assert alarms / trials <= ALPHA + 0.01, alarms
     assert sum(naive for _, _, naive in a_a) / trials > ALPHA + 0.02  # unspent looks
+    # taken over a family of pairs, a p-value that decides one pair alone may not:
+    # never the other way (the report's BH step then agrees with the sweep)
+    alone = together = 0
+    for _ in range(200):
+        medians = np.exp(rng.normal(math.log(1.04), 0.03, 5))
+        cand, base = Timed(tuple(medians), tuple(medians)), Timed((1.0,) * 5, (1.0,) * 5)
+        one, four = judge_paired(cand, base, 0.0, 8), judge_paired(cand, base, 0.0, 8, 4)
+        alone += one == REGRESSION
+        together += four == REGRESSION
+        assert four != REGRESSION or one == REGRESSION
+    assert together < alone
     slow = [sweep(1.10) for _ in range(150)]
     assert sum(v == REGRESSION for v, _, _ in slow) / 150 > 0.9
     assert sum(v == REGRESSION and at < 8 for v, at, _ in slow) / 150 > 0.5

@@ -254,15 +254,17 @@ def compare(
     return changes
 
 
-def judge_paired(cand: Timed, base: Timed, threshold: float, budget: int) -> str:
+def judge_paired(cand: Timed, base: Timed, threshold: float, budget: int, family: int = 1) -> str:
     """One pair's verdict at a look of a paired sweep (sweep/pairs.py), by the rule and
     test `report --pair` judges its row by: the look's sequential test on the rounds so
-    far, the ratio of the pooled medians. The rows are not adjusted together here (a
-    look decides each pair on its own): the report's Benjamini-Hochberg step can still
-    call a pair decided here insufficient, never the other way."""
+    far, the ratio of the pooled medians. `family`: the pairs the report will adjust
+    together; the p-value is taken times their number (Bonferroni), which is never less
+    than the report's Benjamini-Hochberg value for it, so that a pair decided here as a
+    regression or an improvement is one in the report too."""
     test = paired_ratio_test(cand, base, budget=budget)
     ratio = statistics.median(cand.repeats) / statistics.median(base.repeats)
-    return _judge(ratio, test, test.p_value, threshold)[0]
+    q = None if test.p_value is None else min(1.0, test.p_value * family)
+    return _judge(ratio, test, q, threshold)[0]
 
 
 @dataclass

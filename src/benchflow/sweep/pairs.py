@@ -128,11 +128,13 @@ def _timed(state: rounds.JobRounds, upto: int) -> Timed | None:
 
 
 def decided(
-    sweep: SweepDir, pairs: Sequence[Pair], done: int, budget: int, token: str
+    sweep: SweepDir, pairs: Sequence[Pair], done: int, budget: int, token: str, family: int
 ) -> list[tuple[Pair, str]]:
     """After `done` rounds: each pair of `pairs` whose change is decided at this look,
     with its verdict (none where `done` is not a look, or is the budget: every job ends
-    there anyway). Read from the jobs' processes (processes.json and their results)."""
+    there anyway), its p-value taken over the `family` of the sweep's pairs as the
+    report will (judge_paired). Read from the jobs' processes (processes.json and their
+    results)."""
     if done not in looks(budget) or done >= budget:
         return []
     from benchflow.report.compare import INSUFFICIENT, SUSPICIOUS, judge_paired
@@ -145,7 +147,7 @@ def decided(
         base, cand = (_timed(a, done) if a else None), (_timed(b, done) if b else None)
         if base is None or cand is None:
             continue  # a side failed (its row says so), or has not run this far
-        verdict = judge_paired(cand, base, pair.a.config.pair_threshold, budget)
+        verdict = judge_paired(cand, base, pair.a.config.pair_threshold, budget, family)
         if verdict not in (INSUFFICIENT, SUSPICIOUS):
             out.append((pair, verdict))
     return out
@@ -187,6 +189,8 @@ class Stopping:
         self.closed |= self.closing
         self.closing = set()
         open_pairs = [p for p in self.pairs if not set(p.nums) & self.closed]
-        for pair, verdict in decided(self.sweep, open_pairs, done, budget, self.token):
+        for pair, verdict in decided(
+            self.sweep, open_pairs, done, budget, self.token, len(self.pairs)
+        ):
             self.closing |= set(pair.nums)
             progress.note(f"{pair.described()}: {verdict} after {done} rounds, recorded now")
