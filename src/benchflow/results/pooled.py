@@ -31,7 +31,8 @@ from benchflow.results.load import host_load
 from benchflow.results.stats import summarize
 
 
-def _process(result: ChildResult) -> dict[str, Any]:
+def process_summary(result: ChildResult) -> dict[str, Any]:
+    """One process's entry in `timing.processes`: its count, median, stop and cold call."""
     per_iter = result.metrics.get("per_iter_time_s")
     values = per_iter if isinstance(per_iter, list) else []
     return {
@@ -76,7 +77,7 @@ def pool(results: Sequence[ChildResult], cores: int) -> ChildResult:
     metrics.update(series)
     per_iter = series.get("per_iter_time_s") or []
     median = statistics.median(per_iter) if per_iter else 0.0
-    processes = [_process(r) for r in results]
+    processes = [process_summary(r) for r in results]
     timed = Timed(tuple(per_iter), process_medians(processes))
     interval = time_interval(timed)
     summary = {k: summarize(v) for k, v in series.items() if v}

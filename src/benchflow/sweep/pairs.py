@@ -20,15 +20,17 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from benchflow.config.errors import ConfigError
 from benchflow.core.job import Job, Launch
 from benchflow.core.layout import SweepDir
 from benchflow.core.status import Status
+from benchflow.results.child import process_medians
 from benchflow.results.intervals import Timed, looks
+from benchflow.results.pooled import process_summary
 from benchflow.sweep import rounds
 
 
@@ -115,16 +117,19 @@ def calibrated_by_a(jobs: Sequence[Job], launches: dict[int, Launch]) -> dict[in
 
 
 def _timed(state: rounds.JobRounds, upto: int) -> Timed | None:
-    """The job's processes 0..upto-1 as a sample (None: one is missing or not ok)."""
-    medians: list[float] = []
+    """The job's processes 0..upto-1 as a sample, as a row pools them (results/pooled.py)
+    (None: one is missing or not ok)."""
+    summaries: list[dict[str, Any]] = []
     repeats: list[float] = []
     for outcome in state.outcomes(upto - 1):
         per_iter = outcome.result.metrics.get("per_iter_time_s") if outcome.result else None
         if outcome.status is not Status.OK or not isinstance(per_iter, list) or not per_iter:
             return None
-        medians.append(statistics.median(per_iter))
+        assert outcome.result is not None
+        summaries.append(process_summary(outcome.result))
         repeats.extend(per_iter)
-    return Timed(tuple(repeats), tuple(medians)) if len(medians) == upto else None
+    medians = process_medians(summaries)
+    return Timed(tuple(repeats), medians) if len(medians) == upto else None
 
 
 def decided(

@@ -193,12 +193,15 @@ class JobRounds:
         """The job's processes so far: this launch's, and an earlier launch's that ended
         ok where that launch stopped before recording the job (its row, if recorded
         then, is not this launch's: the job runs again from its first process)."""
+        return cls._of(job_dir, _read(job_dir), fingerprint, token)
+
+    @classmethod
+    def _of(
+        cls, job_dir: JobDir, data: dict[str, Any] | None, fingerprint: str, token: str
+    ) -> JobRounds:
+        """load, from the folder's processes.json as read (None: none)."""
         fresh = cls(job_dir, fingerprint, token)
-        try:
-            data = json.loads(job_dir.rounds.read_text())
-        except (OSError, ValueError):
-            return fresh
-        if not isinstance(data, dict) or data.get("fingerprint") != fingerprint:
+        if data is None or data.get("fingerprint") != fingerprint:
             return fresh
         same = data.get("token") == token
         if data.get("recorded") and not same:
@@ -209,15 +212,6 @@ class JobRounds:
             return fresh
         kept = {n: r for n, r in ran.items() if same or r.status == Status.OK.value}
         return cls(job_dir, fingerprint, token, kept, bool(data.get("recorded")) and same)
-
-    @staticmethod
-    def fingerprint_in(job_dir: JobDir) -> str | None:
-        """The fingerprint of the job whose processes the folder keeps (None: none)."""
-        try:
-            data = json.loads(job_dir.rounds.read_text())
-        except (OSError, ValueError):
-            return None
-        return data.get("fingerprint") if isinstance(data, dict) else None
 
     def save(self) -> None:
         if self.token is None:
@@ -268,9 +262,10 @@ class JobRounds:
         out: dict[str, JobRounds] = {}
         for path in sweep.path.rglob(JobDir(sweep.path).rounds.name):
             job_dir = JobDir(path.parent)
-            fingerprint = cls.fingerprint_in(job_dir)
-            if fingerprint is not None and fingerprint in fingerprints:
-                out[fingerprint] = cls.load(job_dir, fingerprint, token)
+            data = _read(job_dir)  # once: its fingerprint, then its processes
+            fingerprint = str(data.get("fingerprint")) if data else ""
+            if fingerprint in fingerprints:
+                out[fingerprint] = cls._of(job_dir, data, fingerprint, token)
         return out
 
     def ok_count(self) -> int:
@@ -283,3 +278,12 @@ class JobRounds:
     def done(self) -> None:
         self.recorded = True
         self.save()
+
+
+def _read(job_dir: JobDir) -> dict[str, Any] | None:
+    """The folder's processes.json (None: none, or not a record)."""
+    try:
+        data = json.loads(job_dir.rounds.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
