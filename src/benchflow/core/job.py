@@ -126,8 +126,8 @@ class Launch:
     build: str | None = None  # the shared model build they fork from (its key), if any
     ahead: int | None = None  # build_ahead: the job whose build starts before this one's
     last_round: int | None = None  # the round of the last process to fork from `build`
-    # A paired sweep's B: the job (its A) whose first process's steps per repeat its
-    # processes run, so that both sides time the same loop (sweep/pairs.py)
+    # A paired sweep's B: its A, the job the sweep judges it against (sweep/pairs.py),
+    # whose first process's steps per repeat its processes run: both time the same loop
     steps_from: int | None = None
 
     def to_dict(self) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchflow.config.errors import ConfigError
-from benchflow.core.job import Job, Launch
+from benchflow.core.job import Job, Launch, Plan
 from benchflow.core.layout import SweepDir
 from benchflow.core.status import Status
 from benchflow.results.child import process_medians
@@ -170,8 +170,15 @@ class Stopping:
     closed: set[int]
 
     @classmethod
-    def of(cls, sweep: SweepDir, jobs: Sequence[Job], token: str) -> Stopping:
-        return cls(sweep, pairs_of(jobs), token, set(), set())
+    def of(cls, sweep: SweepDir, plan: Plan, token: str) -> Stopping:
+        """The plan's pairs, as it wrote them: each B's launch names its A (steps_from)."""
+        jobs = {job.num: job for job in plan.jobs()}
+        pairs = [
+            Pair(jobs[launch.steps_from], job)
+            for job in jobs.values()
+            if (launch := plan.launch(job.num)) and launch.steps_from is not None
+        ]
+        return cls(sweep, pairs, token, set(), set())
 
     def swaps(self, index: int) -> dict[int, int]:
         """Round `index`'s order: in every other round each open pair's B runs in A's

@@ -109,7 +109,7 @@ class BenchflowSweeper(BasicSweeper):
         for num, first in duplicates.items():
             progress.duplicate(by_num[num], by_num[first], len(jobs))
         rounds.end(sweep)  # a killed launch's round, if it left one
-        stopping = pairs.Stopping.of(sweep, jobs, token)  # a paired sweep's (pair=AXIS)
+        stopping = pairs.Stopping.of(sweep, plan, token)  # a paired sweep's (pair=AXIS)
         returns = []
         try:
             for index in range(count):  # interleaved rounds (benchflow.sweep.rounds)
