@@ -17,7 +17,7 @@ export UV_PYTHON_DOWNLOADS := never
 unexport PYTHONDONTWRITEBYTECODE
 
 .DEFAULT_GOAL := help
-.PHONY: help setup browser slurm-install slurm-up slurm-down postgres-up postgres-down ray-up ray-down run demo docs test test-full bench compare-xr lint format ui clean
+.PHONY: help setup browser slurm-install slurm-up slurm-down postgres-up postgres-down ray-up ray-down run demo docs test test-full test-gpu gpu-wheels bench compare-xr lint format ui clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -114,6 +114,30 @@ test: setup browser docs ## Run the default test suite (real torch_xla, Inductor
 
 test-full: setup browser slurm-install ## Run every test, including the long end-to-end ones
 	$(PY) -m pytest -m "full or not full"
+
+# The gpu lane (docs/gpu.md). A GPU machine with its own Python and torch and no
+# package registry gets the few packages it lacks as wheels, made here at the lock's
+# versions (gpu-wheels, into .whl/), installed there beside its torch (test-gpu).
+GPU_PACKAGES := hydra-core omegaconf orjson hydra-joblib-launcher
+GPU_PYTHON ?= 3.12
+GPU_SITE ?= /tmp/benchflow-site
+# pip itself, for its download and wheel commands
+PIP = $(UV) tool run --python $(PY) pip
+gpu-wheels: setup ## The wheels a GPU machine lacks, at the lock's versions, into .whl/ (GPU_PYTHON=3.12)
+	rm -rf .whl && mkdir -p .whl
+	$(UV) export --no-hashes --format requirements-txt --all-extras --no-emit-project \
+	  | grep -E "^($$(echo $(GPU_PACKAGES) | tr ' ' '|'))==" | cut -d' ' -f1 > .whl/requirements.txt
+	$(PIP) download -q --no-deps --only-binary=:all: --python-version $(GPU_PYTHON) \
+	  --implementation cp --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+	  -d .whl -r .whl/requirements.txt
+	$(PIP) wheel -q --no-deps -w .whl \
+	  "$$($(UV) export --no-hashes --format requirements-txt --no-emit-project | grep -E '^antlr4-python3-runtime==' | cut -d' ' -f1)"
+	@ls .whl
+
+test-gpu: ## The gpu lane, on a GPU machine: its python3 and torch, with .whl/ (docs/gpu.md)
+	python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+	  --target $(GPU_SITE) .whl/*.whl
+	PYTHONPATH=src:$(GPU_SITE) python3 -m pytest -p no:cacheprovider -m gpu tests/test_gpu.py
 
 # With XLA_CHECKOUT= and TORCHBENCH_ROOT= (as for compare-xr) it adds the TorchBench grid
 # against the experiment runner (about 15 minutes more).

@@ -345,6 +345,21 @@ class _Background:
         return CliResult(code, self.out.read_text(), self.err.read_text(), self.cwd)
 
 
+def no_gpu_here() -> str | None:
+    """Why the `gpu` lane (tests/test_gpu.py, docs/gpu.md) cannot run here; None: it can."""
+    from benchflow.core.machine import cuda_present
+
+    if not cuda_present():
+        return (
+            "no NVIDIA GPU here: the gpu lane runs on a GPU machine (`make test-gpu`, docs/gpu.md)"
+        )
+    code = "import torch; print(torch.cuda.is_available())"
+    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    if found.stdout.strip() != "True":
+        return f"an NVIDIA driver, but torch sees no CUDA GPU: {found.stderr.strip()[-300:]}"
+    return None
+
+
 SESSION_FIXTURES = ("cases_sweep", "grid_sweep")
 _WANTED = pytest.StashKey[bool]()  # a selected test reads a session sweep
 _EARLY_MODULES = pytest.StashKey[set[str]]()  # selected modules that read their early sweeps
@@ -353,7 +368,12 @@ _EARLY_MODULES = pytest.StashKey[set[str]]()  # selected modules that read their
 @pytest.hookimpl(trylast=True)  # after -m/-k deselection: only what will run counts
 def pytest_collection_modifyitems(session: pytest.Session, items: list[pytest.Item]) -> None:
     """Tests that read the session sweeps or a module's early sweeps run last: those
-    sweeps start with the first test and run in the background while the others run."""
+    sweeps start with the first test and run in the background while the others run.
+    Tests marked `gpu` skip, saying why, where no CUDA GPU is."""
+    gpu_tests = [i for i in items if i.get_closest_marker("gpu")]
+    why = no_gpu_here() if gpu_tests else None
+    for item in gpu_tests if why else []:
+        item.add_marker(pytest.mark.skip(reason=why))
 
     uses = {i: set(getattr(i, "fixturenames", ())) for i in items}
     late = [i for i in items if uses[i] & {*SESSION_FIXTURES, "early_sweeps"}]

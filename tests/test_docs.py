@@ -74,6 +74,11 @@ ALLOWED = {
     "sizes; test_suite_models_on_every_cpu_backend (full) runs every CPU backend on them",
     _HF_FIGURES + " repeat=3 iterations_per_run=2": "the figures' sweep, as above",
     _TIMM_FIGURES: "the figures' sweep, as above",
+    "make test-gpu": "the gpu lane runs on a GPU machine, with its python3 and the wheels "
+    "`make gpu-wheels` made (docs/gpu.md); tests/test_gpu.py holds the lane",
+    ".venv/bin/benchflow -m model=llama,resnet dynamo=none,inductor,cudagraphs accelerator=cuda": (
+        "needs a CUDA GPU; tests/test_gpu.py runs these models and backends on one"
+    ),
 }
 
 # Commands without a placeholder that even `make test-full` does not run as written,
@@ -87,6 +92,10 @@ NOT_RUN = {
     _HF_FIGURES: "many minutes at the suites' batch sizes (see ALLOWED)",
     _HF_FIGURES + " repeat=3 iterations_per_run=2": "as above",
     _TIMM_FIGURES: "as above",
+    "make test-gpu": "needs a GPU machine (see ALLOWED)",
+    ".venv/bin/benchflow -m model=llama,resnet dynamo=none,inductor,cudagraphs accelerator=cuda": (
+        "needs a CUDA GPU (see ALLOWED)"
+    ),
 }
 
 

@@ -146,12 +146,13 @@ def _now_vs_recorded(
     would have, in the facts known before a job runs (not the CPUs a job gets, its GPU,
     nor the variables benchflow sets for each job)."""
     from benchflow.core.cpus import child_env
+    from benchflow.core.gpus import ENV_VISIBLE
     from benchflow.core.layout import JobDir
     from benchflow.harness.child import versions
     from benchflow.results.provenance import provenance, speed_env
     from benchflow.sweep.builds import launch_env
 
-    per_job_env = set(child_env([0], None))
+    per_job_env = set(child_env([0], None)) | {ENV_VISIBLE}  # its CPU and GPU slots
 
     def comparable(prov: Provenance, job: Job) -> Provenance:
         """Less what benchflow sets: the CPUs' variables, and those of the job's own

@@ -75,12 +75,13 @@ def _holder(path: Path) -> str:
         return "another process"
 
 
-def _try_lock(folder: Path, cores: list[int], owner: str) -> list[int] | None:
-    """All of `cores` or none: one lock file per core, so slots of different sizes
-    (two sweeps with different cpus_per_job) still exclude each other."""
+def _try_lock(folder: Path, names: list[str], owner: str) -> list[int] | None:
+    """All of the lock files `names` (`cpu3`, `gpu0`) or none: one lock file per core,
+    so slots of different sizes (two sweeps with different cpus_per_job) still exclude
+    each other."""
     fds: list[int] = []
-    for core in cores:
-        fd = os.open(folder / f"cpu{core}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    for name in names:
+        fd = os.open(folder / f"{name}.lock", os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -103,6 +104,37 @@ def _release(fds: list[int]) -> None:
 
 
 @contextlib.contextmanager
+def first_free(
+    choices: list[list[str]],
+    owner: str,
+    waiting: str,
+    on_wait: Callable[[str], None] | None = None,
+) -> Iterator[int]:
+    """Hold the first of `choices` (each a list of lock names, all held or none) that is
+    free, for the block, waiting for one where none is; yields its index. `waiting`
+    begins the line `on_wait` is told once, with who holds them."""
+    folder = lock_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    told = False
+    while True:
+        for index, names in enumerate(choices):
+            fds = _try_lock(folder, names, owner)
+            if fds is None:
+                continue
+            try:
+                yield index
+            finally:
+                _release(fds)
+            return
+        if not told and on_wait is not None:
+            names = sorted({n for choice in choices for n in choice})
+            holders = sorted({_holder(folder / f"{n}.lock") for n in names})
+            on_wait(f"{waiting}: " + "; ".join(holders))
+            told = True
+        time.sleep(POLL_S)
+
+
+@contextlib.contextmanager
 def cpu_slot(
     cpus_per_job: int | None,
     owner: str,
@@ -110,26 +142,10 @@ def cpu_slot(
 ) -> Iterator[list[int]]:
     """Hold a free slot for the block (waiting for one if needed); yields its cores."""
     choices = slots(cpus_per_job)
-    folder = lock_dir()
-    folder.mkdir(parents=True, exist_ok=True)
-    told = False
-    while True:
-        for cores in choices:
-            fds = _try_lock(folder, cores, owner)
-            if fds is None:
-                continue
-            try:
-                yield cores
-            finally:
-                _release(fds)
-            return
-        if not told and on_wait is not None:
-            holders = sorted({_holder(folder / f"cpu{c}.lock") for c in available()})
-            on_wait(
-                f"waiting for a free CPU slot (cpus_per_job={cpus_per_job}): " + "; ".join(holders)
-            )
-            told = True
-        time.sleep(POLL_S)
+    waiting = f"waiting for a free CPU slot (cpus_per_job={cpus_per_job})"
+    locks = [[f"cpu{c}" for c in cores] for cores in choices]
+    with first_free(locks, owner, waiting, on_wait) as index:
+        yield choices[index]
 
 
 def child_env(cores: list[int], num_threads: int | None) -> dict[str, str]:

@@ -174,6 +174,7 @@ def run(cfg: BenchConfig, backend: type[Backend], out_dir: Path) -> ChildResult:
     job, import_s = _start(cfg, backend)  # first: its imports are what import_s times
     import torch
 
+    from benchflow.harness.gpu_load import gpu_probe
     from benchflow.harness.hold import HOLD
     from benchflow.harness.load import LoadProbe
     from benchflow.harness.timing import Sampling, measure
@@ -202,7 +203,7 @@ def run(cfg: BenchConfig, backend: type[Backend], out_dir: Path) -> ChildResult:
         device,
         sampling=Sampling.of(cfg),
         warmup=cfg.warmup,
-        probes=[*backend.probes(), LoadProbe()],
+        probes=[*backend.probes(), LoadProbe(), *gpu_probe(device.kind)],
         trace_time=backend.on_xla,
         adaptive_warmup=cfg.adaptive_warmup,
         max_warmup=cfg.max_warmup,

@@ -73,6 +73,11 @@ class Headline:
             "headline.host_quiet": float(self.host.quiet) if self.host else None,
             "headline.host_contended_repeats": len(self.host.contended) if self.host else None,
             "headline.host_other_cpu_cores": self.host.other_cpu_cores if self.host else None,
+            # a GPU row's (results/load.py): its throttled repeats and median SM clock
+            "headline.gpu_throttled_repeats": len(self.host.throttled)
+            if self.host and self.host.gpu_sm_clock_mhz is not None
+            else None,
+            "headline.gpu_sm_clock_mhz": self.host.gpu_sm_clock_mhz if self.host else None,
         }
         return {k: float(v) for k, v in out.items() if v is not None and math.isfinite(v)}
 

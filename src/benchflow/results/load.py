@@ -10,11 +10,19 @@ The host was *quiet* for the job when at most a tenth of its repeats were conten
 Load on other cores is recorded too (``other_cpu_cores``: how many cores other
 processes kept busy on average), not judged: a CPU slot keeps other jobs off the
 job's cores on purpose.
+
+On a GPU (harness/gpu_load.py), a repeat is *throttled* when the driver slowed the
+GPU's clocks for heat or a hardware signal over it (``gpu_throttled``); a job is quiet
+only where at most a tenth of its repeats were throttled, too, so every verdict that
+reads a busy host reads a throttled GPU the same way. The SM clock (median over the
+repeats), the highest temperature and the share of repeats held under the power limit
+are recorded, not judged.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,6 +66,10 @@ class HostLoad:
     other_own_share: float = 0.0  # other processes on the job's cores: share of their time
     steal_share: float = 0.0  # the hypervisor's steal on the job's cores: share
     wait_share: float = 0.0  # the job's threads waiting for a CPU: seconds per second
+    throttled: list[int] = field(default_factory=list)  # the GPU's throttled repeats, by index
+    gpu_sm_clock_mhz: float | None = None  # median over the repeats (None: not on a GPU)
+    gpu_temp_c: float | None = None  # the highest
+    gpu_power_capped_share: float = 0.0  # of the repeats
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -70,10 +82,16 @@ class HostLoad:
     def described(self) -> str:
         """In a sentence's words: '12 of 50 repeats contended (other processes on the
         job's cores 31%, steal 0%)'."""
-        return (
+        said = (
             f"{len(self.contended)} repeat(s) contended (other processes on the job's cores "
             f"{self.other_own_share:.0%}, steal {self.steal_share:.0%}, elsewhere "
             f"{self.other_cpu_cores:.1f} cores)"
+        )
+        if self.gpu_sm_clock_mhz is None:
+            return said
+        return (
+            f"{said}; {len(self.throttled)} with the GPU throttled (SM clock "
+            f"{self.gpu_sm_clock_mhz:.0f} MHz, up to {self.gpu_temp_c or 0:.0f} C)"
         )
 
 
@@ -93,11 +111,30 @@ def host_load(per_repeat: dict[str, list[float]], cores: int) -> HostLoad | None
         if w > 0 and (own[i] > OTHER_OWN_LIMIT * w * cores or steal[i] > STEAL_LIMIT * w * cores)
     ]
     total = sum(windows)
+    gpu = _gpu(per_repeat, len(windows))
+    throttled = gpu.get("throttled", [])
     return HostLoad(
-        quiet=len(contended) <= QUIET_SHARE * len(windows),
+        quiet=max(len(contended), len(throttled)) <= QUIET_SHARE * len(windows),
         contended=contended,
         other_cpu_cores=sum(other) / total if total else 0.0,
         other_own_share=sum(own) / (total * cores) if total else 0.0,
         steal_share=sum(steal) / (total * cores) if total else 0.0,
         wait_share=sum(wait) / total if total else 0.0,
+        **gpu,
     )
+
+
+def _gpu(per_repeat: dict[str, list[float]], repeats: int) -> dict[str, Any]:
+    """The GPU's part of the rule (nothing where no GPU reading was recorded)."""
+    clocks = per_repeat.get("gpu_sm_clock_mhz") or []
+    flags = per_repeat.get("gpu_throttled") or []
+    if len(flags) != repeats:
+        return {}
+    capped = per_repeat.get("gpu_power_capped") or []
+    temps = per_repeat.get("gpu_temp_c") or []
+    return {
+        "throttled": [i for i, f in enumerate(flags) if f],
+        "gpu_sm_clock_mhz": statistics.median(clocks) if clocks else None,
+        "gpu_temp_c": max(temps) if temps else None,
+        "gpu_power_capped_share": sum(1 for c in capped if c) / repeats,
+    }

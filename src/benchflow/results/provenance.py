@@ -19,6 +19,7 @@ from importlib import metadata
 from pathlib import Path
 
 from benchflow.core import machine
+from benchflow.core.gpus import ENV_VISIBLE
 from benchflow.results.row import Hardware, Provenance
 
 # The environment variables that change how fast a job runs (thread pools, the XLA and
@@ -31,7 +32,7 @@ SPEED_ENV = (
     "PJRT_",
     "TORCHINDUCTOR_",
     "TORCH_",
-    "CUDA_VISIBLE_DEVICES",
+    ENV_VISIBLE,  # a job's GPU slot sets it (core/gpus.py)
 )
 # Of those, where a job's compile caches live (a per-job folder, not a setting).
 CACHE_PLACES = ("TORCHINDUCTOR_CACHE_DIR", "XLA_PERSISTENT_CACHE_")

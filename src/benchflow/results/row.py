@@ -128,6 +128,7 @@ class JobInfo:
     dir: str | None = None  # the job's folder
     notes: list[str] = field(default_factory=list)  # settings that do not apply, IR passes
     cpus: str | None = None  # the CPU slot it ran on, e.g. "0-1"
+    gpu: str | None = None  # the GPU slot it ran on (core/gpus.py): its CUDA_VISIBLE_DEVICES
     # the node its processes ran on (core/machine.node_name; a comma between several)
     node: str | None = None
     cpu_wait_s: float | None = None  # waiting for that slot

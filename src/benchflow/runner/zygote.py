@@ -457,10 +457,24 @@ def _scratch_inductor_cache() -> Iterator[None]:
             os.environ[INDUCTOR_CACHE] = before
 
 
+def nvidia_files(fd_dir: str = "/proc/self/fd") -> list[str]:
+    """The NVIDIA device files this process has open (/dev/nvidiactl, /dev/nvidia0,
+    /dev/nvidia-uvm: the CUDA driver opens them at its first call)."""
+    found = set()
+    with contextlib.suppress(OSError):
+        for fd in os.listdir(fd_dir):
+            with contextlib.suppress(OSError):
+                target = os.readlink(os.path.join(fd_dir, fd))
+                if target.startswith("/dev/nvidia"):
+                    found.add(target)
+    return sorted(found)
+
+
 def pristine(threads: int) -> dict[str, Any]:
     """This process's state, as a zygote must fork it: no thread besides the `threads`
     it had once torch was imported, no child process (the checks' compilers and
-    loaders have exited; no compile-worker pool), no CUDA context, no PJRT client.
+    loaders have exited; no compile-worker pool), no CUDA context and no NVIDIA device
+    file open (the driver not initialized), no PJRT client.
     Raises ZygoteError naming what is not so."""
     torch, torch_xla = sys.modules.get("torch"), sys.modules.get("torch_xla")
     now = threads_unsafe_to_fork()
@@ -468,6 +482,10 @@ def pristine(threads: int) -> dict[str, Any]:
         "threads": now,
         "children": [" ".join(p.cmdline()) for p in psutil.Process().children()],
         "cuda_initialized": bool(torch and torch.cuda.is_initialized()),
+        # the driver opened (cuInit: torch.cuda.is_available() or device_count() does it,
+        # with no context), which a forked child cannot use, and whose device count
+        # torch keeps: a child given one GPU by its slot would still count them all
+        "nvidia_files": nvidia_files(),
         # torch_xla's own test, which creates nothing (torch_xla.runtime asks it so)
         "xla_runtime_initialized": bool(
             torch_xla and torch_xla._XLAC._xla_runtime_is_initialized()

@@ -27,7 +27,7 @@ from omegaconf import DictConfig
 from benchflow import backends
 from benchflow.config.errors import ConfigError
 from benchflow.config.schema import config_to_yaml
-from benchflow.core import interrupts
+from benchflow.core import gpus, interrupts
 from benchflow.core.cpus import child_env, cpu_slot, span
 from benchflow.core.files import write_json_atomic
 from benchflow.core.job import Job, JobSpec, Launch, Plan
@@ -267,9 +267,15 @@ def execute(
     info = JobInfo.of(job, str(where.job_dir.path))
     POOL.join_prestart()  # the sweep's zygotes, started while it set up (basic launcher)
     asked = time.perf_counter()
-    with cpu_slot(cfg.cpus_per_job, f"{job.name} in {where.sweep.path}", progress.note) as cores:
-        info.cpus, wait = span(cores), time.perf_counter() - asked
-        env = child_env(cores, cfg.num_threads) | launch_env(job, where.job_dir)
+    owner = f"{job.name} in {where.sweep.path}"
+    with (
+        cpu_slot(cfg.cpus_per_job, owner, progress.note) as cores,
+        gpus.slot_for(cfg.accelerator.name, owner, progress.note) as gpu,
+    ):
+        info.cpus, info.gpu, wait = span(cores), gpu, time.perf_counter() - asked
+        env = (
+            child_env(cores, cfg.num_threads) | gpus.child_env(gpu) | launch_env(job, where.job_dir)
+        )
         # As the plan says (a single run: its own build, no one to share one with)
         planned = (where.plan.launch(job.num) if where.plan else None) or Launch(
             zygote_kind(job, env)

@@ -1,0 +1,117 @@
+"""GPU slots: a job on the GPU (``accelerator=cuda``) has a GPU of its own, as a CPU
+slot gives it cores of its own (core/cpus.py).
+
+The GPUs benchflow may use are those ``CUDA_VISIBLE_DEVICES`` names (indices or UUIDs,
+as the user wrote them), or, where it is unset, every GPU the NVIDIA driver lists,
+numbered from 0. Before its child starts, a cuda job takes a free one with an
+exclusive ``flock`` on ``gpu<name>.lock`` in the CPU slots' lock folder (after its CPU
+slot, always in that order), and waits where none is free; its child sees that GPU
+alone (``CUDA_VISIBLE_DEVICES=<name>``: the job's ``cuda:0``). So two jobs never share
+a GPU, whatever the launcher and however many sweeps share the host: on one GPU they
+run one after another.
+
+Where the driver's GPUs cannot be counted (no NVML, no /proc entry), all of them are
+one slot and ``CUDA_VISIBLE_DEVICES`` is left as it was: jobs still never overlap.
+The lock names a GPU as the sweep does: two sweeps on one host, one naming a GPU by
+its index and the other by its UUID, do not see each other's lock.
+
+NVML is read through ``nvidia-ml-py`` (``pynvml``), NVIDIA's own binding; it needs
+the driver's library, so on a host with no NVIDIA driver :func:`nvml` says why not
+and nothing here fails.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from types import ModuleType
+
+from benchflow.core.cpus import first_free
+
+ENV_VISIBLE = "CUDA_VISIBLE_DEVICES"
+ALL = "all"  # the one slot of every GPU, where they cannot be counted
+_PROC_GPUS = Path("/proc/driver/nvidia/gpus")
+
+
+def nvml() -> tuple[ModuleType | None, str]:
+    """pynvml, initialized (nvmlInit is counted: each call is matched by the caller's
+    nvmlShutdown), or None and why not."""
+    try:
+        import pynvml
+    except ImportError as exc:
+        return None, f"nvidia-ml-py is not installed ({exc})"
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as exc:  # no driver library, no driver loaded
+        return None, f"NVML is unavailable: {exc}"
+    return pynvml, ""
+
+
+def driver_count() -> int | None:
+    """How many GPUs the NVIDIA driver lists (NVML; else /proc's one folder per GPU);
+    None where neither says."""
+    lib, _ = nvml()
+    if lib is not None:
+        try:
+            return int(lib.nvmlDeviceGetCount())
+        except lib.NVMLError:
+            pass
+        finally:
+            lib.nvmlShutdown()
+    try:
+        return len(list(_PROC_GPUS.iterdir())) or None
+    except OSError:
+        return None
+
+
+def visible(environ: Mapping[str, str], count: int | None) -> list[str]:
+    """The GPUs a job may be given, by the names its CUDA_VISIBLE_DEVICES will carry:
+    the variable's entries where it is set (CUDA reads them up to the first invalid
+    one: an empty or negative entry), else 0..count-1 for the driver's `count`;
+    [ALL] where that is unknown."""
+    value = environ.get(ENV_VISIBLE)
+    if value is not None:
+        names = []
+        for part in (p.strip() for p in value.split(",")):
+            if not part or part.startswith("-"):
+                break
+            names.append(part)
+        return names
+    return [str(i) for i in range(count)] if count else [ALL]
+
+
+def _lock_name(name: str) -> str:
+    return "gpu" + re.sub(r"[^A-Za-z0-9_.-]", "_", name)
+
+
+@contextlib.contextmanager
+def gpu_slot(
+    owner: str,
+    on_wait: Callable[[str], None] | None = None,
+    names: list[str] | None = None,
+) -> Iterator[str]:
+    """Hold a free GPU for the block (waiting for one where none is); yields its name
+    (ALL: every GPU, CUDA_VISIBLE_DEVICES kept). `names`: the GPUs to choose from (by
+    default :func:`visible`'s)."""
+    if names is None:
+        names = visible(os.environ, driver_count())
+    if not names:
+        raise ValueError(f"{ENV_VISIBLE}={os.environ.get(ENV_VISIBLE)!r} names no GPU")
+    waiting = f"waiting for a free GPU (of {', '.join(names)})"
+    with first_free([[_lock_name(n)] for n in names], owner, waiting, on_wait) as index:
+        yield names[index]
+
+
+def child_env(name: str | None) -> dict[str, str]:
+    """The job's child's variables for its GPU: that one alone visible to it."""
+    return {ENV_VISIBLE: name} if name and name != ALL else {}
+
+
+def slot_for(
+    accelerator: str, owner: str, on_wait: Callable[[str], None] | None = None
+) -> contextlib.AbstractContextManager[str | None]:
+    """A job's GPU slot: :func:`gpu_slot` for a job on the GPU, none (None) for any other."""
+    return gpu_slot(owner, on_wait) if accelerator == "cuda" else contextlib.nullcontext(None)

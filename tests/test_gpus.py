@@ -1,0 +1,220 @@
+"""What of the GPU work runs without a GPU (docs/gpu.md): GPU slots over a list of
+devices, the rule that reads a throttled GPU as a busy host, the probe's clean skip
+where there is no NVML, and the zygote's check against an initialized CUDA driver.
+The runs on a real GPU are tests/test_gpu.py's (the `gpu` lane)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from tests.conftest import REPO
+
+from benchflow.core import cpus, gpus
+from benchflow.harness.gpu_load import Reading, gpu_probe, throttle_names, window
+from benchflow.results.load import host_load
+from benchflow.runner.zygote import nvidia_files
+
+
+def test_the_gpus_a_job_may_get_are_those_cuda_visible_devices_names() -> None:
+    """As CUDA reads the variable: its entries up to the first invalid one (an index
+    or a UUID kept as written); unset, the driver's GPUs by index; none counted, one
+    slot of them all, which leaves the variable alone."""
+    assert gpus.visible({"CUDA_VISIBLE_DEVICES": "2, 3"}, 8) == ["2", "3"]
+    assert gpus.visible({"CUDA_VISIBLE_DEVICES": "GPU-4a7f,1,-1,5"}, None) == ["GPU-4a7f", "1"]
+    assert gpus.visible({"CUDA_VISIBLE_DEVICES": ""}, 2) == []
+    assert gpus.visible({}, 3) == ["0", "1", "2"]
+    assert gpus.visible({}, None) == [gpus.ALL]
+    assert gpus.child_env("1") == {"CUDA_VISIBLE_DEVICES": "1"}
+    assert gpus.child_env(gpus.ALL) == {} and gpus.child_env(None) == {}
+    # here: no NVIDIA driver, so no GPU counted and no slot taken for a CPU job
+    assert gpus.driver_count() is None
+    with gpus.slot_for("cpu", "a cpu job") as gpu:
+        assert gpu is None
+    with pytest.raises(ValueError, match="names no GPU"), gpus.gpu_slot("x", names=[]):
+        pass
+
+
+def test_jobs_get_a_gpu_each_and_wait_for_a_free_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two GPUs: two holders get one each, a third waits (saying who holds them) and
+    goes on when one is given back, to the GPU given back."""
+    monkeypatch.setenv(cpus.ENV_LOCK_DIR, str(tmp_path))
+    devices = ["0", "1"]
+    got: dict[int, str] = {}
+    release = [threading.Event(), threading.Event()]
+    both_in = threading.Barrier(3)
+
+    def job(n: int) -> None:
+        with gpus.gpu_slot(f"job {n}", names=devices) as gpu:
+            got[n] = gpu
+            both_in.wait()
+            release[n].wait()
+
+    threads = [threading.Thread(target=job, args=(n,)) for n in range(2)]
+    for t in threads:
+        t.start()
+    both_in.wait(timeout=30)
+    assert sorted(got.values()) == devices
+    said: list[str] = []
+    late: list[str] = []
+
+    def late_job() -> None:
+        with gpus.gpu_slot("job 2", said.append, names=devices) as gpu:
+            late.append(gpu)
+
+    waiting = threading.Thread(target=late_job)
+    waiting.start()
+    time.sleep(1.0)
+    assert late == []
+    assert said and "waiting for a free GPU (of 0, 1)" in said[0], said
+    assert ": job 0" in said[0] and ": job 1" in said[0], said
+    release[1].set()
+    waiting.join(timeout=30)
+    assert late == [got[1]]  # job 1's, given back
+    release[0].set()
+    for t in threads:
+        t.join(timeout=30)
+
+
+def test_on_one_gpu_a_second_sweep_waits_for_the_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One GPU, held by another process (another sweep on this host): a job waits until
+    that process gives it back, never beside it."""
+    monkeypatch.setenv(cpus.ENV_LOCK_DIR, str(tmp_path))
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import time\n"
+            "from benchflow.core.gpus import gpu_slot\n"
+            "with gpu_slot('the other sweep', names=['0']):\n"
+            "    print('held', flush=True); time.sleep(2)\n",
+        ],
+        env={**os.environ, cpus.ENV_LOCK_DIR: str(tmp_path)},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    said: list[str] = []
+    start = time.monotonic()
+    with gpus.gpu_slot("this sweep", said.append, names=["0"]) as gpu:
+        waited = time.monotonic() - start  # the holder keeps the GPU for 2 s
+    holder.wait(timeout=30)
+    assert gpu == "0" and 1.0 < waited < 30, waited
+    assert said == [f"waiting for a free GPU (of 0): pid {holder.pid}: the other sweep"]
+
+
+def test_a_throttled_gpu_makes_a_job_timed_on_a_busy_host() -> None:
+    """The probe's window from two NVML readings, and the rule over the repeats: a
+    thermal slowdown at either end (or thermal violation time within) marks the
+    repeat throttled; more than a tenth throttled and the job is not quiet, as with
+    a busy host. The power cap is recorded, not judged."""
+    calm = Reading(1980.0, 50.0, 0x0, thermal_ns=10, power_ns=0)
+    capped = Reading(1755.0, 60.0, 0x4, thermal_ns=10, power_ns=5_000_000)
+    hot = Reading(1410.0, 88.0, 0x20 | 0x4, thermal_ns=10, power_ns=5_000_000)
+    assert window(calm, calm) == {
+        "gpu_sm_clock_mhz": 1980.0,
+        "gpu_temp_c": 50.0,
+        "gpu_thermal_violation_s": 0.0,
+        "gpu_power_violation_s": 0.0,
+        "gpu_throttled": 0.0,
+        "gpu_power_capped": 0.0,
+    }
+    assert window(calm, capped)["gpu_throttled"] == 0.0
+    assert window(calm, capped)["gpu_power_capped"] == 1.0
+    w = window(capped, hot)
+    assert (w["gpu_throttled"], w["gpu_sm_clock_mhz"], w["gpu_temp_c"]) == (1.0, 1410.0, 88.0)
+    counted = Reading(1980.0, 50.0, 0x0, thermal_ns=2_000_000, power_ns=0)
+    assert window(calm, counted)["gpu_throttled"] == 1.0  # throttled between the readings
+    assert throttle_names(0x8 | 0x40 | 0x80 | 0x1) == ["hw_slowdown", "hw_thermal", "power_brake"]
+
+    def series(throttled: int, n: int = 20) -> dict[str, list[float]]:
+        windows = [window(calm, hot if i < throttled else calm) for i in range(n)]
+        return {
+            "total_time_s": [0.1] * n,
+            "host_other_cpu_own_s": [0.0] * n,
+            **{k: [w[k] for w in windows] for k in windows[0]},
+        }
+
+    quiet = host_load(series(2), cores=2)
+    assert quiet is not None and quiet.quiet and quiet.throttled == [0, 1]
+    busy = host_load(series(3), cores=2)
+    assert busy is not None and not busy.quiet and busy.contended == []
+    assert busy.gpu_temp_c == 88.0 and busy.gpu_sm_clock_mhz == 1980.0
+    assert "3 with the GPU throttled (SM clock 1980 MHz, up to 88 C)" in busy.described
+    cpu_only = host_load({"total_time_s": [0.1], "host_other_cpu_own_s": [0.0]}, cores=2)
+    assert cpu_only is not None and cpu_only.gpu_sm_clock_mhz is None
+    assert "GPU" not in cpu_only.described
+
+
+def test_without_nvml_a_gpu_job_records_no_gpu_readings(caplog: pytest.LogCaptureFixture) -> None:
+    """Here (no NVIDIA driver library) the probe is left out and the log says why; a
+    job not on the GPU never asks."""
+    assert gpu_probe("cpu") == []
+    assert gpu_probe("cuda") == []
+    assert "the GPU's clocks and throttling are not recorded: NVML is unavailable" in caplog.text
+
+
+def test_the_zygote_names_nvidia_device_files_it_has_open(tmp_path: Path) -> None:
+    """The CUDA driver's first call opens /dev/nvidia*: the zygote's check lists them
+    from its open files (here a folder laid out as /proc/self/fd is, since this host
+    has no such device), and on this process finds none."""
+    fds = tmp_path / "fd"
+    fds.mkdir()
+    for fd, target in {"3": "/dev/nvidiactl", "4": "/dev/nvidia0", "5": "/dev/null"}.items():
+        (fds / fd).symlink_to(target)
+    assert nvidia_files(str(fds)) == ["/dev/nvidia0", "/dev/nvidiactl"]
+    assert nvidia_files() == []
+
+
+def test_a_zygote_with_cuda_initialized_refuses_to_fork() -> None:
+    """The zygote's CUDA check fires. A mock: with no GPU here CUDA cannot be
+    initialized, so torch.cuda.is_initialized is made to say it was; the gpu lane
+    initializes it for real (tests/test_gpu.py)."""
+    code = (
+        "import torch\n"
+        "from benchflow.runner.zygote import ZygoteError, pristine\n"
+        "threads = pristine(64)['threads']\n"
+        "torch.cuda.is_initialized = lambda: True\n"
+        "try:\n"
+        "    pristine(64)\n"
+        "except ZygoteError as exc:\n"
+        "    print(exc)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "not forking from this zygote (cuda_initialized: True)", out
+
+
+def test_the_gpu_wheels_are_the_lock_s_versions() -> None:
+    """`make gpu-wheels` (docs/gpu.md) fetches each of GPU_PACKAGES, and hydra's parser
+    runtime, at the version the lock pins: each is pinned there (a package renamed or
+    dropped from benchflow's dependencies breaks this), and the target is wired to
+    download them for the GPU machine's Python."""
+    make = (REPO / "Makefile").read_text()
+    (line,) = [x for x in make.splitlines() if x.startswith("GPU_PACKAGES :=")]
+    wanted = [*line.split(":=")[1].split(), "antlr4-python3-runtime"]
+    export = [str(REPO / ".uv" / "bin" / "uv"), "export", "--no-hashes", "--format"]
+    pins = subprocess.run(
+        [*export, "requirements-txt", "--all-extras", "--no-emit-project"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout
+    for name in wanted:
+        assert f"\n{name}==" in pins, name
+    dry = subprocess.run(
+        ["make", "-n", "gpu-wheels"], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    assert dry.returncode == 0, dry.stderr
+    assert "download -q --no-deps --only-binary=:all: --python-version 3.12" in dry.stdout
+    assert "-r .whl/requirements.txt" in dry.stdout and "wheel -q --no-deps -w .whl" in dry.stdout
