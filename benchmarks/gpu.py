@@ -42,10 +42,10 @@ MODELS = {
     if "builtin" in (yaml.safe_load(p.read_text()) or {})
 }
 # The five configurations: two sweeps, since a mode applies to Inductor alone.
-CONFIGS = [
-    ["dynamo=none,inductor,cudagraphs"],
-    ["dynamo=inductor", "dynamo.mode=reduce-overhead,max-autotune-no-cudagraphs"],
-]
+CONFIGS = {
+    "plain": ["dynamo=none,inductor,cudagraphs"],
+    "modes": ["dynamo=inductor", "dynamo.mode=reduce-overhead,max-autotune-no-cudagraphs"],
+}
 FIDELITY_ROUNDS = 5
 
 
@@ -56,7 +56,14 @@ def sweep(args: list[str], cwd: Path) -> None:
     subprocess.run(cmd, cwd=cwd, check=False)
 
 
-def matrix(models: list[str], dtypes: list[str], tests: list[str], extra: list[str]) -> list[str]:
+def matrix(
+    models: list[str],
+    dtypes: list[str],
+    tests: list[str],
+    extra: list[str],
+    accelerator: str,
+    configs: list[str],
+) -> list[str]:
     from benchflow.results.headline import headline_of
     from benchflow.results.row import ResultRow
 
@@ -64,34 +71,33 @@ def matrix(models: list[str], dtypes: list[str], tests: list[str], extra: list[s
     common = [
         f"model={','.join(models)}",
         "model.size=small",
-        "accelerator=cuda",
+        f"accelerator={accelerator}",
         f"test={','.join(tests)}",
         f"dtype={','.join(dtypes)}",
         "mlflow.enabled=false",
         *extra,
     ]
     started = time.perf_counter()
-    for config in CONFIGS:
-        sweep([*common, *config], cwd)
+    for name in configs:
+        sweep([*common, *CONFIGS[name]], cwd)
     wall = time.perf_counter() - started
     rows = _rows(cwd)
     lines = [
         f"Sweeps: `benchflow -m {' '.join(common)}` with each of "
-        + ", ".join(f"`{' '.join(c)}`" for c in CONFIGS)
+        + ", ".join(f"`{' '.join(CONFIGS[c])}`" for c in configs)
         + f"; {len(rows)} rows in {wall:.0f} s",
         "",
         "| model | test | dtype | configuration | status | ms/iter (95% CI) | compile s "
-        "| GPU peak MiB | SM MHz | throttled repeats |",
+        "| peak MiB (GPU: the allocator's) | SM MHz | throttled repeats |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for data in sorted(rows, key=lambda r: r["job"]["name"]):
         row = ResultRow.from_dict(data)
         h = headline_of(row)
-        cfg = data.get("config") or {}
-        dynamo = cfg.get("dynamo", {})
-        config = dynamo.get("name", row.backend)
-        if dynamo.get("mode") not in (None, "default"):
-            config += f" mode={dynamo['mode']}"
+        cfg = data.get("config") or {}  # the row's resolved config, by dotted key
+        config = cfg.get("dynamo.name", row.backend)
+        if cfg.get("dynamo.mode") not in (None, "default"):
+            config += f" mode={cfg['dynamo.mode']}"
         time_ms = (
             f"{h.time_s * 1e3:.3f} ({h.ci_low_s * 1e3:.3f}-{h.ci_high_s * 1e3:.3f})"
             if h.time_s is not None and h.ci_low_s is not None and h.ci_high_s is not None
@@ -101,12 +107,12 @@ def matrix(models: list[str], dtypes: list[str], tests: list[str], extra: list[s
         host = h.host
         clock = host.gpu_sm_clock_mhz if host else None
         lines.append(
-            f"| {cfg.get('model', {}).get('name', '?')} | {cfg.get('test', {}).get('name', '?')} "
+            f"| {cfg.get('model.name')} | {cfg.get('test.name')} "
             f"| {cfg.get('dtype', '?')} | {config} | {status[:120]} | {time_ms} "
             f"| {'' if h.compile_s is None else f'{h.compile_s:.1f}'} "
-            f"| {'' if h.peak_bytes is None else f'{h.peak_bytes / 2**20:.0f}'} "
+            f"| {'' if h.peak_bytes is None else f'{h.peak_bytes / 2**20:.0f} ({h.memory_kind})'} "
             f"| {'' if clock is None else f'{clock:.0f}'} "
-            f"| {'' if not host else len(host.throttled)} |"
+            f"| {'' if not host or clock is None else len(host.throttled)} |"
         )
     return lines
 
@@ -118,17 +124,18 @@ def _rows(cwd: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def fidelity(models: list[str]) -> list[str]:
+def fidelity(models: list[str], accelerator: str) -> list[str]:
     import torch
     import torch.utils.benchmark as tb
 
     from benchflow import backends
-    from benchflow.backends.device import CudaDevice
+    from benchflow.backends.device import native_device
     from benchflow.config.schema import BenchConfig, DynamoConfig, ModelConfig
     from benchflow.harness.timing import Sampling, measure
     from benchflow.models.registry import load_model
 
-    device = CudaDevice()
+    device = native_device(accelerator)
+    on_gpu = device.kind == "cuda"
     lines = [
         "| model | backend | benchflow median ms/iter | Timer | CUDA events | "
         "benchflow vs Timer | benchflow vs events |",
@@ -156,13 +163,12 @@ def fidelity(models: list[str]) -> list[str]:
                 adaptive_warmup=True,
             )
             ours += m.per_repeat["per_iter_time_s"]
-            # Timer synchronizes CUDA around each block it times
-            timer += (
-                tb.Timer(stmt="step()", globals={"step": step})
-                .blocked_autorange(min_run_time=1.0)
-                .times
-            )
-            for _ in range(10):  # events around 10 steps, as benchflow's repeats are
+            # Timer synchronizes CUDA around each block it times; on a CPU it runs one
+            # thread unless told, so it gets the threads benchflow's loop had
+            threads = torch.get_num_threads()
+            timed = tb.Timer(stmt="step()", globals={"step": step}, num_threads=threads)
+            timer += timed.blocked_autorange(min_run_time=1.0).times
+            for _ in range(10 if on_gpu else 0):  # events around 10 steps, as a repeat
                 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(True)
                 torch.cuda.synchronize()
                 start.record()
@@ -171,13 +177,16 @@ def fidelity(models: list[str]) -> list[str]:
                 end.record()
                 end.synchronize()
                 events.append(start.elapsed_time(end) / 1e3 / 10)
-        a, b, c = (statistics.median(x) for x in (ours, timer, events))
+        a, b = statistics.median(ours), statistics.median(timer)
+        c = statistics.median(events) if events else None
         lines.append(
-            f"| {name} (small, eval) | {backend} | {a * 1e3:.3f} | {b * 1e3:.3f} | {c * 1e3:.3f} "
-            f"| {(a - b) / b * 100:+.1f}% | {(a - c) / c * 100:+.1f}% |"
+            f"| {name} (small, eval) | {backend} | {a * 1e3:.3f} | {b * 1e3:.3f} "
+            f"| {'' if c is None else f'{c * 1e3:.3f}'} | {(a - b) / b * 100:+.1f}% "
+            f"| {'' if c is None else f'{(a - c) / c * 100:+.1f}%'} |"
         )
         del model, module, step
-        torch.cuda.empty_cache()
+        if on_gpu:
+            torch.cuda.empty_cache()
     return lines
 
 
@@ -187,8 +196,12 @@ def main() -> None:
     ap.add_argument("--models", default=",".join(MODELS), help="of " + ", ".join(MODELS))
     ap.add_argument("--dtypes", default="bfloat16,amp")
     ap.add_argument("--tests", default="eval,train")
+    ap.add_argument("--configs", default=",".join(CONFIGS), help="(a)'s sweeps, of plain, modes")
     ap.add_argument("--extra", nargs="*", default=[], help="more overrides for (a)'s sweeps")
     ap.add_argument("--skip", choices=["matrix", "fidelity"], action="append", default=[])
+    ap.add_argument(
+        "--accelerator", default="cuda", help="cpu: (a) on the CPU, a dry run of the script"
+    )
     args = ap.parse_args()
     models = args.models.split(",")
     parts = [
@@ -199,11 +212,23 @@ def main() -> None:
         parts += [
             "(a) The matrix",
             "",
-            *matrix(models, args.dtypes.split(","), args.tests.split(","), args.extra),
+            *matrix(
+                models,
+                args.dtypes.split(","),
+                args.tests.split(","),
+                args.extra,
+                args.accelerator,
+                args.configs.split(","),
+            ),
             "",
         ]
     if "fidelity" not in args.skip:
-        parts += ["(b) Fidelity: one process, interleaved rounds", "", *fidelity(models), ""]
+        parts += [
+            "(b) Fidelity: one process, interleaved rounds",
+            "",
+            *fidelity(models, args.accelerator),
+            "",
+        ]
     text = "\n".join(parts)
     print(text)
     if args.out:
