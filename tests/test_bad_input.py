@@ -73,6 +73,20 @@ CASES = [
         ("dynamo.dynamic=true", "under torch.compile only", "dynamo=none"),
     ),
     Case(
+        "a compile mode on a backend Inductor does not compile",
+        ("dynamo=none", "dynamo.mode=max-autotune"),
+        ("dynamo.mode=max-autotune applies where Inductor compiles only", "dynamo=none"),
+    ),
+    Case(
+        "CUDA graphs' mode on a CPU",
+        ("dynamo=inductor", "dynamo.mode=reduce-overhead", "accelerator=cpu"),
+        (
+            "dynamo.mode=reduce-overhead captures CUDA graphs",
+            "accelerator=cpu",
+            "or accelerator=cuda",
+        ),
+    ),
+    Case(
         "a dynamic batch with static shapes",
         ("dynamo=inductor", "dynamo.dynamic=false", "dynamo.dynamic_batch=true"),
         ("dynamo.dynamic_batch=true", "dynamo.dynamic=false", "allowed: dynamo.dynamic=null"),

@@ -68,12 +68,15 @@ class Backend:
     def takes(cls, key: str) -> bool:
         """Does a measured setting (a dotted key, or a section) apply to its jobs? The
         `inductor` section (torch._inductor.config) only where it compiles with Inductor,
-        dynamic shapes (`dynamo.dynamic*`) only under torch.compile, `xla.flags` only on
+        dynamic shapes (`dynamo.dynamic*`) only under torch.compile, its `mode` (a preset of
+        Inductor's settings) only where it compiles with Inductor, `xla.flags` only on
         the XLA device."""
-        from benchflow.config.schema import DYNAMIC, INDUCTOR, XLA_FLAGS_KEY
+        from benchflow.config.schema import DYNAMIC, INDUCTOR, MODE_KEY, XLA_FLAGS_KEY
 
         if key in DYNAMIC:
             return cls.compiles
+        if key == MODE_KEY:
+            return cls.generates_code
         if key.partition(".")[0] == INDUCTOR:
             return cls.generates_code
         return cls.on_xla if key == XLA_FLAGS_KEY else True

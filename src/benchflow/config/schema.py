@@ -82,6 +82,7 @@ MAPPING = {"optional": True, "mapping": True}
 INDUCTOR = "inductor"  # the section of torch._inductor.config keys
 ENV = "env"  # the section of a job's own environment variables
 XLA_FLAGS_KEY = "xla.flags"  # XLA_FLAGS of an XLA job
+MODE_KEY = "dynamo.mode"  # torch.compile's mode: Inductor's presets of its settings
 # torch.compile's dynamic-shape settings, by the name a job's label gives each
 DYNAMIC = {"dynamo.dynamic": "dynamic", "dynamo.dynamic_batch": "dynamic_batch"}
 

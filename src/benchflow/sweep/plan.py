@@ -17,7 +17,9 @@ from typing import Any
 from benchflow import backends
 from benchflow.config.errors import ConfigError, InvalidCombination
 from benchflow.config.schema import (
+    DYNAMO_MODE_CHOICES,
     INDUCTOR,
+    MODE_KEY,
     SUITE_MODEL_SOURCES,
     XLA_FLAGS_KEY,
     BenchConfig,
@@ -246,7 +248,33 @@ def _untaken(cfg: BenchConfig, backend: type[backends.Backend]) -> tuple[BenchCo
         )
         static = dataclasses.replace(cfg.dynamo, dynamic=None, dynamic_batch=False)
         cfg = dataclasses.replace(cfg, dynamo=static)
+    if (why := _mode_untaken(cfg, backend)) is not None:
+        notes.append(f"{why} (in a sweep, such a job runs without it)")
+        cfg = dataclasses.replace(cfg, dynamo=dataclasses.replace(cfg.dynamo, mode=None))
     return cfg, notes
+
+
+def _mode_untaken(cfg: BenchConfig, backend: type[backends.Backend]) -> str | None:
+    """Why the job's dynamo.mode does not apply to it (None: it does, or none is set):
+    a mode is a preset of Inductor's settings, and reduce-overhead's one setting is
+    CUDA graphs, which a CPU job never captures."""
+    mode = cfg.dynamo.mode
+    if mode in (None, "default"):
+        return None
+    if not backend.takes(MODE_KEY):
+        takers = "|".join(b.dynamo for b in backends.REGISTRY.values() if b.takes(MODE_KEY))
+        return (
+            f"{MODE_KEY}={mode} applies where Inductor compiles only, but this job "
+            f"runs dynamo={cfg.dynamo.name}; allowed: dynamo={takers}, or no {MODE_KEY}"
+        )
+    if mode == "reduce-overhead" and cfg.accelerator.name != "cuda":
+        others = "|".join(m for m in DYNAMO_MODE_CHOICES if m != mode)
+        return (
+            f"{MODE_KEY}={mode} captures CUDA graphs, which run on a GPU only, but this job "
+            f"runs on accelerator={cfg.accelerator.name}; allowed: {MODE_KEY}={others}, "
+            "or accelerator=cuda"
+        )
+    return None
 
 
 def _skip_lists(cfg: BenchConfig, backend: type[backends.Backend]) -> list[str]:
