@@ -214,10 +214,6 @@ def overall_lines(changes: Sequence[Change]) -> list[str]:
     ]
 
 
-def entry_rows(report: Report) -> list[list[str]]:
-    return [entry_cells(e, report.is_baseline(e.config)) for e in report.entries]
-
-
 def to_markdown(report: Report, title: str, changes: Sequence[Change] | None = None) -> str:
     parts = [f"# {title}", ""]
     if changes is not None:

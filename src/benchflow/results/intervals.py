@@ -147,12 +147,6 @@ def time_interval(timed: Timed, level: float = LEVEL) -> Interval | None:
     return median_ci(timed.repeats, level) if timed.repeats else None
 
 
-def time_interval_rel(timed: Timed, center: float, level: float = LEVEL) -> float | None:
-    """:func:`time_interval` as a share of `center` (its larger half-width)."""
-    ci = time_interval(timed, level)
-    return ci.rel_half_width(center) if ci else None
-
-
 @dataclass(frozen=True)
 class Test:
     """Two jobs' times compared: num / den."""
