@@ -37,6 +37,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from results_md import publish
+
 # The grid of issue 42: two models, eager and Inductor, float32 (4 rows).
 GRID = [
     "-m",
@@ -202,10 +204,7 @@ def main() -> int:
                 f"{rounds:.1f} | {wall:.0f} s |"
             )
     text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        with args.out.open("a") as f:
-            f.write("\n" + text)
+    publish(text, args.out)
     return 0
 
 

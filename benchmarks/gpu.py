@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from results_md import publish
 
 # The built-in models, as conf/model names them (name -> the class, `builtin:`)
 CONF_MODELS = Path(__file__).resolve().parents[1] / "conf" / "model"
@@ -230,10 +231,7 @@ def main() -> None:
             "",
         ]
     text = "\n".join(parts)
-    print(text)
-    if args.out:
-        with args.out.open("a") as f:
-            f.write(text + "\n")
+    publish(text, args.out)
 
 
 if __name__ == "__main__":

@@ -32,6 +32,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from results_md import publish
+
 # 4 models x 4 configurations (eager, inductor, openxla, lazy XLA): dynamo x xla, the
 # two invalid pairs (inductor or eager-dynamo on the XLA device) are recorded as skipped.
 SWEEP = [
@@ -351,10 +353,7 @@ def main() -> None:
     if table_d:
         parts += ["(d) The TorchBench grid against the experiment runner", "", *table_d, ""]
     text = "\n".join(parts)
-    print(text)
-    if args.out:
-        with args.out.open("a") as f:
-            f.write(text + "\n")
+    publish(text, args.out)
 
 
 if __name__ == "__main__":

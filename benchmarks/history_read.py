@@ -36,6 +36,8 @@ import time
 import uuid
 from pathlib import Path
 
+from results_md import publish
+
 DAY_S = 86400
 SWEEP = [
     "-m",
@@ -301,10 +303,7 @@ def main() -> None:
         "",
     ]
     text = "\n".join(lines)
-    print(text)
-    if args.out:
-        with args.out.open("a") as f:
-            f.write(text + "\n")
+    publish(text, args.out)
     shutil.rmtree(store / "history", ignore_errors=True)
 
 

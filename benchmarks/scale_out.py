@@ -27,6 +27,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from results_md import publish
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
@@ -192,10 +194,7 @@ def main() -> int:
     got = launchers(root)
     pg = postgres_sweep(root)
     text = markdown(got, pg)
-    print(text)
-    if args.out:
-        with args.out.open("a") as f:
-            f.write("\n" + text)
+    publish(text, args.out)
     return 0
 
 

@@ -46,6 +46,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from results_md import publish
+
 ROOT = Path(__file__).resolve().parents[1]
 BENCHFLOW = ROOT / ".venv" / "bin" / "benchflow"
 GRID = [
@@ -465,10 +467,7 @@ def main() -> None:
         f"\n## {time.strftime('%Y-%m-%d %H:%M')} uncertainty (issue 25) on {cpu}, "
         f"{os.cpu_count()} cores\n\n" + "\n".join(sections)
     )
-    print(text)
-    if args.out:
-        with args.out.open("a") as f:
-            f.write(text)
+    publish(text, args.out)
 
 
 if __name__ == "__main__":

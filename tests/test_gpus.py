@@ -5,7 +5,6 @@ The runs on a real GPU are tests/test_gpu.py's (the `gpu` lane)."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import threading
@@ -14,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from tests.conftest import REPO
+from tests.test_launchers import another_sweep_holds
 
 from benchflow.core import cpus, gpus
 from benchflow.harness.gpu_load import Reading, gpu_probe, throttle_names, window
@@ -89,20 +89,7 @@ def test_on_one_gpu_a_second_sweep_waits_for_the_first(
     """One GPU, held by another process (another sweep on this host): a job waits until
     that process gives it back, never beside it."""
     monkeypatch.setenv(cpus.ENV_LOCK_DIR, str(tmp_path))
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import time\n"
-            "from benchflow.core.gpus import gpu_slot\n"
-            "with gpu_slot('the other sweep', names=['0']):\n"
-            "    print('held', flush=True); time.sleep(2)\n",
-        ],
-        env={**os.environ, cpus.ENV_LOCK_DIR: str(tmp_path)},
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    holder = another_sweep_holds("gpus", "gpu_slot('the other sweep', names=['0'])", 2)
     said: list[str] = []
     start = time.monotonic()
     with gpus.gpu_slot("this sweep", said.append, names=["0"]) as gpu:

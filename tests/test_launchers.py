@@ -236,20 +236,7 @@ def test_a_job_waits_while_another_process_holds_its_cores(
     core; a job that wants all of them waits, says who holds what, and goes on the
     moment the holder exits: slots of different sizes exclude each other."""
     monkeypatch.setenv(cpus.ENV_LOCK_DIR, str(tmp_path))
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import sys, time\n"
-            "from benchflow.core.cpus import cpu_slot\n"
-            "with cpu_slot(1, 'the other sweep'):\n"
-            "    print('held', flush=True); time.sleep(3)\n",
-        ],
-        env={**os.environ, cpus.ENV_LOCK_DIR: str(tmp_path)},
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    holder = another_sweep_holds("cpus", "cpu_slot(1, 'the other sweep')", 3)
     said: list[str] = []
     start = time.monotonic()
     with cpu_slot_of(None, said) as cores:
@@ -260,6 +247,22 @@ def test_a_job_waits_while_another_process_holds_its_cores(
     (line,) = said
     assert "waiting for a free CPU slot (cpus_per_job=None)" in line
     assert f"pid {holder.pid}: the other sweep" in line
+
+
+def another_sweep_holds(module: str, slot: str, seconds: float) -> subprocess.Popen[str]:
+    """A real second process that holds `slot` (a call of benchflow.core.<module>) for
+    `seconds`, returned once it holds it; in this test's lock folder
+    (BENCHFLOW_CPU_LOCK_DIR, set before)."""
+    code = (
+        f"import time\nfrom benchflow.core.{module} import *\n"
+        f"with {slot}:\n"
+        f"    print('held', flush=True); time.sleep({seconds})\n"
+    )
+    holder = subprocess.Popen(
+        [sys.executable, "-c", code], env=dict(os.environ), stdout=subprocess.PIPE, text=True
+    )
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    return holder
 
 
 def cpu_slot_of(n: int | None, said: list[str]) -> Any:
