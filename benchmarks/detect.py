@@ -96,6 +96,9 @@ def _judge(args: list[str], table: Path, cwd: Path, threshold: float) -> Trial:
     if done.returncode not in (0, 1):
         raise SystemExit(f"report {args} failed:\n{done.stderr[-3000:]}")
     rows = list(csv.DictReader(table.open()))
+    for row in rows:  # what each call rests on: a false alarm can be looked into after
+        if row["verdict"] in ("regression", "improvement"):
+            print(f"  {row['model']} {row['config']}: {row['verdict']}, {row['detail']}")
     sweep = Path(args[0])
     ran = [len(r["timing"]["processes"]) for r in map(json.loads, (sweep / "results.jsonl").open())]
     return Trial(
