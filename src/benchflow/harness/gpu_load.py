@@ -107,11 +107,23 @@ def gpu_probe(device_kind: str) -> list[GpuProbe]:
     if lib is None:
         log.warning("the GPU's clocks and throttling are not recorded: %s", why)
         return []
-    import torch
-
     try:
-        uuid = f"GPU-{torch.cuda.get_device_properties(torch.cuda.current_device()).uuid}"
-        return [GpuProbe(lib, lib.nvmlDeviceGetHandleByUUID(uuid.encode()))]
+        return [GpuProbe(lib, _handle(lib))]
     except (AttributeError, lib.NVMLError) as exc:
         log.warning("the GPU's clocks and throttling are not recorded: %s", exc)
         return []
+
+
+def _handle(lib: Any) -> Any:
+    """NVML's handle of the job's GPU, by the UUID torch gives it (NVML numbers every GPU
+    of the host, whatever CUDA_VISIBLE_DEVICES says); where torch gives none, the one
+    GPU NVML lists."""
+    import torch
+
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    uuid = str(getattr(props, "uuid", "") or "")
+    if uuid:
+        return lib.nvmlDeviceGetHandleByUUID(uuid if uuid.startswith("GPU-") else f"GPU-{uuid}")
+    if lib.nvmlDeviceGetCount() == 1:
+        return lib.nvmlDeviceGetHandleByIndex(0)
+    raise AttributeError("torch gives no UUID of the GPU, and NVML lists several")
