@@ -98,8 +98,9 @@ def gpu_slot(
     default :func:`visible`'s)."""
     if names is None:
         names = visible(os.environ, driver_count())
-    if not names:
-        raise ValueError(f"{ENV_VISIBLE}={os.environ.get(ENV_VISIBLE)!r} names no GPU")
+    # None visible (a Ray worker given no GPU sets CUDA_VISIBLE_DEVICES=""): one slot, the
+    # variable kept, and the job's child says it sees no GPU (a failed row, not a crash)
+    names = names or [ALL]
     waiting = f"waiting for a free GPU (of {', '.join(names)})"
     with first_free([[_lock_name(n)] for n in names], owner, waiting, on_wait) as index:
         yield names[index]
