@@ -114,7 +114,7 @@ def host_load(per_repeat: dict[str, list[float]], cores: int) -> HostLoad | None
     gpu = _gpu(per_repeat, len(windows))
     throttled = gpu.get("throttled", [])
     return HostLoad(
-        quiet=max(len(contended), len(throttled)) <= QUIET_SHARE * len(windows),
+        quiet=len({*contended, *throttled}) <= QUIET_SHARE * len(windows),
         contended=contended,
         other_cpu_cores=sum(other) / total if total else 0.0,
         other_own_share=sum(own) / (total * cores) if total else 0.0,
