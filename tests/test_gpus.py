@@ -137,6 +137,11 @@ def test_a_throttled_gpu_makes_a_job_timed_on_a_busy_host() -> None:
     assert busy is not None and not busy.quiet and busy.contended == []
     assert busy.gpu_temp_c == 88.0 and busy.gpu_sm_clock_mhz == 1980.0
     assert "3 with the GPU throttled (SM clock 1980 MHz, up to 88 C)" in busy.described
+    both = series(2)  # two throttled repeats and one other contended: three of twenty
+    both["host_other_cpu_own_s"][5] = 0.1
+    mixed = host_load(both, cores=2)
+    assert mixed is not None and mixed.contended == [5] and mixed.throttled == [0, 1]
+    assert not mixed.quiet
     cpu_only = host_load({"total_time_s": [0.1], "host_other_cpu_own_s": [0.0]}, cores=2)
     assert cpu_only is not None and cpu_only.gpu_sm_clock_mhz is None
     assert "GPU" not in cpu_only.described
