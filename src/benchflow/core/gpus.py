@@ -97,7 +97,8 @@ def gpu_slot(
     (ALL: every GPU, CUDA_VISIBLE_DEVICES kept). `names`: the GPUs to choose from (by
     default :func:`visible`'s)."""
     if names is None:
-        names = visible(os.environ, driver_count())
+        counted = None if ENV_VISIBLE in os.environ else driver_count()  # NVML: only if asked
+        names = visible(os.environ, counted)
     # None visible (a Ray worker given no GPU sets CUDA_VISIBLE_DEVICES=""): one slot, the
     # variable kept, and the job's child says it sees no GPU (a failed row, not a crash)
     names = names or [ALL]
