@@ -302,12 +302,13 @@ def execute(
             )
         elif state.ran[last].status == Status.OK.value and last < total - 1:
             return None  # its next process runs in a later round
+        children_end = _previous_end()  # its last child's (where this call ran one)
         outcome, gap = _pooled(state, last, total, len(cores), info)
         ir_s = 0.0
         if outcome.status == Status.OK:
             backend = backends.get(job.backend)
             info.ir_files, ir_s = _extra_passes(job, backend, where.job_dir, env, info.notes)
-        _job_ended()
+        _job_ended(children_end + ir_s)  # the rest of the parent's work: the next gap's
     shutil.rmtree(where.job_dir.compile_cache, ignore_errors=True)  # MBs of generated code
     return Execution(outcome, info, gap_s=gap, ir_s=ir_s)
 
@@ -355,7 +356,7 @@ def _process(
         "node": info.node,
     }
     state.add(n, rounds.Ran.of(outcome, **parent))
-    _job_ended()
+    _job_ended(outcome.ended)
     return outcome.status
 
 
@@ -444,14 +445,15 @@ def _pooled(
     return pooled(outcomes, processes, cores, wall=wall), sum(r.gap_s for r in ran)
 
 
-# When this process's last job's children ended (time.perf_counter): the next job's
-# `gap` phase starts there.
+# Where this process's last job's accounted time ended (time.perf_counter): its last
+# child's end, and its IR passes' time after it. The next job's `gap` phase starts
+# there, so the parent's work in between (the row, its pooling) is in that gap.
 _last_end: float | None = None
 
 
-def _job_ended() -> None:
+def _job_ended(at: float | None = None) -> None:
     global _last_end
-    _last_end = time.perf_counter()
+    _last_end = time.perf_counter() if at is None else at
 
 
 def _previous_end() -> float:
