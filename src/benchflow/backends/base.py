@@ -75,9 +75,7 @@ class Backend:
 
         if key in DYNAMIC:
             return cls.compiles
-        if key == MODE_KEY:
-            return cls.generates_code
-        if key.partition(".")[0] == INDUCTOR:
+        if key == MODE_KEY or key.partition(".")[0] == INDUCTOR:
             return cls.generates_code
         return cls.on_xla if key == XLA_FLAGS_KEY else True
 

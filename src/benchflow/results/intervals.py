@@ -250,7 +250,6 @@ def paired_geomean_test(
     over the rounds (the rounds every model has on both sides). `budget`: the pairs ran
     in a paired sweep that looked at them as it went and stops by `budget` rounds: the
     test is its look's (sequential_test)."""
-    import numpy as np
 
     rounds = min((min(len(n.process_medians), len(d.process_medians)) for n, d in pairs), default=0)
     if budget is not None:
@@ -258,12 +257,20 @@ def paired_geomean_test(
     what = f"paired t over {rounds} rounds" + (f", {len(pairs)} models" if len(pairs) > 1 else "")
     if rounds < 2:
         return Test(None, None, what, False)
+    return _one_sample_t(_round_logs(pairs, rounds), level, what)
+
+
+def _round_logs(pairs: Sequence[tuple[Timed, Timed]], rounds: int) -> Any:
+    """Each of the first `rounds` rounds' mean over the pairs of log(num's process
+    median / den's), as a numpy array."""
+    import numpy as np
+
     logs = [
         np.log(np.asarray(n.process_medians[:rounds]))
         - np.log(np.asarray(d.process_medians[:rounds]))
         for n, d in pairs
     ]
-    return _one_sample_t(np.mean(logs, axis=0), level, what)
+    return np.mean(logs, axis=0)
 
 
 def _one_sample_t(logs: Any, level: float, what: str) -> Test:
@@ -321,7 +328,6 @@ def sequential_test(pairs: Sequence[tuple[Timed, Timed]], rounds: int, budget: i
     look), over that look's rounds and at its level, look_alpha. Its p-value is scaled
     to the sweep's level, p * ALPHA / look_alpha (capped at 1): p < ALPHA exactly where
     the look's own test is significant, so that reports judge it by the usual rule."""
-    import numpy as np
 
     at = max((r for r in looks(budget) if r <= rounds), default=0)
     models = f", {len(pairs)} models" if len(pairs) > 1 else ""
@@ -332,11 +338,7 @@ def sequential_test(pairs: Sequence[tuple[Timed, Timed]], rounds: int, budget: i
     share, marks = look_alpha(at, budget), looks(budget)
     look = f"look {marks.index(at) + 1} of {len(marks)} at alpha={share:.2g}"
     what = f"paired t over {at} rounds{models}, {look}"
-    logs = [
-        np.log(np.asarray(n.process_medians[:at])) - np.log(np.asarray(d.process_medians[:at]))
-        for n, d in pairs
-    ]
-    test = _one_sample_t(np.mean(logs, axis=0), 1 - share, what)
+    test = _one_sample_t(_round_logs(pairs, at), 1 - share, what)
     scaled = None if test.p_value is None else min(1.0, test.p_value * ALPHA / share)
     return Test(scaled, test.ratio_ci, what, True)
 

@@ -93,7 +93,7 @@ def plan_sweep(
     if given is None:
         jobs = in_run_order(jobs)
     from benchflow.sweep.builds import launches
-    from benchflow.sweep.pairs import calibrated_by_a
+    from benchflow.sweep.pairs import calibrated_by_a  # the pairs again: in_run_order renumbered
 
     return Plan.of(jobs, len(grid), sweep_args, calibrated_by_a(jobs, launches(jobs)))
 
