@@ -21,10 +21,8 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import itertools
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -32,22 +30,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-import yaml
+import timer_fidelity
 from results_md import publish
+from timer_fidelity import MODELS
 
-# The built-in models, as conf/model names them (name -> the class, `builtin:`)
-CONF_MODELS = Path(__file__).resolve().parents[1] / "conf" / "model"
-MODELS = {
-    p.stem: yaml.safe_load(p.read_text())["builtin"]
-    for p in sorted(CONF_MODELS.glob("*.yaml"))
-    if "builtin" in (yaml.safe_load(p.read_text()) or {})
-}
 # The five configurations: two sweeps, since a mode applies to Inductor alone.
 CONFIGS = {
     "plain": ["dynamo=none,inductor,cudagraphs"],
     "modes": ["dynamo=inductor", "dynamo.mode=reduce-overhead,max-autotune-no-cudagraphs"],
 }
-FIDELITY_ROUNDS = 5
 
 
 def sweep(args: list[str], cwd: Path) -> None:
@@ -126,68 +117,20 @@ def _rows(cwd: Path) -> list[dict[str, Any]]:
 
 
 def fidelity(models: list[str], accelerator: str) -> list[str]:
-    import torch
-    import torch.utils.benchmark as tb
-
-    from benchflow import backends
     from benchflow.backends.device import native_device
-    from benchflow.config.schema import BenchConfig, DynamoConfig, ModelConfig
-    from benchflow.harness.timing import Sampling, measure
-    from benchflow.models.registry import load_model
 
-    device = native_device(accelerator)
-    on_gpu = device.kind == "cuda"
     lines = [
         "| model | backend | benchflow median ms/iter | Timer | CUDA events | "
         "benchflow vs Timer | benchflow vs events |",
         "|---|---|---|---|---|---|---|",
     ]
-    for name, backend in itertools.product(models, ["none", "inductor"]):
-        torch.manual_seed(0)
-        torch._dynamo.reset()
-        cfg = BenchConfig(model=ModelConfig(name=name, builtin=MODELS[name], source="builtin"))
-        model = load_model(cfg, device.torch_device, None)
-        module, _ = model.get_module()
-        model.set_module(backends.of_row(backend, None).prepare(module, DynamoConfig(name=backend)))
-        step = model.eval
-        ours: list[float] = []
-        timer: list[float] = []
-        events: list[float] = []
-        for _ in range(FIDELITY_ROUNDS):
-            m = measure(
-                step,
-                device,
-                sampling=Sampling(repeat=10, iterations_per_run=10),
-                warmup=5,
-                probes=[],
-                trace_time=False,
-                adaptive_warmup=True,
-            )
-            ours += m.per_repeat["per_iter_time_s"]
-            # Timer synchronizes CUDA around each block it times; on a CPU it runs one
-            # thread unless told, so it gets the threads benchflow's loop had
-            threads = torch.get_num_threads()
-            timed = tb.Timer(stmt="step()", globals={"step": step}, num_threads=threads)
-            timer += timed.blocked_autorange(min_run_time=1.0).times
-            for _ in range(10 if on_gpu else 0):  # events around 10 steps, as a repeat
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(True)
-                torch.cuda.synchronize()
-                start.record()
-                for _ in range(10):
-                    step()
-                end.record()
-                end.synchronize()
-                events.append(start.elapsed_time(end) / 1e3 / 10)
-        a, b = statistics.median(ours), statistics.median(timer)
-        c = statistics.median(events) if events else None
+    for m in timer_fidelity.medians(models, native_device(accelerator), timer_min_run_s=1.0):
+        a, b, c = m.benchflow_s, m.timer_s, m.events_s
         lines.append(
-            f"| {name} (small, eval) | {backend} | {a * 1e3:.3f} | {b * 1e3:.3f} "
+            f"| {m.model} (small, eval) | {m.backend} | {a * 1e3:.3f} | {b * 1e3:.3f} "
             f"| {'' if c is None else f'{c * 1e3:.3f}'} | {(a - b) / b * 100:+.1f}% "
             f"| {'' if c is None else f'{(a - c) / c * 100:+.1f}%'} |"
         )
-        del model, module, step
-        if on_gpu:
-            torch.cuda.empty_cache()
     return lines
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import itertools
 import json
 import os
 import platform
@@ -32,6 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import timer_fidelity
 from results_md import publish
 
 # 4 models x 4 configurations (eager, inductor, openxla, lazy XLA): dynamo x xla, the
@@ -51,12 +51,7 @@ QUICK = [*SWEEP[:1], "model=llama,dlrm", "dynamo=none", "xla=auto,PJRT", *SWEEP[
 # The experiment runner's figure (issue 7): 536 s of sweep for 235 s of model time over
 # 4 models x 4 configs x 3 repeats, about 19 s of orchestration per experiment.
 RUNNER_OVERHEAD_PER_JOB_S = 19.0
-FIDELITY_MODELS = [
-    ("llama", "benchflow.models.llama:Llama"),
-    ("resnet", "benchflow.models.resnet:ResNet"),
-]
-FIDELITY_BACKENDS = ["none", "inductor"]
-FIDELITY_ROUNDS = 5
+FIDELITY_MODELS = ["llama", "resnet"]  # (b), on eager and Inductor (timer_fidelity.py)
 
 
 def run_sweep(sweep: list[str], cwd: str) -> tuple[list[dict], float, float]:
@@ -177,52 +172,17 @@ def big_sweep(jobs: int) -> tuple[list[str], dict[str, float]]:
 
 def fidelity() -> list[str]:
     os.environ.setdefault("OMP_NUM_THREADS", str(os.cpu_count()))
-    import torch
-    import torch.utils.benchmark as tb
-
-    from benchflow import backends
     from benchflow.backends.device import Device
-    from benchflow.config.schema import BenchConfig, DynamoConfig, ModelConfig
-    from benchflow.harness.timing import Sampling, measure
-    from benchflow.models.registry import load_model
 
     lines = [
         "| model | backend | benchflow median ms/iter | Timer median ms/iter | difference |",
         "|---|---|---|---|---|",
     ]
-    for (name, path), backend in itertools.product(FIDELITY_MODELS, FIDELITY_BACKENDS):
-        torch.manual_seed(0)
-        torch._dynamo.reset()
-        cfg = BenchConfig(model=ModelConfig(name=name, builtin=path, source="builtin"))
-        model = load_model(cfg, torch.device("cpu"), None)
-        module, _ = model.get_module()
-        model.set_module(backends.of_row(backend, None).prepare(module, DynamoConfig(name=backend)))
-        step = model.eval
-        # benchflow's loop as a job runs it (cold start, adaptive warm-up, repeats) and
-        # Timer, interleaved over rounds so that drift of the host (frequency, other
-        # tenants) falls on both alike. Timer defaults to one thread; it gets the
-        # threads benchflow's loop had. The step is compiled and warm after round 0.
-        ours_s: list[float] = []
-        theirs_s: list[float] = []
-        for _ in range(FIDELITY_ROUNDS):
-            m = measure(
-                step,
-                Device(),
-                sampling=Sampling(repeat=10, iterations_per_run=10),
-                warmup=5,
-                probes=[],
-                trace_time=False,
-                adaptive_warmup=True,
-            )
-            ours_s += m.per_repeat["per_iter_time_s"]
-            timer = tb.Timer(
-                stmt="step()", globals={"step": step}, num_threads=torch.get_num_threads()
-            ).blocked_autorange(min_run_time=2.0)
-            theirs_s += timer.times
-        ours, theirs = statistics.median(ours_s), statistics.median(theirs_s)
+    for m in timer_fidelity.medians(FIDELITY_MODELS, Device(), timer_min_run_s=2.0):
+        ours, theirs = m.benchflow_s, m.timer_s
         lines.append(
-            f"| {name} (small, eval, cpu) | {backend} | {ours * 1e3:.3f} | {theirs * 1e3:.3f} | "
-            f"{(ours - theirs) / theirs * 100:+.1f}% |"
+            f"| {m.model} (small, eval, cpu) | {m.backend} | {ours * 1e3:.3f} | "
+            f"{theirs * 1e3:.3f} | {(ours - theirs) / theirs * 100:+.1f}% |"
         )
     return lines
 
