@@ -193,6 +193,68 @@ def test_pairing_by_round_takes_the_hosts_drift_out_of_a_change() -> None:
     assert paired_ratio_test(Timed((1.0,), ()), Timed((), (1.0, 1.1))).p_value is None
 
 
+def _side(medians: list[float], references: list[float], quiet: list[bool]) -> Timed:
+    return Timed(tuple(medians), tuple(medians), tuple(references), tuple(quiet))
+
+
+def test_a_round_on_a_busy_host_or_at_another_speed_is_no_pair() -> None:
+    """Eight rounds of a 5% slowdown, 0.5% apart, as this VM's paired sweeps record them,
+    but in one round B's process ran on a busy host (3x slower) and in another the host
+    ran 20% slower for A's process alone (its reference step too): the two rounds are
+    left out and the rest call it; with the same medians and no record of the host,
+    the t over all eight cannot. A reference step that runs faster on one side every
+    round (another torch build) is no change of speed: nothing is left out."""
+    rng = np.random.default_rng(3)
+    base = list(rng.lognormal(0, 0.005, 8))
+    cand = [m * 1.05 for m in rng.lognormal(0, 0.005, 8)]
+    cand[2] *= 3.0
+    base[5] *= 1.2
+    quiet = [True] * 8
+    ref_b, ref_a = [1.0] * 8, [1.0] * 8
+    ref_a[5] = 1.2
+    blind = paired_ratio_test(Timed((), tuple(cand)), Timed((), tuple(base)))
+    assert blind.p_value is not None and blind.p_value > ALPHA
+    seen = paired_ratio_test(
+        _side(cand, ref_b, [*quiet[:2], False, *quiet[3:]]), _side(base, ref_a, quiet)
+    )
+    assert seen.p_value is not None and seen.p_value < 0.001
+    assert seen.ratio_ci and seen.ratio_ci.contains(1.05)
+    assert "6 of 8 rounds (2 left out" in seen.method
+    faster_torch = paired_ratio_test(_side(cand, [0.7] * 8, quiet), _side(base, ref_b, quiet))
+    assert "of 8" not in faster_torch.method  # every round counts (and so fails to call it)
+    assert faster_torch.p_value is not None and faster_torch.p_value > ALPHA
+    # at a paired sweep's look, the same rule over the look's rounds
+    look = paired_ratio_test(
+        _side(cand[:5], ref_b[:5], [True, True, False, True, True]),
+        _side(base[:5], ref_a[:5], quiet[:5]),
+        budget=8,
+    )
+    assert "4 of 5 rounds (1 left out" in look.method and "look 2 of 3" in look.method
+    # a row without the facts (recorded before they were kept): every round counts
+    old = Timed.of([1.0], [{"median_s": 1.0, "host_reference_s": 1.0}, {"median_s": 1.1}])
+    assert old.process_medians == (1.0, 1.1) and old.process_references == ()
+
+
+def test_leaving_disturbed_rounds_out_keeps_a_a_at_the_level() -> None:
+    """2000 A/A pairs of 8 rounds (N(0, 3%) a round), each process disturbed one time in
+    ten (1.1-3x slower; its host found busy, or its reference step as slow): the rounds
+    left out are chosen by the host's record, not by the ratios, so the paired test over
+    the rest still alarms about 5% of the time."""
+    rng = np.random.default_rng(17)
+
+    def side() -> Timed:
+        medians = rng.lognormal(0, 0.03 / math.sqrt(2), 8)
+        hit = rng.random(8) < 0.1
+        slow = np.where(hit, rng.uniform(1.1, 3.0, 8), 1.0)
+        busy = hit & (rng.random(8) < 0.5)
+        refs = np.where(hit & ~busy, slow, 1.0) * rng.lognormal(0, 0.01, 8)
+        return _side(list(medians * slow), list(refs), list(~busy))
+
+    trials = 2000
+    alarms = sum((paired_ratio_test(side(), side()).p_value or 1) < ALPHA for _ in range(trials))
+    assert 0.03 <= alarms / trials <= 0.07, alarms
+
+
 def test_a_paired_sweeps_looks_spend_the_false_alarm_level_once() -> None:
     """O'Brien-Fleming-type spending (Lan and DeMets) over a paired sweep's looks: each
     look's share is a(t) less the earlier looks', worked here from scipy's normal; the

@@ -112,6 +112,16 @@ def process_medians(processes: list[dict[str, Any]] | None) -> tuple[float, ...]
     return tuple(float(m) for m in medians if m) if all(medians) else ()
 
 
+def process_facts(processes: list[dict[str, Any]] | None) -> tuple[tuple[float, bool], ...]:
+    """Each process's reference step time and whether its host was quiet, from
+    `Timing.processes`; () unless every process has both (rows from before they were
+    kept, a child without the probe)."""
+    facts = [(p.get("host_reference_s"), p.get("quiet")) for p in processes or ()]
+    if not all(ref and quiet is not None for ref, quiet in facts):
+        return ()
+    return tuple((float(ref), bool(quiet)) for ref, quiet in facts if ref)
+
+
 @dataclass(frozen=True)
 class ChildTimings:
     """Where the child's time went, in seconds (results/phases.py defines each phase;

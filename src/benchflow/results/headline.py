@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from benchflow import backends
 from benchflow.backends.probes import EXPORT_METRICS
 from benchflow.core.status import Status
-from benchflow.results.child import process_medians
 from benchflow.results.intervals import Timed, time_interval
 from benchflow.results.load import HostLoad
 from benchflow.results.row import ResultRow
@@ -167,7 +166,7 @@ def timed_of(row: ResultRow) -> Timed:
     """A row's times as a sample to reason from: its repeats, and its processes'
     medians where it ran in more than one (results/intervals.py)."""
     processes = row.timing.processes if row.timing else None
-    return Timed(tuple(row.series("per_iter_time_s")), process_medians(processes))
+    return Timed.of(row.series("per_iter_time_s"), processes)
 
 
 def headline_metrics(row: ResultRow) -> dict[str, float]:

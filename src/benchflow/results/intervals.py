@@ -42,6 +42,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchflow.config.schema import FIRST_LOOK
+from benchflow.results.child import process_facts, process_medians
+from benchflow.results.load import paired_rounds
 
 LEVEL = 0.95  # every interval benchflow reports is a 95% one
 ALPHA = 1 - LEVEL  # and every test is judged at this level
@@ -57,6 +59,21 @@ class Timed:
 
     repeats: tuple[float, ...]
     process_medians: tuple[float, ...] = ()
+    # each process's reference step (harness/load.py) and whether its host was quiet
+    # (results/load.py), where every process has them: which rounds a pair counts
+    process_references: tuple[float, ...] = ()
+    process_quiet: tuple[bool, ...] = ()
+
+    @classmethod
+    def of(cls, repeats: Sequence[float], processes: list[dict[str, Any]] | None) -> Timed:
+        """A job's repeats and its `Timing.processes` (results/pooled.process_summary)."""
+        facts = process_facts(processes)
+        return cls(
+            tuple(repeats),
+            process_medians(processes),
+            tuple(ref for ref, _ in facts),
+            tuple(quiet for _, quiet in facts),
+        )
 
     @property
     def by_process(self) -> bool:
@@ -254,31 +271,64 @@ def paired_geomean_test(
     rounds = min((min(len(n.process_medians), len(d.process_medians)) for n, d in pairs), default=0)
     if budget is not None:
         return sequential_test(pairs, rounds, budget)
-    what = f"paired t over {rounds} rounds" + (f", {len(pairs)} models" if len(pairs) > 1 else "")
+    models = f", {len(pairs)} models" if len(pairs) > 1 else ""
     if rounds < 2:
-        return Test(None, None, what, False)
-    return _one_sample_t(_round_logs(pairs, rounds), level, what)
+        return Test(None, None, f"paired t over {rounds} rounds{models}", False)
+    logs, left_out = _round_logs(pairs, rounds)
+    return _one_sample_t(logs, level, _paired_what(rounds, left_out, models))
 
 
-def _round_logs(pairs: Sequence[tuple[Timed, Timed]], rounds: int) -> Any:
+def _paired_what(rounds: int, left_out: int, models: str, look: str = "") -> str:
+    """A paired test's method, in words: its rounds, those left out, its look."""
+    over = f"{rounds - left_out} of {rounds} rounds" if left_out else f"{rounds} rounds"
+    out = f"paired t over {over}{models}"
+    if left_out:
+        out += f" ({left_out} left out: a process on a busy host or at another speed)"
+    return out + (f", {look}" if look else "")
+
+
+def _round_logs(pairs: Sequence[tuple[Timed, Timed]], rounds: int) -> tuple[Any, int]:
     """Each of the first `rounds` rounds' mean over the pairs of log(num's process
-    median / den's), as a numpy array."""
+    median / den's), as a numpy array, over the rounds each pair counts
+    (results/load.paired_rounds: a round whose two processes did not both run on a
+    quiet host at one speed is no pair); and how many rounds no pair counted."""
     import numpy as np
 
-    logs = [
-        np.log(np.asarray(n.process_medians[:rounds]))
-        - np.log(np.asarray(d.process_medians[:rounds]))
-        for n, d in pairs
+    logs = np.full((len(pairs), rounds), np.nan)
+    for i, (n, d) in enumerate(pairs):
+        facts = _round_facts(n, d, rounds)
+        counted = np.asarray(paired_rounds(facts) if facts else [True] * rounds, dtype=bool)
+        ratio = np.log(np.asarray(n.process_medians[:rounds])) - np.log(
+            np.asarray(d.process_medians[:rounds])
+        )
+        logs[i, counted] = ratio[counted]
+    kept = ~np.isnan(logs).all(axis=0)
+    return np.nanmean(logs[:, kept], axis=0), int(rounds - kept.sum())
+
+
+def _round_facts(num: Timed, den: Timed, rounds: int) -> list[tuple[bool, float]] | None:
+    """Each of the first `rounds` rounds' (both processes quiet, num's reference step /
+    den's); None where a side's processes lack them (rows from before they were kept)."""
+    sides = (num, den)
+    if any(len(t.process_quiet) < rounds or len(t.process_references) < rounds for t in sides):
+        return None
+    return [
+        (
+            num.process_quiet[i] and den.process_quiet[i],
+            num.process_references[i] / den.process_references[i],
+        )
+        for i in range(rounds)
     ]
-    return np.mean(logs, axis=0)
 
 
 def _one_sample_t(logs: Any, level: float, what: str) -> Test:
     """Student's t on log ratios (a numpy array) against 0, and their geometric mean's
-    interval."""
+    interval; none under 2 of them."""
     import numpy as np
     from scipy.stats import ttest_1samp
 
+    if len(logs) < 2:
+        return Test(None, None, what, False)
     if np.ptp(logs) == 0:  # the same ratio every round: t is undefined
         ratio = float(np.exp(logs[0]))
         return Test(1.0 if ratio == 1 else 0.0, Interval(ratio, ratio, level, what), what, True)
@@ -337,10 +387,10 @@ def sequential_test(pairs: Sequence[tuple[Timed, Timed]], rounds: int, budget: i
         )
     share, marks = look_alpha(at, budget), looks(budget)
     look = f"look {marks.index(at) + 1} of {len(marks)} at alpha={share:.2g}"
-    what = f"paired t over {at} rounds{models}, {look}"
-    test = _one_sample_t(_round_logs(pairs, at), 1 - share, what)
+    logs, left_out = _round_logs(pairs, at)
+    test = _one_sample_t(logs, 1 - share, _paired_what(at, left_out, models, look))
     scaled = None if test.p_value is None else min(1.0, test.p_value * ALPHA / share)
-    return Test(scaled, test.ratio_ci, what, True)
+    return Test(scaled, test.ratio_ci, test.method, test.can_reach)
 
 
 def _samples(num: Timed, den: Timed) -> tuple[tuple[float, ...], tuple[float, ...]]:

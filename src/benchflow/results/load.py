@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +46,17 @@ def speed_spread(references_s: list[float]) -> float | None:
         return None
     spread = max(references_s) / min(references_s) - 1
     return spread if spread > SPEED_LIMIT else None
+
+
+def paired_rounds(rounds: Sequence[tuple[bool, float]]) -> list[bool]:
+    """Which rounds of a paired comparison count (results/intervals.py), from each
+    round's (both processes timed on a quiet host, the candidate's reference step / the
+    baseline's): those where both were quiet and the host ran at one speed for both,
+    the reference ratio within SPEED_LIMIT of its median over the rounds (the median,
+    not 1: two toolchains may run the reference step itself at different speeds; what
+    breaks a pair is the host changing speed between its two processes)."""
+    typical = statistics.median(ratio for _, ratio in rounds) if rounds else 1.0
+    return [quiet and abs(ratio / typical - 1) <= SPEED_LIMIT for quiet, ratio in rounds]
 
 
 def speed_change(base_s: float | None, cand_s: float | None) -> float | None:

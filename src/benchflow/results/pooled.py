@@ -24,7 +24,6 @@ from benchflow.results.child import (
     ChildTimings,
     Timing,
     Unsteady,
-    process_medians,
 )
 from benchflow.results.intervals import Timed, time_interval
 from benchflow.results.load import host_load
@@ -41,6 +40,7 @@ def process_summary(result: ChildResult) -> dict[str, Any]:
         "stop": result.timing.stop if result.timing else None,
         "first_iter_time_s": result.metrics.get("first_iter_time_s"),
         "host_reference_s": result.metrics.get("host_reference_s"),
+        "quiet": (result.timing.host or {}).get("quiet") if result.timing else None,
     }
 
 
@@ -78,7 +78,7 @@ def pool(results: Sequence[ChildResult], cores: int) -> ChildResult:
     per_iter = series.get("per_iter_time_s") or []
     median = statistics.median(per_iter) if per_iter else 0.0
     processes = [process_summary(r) for r in results]
-    timed = Timed(tuple(per_iter), process_medians(processes))
+    timed = Timed.of(per_iter, processes)
     interval = time_interval(timed)
     summary = {k: summarize(v) for k, v in series.items() if v}
     if "per_iter_time_s" in summary:  # the time's interval is the processes' (intervals.py)

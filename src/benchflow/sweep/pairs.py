@@ -28,7 +28,6 @@ from benchflow.config.errors import ConfigError
 from benchflow.core.job import Job, Launch, Plan
 from benchflow.core.layout import SweepDir
 from benchflow.core.status import Status
-from benchflow.results.child import process_medians
 from benchflow.results.intervals import Timed, looks
 from benchflow.results.pooled import process_summary
 from benchflow.sweep import rounds
@@ -128,8 +127,8 @@ def _timed(state: rounds.JobRounds, upto: int) -> Timed | None:
         assert outcome.result is not None
         summaries.append(process_summary(outcome.result))
         repeats.extend(per_iter)
-    medians = process_medians(summaries)
-    return Timed(tuple(repeats), medians) if len(medians) == upto else None
+    timed = Timed.of(repeats, summaries)
+    return timed if len(timed.process_medians) == upto else None
 
 
 def decided(
