@@ -17,7 +17,8 @@ half the time by construction; to ask whether a way can tell 5%, judge at 2%.
 A change is detected when the report exits 1 (a row or a configuration called a
 regression past the threshold); at size 0 (A/A) an exit 1 is a false alarm. Prints a
 markdown table (detections per trial, rows called regressions, the wall of a trial)
-and, with --out, appends it to that file as a dated section.
+and, with --out, appends it to that file as a dated section; --keep DIR keeps each
+trial's sweeps there, to look into a verdict afterwards.
 
     .venv/bin/python benchmarks/detect.py --sizes 0,0.05 --trials 2 --threshold 0.02 \
         --out benchmarks/RESULTS.md
@@ -26,6 +27,7 @@ and, with --out, appends it to that file as a dated section.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import datetime
 import json
@@ -138,6 +140,14 @@ def fixed(size: float, work: Path, budget: int, threshold: float) -> Trial:
     return _one_sweep(size, work, [f"processes={budget}"], threshold)
 
 
+def _work(keep: Path | None, name: str) -> contextlib.AbstractContextManager[str]:
+    """A trial's folder: under --keep, kept; else a temporary one."""
+    if keep is None:
+        return tempfile.TemporaryDirectory(prefix="detect-")
+    (keep / name).mkdir(parents=True, exist_ok=True)
+    return contextlib.nullcontext(str(keep / name))
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sizes", default="0,0.02,0.05,0.1,0.2", help="planted slowdowns")
@@ -153,6 +163,7 @@ def main() -> int:
         "--extra", default="", help="settings every sweep takes, space-separated (max_repeat=48)"
     )
     p.add_argument("--out", type=Path, help="append the section to this file")
+    p.add_argument("--keep", type=Path, help="keep each trial's sweeps in this folder")
     args = p.parse_args()
     EXTRA.extend(args.extra.split())
     sizes = [float(s) for s in args.sizes.split(",")]
@@ -170,7 +181,8 @@ def main() -> int:
     for trial in range(args.trials):
         for size in sizes:
             for way, run in zip(ways[size], runs, strict=True):
-                with tempfile.TemporaryDirectory(prefix="detect-") as tmp:
+                name = f"trial{trial + 1}-{size:g}-{chosen[ways[size].index(way)]}"
+                with _work(args.keep, name) as tmp:
                     t0 = time.monotonic()
                     got = run(size, Path(tmp), args.budget, args.threshold)
                     way.walls.append(time.monotonic() - t0)
