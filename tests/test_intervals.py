@@ -199,9 +199,10 @@ def _side(medians: list[float], references: list[float], quiet: list[bool]) -> T
 
 def test_a_round_on_a_busy_host_or_at_another_speed_is_no_pair() -> None:
     """Eight rounds of a 5% slowdown, 0.5% apart, as this VM's paired sweeps record them,
-    but in one round B's process ran on a busy host (3x slower) and in another the host
-    ran 20% slower for A's process alone (its reference step too): the two rounds are
-    left out and the rest call it; with the same medians and no record of the host,
+    but in one round B's process ran on a busy host (3x slower) and A's on a quiet one,
+    and in another the host ran 20% slower for A's process alone (its reference step
+    too): the two rounds are left out and the rest call it (a round whose two processes
+    both ran busy counts: what they share drops out of their ratio); with the same medians and no record of the host,
     the t over all eight cannot. A reference step that runs faster on one side every
     round (another torch build) is no change of speed: nothing is left out."""
     rng = np.random.default_rng(3)
@@ -220,6 +221,12 @@ def test_a_round_on_a_busy_host_or_at_another_speed_is_no_pair() -> None:
     assert seen.p_value is not None and seen.p_value < 0.001
     assert seen.ratio_ci and seen.ratio_ci.contains(1.05)
     assert "6 of 8 rounds (2 left out" in seen.method
+    # a load both processes of a round share is no reason to leave the round out
+    both_busy = [True, False, *quiet[2:]]
+    shared = paired_ratio_test(
+        _side(cand, ref_b, [True, False, False, *quiet[3:]]), _side(base, ref_b, both_busy)
+    )
+    assert "7 of 8 rounds (1 left out" in shared.method  # round 2 (B busy, A not); not 1
     faster_torch = paired_ratio_test(_side(cand, [0.7] * 8, quiet), _side(base, ref_b, quiet))
     assert "of 8" not in faster_torch.method  # every round counts (and so fails to call it)
     assert faster_torch.p_value is not None and faster_torch.p_value > ALPHA

@@ -283,15 +283,16 @@ def _paired_what(rounds: int, left_out: int, models: str, look: str = "") -> str
     over = f"{rounds - left_out} of {rounds} rounds" if left_out else f"{rounds} rounds"
     out = f"paired t over {over}{models}"
     if left_out:
-        out += f" ({left_out} left out: a process on a busy host or at another speed)"
+        out += f" ({left_out} left out: the host busy or slower for one process of the two)"
     return out + (f", {look}" if look else "")
 
 
 def _round_logs(pairs: Sequence[tuple[Timed, Timed]], rounds: int) -> tuple[Any, int]:
     """Each of the first `rounds` rounds' mean over the pairs of log(num's process
     median / den's), as a numpy array, over the rounds each pair counts
-    (results/load.paired_rounds: a round whose two processes did not both run on a
-    quiet host at one speed is no pair); and how many rounds no pair counted."""
+    (results/load.paired_rounds: a round whose two processes found the host busy for
+    one and quiet for the other, or at two speeds, is no pair); and how many rounds no
+    pair counted."""
     import numpy as np
 
     logs = np.full((len(pairs), rounds), np.nan)
@@ -307,14 +308,15 @@ def _round_logs(pairs: Sequence[tuple[Timed, Timed]], rounds: int) -> tuple[Any,
 
 
 def _round_facts(num: Timed, den: Timed, rounds: int) -> list[tuple[bool, float]] | None:
-    """Each of the first `rounds` rounds' (both processes quiet, num's reference step /
-    den's); None where a side's processes lack them (rows from before they were kept)."""
+    """Each of the first `rounds` rounds' (both processes found the host alike: both
+    quiet or both busy, num's reference step / den's); None where a side's processes
+    lack them (rows from before they were kept)."""
     sides = (num, den)
     if any(len(t.process_quiet) < rounds or len(t.process_references) < rounds for t in sides):
         return None
     return [
         (
-            num.process_quiet[i] and den.process_quiet[i],
+            num.process_quiet[i] == den.process_quiet[i],
             num.process_references[i] / den.process_references[i],
         )
         for i in range(rounds)

@@ -50,13 +50,14 @@ def speed_spread(references_s: list[float]) -> float | None:
 
 def paired_rounds(rounds: Sequence[tuple[bool, float]]) -> list[bool]:
     """Which rounds of a paired comparison count (results/intervals.py), from each
-    round's (both processes timed on a quiet host, the candidate's reference step / the
-    baseline's): those where both were quiet and the host ran at one speed for both,
-    the reference ratio within SPEED_LIMIT of its median over the rounds (the median,
-    not 1: two toolchains may run the reference step itself at different speeds; what
-    breaks a pair is the host changing speed between its two processes)."""
+    round's (its two processes found the host alike: both quiet or both busy, the
+    candidate's reference step / the baseline's): those where they did and the host ran
+    at one speed for both, the reference ratio within SPEED_LIMIT of its median over the
+    rounds. What breaks a pair is the host treating its two processes differently: a
+    load both share drops out of their ratio, as the host's drift does; and the median,
+    not 1, since two toolchains may run the reference step itself at different speeds."""
     typical = statistics.median(ratio for _, ratio in rounds) if rounds else 1.0
-    return [quiet and abs(ratio / typical - 1) <= SPEED_LIMIT for quiet, ratio in rounds]
+    return [alike and abs(ratio / typical - 1) <= SPEED_LIMIT for alike, ratio in rounds]
 
 
 def speed_change(base_s: float | None, cand_s: float | None) -> float | None:
