@@ -202,9 +202,10 @@ def test_a_round_on_a_busy_host_or_at_another_speed_is_no_pair() -> None:
     but in one round B's process ran on a busy host (3x slower) and A's on a quiet one,
     and in another the host ran 20% slower for A's process alone (its reference step
     too): the two rounds are left out and the rest call it (a round whose two processes
-    both ran busy counts: what they share drops out of their ratio); with the same medians and no record of the host,
-    the t over all eight cannot. A reference step that runs faster on one side every
-    round (another torch build) is no change of speed: nothing is left out."""
+    both ran busy counts: what they share drops out of their ratio); with the same
+    medians and no record of the host, the t over all eight cannot. A reference step
+    that runs faster on one side every round (another torch build) is no change of
+    speed: nothing is left out."""
     rng = np.random.default_rng(3)
     base = list(rng.lognormal(0, 0.005, 8))
     cand = [m * 1.05 for m in rng.lognormal(0, 0.005, 8)]
