@@ -205,7 +205,8 @@ def test_a_round_on_a_busy_host_or_at_another_speed_is_no_pair() -> None:
     both ran busy counts: what they share drops out of their ratio); with the same
     medians and no record of the host, the t over all eight cannot. A reference step
     that runs faster on one side every round (another torch build) is no change of
-    speed: nothing is left out."""
+    speed: nothing is left out. More than a quarter of the rounds disturbed is a host
+    busy throughout, and every round counts."""
     rng = np.random.default_rng(3)
     base = list(rng.lognormal(0, 0.005, 8))
     cand = [m * 1.05 for m in rng.lognormal(0, 0.005, 8)]
@@ -228,6 +229,11 @@ def test_a_round_on_a_busy_host_or_at_another_speed_is_no_pair() -> None:
         _side(cand, ref_b, [True, False, False, *quiet[3:]]), _side(base, ref_b, both_busy)
     )
     assert "7 of 8 rounds (1 left out" in shared.method  # round 2 (B busy, A not); not 1
+    # a host that treated 3 of the 8 unevenly was busy throughout: every round counts
+    uneven = paired_ratio_test(
+        _side(cand, ref_b, [True, False, False, *quiet[3:]]), _side(base, ref_a, quiet)
+    )
+    assert "of 8" not in uneven.method and "left out" not in uneven.method
     faster_torch = paired_ratio_test(_side(cand, [0.7] * 8, quiet), _side(base, ref_b, quiet))
     assert "of 8" not in faster_torch.method  # every round counts (and so fails to call it)
     assert faster_torch.p_value is not None and faster_torch.p_value > ALPHA

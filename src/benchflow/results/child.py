@@ -119,7 +119,7 @@ def process_facts(processes: list[dict[str, Any]] | None) -> tuple[tuple[float, 
     facts = [(p.get("host_reference_s"), p.get("quiet")) for p in processes or ()]
     if not all(ref and quiet is not None for ref, quiet in facts):
         return ()
-    return tuple((float(ref), bool(quiet)) for ref, quiet in facts if ref)
+    return tuple((float(ref), bool(quiet)) for ref, quiet in facts)
 
 
 @dataclass(frozen=True)

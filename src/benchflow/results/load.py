@@ -37,6 +37,8 @@ QUIET_SHARE = 0.10  # the most repeats that may be contended on a quiet host
 # step ran at two speeds about 20-25% apart for a minute at a time, and within one
 # speed its processes' references were within a few percent (docs/timing.md).
 SPEED_LIMIT = 0.10
+# The most of a paired comparison's rounds that may be left out as disturbed (paired_rounds)
+DISTURBED_SHARE = 0.25
 
 
 def speed_spread(references_s: list[float]) -> float | None:
@@ -55,9 +57,15 @@ def paired_rounds(rounds: Sequence[tuple[bool, float]]) -> list[bool]:
     at one speed for both, the reference ratio within SPEED_LIMIT of its median over the
     rounds. What breaks a pair is the host treating its two processes differently: a
     load both share drops out of their ratio, as the host's drift does; and the median,
-    not 1, since two toolchains may run the reference step itself at different speeds."""
+    not 1, since two toolchains may run the reference step itself at different speeds.
+    Rounds are left out only as exceptions, at most a quarter of them (DISTURBED_SHARE):
+    a host that treated more of them unevenly was busy throughout, every round counts,
+    and the report calls it busy."""
     typical = statistics.median(ratio for _, ratio in rounds) if rounds else 1.0
-    return [alike and abs(ratio / typical - 1) <= SPEED_LIMIT for alike, ratio in rounds]
+    counted = [alike and abs(ratio / typical - 1) <= SPEED_LIMIT for alike, ratio in rounds]
+    if counted.count(False) > int(len(rounds) * DISTURBED_SHARE):
+        return [True] * len(rounds)
+    return counted
 
 
 def speed_change(base_s: float | None, cand_s: float | None) -> float | None:
