@@ -117,9 +117,8 @@ def process_facts(processes: list[dict[str, Any]] | None) -> tuple[tuple[float, 
     `Timing.processes`; () unless every process has both (rows from before they were
     kept, a child without the probe)."""
     facts = [(p.get("host_reference_s"), p.get("quiet")) for p in processes or ()]
-    if not all(ref and quiet is not None for ref, quiet in facts):
-        return ()
-    return tuple((float(ref), bool(quiet)) for ref, quiet in facts)
+    kept = tuple((float(ref), bool(quiet)) for ref, quiet in facts if ref and quiet is not None)
+    return kept if len(kept) == len(facts) else ()
 
 
 @dataclass(frozen=True)
