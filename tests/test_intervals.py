@@ -6,6 +6,7 @@ Benjamini-Hochberg example, and coverage on simulated and recorded samples."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import statistics
@@ -217,12 +218,22 @@ def test_a_round_on_a_busy_host_or_at_another_speed_is_no_pair() -> None:
     ref_a[5] = 1.2
     blind = paired_ratio_test(Timed((), tuple(cand)), Timed((), tuple(base)))
     assert blind.p_value is not None and blind.p_value > ALPHA
-    seen = paired_ratio_test(
-        _side(cand, ref_b, [*quiet[:2], False, *quiet[3:]]), _side(base, ref_a, quiet)
-    )
+    seen_sides = _side(cand, ref_b, [*quiet[:2], False, *quiet[3:]]), _side(base, ref_a, quiet)
+    seen = paired_ratio_test(*seen_sides)
     assert seen.p_value is not None and seen.p_value < 0.001
     assert seen.ratio_ci and seen.ratio_ci.contains(1.05)
     assert "6 of 8 rounds (2 left out" in seen.method
+    # the change it is on: the geometric mean of the counted rounds' ratios, the
+    # interval's center (the pooled medians would carry the 3x round in with them)
+    pairs = enumerate(zip(cand, base, strict=True))
+    counted = [math.log(c / b) for i, (c, b) in pairs if i not in (2, 5)]
+    assert seen.estimate == pytest.approx(math.exp(statistics.fmean(counted)))
+    assert seen.estimate == pytest.approx(math.sqrt(seen.ratio_ci.low * seen.ratio_ci.high))
+    # a paired sweep's look judges that change too, not the ratio of the pooled repeats
+    from benchflow.report.compare import REGRESSION, judge_paired
+
+    flat = [Timed((1.0,) * 8, *dataclasses.astuple(t)[1:]) for t in seen_sides]
+    assert judge_paired(*flat, 0.02, 8) == REGRESSION
     # a load both processes of a round share is no reason to leave the round out
     both_busy = [True, False, *quiet[2:]]
     shared = paired_ratio_test(

@@ -96,7 +96,12 @@ class Change:
 
     @property
     def ratio(self) -> float | None:
-        """candidate time / baseline time: > 1 is slower."""
+        """candidate time / baseline time: > 1 is slower. Paired by round, the change its
+        test is on (the geometric mean of the ratios of the rounds it counted: its
+        interval's center), so that the change judged against the threshold is the one
+        tested."""
+        if self.paired and self.tested and self.tested.estimate is not None:
+            return self.tested.estimate
         if self.base and self.cand and self.base.time_s and self.cand.time_s:
             return self.cand.time_s / self.base.time_s
         return None
@@ -257,12 +262,12 @@ def compare(
 def judge_paired(cand: Timed, base: Timed, threshold: float, budget: int, family: int = 1) -> str:
     """One pair's verdict at a look of a paired sweep (sweep/pairs.py), by the rule and
     test `report --pair` judges its row by: the look's sequential test on the rounds so
-    far, the ratio of the pooled medians. `family`: the pairs the report will adjust
+    far, and the change it is on. `family`: the pairs the report will adjust
     together; the p-value is taken times their number (Bonferroni), which is never less
     than the report's Benjamini-Hochberg value for it, so that a pair decided here as a
     regression or an improvement is one in the report too."""
     test = paired_ratio_test(cand, base, budget=budget)
-    ratio = statistics.median(cand.repeats) / statistics.median(base.repeats)
+    ratio = test.estimate or statistics.median(cand.repeats) / statistics.median(base.repeats)
     q = None if test.p_value is None else min(1.0, test.p_value * family)
     return _judge(ratio, test, q, threshold)[0]
 

@@ -172,6 +172,9 @@ class Test:
     ratio_ci: Interval | None  # the interval of num's time / den's time
     method: str  # what was tested, in words
     can_reach: bool  # False: these sample sizes can never give p < ALPHA
+    # the change the test is on, where it is not the ratio of the two times (a paired
+    # test's: the geometric mean of the rounds' ratios it counted)
+    estimate: float | None = None
 
 
 def compare_times(num: Timed, den: Timed, level: float = LEVEL) -> Test:
@@ -331,13 +334,14 @@ def _one_sample_t(logs: Any, level: float, what: str) -> Test:
 
     if len(logs) < 2:
         return Test(None, None, what, False)
+    estimate = float(np.exp(np.mean(logs)))
     if np.ptp(logs) == 0:  # the same ratio every round: t is undefined
-        ratio = float(np.exp(logs[0]))
-        return Test(1.0 if ratio == 1 else 0.0, Interval(ratio, ratio, level, what), what, True)
+        interval = Interval(estimate, estimate, level, what)
+        return Test(1.0 if estimate == 1 else 0.0, interval, what, True, estimate)
     res = ttest_1samp(logs, 0.0)
     ci = res.confidence_interval(level)
     interval = Interval(float(np.exp(ci.low)), float(np.exp(ci.high)), level, what)
-    return Test(float(res.pvalue), interval, what, True)
+    return Test(float(res.pvalue), interval, what, True, estimate)
 
 
 def looks(budget: int) -> tuple[int, ...]:
@@ -392,7 +396,7 @@ def sequential_test(pairs: Sequence[tuple[Timed, Timed]], rounds: int, budget: i
     logs, left_out = _round_logs(pairs, at)
     test = _one_sample_t(logs, 1 - share, _paired_what(at, left_out, models, look))
     scaled = None if test.p_value is None else min(1.0, test.p_value * ALPHA / share)
-    return Test(scaled, test.ratio_ci, test.method, test.can_reach)
+    return Test(scaled, test.ratio_ci, test.method, test.can_reach, test.estimate)
 
 
 def _samples(num: Timed, den: Timed) -> tuple[tuple[float, ...], tuple[float, ...]]:
