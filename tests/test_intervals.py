@@ -207,7 +207,7 @@ def test_a_round_on_a_busy_host_or_at_another_speed_is_no_pair() -> None:
     medians and no record of the host, the t over all eight cannot. A reference step
     that runs faster on one side every round (another torch build) is no change of
     speed: nothing is left out. More than a quarter of the rounds disturbed is a host
-    busy throughout, and every round counts."""
+    unsettled throughout, and every round counts."""
     rng = np.random.default_rng(3)
     base = list(rng.lognormal(0, 0.005, 8))
     cand = [m * 1.05 for m in rng.lognormal(0, 0.005, 8)]
@@ -240,7 +240,7 @@ def test_a_round_on_a_busy_host_or_at_another_speed_is_no_pair() -> None:
         _side(cand, ref_b, [True, False, False, *quiet[3:]]), _side(base, ref_b, both_busy)
     )
     assert "7 of 8 rounds (1 left out" in shared.method  # round 2 (B busy, A not); not 1
-    # a host that treated 3 of the 8 unevenly was busy throughout: every round counts
+    # a host that treated 3 of the 8 unevenly was unsettled throughout: every round counts
     uneven = paired_ratio_test(
         _side(cand, ref_b, [True, False, False, *quiet[3:]]), _side(base, ref_a, quiet)
     )

@@ -59,8 +59,8 @@ def paired_rounds(rounds: Sequence[tuple[bool, float]]) -> list[bool]:
     load both share drops out of their ratio, as the host's drift does; and the median,
     not 1, since two toolchains may run the reference step itself at different speeds.
     Rounds are left out only as exceptions, at most a quarter of them (DISTURBED_SHARE):
-    a host that treated more of them unevenly was busy throughout, every round counts,
-    and the report calls it busy."""
+    a host that treated more of them unevenly was unsettled throughout, and every round
+    counts (the row's notes say where the host was busy or changed speed)."""
     typical = statistics.median(ratio for _, ratio in rounds) if rounds else 1.0
     counted = [alike and abs(ratio / typical - 1) <= SPEED_LIMIT for alike, ratio in rounds]
     if counted.count(False) > int(len(rounds) * DISTURBED_SHARE):
