@@ -180,8 +180,8 @@ def main() -> int:
     started = datetime.datetime.now()
     for trial in range(args.trials):
         for size in sizes:
-            for way, run in zip(ways[size], runs, strict=True):
-                name = f"trial{trial + 1}-{size:g}-{chosen[ways[size].index(way)]}"
+            for way, run, key in zip(ways[size], runs, chosen, strict=True):
+                name = f"trial{trial + 1}-{size:g}-{key}"
                 with _work(args.keep, name) as tmp:
                     t0 = time.monotonic()
                     got = run(size, Path(tmp), args.budget, args.threshold)
