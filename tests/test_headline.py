@@ -81,11 +81,11 @@ def test_report_has_every_backend_with_speedups_and_the_invalid_pairs_apart(
     for backend in BACKENDS:
         assert backend in lines, summary
         assert "2/2 (100%)" in lines[backend]
-        # every model in the geomean, with the geomean's interval, none left out
+        # every model in the geomean, with the geomean's interval, none left out (over two
+        # models, t with one degree of freedom: on a busy host its bound may pass 10x)
         cells = [c.strip() for c in lines[backend].split("|")[1:-1]]
-        assert re.fullmatch(r"\d\.\d\dx \(\d\.\d\d-\d\.\d\d\) over 2 of 2", cells[2]) or (
-            backend == "inductor"
-        ), lines[backend]
+        geomean = r"\d+\.\d\dx \(\d+\.\d\d-\d+\.\d\d\) over 2 of 2"
+        assert re.fullmatch(geomean, cells[2]) or (backend == "inductor"), lines[backend]
         assert cells[3] == "none", lines[backend]
     assert "| inductor | 2/2 (100%) | 1.00x over 2 of 2 | none |" in summary  # the baseline
     # eager compiles nothing: its compile time is "–", not a number
