@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import itertools
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -41,11 +43,25 @@ CONFIGS = {
 }
 
 
-def sweep(args: list[str], cwd: Path) -> None:
-    """A benchflow sweep in `cwd` (a job that fails is a row that says why)."""
+def sweep(args: list[str], cwd: Path, until: float) -> bool:
+    """A benchflow sweep in `cwd` (a job that fails is a row that says why), stopped
+    with its whole process group at `until` (time.monotonic()); False if stopped. The
+    rows of the jobs that ended by then are kept: each job writes its own."""
     cmd = [sys.executable, "-m", "benchflow", "-m", *args]
     print("$", " ".join(cmd[1:]), flush=True)
-    subprocess.run(cmd, cwd=cwd, check=False)
+    proc = subprocess.Popen(cmd, cwd=cwd, start_new_session=True)
+    try:
+        proc.wait(timeout=max(until - time.monotonic(), 1.0))
+        return True
+    except subprocess.TimeoutExpired:
+        print(f"deadline: stopping the sweep (pid {proc.pid})", flush=True)
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        return False
 
 
 def matrix(
@@ -55,29 +71,39 @@ def matrix(
     extra: list[str],
     accelerator: str,
     configs: list[str],
+    workdir: Path | None = None,
+    deadline_s: float = 1e9,
 ) -> list[str]:
     from benchflow.results.headline import headline_of
     from benchflow.results.row import ResultRow
 
-    cwd = Path(tempfile.mkdtemp(prefix="benchflow-gpu-"))
+    if workdir:
+        workdir.mkdir(parents=True, exist_ok=True)
+    cwd = Path(tempfile.mkdtemp(prefix="benchflow-gpu-", dir=workdir))
     common = [
-        f"model={','.join(models)}",
         "model.size=small",
         f"accelerator={accelerator}",
-        f"test={','.join(tests)}",
         f"dtype={','.join(dtypes)}",
         "mlflow.enabled=false",
         *extra,
     ]
     started = time.perf_counter()
-    for name in configs:
-        sweep([*common, *CONFIGS[name]], cwd)
+    until = time.monotonic() + deadline_s
+    stopped = []
+    # one sweep a model and test, so that a deadline loses at most the one it stops (a
+    # sweep's rows come at its last round)
+    for name, test, model in itertools.product(configs, tests, models):
+        args = [f"model={model}", f"test={test}", *common, *CONFIGS[name]]
+        if time.monotonic() >= until or not sweep(args, cwd, until):
+            stopped.append(f"{model} {test} {name}")
     wall = time.perf_counter() - started
     rows = _rows(cwd)
     lines = [
-        f"Sweeps: `benchflow -m {' '.join(common)}` with each of "
+        f"Sweeps: `benchflow -m model=M test=T {' '.join(common)}`, for M in "
+        f"{', '.join(models)} and T in {', '.join(tests)}, with each of "
         + ", ".join(f"`{' '.join(CONFIGS[c])}`" for c in configs)
-        + f"; {len(rows)} rows in {wall:.0f} s",
+        + f"; {len(rows)} rows in {wall:.0f} s"
+        + (f" (stopped at the deadline: {', '.join(stopped)})" if stopped else ""),
         "",
         "| model | test | dtype | configuration | status | ms/iter (95% CI) | compile s "
         "| peak MiB (GPU: the allocator's) | SM MHz | throttled repeats |",
@@ -124,13 +150,16 @@ def fidelity(models: list[str], accelerator: str) -> list[str]:
         "benchflow vs Timer | benchflow vs events |",
         "|---|---|---|---|---|---|---|",
     ]
-    for m in timer_fidelity.medians(models, native_device(accelerator), timer_min_run_s=1.0):
-        a, b, c = m.benchflow_s, m.timer_s, m.events_s
-        lines.append(
-            f"| {m.model} (small, eval) | {m.backend} | {a * 1e3:.3f} | {b * 1e3:.3f} "
-            f"| {'' if c is None else f'{c * 1e3:.3f}'} | {(a - b) / b * 100:+.1f}% "
-            f"| {'' if c is None else f'{(a - c) / c * 100:+.1f}%'} |"
-        )
+    device = native_device(accelerator)
+    for model in models:  # each model's lines printed as they come: a stop loses one
+        for m in timer_fidelity.medians([model], device, timer_min_run_s=1.0):
+            a, b, c = m.benchflow_s, m.timer_s, m.events_s
+            lines.append(
+                f"| {m.model} (small, eval) | {m.backend} | {a * 1e3:.3f} | {b * 1e3:.3f} "
+                f"| {'' if c is None else f'{c * 1e3:.3f}'} | {(a - b) / b * 100:+.1f}% "
+                f"| {'' if c is None else f'{(a - c) / c * 100:+.1f}%'} |"
+            )
+            print(lines[-1], flush=True)
     return lines
 
 
@@ -142,6 +171,10 @@ def main() -> None:
     ap.add_argument("--tests", default="eval,train")
     ap.add_argument("--configs", default=",".join(CONFIGS), help="(a)'s sweeps, of plain, modes")
     ap.add_argument("--extra", nargs="*", default=[], help="more overrides for (a)'s sweeps")
+    ap.add_argument("--workdir", type=Path, default=None, help="(a)'s sweeps' folder's parent")
+    ap.add_argument(
+        "--deadline-s", type=float, default=1e9, help="(a): stop its sweeps after this long"
+    )
     ap.add_argument("--skip", choices=["matrix", "fidelity"], action="append", default=[])
     ap.add_argument(
         "--accelerator", default="cuda", help="cpu: (a) on the CPU, a dry run of the script"
@@ -163,6 +196,8 @@ def main() -> None:
                 args.extra,
                 args.accelerator,
                 args.configs.split(","),
+                args.workdir,
+                args.deadline_s,
             ),
             "",
         ]

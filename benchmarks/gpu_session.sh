@@ -1,43 +1,63 @@
 #!/usr/bin/env bash
-# One call on a GPU machine (docs/gpu.md): the gpu test lane, the fidelity table and
-# the first part of the matrix, most important first, each step with a time limit of
-# its own, so that one slow step leaves the others' results. Run from the checkout,
-# with the wheels `make gpu-wheels` made in .whl/; every log goes to $OUT (5 files).
+# One call on a GPU machine (docs/gpu.md): the gpu test lane (its sweeps' rows and the
+# profile's op table kept), the fidelity table and the matrix, most important first,
+# each step with a time limit of its own and the whole within TOTAL_S, so that one slow
+# step leaves the others' results. Run from the checkout, with the wheels
+# `make gpu-wheels` made in .whl/; every log goes to $OUT (at most 8 files).
 #
-#   bash benchmarks/gpu_session.sh            # LANE_S=240 FIDELITY_S=150 MATRIX_S=150
+#   bash benchmarks/gpu_session.sh            # TOTAL_S=560 LANE_S=230 FIDELITY_S=110
 #
-# The rest of the matrix (train, AMP, the two Inductor modes) in later calls:
-#   bash benchmarks/gpu_session.sh matrix --configs modes --tests eval --dtypes bfloat16
-#   bash benchmarks/gpu_session.sh matrix --tests train --dtypes bfloat16,amp
+# The rest of the matrix (AMP, the two Inductor modes in training) in later calls:
+#   bash benchmarks/gpu_session.sh matrix --configs modes --tests train --dtypes bfloat16
+#   bash benchmarks/gpu_session.sh matrix --tests eval,train --dtypes amp
 set -u
 OUT=${OUT:-/tmp/benchflow-gpu-out}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 SITE=/tmp/benchflow-site
+WORK=/tmp/benchflow-gpu-work
+TOTAL_S=${TOTAL_S:-560}
+left() { echo $((TOTAL_S - SECONDS)); }
+# `within N cmd...`: cmd stopped after N s; not started with under 20 s (timeout 0 is none)
+within() { if [ "$1" -ge 20 ]; then timeout "$@"; else echo "no time left for: ${*:2}"; return 124; fi; }
 
 {
     date
     nvidia-smi
-    python3 -c "import sys, torch; print(sys.version); print(torch.__version__, torch.version.cuda, torch.cuda.get_device_name())"
+    nproc
+    python3 -c "import sys, torch, triton; print(sys.version); print(torch.__version__, torch.version.cuda, torch.cuda.get_device_name(), triton.__version__)"
 } >"$OUT/machine.txt" 2>&1
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target "$SITE" .whl/*.whl >>"$OUT/machine.txt" 2>&1 || { echo "wheels: see machine.txt"; exit 1; }
+[ -n "${NO_WHEELS:-}" ] || python3 -m pip install -q --no-index --no-deps --no-compile \
+    --no-cache-dir --upgrade --target "$SITE" .whl/*.whl >>"$OUT/machine.txt" 2>&1 \
+    || { echo "wheels: see machine.txt"; exit 1; }
 export PYTHONPATH="src:$SITE"
+# a last word whatever stops the script: the sweeps' rows, the lane's rows and profile
+trap 'find "$WORK" -size -4M \( -name results.jsonl -o -name "ops_*.txt" -o -name "*.log" \
+    -o -name "*.md" -o -name "*.yaml" -o -name "*.json" \) | tar czf "$OUT/runs.tar.gz" -T - \
+    2>/dev/null; echo "runs: $(du -h "$OUT/runs.tar.gz" | cut -f1)"' EXIT
+mkdir -p "$WORK"
 
 if [ "${1:-}" = matrix ]; then  # a later call: the matrix alone, with the given options
     shift
-    timeout "${MATRIX_S:-540}" python3 benchmarks/gpu.py --skip fidelity --out "$OUT/gpu.md" "$@" \
-        >"$OUT/matrix.log" 2>&1
+    within "$(left)" python3 benchmarks/gpu.py --skip fidelity --out "$OUT/gpu.md" \
+        --workdir "$WORK" --deadline-s "$(($(left) - 30))" "$@" >"$OUT/matrix.log" 2>&1
     echo "matrix: rc=$?"
     exit 0
 fi
 
-timeout "${LANE_S:-240}" python3 -m pytest -p no:cacheprovider -m gpu tests/test_gpu.py -q -rA \
-    >"$OUT/lane.txt" 2>&1
-echo "lane: rc=$? ($(tail -1 "$OUT/lane.txt"))"
-timeout "${FIDELITY_S:-150}" python3 benchmarks/gpu.py --skip matrix --out "$OUT/gpu.md" \
+within "${LANE_S:-230}" python3 -m pytest -p no:cacheprovider -m gpu tests/test_gpu.py -q -rA \
+    --durations=0 --basetemp="$WORK/lane" >"$OUT/lane.txt" 2>&1
+echo "lane: rc=$? ($(tail -1 "$OUT/lane.txt")) at ${SECONDS} s"
+within "${FIDELITY_S:-110}" python3 benchmarks/gpu.py --skip matrix --out "$OUT/gpu.md" \
     >"$OUT/fidelity.log" 2>&1
-echo "fidelity: rc=$?"
-timeout "${MATRIX_S:-150}" python3 benchmarks/gpu.py --skip fidelity --out "$OUT/gpu.md" \
-    --tests eval --dtypes bfloat16 --configs plain >"$OUT/matrix.log" 2>&1
-echo "matrix (eval, bf16, eager, Inductor, cudagraphs): rc=$?"
+echo "fidelity: rc=$? at ${SECONDS} s"
+# the matrix: eval and train on the three plain configurations, then the two modes
+# (eval), in bf16, as far as the time left goes
+within "$(left)" python3 benchmarks/gpu.py --skip fidelity --out "$OUT/gpu.md" \
+    --workdir "$WORK" --deadline-s "$(( ($(left) - 40) * 2 / 3 ))" \
+    --tests eval,train --dtypes bfloat16 --configs plain >"$OUT/matrix.log" 2>&1
+echo "matrix (eval and train, bf16, eager, Inductor, cudagraphs): rc=$? at ${SECONDS} s"
+within "$(left)" python3 benchmarks/gpu.py --skip fidelity --out "$OUT/gpu.md" \
+    --workdir "$WORK" --deadline-s "$(($(left) - 25))" \
+    --tests eval --dtypes bfloat16 --configs modes >>"$OUT/matrix.log" 2>&1
+echo "matrix (eval, bf16, Inductor's two modes): rc=$? at ${SECONDS} s"
