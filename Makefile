@@ -137,7 +137,7 @@ gpu-wheels: setup ## The wheels a GPU machine lacks, at the lock's versions, int
 test-gpu: ## The gpu lane, on a GPU machine: its python3 and torch, with .whl/ (docs/gpu.md)
 	python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
 	  --target $(GPU_SITE) .whl/*.whl
-	PYTHONPATH=src:$(GPU_SITE) python3 -m pytest -p no:cacheprovider -m gpu tests/test_gpu.py
+	PYTHONPATH=$(CURDIR)/src:$(GPU_SITE) python3 -m pytest -p no:cacheprovider -m gpu tests/test_gpu.py
 
 # With XLA_CHECKOUT= and TORCHBENCH_ROOT= (as for compare-xr) it adds the TorchBench grid
 # against the experiment runner (about 15 minutes more).

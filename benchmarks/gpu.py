@@ -12,7 +12,7 @@
 On the GPU machine, from the checkout, with the wheels `make gpu-wheels` made:
 
     python3 -m pip install -q --no-index --no-deps --target /tmp/benchflow-site .whl/*.whl
-    PYTHONPATH=src:/tmp/benchflow-site python3 benchmarks/gpu.py --out $OUT/gpu.md
+    PYTHONPATH=$PWD/src:/tmp/benchflow-site python3 benchmarks/gpu.py --out $OUT/gpu.md
 
 (docs/gpu.md). It prints the tables and appends them to --out (RESULTS.md's form).
 """
@@ -160,6 +160,13 @@ def fidelity(models: list[str], accelerator: str) -> list[str]:
                 f"| {'' if c is None else f'{(a - c) / c * 100:+.1f}%'} |"
             )
             print(lines[-1], flush=True)
+            print(  # each round's medians, ms: benchflow / Timer / events
+                "  rounds: "
+                + ", ".join(
+                    "/".join("-" if v is None else f"{v * 1e3:.3f}" for v in r) for r in m.rounds
+                ),
+                flush=True,
+            )
     return lines
 
 

@@ -8,8 +8,8 @@
 #   bash benchmarks/gpu_session.sh            # TOTAL_S=560 LANE_S=230 FIDELITY_S=110
 #
 # The rest of the matrix (AMP, the two Inductor modes in training) in later calls:
-#   bash benchmarks/gpu_session.sh matrix --configs modes --tests train --dtypes bfloat16
-#   bash benchmarks/gpu_session.sh matrix --tests eval,train --dtypes amp
+#   bash benchmarks/gpu_session.sh matrix --configs modes --tests train --dtypes bfloat16 --extra repeat=10
+#   bash benchmarks/gpu_session.sh matrix --tests eval,train --dtypes amp --extra repeat=10
 set -u
 OUT=${OUT:-/tmp/benchflow-gpu-out}
 mkdir -p "$OUT"
@@ -30,7 +30,7 @@ within() { if [ "$1" -ge 20 ]; then timeout "$@"; else echo "no time left for: $
 [ -n "${NO_WHEELS:-}" ] || python3 -m pip install -q --no-index --no-deps --no-compile \
     --no-cache-dir --upgrade --target "$SITE" .whl/*.whl >>"$OUT/machine.txt" 2>&1 \
     || { echo "wheels: see machine.txt"; exit 1; }
-export PYTHONPATH="src:$SITE"
+export PYTHONPATH="$PWD/src:$SITE"  # absolute: the sweeps run in folders of their own
 # a last word whatever stops the script: the sweeps' rows, the lane's rows and profile
 trap 'find "$WORK" -size -4M \( -name results.jsonl -o -name "ops_*.txt" -o -name "*.log" \
     -o -name "*.md" -o -name "*.yaml" -o -name "*.json" \) | tar czf "$OUT/runs.tar.gz" -T - \
@@ -52,12 +52,15 @@ within "${FIDELITY_S:-110}" python3 benchmarks/gpu.py --skip matrix --out "$OUT/
     >"$OUT/fidelity.log" 2>&1
 echo "fidelity: rc=$? at ${SECONDS} s"
 # the matrix: eval and train on the three plain configurations, then the two modes
-# (eval), in bf16, as far as the time left goes
+# (eval), in bf16, as far as the time left goes; one process a job (repeat=10: its
+# interval from the repeats' order statistics), since the default's three processes
+# a job (each compiling) did not fit a call: on the H200 one sweep of bert's three
+# configurations had not ended in 192 s (zygotes refused then: docs/gpu.md)
 within "$(left)" python3 benchmarks/gpu.py --skip fidelity --out "$OUT/gpu.md" \
     --workdir "$WORK" --deadline-s "$(( ($(left) - 40) * 2 / 3 ))" \
-    --tests eval,train --dtypes bfloat16 --configs plain >"$OUT/matrix.log" 2>&1
+    --tests eval,train --dtypes bfloat16 --configs plain --extra repeat=10 >"$OUT/matrix.log" 2>&1
 echo "matrix (eval and train, bf16, eager, Inductor, cudagraphs): rc=$? at ${SECONDS} s"
 within "$(left)" python3 benchmarks/gpu.py --skip fidelity --out "$OUT/gpu.md" \
     --workdir "$WORK" --deadline-s "$(($(left) - 25))" \
-    --tests eval --dtypes bfloat16 --configs modes >>"$OUT/matrix.log" 2>&1
+    --tests eval --dtypes bfloat16 --configs modes --extra repeat=10 >>"$OUT/matrix.log" 2>&1
 echo "matrix (eval, bf16, Inductor's two modes): rc=$? at ${SECONDS} s"

@@ -40,6 +40,8 @@ class Medians:
     benchflow_s: float
     timer_s: float
     events_s: float | None  # None: not on a GPU
+    # each round's medians (benchflow, Timer, events): where a difference comes from
+    rounds: tuple[tuple[float, float, float | None], ...] = ()
 
 
 def medians(models: list[str], device: Any, timer_min_run_s: float) -> list[Medians]:
@@ -65,7 +67,9 @@ def medians(models: list[str], device: Any, timer_min_run_s: float) -> list[Medi
         ours: list[float] = []
         timer: list[float] = []
         events: list[float] = []
+        rounds = []
         for _ in range(ROUNDS):
+            at = len(ours), len(timer), len(events)
             m = measure(
                 step,
                 device,
@@ -88,6 +92,13 @@ def medians(models: list[str], device: Any, timer_min_run_s: float) -> list[Medi
                 end.record()
                 end.synchronize()
                 events.append(start.elapsed_time(end) / 1e3 / 10)
+            rounds.append(
+                (
+                    statistics.median(ours[at[0] :]),
+                    statistics.median(timer[at[1] :]),
+                    statistics.median(events[at[2] :]) if on_gpu else None,
+                )
+            )
         out.append(
             Medians(
                 name,
@@ -95,6 +106,7 @@ def medians(models: list[str], device: Any, timer_min_run_s: float) -> list[Medi
                 statistics.median(ours),
                 statistics.median(timer),
                 statistics.median(events) if events else None,
+                tuple(rounds),
             )
         )
         del model, module, step

@@ -5,6 +5,7 @@ The runs on a real GPU are tests/test_gpu.py's (the `gpu` lane)."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import threading
@@ -18,7 +19,8 @@ from tests.test_launchers import another_sweep_holds
 from benchflow.core import cpus, gpus
 from benchflow.harness.gpu_load import Reading, gpu_probe, throttle_names, window
 from benchflow.results.load import host_load
-from benchflow.runner.zygote import nvidia_files
+from benchflow.runner.pool import Pool
+from benchflow.runner.zygote import NVML_CHECK, ZygoteUnfit, nvidia_files
 
 
 def test_the_gpus_a_job_may_get_are_those_cuda_visible_devices_names() -> None:
@@ -183,6 +185,55 @@ def test_a_zygote_with_cuda_initialized_refuses_to_fork() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == "not forking from this zygote (cuda_initialized: True)", out
+
+
+# Planted in a zygote (sitecustomize): torch.cuda.is_available records the variable
+# that routes it through NVML at each call; importing the job's modules starts a thread.
+_PLANTED = """
+import importlib.abc, os, sys, threading, time
+
+class Planted(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch._inductor.runtime.benchmarking":  # torch.cuda is imported by then
+            cuda, ask = sys.modules["torch.cuda"], sys.modules["torch.cuda"].is_available
+            def is_available():
+                with open(os.environ["ASKED"], "a") as f:
+                    f.write(f"{os.environ.get('NVML_CHECK')}\\n")
+                return ask()
+            cuda.is_available = is_available
+        if name == "benchflow.harness.child":
+            threading.Thread(target=time.sleep, args=(300,), daemon=True).start()
+        return None
+
+sys.meta_path.insert(0, Planted())
+""".replace("NVML_CHECK", NVML_CHECK)
+
+
+def test_a_zygote_asks_cuda_through_nvml_and_says_once_why_it_will_not_fork(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A real Inductor zygote. Importing Inductor asks torch.cuda.is_available(), whose
+    default answer initializes the driver on a GPU host (every job was spawned on the
+    H200): each call the preload makes goes through NVML, and the variable is gone once
+    the zygote is ready. A zygote that will not fork (a thread planted after torch's
+    import) says why, so the warning names it (on the H200 it read only "the zygote
+    exited"), and its pool does not start it again for every job (three tries a job
+    there, 6 s each)."""
+    (tmp_path / "sitecustomize.py").write_text(_PLANTED)
+    asked = tmp_path / "asked"
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}:{REPO / 'src'}")
+    monkeypatch.setenv("ASKED", str(asked))
+    pool = Pool()
+    with caplog.at_level("WARNING"):
+        assert pool.start("inductor", []) is None  # its jobs are spawned
+    assert re.search(r"unavailable \(not forking from this zygote \(threads: \d+\)\)", caplog.text)
+    calls = asked.read_text().split()
+    assert calls and set(calls) == {"1"}, calls
+    started = time.monotonic()
+    with pytest.raises(ZygoteUnfit, match="threads"):
+        pool.zygote("inductor")
+    assert time.monotonic() - started < 0.5
+    assert asked.read_text().split() == calls  # no second zygote imported Inductor
 
 
 def test_the_gpu_wheels_are_the_lock_s_versions() -> None:

@@ -36,7 +36,7 @@ import psutil
 
 from benchflow.core.cpus import ENV_CPUS, cpu_slot
 from benchflow.harness.hold import normal_priority, register, release, unregister
-from benchflow.runner.zygote import Zygote, ZygoteError, base_of
+from benchflow.runner.zygote import Zygote, ZygoteError, ZygoteUnfit, base_of
 
 log = logging.getLogger(__name__)
 
@@ -66,10 +66,13 @@ class Pool:
     # --- zygotes ---------------------------------------------------------------------
 
     def zygote(self, name: str = "torch", cores: list[int] | None = None) -> Zygote:
-        """The zygote of `name`, started on first use (and again if it died); `cores`:
-        where its start-up may run (the CPU slot of the job that starts it)."""
+        """The zygote of `name`, started on first use (and again if it died, unless it
+        said it will not fork: ZygoteUnfit, its jobs are spawned); `cores`: where its
+        start-up may run (the CPU slot of the job that starts it)."""
         with self._lock:
             zygote = self._zygotes.get(name)
+            if zygote is not None and zygote.unfit:  # its imports would do it again
+                raise ZygoteUnfit(zygote.unfit)
             if zygote is None or not zygote.alive():
                 zygote = self._zygotes[name] = self._fresh(name, cores)
                 atexit.register(zygote.close)
@@ -110,7 +113,7 @@ class Pool:
                 # has imported torch (zygote.py), then import the rest side by side, each
                 # on one of the slot's cores: on a 2-core slot, the longest one's time.
                 for kind in sorted(kinds, key=lambda k: k != base_of(k)):
-                    with contextlib.suppress(OSError):  # start() below says why
+                    with contextlib.suppress(OSError, ZygoteError):  # start() says why
                         self.zygote(kind, cores)
                 for kind in kinds:
                     self.start(kind, cores)

@@ -131,6 +131,11 @@ class ZygoteError(RuntimeError):
     pass
 
 
+class ZygoteUnfit(ZygoteError):
+    """A zygote said it will not fork (NotReady: what `pristine` found). What its
+    preloads did, they do again: its pool does not start it again (runner/pool.py)."""
+
+
 def named(kind: str, toolchain_key: str | None = None) -> str:
     """The name of the zygote of `kind` in the environment of `toolchain_key`
     (runner/toolchain.key_of; None: this interpreter's)."""
@@ -206,6 +211,13 @@ class NotBuilt:
 
 
 @dataclass(frozen=True)
+class NotReady:
+    """From a zygote: it will not fork (`pristine`'s answer: why); it exits."""
+
+    not_ready: str
+
+
+@dataclass(frozen=True)
 class Exited:
     """From a zygote: its child `pid` ended (negative: killed by that signal, as Popen)."""
 
@@ -227,9 +239,9 @@ class ZygoteForked:
     zygote_pid: int
 
 
-Message = ForkJob | ForkZygote | Ready | NotBuilt | Exited | Forked | ZygoteForked
+Message = ForkJob | ForkZygote | Ready | NotBuilt | NotReady | Exited | Forked | ZygoteForked
 _MESSAGES: tuple[type[Message], ...] = (
-    ForkZygote, ForkJob, Ready, NotBuilt, Exited, Forked, ZygoteForked
+    ForkZygote, ForkJob, Ready, NotBuilt, NotReady, Exited, Forked, ZygoteForked
 )  # fmt: skip
 
 
@@ -274,6 +286,7 @@ class Zygote:
         self.build_s: float | None = None
         self._closed = False
         self._pending = b""  # read from the zygote, not yet a whole message (_read)
+        self.unfit: str | None = None  # why it said it will not fork (NotReady)
         if base is not None:
             self._fork_from(base, cores, build)
             return
@@ -357,6 +370,9 @@ class Zygote:
                 msg = self._read(timeout)
                 if isinstance(msg, NotBuilt):
                     raise ZygoteError(f"the model was not built: {msg.not_built}")
+                if isinstance(msg, NotReady):
+                    self.unfit = msg.not_ready
+                    raise ZygoteUnfit(msg.not_ready)
                 if not isinstance(msg, Ready):
                     raise ZygoteError(f"the zygote did not start: {msg}")
                 self._ready = True
@@ -455,6 +471,49 @@ def _scratch_inductor_cache() -> Iterator[None]:
             os.environ.pop(INDUCTOR_CACHE, None)
         else:
             os.environ[INDUCTOR_CACHE] = before
+
+
+NVML_CHECK = "PYTORCH_NVML_BASED_CUDA_CHECK"  # torch's own fork-safe availability check
+
+
+@contextlib.contextmanager
+def cuda_asked_through_nvml() -> Iterator[None]:
+    """While a zygote preloads and builds: torch.cuda.is_available() answered through
+    NVML (NVML_CHECK=1), then NVML released, the variable as it was.
+
+    Importing Inductor asks it (torch 2.9-2.11: the benchmarker's choice, kept in a
+    module of Inductor's runtime; torch.utils.cpp_extension, for CUDA_HOME), and its
+    default answer initializes the driver (cuInit) where there is a GPU, which leaves
+    the zygote unfit to fork: every job was spawned on an H200. NVML gives the same
+    answer without the driver; where it cannot, torch asks the driver as before and
+    `pristine` refuses. torch caches no device count before CUDA is initialized, so a
+    forked job counts the GPUs its slot gives it."""
+    before = os.environ.get(NVML_CHECK)
+    os.environ[NVML_CHECK] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(NVML_CHECK, None)
+        else:
+            os.environ[NVML_CHECK] = before
+        release_nvml()
+
+
+def release_nvml() -> int:
+    """Undo every NVML initialization in this process (torch's NVML device count
+    initializes it and leaves it so, the NVIDIA device files open, which no job must
+    inherit); how many. Nothing where NVML's library was never loaded."""
+    import ctypes
+
+    try:
+        lib = ctypes.CDLL("libnvidia-ml.so.1", mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+    except OSError:
+        return 0
+    released = 0
+    while released < 1000 and lib.nvmlShutdown() == 0:  # 0: NVML_SUCCESS, one init undone
+        released += 1
+    return released
 
 
 def nvidia_files(fd_dir: str = "/proc/self/fd") -> list[str]:
@@ -592,23 +651,28 @@ def serve(
     allowed = os.sched_getaffinity(0)
     pin_self()  # import on the starting job's cores only
     preload = preloads(kind)
-    threads = _preload_all(preload)
 
     def say(msg: Message) -> None:
         stdout.write(encode(msg))
         stdout.flush()
 
-    build_s = None
-    if build is not None:  # a model's zygote: the build on the first job's cores
-        try:
-            build_s = _build(build)
-        except Exception as exc:  # the jobs build their own and report it as theirs
-            say(NotBuilt(f"{type(exc).__name__}: {exc}"[:2000]))
-            return
+    with cuda_asked_through_nvml():
+        threads = _preload_all(preload)
+        build_s = None
+        if build is not None:  # a model's zygote: the build on the first job's cores
+            try:
+                build_s = _build(build)
+            except Exception as exc:  # the jobs build their own and report it as theirs
+                say(NotBuilt(f"{type(exc).__name__}: {exc}"[:2000]))
+                return
     # Forked children pin themselves to their own job's cores.
     os.sched_setaffinity(0, allowed)
     os.environ.pop(ENV_CPUS, None)
-    state = pristine(threads)  # raises if the preloads (or the build) started anything
+    try:
+        state = pristine(threads)  # if the preloads (or the build) started anything: no
+    except ZygoteError as exc:  # the parent's warning says why its jobs are spawned
+        say(NotReady(str(exc)))
+        return
 
     say(Ready(time.perf_counter() - t0, state, build_s))
     requests = _Requests(stdin.fileno())
