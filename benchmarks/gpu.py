@@ -90,17 +90,23 @@ def matrix(
     started = time.perf_counter()
     until = time.monotonic() + deadline_s
     stopped = []
-    # one sweep a model and test, so that a deadline loses at most the one it stops (a
-    # sweep's rows come at its last round)
-    for name, test, model in itertools.product(configs, tests, models):
+    # A deadline must lose no more than it stops. Jobs of several processes write their
+    # rows at the sweep's last round: one sweep a model and test. A job of one process
+    # (repeat=N) writes its row when it ends: one sweep a configuration and test, which
+    # starts its zygotes once for all the models.
+    one_process = any(a.startswith("repeat=") for a in extra)
+    each = [",".join(models)] if one_process else models
+    for name, test, model in itertools.product(configs, tests, each):
         args = [f"model={model}", f"test={test}", *common, *CONFIGS[name]]
         if time.monotonic() >= until or not sweep(args, cwd, until):
             stopped.append(f"{model} {test} {name}")
     wall = time.perf_counter() - started
     rows = _rows(cwd)
     lines = [
-        f"Sweeps: `benchflow -m model=M test=T {' '.join(common)}`, for M in "
-        f"{', '.join(models)} and T in {', '.join(tests)}, with each of "
+        f"Sweeps: `benchflow -m model={each[0] if one_process else 'M'} test=T "
+        f"{' '.join(common)}`, "
+        + ("" if one_process else f"for M in {', '.join(models)}, ")
+        + f"for T in {', '.join(tests)}, with each of "
         + ", ".join(f"`{' '.join(CONFIGS[c])}`" for c in configs)
         + f"; {len(rows)} rows in {wall:.0f} s"
         + (f" (stopped at the deadline: {', '.join(stopped)})" if stopped else ""),
