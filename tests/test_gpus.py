@@ -253,7 +253,8 @@ def test_the_gpu_wheels_are_the_lock_s_versions() -> None:
     """`make gpu-wheels` (docs/gpu.md) fetches each of GPU_PACKAGES, and hydra's parser
     runtime, at the version the lock pins: each is pinned there (a package renamed or
     dropped from benchflow's dependencies breaks this), and the target is wired to
-    download them for the GPU machine's Python."""
+    download them for the GPU machine's Python; `make test-gpu` finds benchflow from
+    any folder."""
     make = (REPO / "Makefile").read_text()
     (line,) = [x for x in make.splitlines() if x.startswith("GPU_PACKAGES :=")]
     wanted = [*line.split(":=")[1].split(), "antlr4-python3-runtime"]
@@ -274,3 +275,10 @@ def test_the_gpu_wheels_are_the_lock_s_versions() -> None:
     assert dry.returncode == 0, dry.stderr
     assert "download -q --no-deps --only-binary=:all: --python-version 3.12" in dry.stdout
     assert "-r .whl/requirements.txt" in dry.stdout and "wheel -q --no-deps -w .whl" in dry.stdout
+    # The lane's sweeps run in folders of their own: a relative `src` on PYTHONPATH
+    # found no benchflow there (the first call on the H200 stopped so)
+    lane = subprocess.run(
+        ["make", "-n", "test-gpu"], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    (run,) = [x for x in lane.stdout.splitlines() if "pytest" in x]
+    assert f"PYTHONPATH={REPO / 'src'}:" in run, run
