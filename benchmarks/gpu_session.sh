@@ -7,6 +7,9 @@
 #
 #   bash benchmarks/gpu_session.sh            # TOTAL_S=560 LANE_S=230 FIDELITY_S=110
 #
+# A dry run on a CPU machine, from the checkout after `make setup` (the lane skips):
+#   PATH=$PWD/.venv/bin:$PATH NO_WHEELS=1 ACCELERATOR=cpu bash benchmarks/gpu_session.sh
+#
 # The rest of the matrix (AMP, the two Inductor modes in training) in later calls:
 #   bash benchmarks/gpu_session.sh matrix --configs modes --tests train --dtypes bfloat16 --extra repeat=10
 #   bash benchmarks/gpu_session.sh matrix --tests eval,train --dtypes amp --extra repeat=10
@@ -31,6 +34,7 @@ within() { if [ "$1" -ge 20 ]; then timeout "$@"; else echo "no time left for: $
     --no-cache-dir --upgrade --target "$SITE" .whl/*.whl >>"$OUT/machine.txt" 2>&1 \
     || { echo "wheels: see machine.txt"; exit 1; }
 export PYTHONPATH="$PWD/src:$SITE"  # absolute: the sweeps run in folders of their own
+ON=(--accelerator "${ACCELERATOR:-cuda}")
 # a last word whatever stops the script: the sweeps' rows, the lane's rows and profile
 trap 'find "$WORK" -size -4M \( -name results.jsonl -o -name "ops_*.txt" -o -name "*.log" \
     -o -name "*.md" -o -name "*.yaml" -o -name "*.json" \) | tar czf "$OUT/runs.tar.gz" -T - \
@@ -39,7 +43,7 @@ mkdir -p "$WORK"
 
 if [ "${1:-}" = matrix ]; then  # a later call: the matrix alone, with the given options
     shift
-    within "$(left)" python3 benchmarks/gpu.py --skip fidelity --out "$OUT/gpu.md" \
+    within "$(left)" python3 benchmarks/gpu.py "${ON[@]}" --skip fidelity --out "$OUT/gpu.md" \
         --workdir "$WORK" --deadline-s "$(($(left) - 30))" "$@" >"$OUT/matrix.log" 2>&1
     echo "matrix: rc=$?"
     exit 0
@@ -48,7 +52,7 @@ fi
 within "${LANE_S:-230}" python3 -m pytest -p no:cacheprovider -m gpu tests/test_gpu.py -q -rA \
     --durations=0 --basetemp="$WORK/lane" >"$OUT/lane.txt" 2>&1
 echo "lane: rc=$? ($(tail -1 "$OUT/lane.txt")) at ${SECONDS} s"
-within "${FIDELITY_S:-110}" python3 benchmarks/gpu.py --skip matrix --out "$OUT/gpu.md" \
+within "${FIDELITY_S:-110}" python3 benchmarks/gpu.py "${ON[@]}" --skip matrix --out "$OUT/gpu.md" \
     >"$OUT/fidelity.log" 2>&1
 echo "fidelity: rc=$? at ${SECONDS} s"
 # the matrix: eval and train on the three plain configurations, then the two modes
@@ -56,11 +60,11 @@ echo "fidelity: rc=$? at ${SECONDS} s"
 # interval from the repeats' order statistics), since the default's three processes
 # a job (each compiling) did not fit a call: on the H200 one sweep of bert's three
 # configurations had not ended in 192 s (zygotes refused then: docs/gpu.md)
-within "$(left)" python3 benchmarks/gpu.py --skip fidelity --out "$OUT/gpu.md" \
+within "$(left)" python3 benchmarks/gpu.py "${ON[@]}" --skip fidelity --out "$OUT/gpu.md" \
     --workdir "$WORK" --deadline-s "$(( ($(left) - 40) * 2 / 3 ))" \
     --tests eval,train --dtypes bfloat16 --configs plain --extra repeat=10 >"$OUT/matrix.log" 2>&1
 echo "matrix (eval and train, bf16, eager, Inductor, cudagraphs): rc=$? at ${SECONDS} s"
-within "$(left)" python3 benchmarks/gpu.py --skip fidelity --out "$OUT/gpu.md" \
+within "$(left)" python3 benchmarks/gpu.py "${ON[@]}" --skip fidelity --out "$OUT/gpu.md" \
     --workdir "$WORK" --deadline-s "$(($(left) - 25))" \
     --tests eval --dtypes bfloat16 --configs modes --extra repeat=10 >>"$OUT/matrix.log" 2>&1
 echo "matrix (eval, bf16, Inductor's two modes): rc=$? at ${SECONDS} s"
