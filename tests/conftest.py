@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import pytest
-from tests.early import BACKGROUND_NICE, SESSION_RUNS, EarlySweeps, early, in_background
+from tests.early import BACKGROUND_NICE, SESSION_RUNS, EarlySweeps, early, environ, in_background
 
 __all__ = ["SESSION_RUNS", "EarlySweeps", "early"]  # for the modules with early runs
 
@@ -155,7 +155,7 @@ def cli_command(args: list[str], background: bool = False) -> list[str]:
 
 def run_cli(args: list[str], cwd: Path, timeout: float = 900, **env: str) -> CliResult:
     """`python -m benchflow ARGS` in `cwd` (so multirun/ and mlflow.db land there)."""
-    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **env}
+    full_env = {**environ(), "PYTHONUNBUFFERED": "1", **env}
     with _capture() as out, _capture() as err:
         proc = subprocess.Popen(
             cli_command(args, in_background()),
@@ -184,7 +184,7 @@ def start_cli(args: list[str], cwd: Path, stderr_log: Path, **env: str) -> subpr
         cwd=cwd,
         stdout=subprocess.DEVNULL,
         stderr=stderr_log.open("w"),
-        env={**os.environ, "PYTHONUNBUFFERED": "1", **env},
+        env={**environ(), "PYTHONUNBUFFERED": "1", **env},
         preexec_fn=interruptible,
     )
 

@@ -12,8 +12,9 @@ Its own module, so that the registry is one object: pytest loads conftest.py as
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -51,8 +52,18 @@ def in_background() -> bool:
     return bool(getattr(_thread, "background", False))
 
 
-def _run(fn: Callable[[Path], Any], root: Path, niced: bool) -> Any:
+def environ() -> Mapping[str, str]:
+    """The environment a test's subprocess starts from: in an early run's thread, the
+    session's as it was when the early runs started; elsewhere os.environ. A test that
+    sets a variable with monkeypatch sets it for every thread of the process, so an
+    early run starting a sweep meanwhile took it too (once a planted sitecustomize on
+    PYTHONPATH: a zygote refused to fork and the jobs lost the repository root)."""
+    return getattr(_thread, "env", None) or os.environ
+
+
+def _run(fn: Callable[[Path], Any], root: Path, niced: bool, env: dict[str, str]) -> Any:
     _thread.background = niced
+    _thread.env = env
     return fn(root)
 
 
@@ -76,8 +87,10 @@ class EarlySweeps:
         selected = {m.rpartition(".")[2] for m in modules}
         wanted = {n: e for n, e in _EARLY.items() if e[0].__module__.rpartition(".")[2] in selected}
         self._pool = ThreadPoolExecutor(max_workers=max(1, len(wanted)))
+        env = dict(os.environ)  # with the first test: no test has set anything yet
         self._futures: dict[str, Future[Any]] = {
-            n: self._pool.submit(_run, fn, mktemp(n), niced) for n, (fn, niced) in wanted.items()
+            n: self._pool.submit(_run, fn, mktemp(n), niced, env)
+            for n, (fn, niced) in wanted.items()
         }
 
     def result(self, name: str, timeout: float = 1200) -> Any:

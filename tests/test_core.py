@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -429,3 +430,26 @@ def test_a_stop_waits_while_a_row_is_written() -> None:
     assert done.count("written") == 100
     with interrupts.held():  # nothing pending afterwards
         pass
+
+
+def test_an_early_run_starts_its_subprocesses_from_the_session_s_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A variable a test sets with monkeypatch (for every thread of the process) reaches
+    no early run's subprocesses, which start from the session's environment as the
+    early runs found it (tests/early.py; a planted PYTHONPATH once made an early
+    sweep's zygote refuse to fork); the test's own subprocesses see it."""
+    from tests import early
+
+    session = {"AS_THE_SESSION_WAS": "1"}
+    monkeypatch.setenv("SET_BY_A_TEST", "1")
+    seen: dict[str, dict[str, str]] = {}
+
+    def in_an_early_run() -> None:
+        seen["env"] = dict(early._run(lambda _: early.environ(), Path("."), False, session))
+
+    thread = threading.Thread(target=in_an_early_run)
+    thread.start()
+    thread.join()
+    assert seen["env"] == session
+    assert early.environ()["SET_BY_A_TEST"] == "1"

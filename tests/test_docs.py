@@ -37,6 +37,7 @@ from pathlib import Path
 
 import pytest
 from tests.conftest import REPO
+from tests.early import environ
 
 # `.venv/bin/benchflow`: the checkout's console script, run from the checkout with no
 # venv activated; `benchflow`: the script of an installed wheel (docs/your-code.md).
@@ -316,12 +317,12 @@ def fresh_env(**extra: str) -> dict[str, str]:
     venv_bin = (REPO / ".venv" / "bin").resolve()
     path = [
         p
-        for p in os.environ.get("PATH", "/usr/bin:/bin").split(os.pathsep)
+        for p in environ().get("PATH", "/usr/bin:/bin").split(os.pathsep)
         if p and Path(p).resolve() != venv_bin
     ]
     env = {
         k: v
-        for k, v in os.environ.items()
+        for k, v in environ().items()
         if k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "CONDA_PREFIX", "PATH")
     }
     return {**env, "PATH": os.pathsep.join(path), **extra}

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import os
 import re
 import subprocess
 import sys
@@ -19,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 from tests.conftest import EarlySweeps, early
-from tests.early import BACKGROUND_NICE
+from tests.early import BACKGROUND_NICE, environ
 
 from benchflow.core.machine import cuda_present
 
@@ -76,7 +75,7 @@ def _shown(root: Path) -> dict[str, tuple[int, str, str]]:
     subprocess.run(
         ["nice", "-n", str(BACKGROUND_NICE), sys.executable, "-c", code],
         cwd=root,
-        env={**os.environ, "PYTHONPATH": repo},
+        env={**environ(), "PYTHONPATH": repo},
         check=True,
         timeout=600,
     )

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from mlflow.tracking import MlflowClient
 from tests.conftest import cli_command, run_cli, sweep_runs
+from tests.early import environ
 
 from benchflow.cli.history import main as history_main
 from benchflow.cli.history import sweeps_of
@@ -334,7 +335,7 @@ def test_a_real_history_finds_the_core_taken_away_at_its_8th_sweep(tmp_path: Pat
         args = [*REAL_JOB, f"hydra.sweep.dir=multirun/s{k:02d}", "cpus_per_job=null"]
         done = subprocess.run(
             [*one_core, *cli_command(args)], cwd=tmp_path, capture_output=True, text=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"}, timeout=600,
+            env={**environ(), "PYTHONUNBUFFERED": "1"}, timeout=600,
         )  # fmt: skip
         assert done.returncode == 0, done.stderr[-3000:]
     root = tmp_path / "multirun"

@@ -29,6 +29,7 @@ from tests.conftest import (
     start_cli,
     sweep_runs,
 )
+from tests.early import environ
 
 from benchflow.core import cpus
 from benchflow.core.layout import SweepDir
@@ -95,7 +96,7 @@ def _on_a_ray_cluster(cwd: Path, locks: str) -> CliResult:
     from services import ray_cluster
 
     # as docs/launchers.md shows it; the nodes get the CPU lock folder from its env
-    env = {**os.environ, "BENCHFLOW_CPU_LOCK_DIR": locks}
+    env = {**environ(), "BENCHFLOW_CPU_LOCK_DIR": locks}
     subprocess.run(["make", "-s", "ray-up"], cwd=REPO, env=env, check=True)
     cluster = ray_cluster.up()  # (it runs: its address and nodes)
     try:

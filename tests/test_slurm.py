@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from tests.conftest import REPO, SEARCHPATH, CliResult, EarlySweeps, early, run_cli, start_cli
+from tests.early import environ
 from tests.test_launchers import SWEEP, identity, planned
 
 from benchflow.core.layout import SweepDir
@@ -88,9 +89,8 @@ def _hang_until(
 
 
 def _full_env(cluster: dict[str, Any]) -> dict[str, str]:
-    import os
 
-    return {**os.environ, **_env(cluster)}
+    return {**environ(), **_env(cluster)}
 
 
 def _finished(proc: subprocess.Popen[bytes], cwd: Path, err: Path) -> CliResult:

@@ -5,7 +5,6 @@ and experiment, and the factory's contract. Every run here starts outside the ch
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import sysconfig
@@ -15,7 +14,7 @@ from typing import Any
 
 import pytest
 from tests.conftest import REPO, CliResult, EarlySweeps, early, read_rows, run_cli
-from tests.early import BACKGROUND_NICE, in_background
+from tests.early import BACKGROUND_NICE, environ, in_background
 
 # A user's repository: a model file beside their command, and a folder of their config.
 MODELS_PY = '''
@@ -228,7 +227,7 @@ def _wheel(root: Path) -> dict[str, Any]:
     venv = _installed_env(root)
     empty = root / "elsewhere"
     empty.mkdir()
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # nothing of the checkout
+    env = {k: v for k, v in environ().items() if k != "PYTHONPATH"}  # nothing of the checkout
     script = str(venv / "bin" / "benchflow")
 
     def run(*args: str, cwd: Path = empty) -> subprocess.CompletedProcess[str]:

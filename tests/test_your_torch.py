@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from tests.conftest import REPO, read_rows, run_cli
+from tests.early import environ
 
 TORCH = "2.11.0"
 UV = str(REPO / ".uv" / "bin" / "uv")
@@ -45,7 +46,7 @@ def test_benchflow_installs_beside_torch_2_11_and_runs_it(tmp_path: Path) -> Non
     # from an empty folder, the environment's own benchflow
     empty = tmp_path / "empty"
     empty.mkdir()
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env = {k: v for k, v in environ().items() if k != "PYTHONPATH"}
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     sweep = ["benchflow", "-m", "model=llama,dlrm", "dynamo=none,inductor,openxla"]
     small = ["model.size=tiny", "repeat=3"]
