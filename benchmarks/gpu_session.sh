@@ -13,6 +13,8 @@
 # The rest of the matrix (AMP, the two Inductor modes in training) in later calls:
 #   bash benchmarks/gpu_session.sh matrix --configs modes --tests train --dtypes bfloat16 --extra repeat=10
 #   bash benchmarks/gpu_session.sh matrix --tests eval,train --dtypes amp --extra repeat=10
+# and whether Inductor's compile workers run beside its timed repeats (docs/gpu.md):
+#   bash benchmarks/gpu_session.sh workers
 set -u
 OUT=${OUT:-/tmp/benchflow-gpu-out}
 mkdir -p "$OUT"
@@ -40,6 +42,30 @@ trap 'find "$WORK" -size -4M \( -name results.jsonl -o -name "ops_*.txt" -o -nam
     -o -name "*.md" -o -name "*.yaml" -o -name "*.json" \) | tar czf "$OUT/runs.tar.gz" -T - \
     2>/dev/null; echo "runs: $(du -h "$OUT/runs.tar.gz" | cut -f1)"' EXIT
 mkdir -p "$WORK"
+
+if [ "${1:-}" = workers ]; then  # a later call: is Inductor's compile-worker pool busy
+    # beside the timed repeats? (docs/gpu.md) Inductor jobs with the pool and without it
+    # (one compile thread), both spawned, so that only the pool differs; each row's CPU
+    # of other processes on its cores, per repeat
+    for pool in default "env.TORCHINDUCTOR_COMPILE_THREADS=1"; do
+        mkdir -p "$WORK/workers-${pool%%=*}" && (cd "$WORK/workers-${pool%%=*}" &&
+            within "$(($(left) / 2))" python3 -m benchflow -m model=bert,llama model.size=small \
+                "accelerator=${ACCELERATOR:-cuda}" dtype=bfloat16 dynamo=inductor repeat=10 \
+                prefork=false mlflow.enabled=false $([ "$pool" = default ] || echo "$pool"))
+    done >"$OUT/workers.log" 2>&1
+    python3 - "$WORK" >>"$OUT/workers.log" 2>&1 <<'PY'
+import json, pathlib, statistics, sys
+for f in sorted(pathlib.Path(sys.argv[1]).glob("workers-*/multirun/*/*/results.jsonl")):
+    for row in map(json.loads, f.read_text().splitlines()):
+        m = row.get("metrics") or {}
+        own = m.get("host_other_cpu_own_s") or []
+        ms = statistics.median(m["per_iter_time_s"]) * 1e3 if m.get("per_iter_time_s") else None
+        print(f.parts[-5], row["job"]["name"], row["status"], "median ms/iter", ms,
+              "other CPU a repeat (s)", [round(x, 3) for x in own])
+PY
+    echo "workers: done at ${SECONDS} s"
+    exit 0
+fi
 
 if [ "${1:-}" = matrix ]; then  # a later call: the matrix alone, with the given options
     shift
