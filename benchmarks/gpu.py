@@ -46,7 +46,7 @@ CONFIGS = {
 def sweep(args: list[str], cwd: Path, until: float) -> bool:
     """A benchflow sweep in `cwd` (a job that fails is a row that says why), stopped
     with its whole process group at `until` (time.monotonic()); False if stopped. The
-    rows of the jobs that ended by then are kept: each job writes its own."""
+    rows written by then are kept (see matrix: when a job writes its row)."""
     cmd = [sys.executable, "-m", "benchflow", "-m", *args]
     print("$", " ".join(cmd[1:]), flush=True)
     proc = subprocess.Popen(cmd, cwd=cwd, start_new_session=True)
