@@ -5,6 +5,7 @@ No sweep runs here: each stage is called on typed records directly."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import subprocess
 import sys
 import threading
@@ -453,3 +454,20 @@ def test_an_early_run_starts_its_subprocesses_from_the_session_s_environment(
     thread.join()
     assert seen["env"] == session
     assert early.environ()["SET_BY_A_TEST"] == "1"
+
+
+def test_a_variable_set_for_a_block_is_as_it_was_after_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """core/environ.variable, which the zygote's scratch Inductor cache and NVML check
+    and AOTInductor's scratch TMPDIR use: unset stays unset, a value comes back, an
+    exception too."""
+    from benchflow.core.environ import variable
+
+    monkeypatch.delenv("BENCHFLOW_X", raising=False)
+    with variable("BENCHFLOW_X", "1"):
+        assert os.environ["BENCHFLOW_X"] == "1"
+    assert "BENCHFLOW_X" not in os.environ
+    monkeypatch.setenv("BENCHFLOW_X", "mine")
+    with pytest.raises(RuntimeError), variable("BENCHFLOW_X", "2"):
+        assert os.environ["BENCHFLOW_X"] == "2"
+        raise RuntimeError
+    assert os.environ["BENCHFLOW_X"] == "mine"

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from benchflow.backends.base import Backend, register
 from benchflow.backends.probes import EXPORT_SPENT
+from benchflow.core.environ import variable
 
 if TYPE_CHECKING:
     from benchflow.config.schema import DynamoConfig
@@ -82,15 +83,10 @@ def _scratch() -> Iterator[str]:
     if root:
         os.makedirs(root, exist_ok=True)
     folder = tempfile.mkdtemp(prefix="aoti-", dir=root)
-    before = os.environ.get("TMPDIR")
-    os.environ["TMPDIR"] = folder
-    tempfile.tempdir = None  # read TMPDIR again
     try:
-        yield folder
+        with variable("TMPDIR", folder):
+            tempfile.tempdir = None  # read TMPDIR again
+            yield folder
     finally:
-        if before is None:
-            os.environ.pop("TMPDIR", None)
-        else:
-            os.environ["TMPDIR"] = before
-        tempfile.tempdir = None
+        tempfile.tempdir = None  # and again, as it was
         shutil.rmtree(folder, ignore_errors=True)

@@ -92,6 +92,7 @@ import psutil
 
 from benchflow.backends.inductor import ISA_CHECK
 from benchflow.core.cpus import ENV_CPUS, pin_self
+from benchflow.core.environ import variable
 from benchflow.harness.hold import lowest_priority, normal_priority, unregister
 from benchflow.harness.process import ENV_MACHINE_CHECKS, ENV_PARENT, threads_unsafe_to_fork
 
@@ -460,17 +461,12 @@ def _scratch_inductor_cache() -> Iterator[None]:
     """Inductor's cache (TORCHINDUCTOR_CACHE_DIR: the source and library a check builds,
     their locks) in a folder of this zygote's own, removed after; the variable as it
     was (Inductor sets it when it is unset)."""
-    before = os.environ.get(INDUCTOR_CACHE)
     folder = tempfile.mkdtemp(prefix="benchflow-zygote-inductor-")
-    os.environ[INDUCTOR_CACHE] = folder
     try:
-        yield
+        with variable(INDUCTOR_CACHE, folder):
+            yield
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-        if before is None:
-            os.environ.pop(INDUCTOR_CACHE, None)
-        else:
-            os.environ[INDUCTOR_CACHE] = before
 
 
 NVML_CHECK = "PYTORCH_NVML_BASED_CUDA_CHECK"  # torch's own fork-safe availability check
@@ -488,15 +484,10 @@ def cuda_asked_through_nvml() -> Iterator[None]:
     answer without the driver; where it cannot, torch asks the driver as before and
     `pristine` refuses. torch caches no device count before CUDA is initialized, so a
     forked job counts the GPUs its slot gives it."""
-    before = os.environ.get(NVML_CHECK)
-    os.environ[NVML_CHECK] = "1"
     try:
-        yield
+        with variable(NVML_CHECK, "1"):
+            yield
     finally:
-        if before is None:
-            os.environ.pop(NVML_CHECK, None)
-        else:
-            os.environ[NVML_CHECK] = before
         release_nvml()
 
 
