@@ -36,7 +36,8 @@ within() { if [ "$1" -ge 20 ]; then timeout "$@"; else echo "no time left for: $
     --no-cache-dir --upgrade --target "$SITE" .whl/*.whl >>"$OUT/machine.txt" 2>&1 \
     || { echo "wheels: see machine.txt"; exit 1; }
 export PYTHONPATH="$PWD/src:$SITE"  # absolute: the sweeps run in folders of their own
-ON=(--accelerator "${ACCELERATOR:-cuda}")
+ACCELERATOR=${ACCELERATOR:-cuda}  # cpu: a dry run here (the header)
+ON=(--accelerator "$ACCELERATOR")
 # a last word whatever stops the script: the sweeps' rows, the lane's rows and profile
 trap 'find "$WORK" -size -4M \( -name results.jsonl -o -name "ops_*.txt" -o -name "*.log" \
     -o -name "*.md" -o -name "*.yaml" -o -name "*.json" \) | tar czf "$OUT/runs.tar.gz" -T - \
@@ -50,7 +51,7 @@ if [ "${1:-}" = workers ]; then  # a later call: is Inductor's compile-worker po
     for pool in default "env.TORCHINDUCTOR_COMPILE_THREADS=1"; do
         mkdir -p "$WORK/workers-${pool%%=*}" && (cd "$WORK/workers-${pool%%=*}" &&
             within "$(($(left) / 2))" python3 -m benchflow -m model=bert,llama model.size=small \
-                "accelerator=${ACCELERATOR:-cuda}" dtype=bfloat16 dynamo=inductor repeat=10 \
+                "accelerator=$ACCELERATOR" dtype=bfloat16 dynamo=inductor repeat=10 \
                 prefork=false mlflow.enabled=false $([ "$pool" = default ] || echo "$pool"))
     done >"$OUT/workers.log" 2>&1
     python3 - "$WORK" >>"$OUT/workers.log" 2>&1 <<'PY'
