@@ -61,8 +61,9 @@ for f in sorted(pathlib.Path(sys.argv[1]).glob("workers-*/multirun/*/*/results.j
         m = row.get("metrics") or {}
         own = m.get("host_other_cpu_own_s") or []
         ms = statistics.median(m["per_iter_time_s"]) * 1e3 if m.get("per_iter_time_s") else None
+        stopped = (row.get("timing") or {}).get("compile_workers_stopped_s")
         print(f.parts[-5], row["job"]["name"], row["status"], "median ms/iter", ms,
-              "other CPU a repeat (s)", [round(x, 3) for x in own])
+              "pool stopped in (s)", stopped, "other CPU a repeat (s)", [round(x, 3) for x in own])
 PY
     echo "workers: done at ${SECONDS} s"
     exit 0

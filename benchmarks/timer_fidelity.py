@@ -7,7 +7,8 @@ runs it (cold start, adaptive warm-up, repeats), then Timer, then on a GPU CUDA 
 around 10 steps at a time, interleaved over ROUNDS rounds so that drift of the host
 (frequency, other tenants) falls on each alike. Timer runs one thread on a CPU unless
 told; it gets the threads benchflow's loop had. The step is compiled and warm after
-round 0. Timer synchronizes CUDA around each block it times.
+round 0, and Inductor's compile workers stopped, as in a job. Timer synchronizes CUDA
+around each block it times.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ def medians(models: list[str], device: Any, timer_min_run_s: float) -> list[Medi
     import torch.utils.benchmark as tb
 
     from benchflow import backends
+    from benchflow.backends.inductor import stop_compile_workers
     from benchflow.config.schema import BenchConfig, DynamoConfig, ModelConfig
     from benchflow.harness.timing import Sampling, measure
     from benchflow.models.registry import load_model
@@ -78,6 +80,7 @@ def medians(models: list[str], device: Any, timer_min_run_s: float) -> list[Medi
                 probes=[],
                 trace_time=False,
                 adaptive_warmup=True,
+                before_timed=stop_compile_workers,  # as a job's child does
             )
             ours += m.per_repeat["per_iter_time_s"]
             threads = torch.get_num_threads()

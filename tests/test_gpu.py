@@ -59,7 +59,8 @@ def test_a_zygote_that_touched_cuda_refuses_to_fork() -> None:
 def test_forked_jobs_run_on_the_gpu(on_gpu: CliResult) -> None:
     """Each job forked from a zygote that never touched CUDA, ran on its GPU slot, and
     recorded the device allocator's peak, the GPU's clocks, and a passing check
-    against eager."""
+    against eager. Each Inductor job stopped the compile workers its first compile
+    started before its timed repeats (8 cores: 8 workers); an eager job had none."""
     rows = _rows(on_gpu)
     assert len(rows) == 4, list(rows)
     for name, row in rows.items():
@@ -70,6 +71,8 @@ def test_forked_jobs_run_on_the_gpu(on_gpu: CliResult) -> None:
         host = row["timing"]["host"]
         assert host["gpu_sm_clock_mhz"] > 0 and host["gpu_temp_c"] > 0, (name, host)
         assert row["provenance"]["hardware"]["gpu"]["name"], name
+        stopped = row["timing"]["compile_workers_stopped_s"]
+        assert (stopped is not None) == ("inductor" in name), (name, stopped)
     assert rows["llama·inductor·eval"]["verification_code"] == "PASS"
     assert rows["resnet·inductor·eval"]["verification_code"] == "PASS"
 

@@ -230,8 +230,9 @@ def test_a_zygote_asks_cuda_through_nvml_and_says_once_why_it_will_not_fork(
     """A real Inductor zygote. Importing Inductor asks torch.cuda.is_available(), whose
     default answer initializes the driver on a GPU host (every job was spawned on the
     H200): each call the preload makes goes through NVML. A zygote that will not fork
-    (a thread planted after torch's import) says why, so the warning names it (on the
-    H200 it read only "the zygote exited"), and its pool does not start it again (three
+    (a thread planted after torch's import) says why, so the warning names it and the
+    preload that started it (on the H200 it read "the zygote exited", then "threads:
+    2"), and its pool does not start it again (three
     tries a job there, 6 s each). In a process of its own: what it plants must not reach
     the suite's other sweeps."""
     (tmp_path / "sitecustomize.py").write_text(_PLANTED)
@@ -241,12 +242,50 @@ def test_a_zygote_asks_cuda_through_nvml_and_says_once_why_it_will_not_fork(
         [sys.executable, "-c", _POOL_TWICE], env=env, capture_output=True, text=True, timeout=180
     )
     assert "started: None" in out.stdout, (out.stdout, out.stderr[-2000:])
-    refusal = r"not forking from this zygote \(threads: \d+\)"
+    # the thread by its name, and the preload step that started it
+    planted = r"'Thread-\d+ \(sleep\)' from benchflow\.harness\.child\.preload\(\)"
+    refusal = rf"not forking from this zygote \(threads: \d+ \({planted}\)\)"
     assert re.search(rf"preforked interpreter unavailable \({refusal}\)", out.stderr), out.stderr
     (again,) = re.findall(rf"again: ([\d.]+) s: {refusal}", out.stdout)
     assert float(again) < 0.5  # no second zygote started
     calls = asked.read_text().split()
     assert calls and set(calls) == {"1"}, calls  # and no second one imported Inductor
+
+
+_POOL_STOPPED = """
+import time, psutil
+from torch._inductor.async_compile import AsyncCompile
+from benchflow.backends.inductor import stop_compile_workers
+print("none yet:", stop_compile_workers())
+AsyncCompile.process_pool()  # as Triton's first compile on CUDA starts it
+AsyncCompile.wakeup()  # and its workers
+deadline = time.monotonic() + 60
+while len(psutil.Process().children(recursive=True)) < 3 and time.monotonic() < deadline:
+    time.sleep(0.05)
+print("running:", len(psutil.Process().children(recursive=True)))
+print("stopped in:", stop_compile_workers())
+print("left:", len(psutil.Process().children(recursive=True)))
+print("again:", stop_compile_workers())
+"""
+
+
+def test_inductor_s_compile_workers_are_stopped_before_the_timed_repeats() -> None:
+    """On CUDA Inductor compiles Triton kernels in a pool of processes, started at a
+    job's first compile; on the H200 every Inductor job's timed repeats had about a
+    core of other CPU on its cores beside it, and none without the pool. The job's
+    child stops it after the warm-up (measure's before_timed, tested in
+    test_steady_state): here a real pool (a sidecar and 2 workers, as on 2 cores), which
+    a CPU compile does not start, is started as Triton's first compile does, and
+    stopped with every process of it; with none running there is nothing to stop."""
+    env = {**os.environ, "TORCHINDUCTOR_COMPILE_THREADS": "2"}
+    out = subprocess.run(
+        [sys.executable, "-c", _POOL_STOPPED], env=env, capture_output=True, text=True,
+        timeout=120,
+    )  # fmt: skip
+    said = dict(line.split(": ", 1) for line in out.stdout.splitlines() if ": " in line)
+    assert said.get("none yet") == "None" and said.get("again") == "None", out
+    assert int(said["running"]) >= 3, out  # the sidecar and its 2 workers
+    assert float(said["stopped in"]) > 0 and said["left"] == "0", out
 
 
 def test_the_gpu_wheels_are_the_lock_s_versions() -> None:

@@ -234,6 +234,35 @@ def test_calibration_makes_a_repeat_last_its_minimum() -> None:
     assert not given.calibrated and given.iterations_per_run == 3 and given.calibration_steps == 0
 
 
+def test_before_timed_runs_between_the_warm_up_and_the_timed_repeats() -> None:
+    """measure's `before_timed` (the job's child stops Inductor's compile workers there)
+    runs once the warm-up has ended and before the calibration and the repeats: the
+    spans say where it ran, and its seconds are kept; None where it did nothing."""
+    import time
+
+    from benchflow.backends.device import Device
+    from benchflow.harness.timing import Sampling, measure
+
+    at: list[float] = []
+
+    def stop() -> float:
+        at.append(time.monotonic())
+        return 0.25
+
+    m = measure(
+        _sleeper([0.002]), Device(), sampling=Sampling(repeat=2, iterations_per_run=2),
+        warmup=2, probes=[], trace_time=False, before_timed=stop,
+    )  # fmt: skip
+    spans = {region: (start, end) for region, start, end in m.spans}
+    assert len(at) == 1 and spans["warmup"][1] <= at[0] <= spans["timed"][0], (at, spans)
+    assert m.before_timed_s == 0.25
+    quiet = measure(
+        _sleeper([0.002]), Device(), sampling=Sampling(repeat=2, iterations_per_run=2),
+        warmup=0, probes=[], trace_time=False,
+    )  # fmt: skip
+    assert quiet.before_timed_s is None
+
+
 def test_slowdown_makes_every_timed_step_slower_by_its_fraction() -> None:
     from benchflow.backends.device import Device
     from benchflow.harness.timing import Sampling, measure

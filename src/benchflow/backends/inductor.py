@@ -114,3 +114,29 @@ def _all_isas_valid() -> None:
 
     config.cpp.vec_isa_ok = True
     os.environ["TORCHINDUCTOR_VEC_ISA_OK"] = "1"
+
+
+# --- Inductor's compile workers, stopped before the timed repeats --------------------
+# On CUDA, Inductor compiles Triton kernels in a pool of worker processes that it starts
+# at a job's first compile (a sidecar process and `compile_threads` workers, one per
+# core of the job) and stops only after a minute unused. On an H200 (torch 2.11) every
+# Inductor job's timed repeats had about one core of other CPU on the job's own cores
+# (host_other_cpu_own_s 0.03-0.08 s a 50 ms repeat), and none with one compile thread
+# (no pool): the pool still starting. Every job is a fresh process, so every job's
+# repeats would run beside it; the job's child stops it once the warm-up has ended
+# (harness/timing.measure: `before_timed`). A later compile starts a new one.
+def stop_compile_workers() -> float | None:
+    """Shut down the compile-worker pools Inductor started in this process (torch's
+    own shutdown_compile_workers); the seconds that took, None where none was running
+    (on a CPU Inductor compiles in a thread pool, which is idle once it has compiled)."""
+    import sys
+    import time
+
+    async_compile = sys.modules.get("torch._inductor.async_compile")
+    pools = getattr(async_compile, "_pool_set", None)
+    shutdown = getattr(async_compile, "shutdown_compile_workers", None)
+    if not pools or shutdown is None:
+        return None
+    start = time.perf_counter()
+    shutdown()
+    return time.perf_counter() - start

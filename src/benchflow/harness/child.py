@@ -174,6 +174,7 @@ def run(cfg: BenchConfig, backend: type[Backend], out_dir: Path) -> ChildResult:
     job, import_s = _start(cfg, backend)  # first: its imports are what import_s times
     import torch
 
+    from benchflow.backends.inductor import stop_compile_workers
     from benchflow.harness.gpu_load import gpu_probe
     from benchflow.harness.hold import HOLD
     from benchflow.harness.load import LoadProbe
@@ -209,6 +210,7 @@ def run(cfg: BenchConfig, backend: type[Backend], out_dir: Path) -> ChildResult:
         max_warmup=cfg.max_warmup,
         on_first=summarize_first,
         exclusive=HOLD.exclusive,
+        before_timed=stop_compile_workers,
     )
     measure_s = time.perf_counter() - t_measure
 
@@ -356,6 +358,7 @@ def _timing(cfg: BenchConfig, m: Any) -> Timing:
         shared_build_pid=prebuilt.taken_build_pid(),
         shared_build_at=prebuilt.taken_build_at(),
         timer_resolution_s=time.get_clock_info("perf_counter").resolution,
+        compile_workers_stopped_s=m.before_timed_s,
         spans=m.spans,
         held=HOLD.held,
     )

@@ -74,14 +74,26 @@ FORK_SAFE_THREADS = frozenset({"jemalloc_bg_thd"})
 
 def threads_unsafe_to_fork() -> int:
     """This process's threads (Linux), but those of FORK_SAFE_THREADS' names."""
-    count = 0
+    return len(unsafe_threads())
+
+
+def unsafe_threads() -> dict[int, str]:
+    """This process's threads but those of FORK_SAFE_THREADS' names: each one's name by
+    its id, Python's name for a Python thread, the kernel's (comm) for one a library
+    started."""
+    import threading
+
+    python = {t.native_id: t.name for t in threading.enumerate()}
+    found = {}
     for tid in os.listdir("/proc/self/task"):
         try:
             with open(f"/proc/self/task/{tid}/comm") as f:
-                count += f.read().strip() not in FORK_SAFE_THREADS
+                comm = f.read().strip()
         except OSError:  # it ended meanwhile
             continue
-    return count
+        if comm not in FORK_SAFE_THREADS:
+            found[int(tid)] = python.get(int(tid), comm)
+    return found
 
 
 ENV_PARENT = "BENCHFLOW_PARENT_PID"  # the process that waits for this job's child

@@ -128,6 +128,7 @@ class Measurement:
     stop: str | None = None  # STOP_*: why the repeats stopped
     host_reference_s: float | None = None  # the reference step, before and after (load.py)
     ci_rel: float | None = None  # the median's 95% interval: larger half-width / median
+    before_timed_s: float | None = None  # measure's `before_timed`, where it did something
 
     @property
     def steady_state(self) -> bool:
@@ -244,12 +245,16 @@ def measure(
     max_warmup: int = 50,
     on_first: Callable[[Any], None] | None = None,
     exclusive: Callable[[str], AbstractContextManager[None]] = lambda _: nullcontext(),
+    before_timed: Callable[[], float | None] = lambda: None,
 ) -> Measurement:
     """Run and time `step`; the device is synchronized before every end timestamp.
     `on_first` is handed the first step's output once it was timed (results/digest.py).
     `exclusive(region)` wraps each region that no work beside the job may share
     (results/regions.py; harness/hold.py): the cold call, the warm-up, and the
-    calibration and timed repeats; `m.spans` records each one's clocks."""
+    calibration and timed repeats; `m.spans` records each one's clocks. `before_timed`
+    runs between the warm-up and the calibration, outside every region (the compiler's
+    workers stopped: backends/inductor.stop_compile_workers); its seconds (None: it had
+    nothing to do) are `m.before_timed_s`, part of the warm-up's."""
     m = Measurement()
 
     with region(COMPILE, exclusive, m.spans):
@@ -270,6 +275,7 @@ def measure(
     warm = region(WARMUP, exclusive, m.spans) if warmup or adaptive_warmup else nullcontext()
     with warm:  # its steps may still compile; an adaptive warm-up's stop rule reads times
         _warm_up(m, step, device, warmup, probes, max_warmup if adaptive_warmup else None)
+    m.before_timed_s = before_timed()
     with region(TIMED, exclusive, m.spans):  # the calibration, the reference steps, repeats
         if sampling.iterations_per_run is None:
             m.iterations_per_run, step_s, m.calibration_steps = calibrate(

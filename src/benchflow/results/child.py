@@ -85,6 +85,9 @@ class Timing:
     # interleaved rounds each round's may be another (the two fields above: the first's)
     shared_builds: list[list[float]] = field(default_factory=list)
     timer_resolution_s: float | None = None
+    # seconds Inductor's compile-worker pool took to stop, after the warm-up and before
+    # the timed repeats (backends/inductor.stop_compile_workers); null: none was running
+    compile_workers_stopped_s: float | None = None
     # [region, start, end] (CLOCK_MONOTONIC) of each process's exclusive regions
     # (results/regions.py: compile, warmup, timed, profile) and whole child ("child")
     spans: list[list[Any]] = field(default_factory=list)

@@ -94,7 +94,12 @@ from benchflow.backends.inductor import ISA_CHECK
 from benchflow.core.cpus import ENV_CPUS, pin_self
 from benchflow.core.environ import variable
 from benchflow.harness.hold import lowest_priority, normal_priority, unregister
-from benchflow.harness.process import ENV_MACHINE_CHECKS, ENV_PARENT, threads_unsafe_to_fork
+from benchflow.harness.process import (
+    ENV_MACHINE_CHECKS,
+    ENV_PARENT,
+    threads_unsafe_to_fork,
+    unsafe_threads,
+)
 
 log = logging.getLogger(__name__)
 
@@ -541,11 +546,48 @@ def pristine(threads: int) -> dict[str, Any]:
             torch_xla and torch_xla._XLAC._xla_runtime_is_initialized()
         ),
     }
-    wrong = [f"threads: {now}"] if now > threads else []
+    wrong = [f"threads: {now}{_new_threads()}"] if now > threads else []
     wrong += [f"{k}: {v}" for k, v in state.items() if k != "threads" and v]
     if wrong:
         raise ZygoteError(f"not forking from this zygote ({'; '.join(wrong)})")
     return state
+
+
+# The threads a zygote may fork with (their ids: those running once its base modules
+# were imported), and which preload (or the build) started each of the others: a zygote
+# that will not fork names them (on the H200 the warning said only "threads: 2").
+_ALLOWED: set[int] = set()
+_STARTED_IN: dict[int, str] = {}
+
+
+def _allow_running_threads() -> int:
+    """The threads running now are the zygote's own; how many."""
+    _ALLOWED.clear()
+    _ALLOWED.update(unsafe_threads())
+    _STARTED_IN.clear()
+    return len(_ALLOWED)
+
+
+@contextlib.contextmanager
+def _watched(step: str) -> Iterator[None]:
+    """Note the threads `step` started (and left running)."""
+    before = set(unsafe_threads())
+    try:
+        yield
+    finally:
+        for tid in set(unsafe_threads()) - before:
+            _STARTED_IN.setdefault(tid, step)
+
+
+def _new_threads() -> str:
+    """' (name from step, ...)': each thread beyond the allowed ones, by its name and the
+    step that started it ('later': none of them); '' where none is known."""
+    named = [
+        f"{name!r} from {_STARTED_IN.get(tid, 'later')}"
+        for tid, name in unsafe_threads().items()
+        if tid in _STARTED_IN or (_ALLOWED and tid not in _ALLOWED)
+    ]
+    return f" ({', '.join(named)})" if named else ""
 
 
 # The zygote's environment before its imports (serve): torch_xla's import adds to
@@ -652,7 +694,8 @@ def serve(
         build_s = None
         if build is not None:  # a model's zygote: the build on the first job's cores
             try:
-                build_s = _build(build)
+                with _watched("the model's build"):
+                    build_s = _build(build)
             except Exception as exc:  # the jobs build their own and report it as theirs
                 say(NotBuilt(f"{type(exc).__name__}: {exc}"[:2000]))
                 return
@@ -700,19 +743,21 @@ def _preload_all(preload: tuple[str, ...]) -> int:
     no_warm_pool = "TORCH_WARM_POOL" not in os.environ
     if no_warm_pool:
         os.environ["TORCH_WARM_POOL"] = "0"
-    threads = threads_unsafe_to_fork()  # a zygote forked from the base: 1 (fork keeps one thread)
+    threads = _allow_running_threads()  # a zygote forked from the base: 1 (fork keeps one)
     for name in preload:
-        _preload(name)
+        with _watched(name):
+            _preload(name)
         if name in BASE_MODULES:  # numpy's and scipy's OpenBLAS threads; nothing after may
-            threads = threads_unsafe_to_fork()
+            threads = _allow_running_threads()
     if no_select:
         del os.environ["PJRT_SELECT_DEFAULT_DEVICE"]
     if no_warm_pool:
         del os.environ["TORCH_WARM_POOL"]
     # Modules every job imports next; cheap, but not free.
-    import benchflow.harness.child
+    with _watched("benchflow.harness.child.preload()"):
+        import benchflow.harness.child
 
-    benchflow.harness.child.preload()
+        benchflow.harness.child.preload()
     return threads
 
 
