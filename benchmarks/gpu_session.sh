@@ -37,6 +37,27 @@ within() { if [ "$1" -ge 20 ]; then timeout "$@"; else echo "no time left for: $
     || { echo "wheels: see machine.txt"; exit 1; }
 export PYTHONPATH="$PWD/src:$SITE"  # absolute: the sweeps run in folders of their own
 ACCELERATOR=${ACCELERATOR:-cuda}  # cpu: a dry run here (the header)
+# First, in seconds: the threads torch's NVML check and Inductor's import leave, and
+# whether the torch and inductor zygotes will fork (a refusal names each thread and the
+# preload that started it); on the H200 every zygote forked from the torch one refused
+# with one thread the log did not name (docs/gpu.md)
+within 90 python3 - >>"$OUT/machine.txt" 2>&1 <<'PY'
+import logging, os
+os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
+import torch
+from benchflow.harness.process import unsafe_threads
+from benchflow.runner.zygote import release_nvml
+print("threads after torch's import:", unsafe_threads())
+print("cuda available (NVML):", torch.cuda.is_available(), unsafe_threads())
+print("NVML inits released:", release_nvml(), unsafe_threads())
+import torch._inductor.compile_fx  # noqa: F401
+print("after Inductor's import:", unsafe_threads(), "initialized:", torch.cuda.is_initialized())
+logging.basicConfig(level=logging.INFO)
+from benchflow.runner.pool import Pool
+pool = Pool()
+for kind in ("torch", "inductor"):
+    print(kind, "zygote ready in:", pool.start(kind, []))
+PY
 ON=(--accelerator "$ACCELERATOR")
 # a last word whatever stops the script: the sweeps' rows, the lane's rows and profile
 trap 'find "$WORK" -size -4M \( -name results.jsonl -o -name "ops_*.txt" -o -name "*.log" \
