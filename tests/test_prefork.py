@@ -27,7 +27,7 @@ from tests.conftest import (
     wait_for_text,
 )
 
-from benchflow.backends.inductor import ISA_CHECK, ISA_CHECK_NAME
+from benchflow.backends.inductor import CACHE_KEYS, ISA_CHECK, ISA_CHECK_NAME
 from benchflow.runner.zygote import KINDS
 
 # The probe cases (tests.models.faults.ZygoteProbe) and the zygote each forks from.
@@ -112,10 +112,11 @@ def test_compiled_jobs_fork_from_a_zygote_that_imported_the_compile_stack(
     assert cases_sweep.case("good")["timing"]["preloaded"] == list(KINDS["torch"])
     # eager training too: building its optimizer imports dynamo, which it finds imported
     assert cases_sweep.case("tb_mlp_train")["timing"]["preloaded"] == stack
-    # Inductor's own: the same, and its C++ toolchain checked (a call, run in the zygote)
+    # Inductor's own: the same, its C++ toolchain checked and the installs' cache keys
+    # computed (calls, run in the zygote); the keys are no machine check
     inductor = cases_sweep.case("zygote_probe_inductor")["timing"]
-    assert inductor["preloaded"][: len(stack)] == stack
-    assert inductor["preloaded"][-1] == ISA_CHECK
+    assert inductor["preloaded"] == [*stack, ISA_CHECK, CACHE_KEYS]
+    assert set(inductor["machine_checks"]) == {ISA_CHECK}
     # The sweep's cache (BENCHFLOW_CACHE_DIR) began empty: the zygote ran the check, the
     # row and the report say so, and its answer is kept for the machine's next sweeps.
     check = inductor["machine_checks"][ISA_CHECK]
@@ -181,6 +182,10 @@ def test_the_zygotes_write_nothing_to_inductors_cache(cases_sweep: SessionSweep)
     assert not (cases_sweep.cwd / ZYGOTES_INDUCTOR_CACHE).exists()
     built = probed(cases_sweep.case("zygote_probe_inductor"))[0]
     assert built["cache_files"] == []
+    # ... while the key Inductor's caches hash Triton's install into was computed there
+    # (a job of the dynamo zygote, which does not compute it, is the control)
+    assert built["triton_key_known"] is True
+    assert probed(cases_sweep.case("zygote_probe"))[0]["triton_key_known"] is False
 
 
 def test_no_zygote_holds_a_pjrt_client_or_a_cuda_context(cases_sweep: SessionSweep) -> None:

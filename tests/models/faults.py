@@ -350,7 +350,8 @@ class ZygoteProbe(_Tiny):
     besides this job's child (a compile-worker pool, say), and prints as JSON on its
     stdout the zygote's command line and its parent's (a zygote forked from the torch
     one keeps that one's command line, and no process of the sweep is its parent), the
-    zygote's threads, and the files already in this job's Inductor cache. After its
+    zygote's threads, the files already in this job's Inductor cache, and whether
+    Triton's install key was computed before this job compiled anything. After its
     first step (the compile) it prints the threads and processes that step started
     (Inductor's compile workers: this job's, not the zygote's) and the zygote's again.
     Spawned, it checks and prints nothing."""
@@ -374,6 +375,7 @@ class ZygoteProbe(_Tiny):
                 zygote_pid=zygote.pid,
                 zygote_threads=[t.id for t in zygote.threads()],
                 cache_files=[str(f) for f in cache.rglob("*")] if cache.exists() else [],
+                triton_key_known=_triton_key_known(),
             )
         return super().build_module(width)
 
@@ -397,6 +399,13 @@ class ZygoteProbe(_Tiny):
                 zygote_others=_others_of(zygote),
             )
         return out
+
+
+def _triton_key_known() -> bool | None:
+    """Whether this process has computed Triton's install key (None: no Triton)."""
+    from torch._inductor.runtime.triton_compat import HAS_TRITON, triton_key
+
+    return triton_key.cache_info().currsize > 0 if HAS_TRITON else None
 
 
 def _others_of(zygote: Any) -> list[str]:

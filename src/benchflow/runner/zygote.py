@@ -17,7 +17,8 @@ the backend says which (``Backend.zygote``). Training jobs of eager backends for
 every such job otherwise).
 
 Nothing is compiled, cached or started in a zygote. The compile stack is imported,
-never used; the toolchain check's answer is the machine's and stays in memory, and
+never used; the toolchain check's answer is the machine's and stays in memory (as do
+the hashes of torch's and Triton's installs that Inductor keys its caches by), and
 the test library it builds goes to a scratch Inductor cache, removed after (no job's
 cache, nor the one the zygote inherited, sees it); its compiler and loader processes
 have exited before the zygote is ready. Inductor's compile workers start at a job's
@@ -90,7 +91,7 @@ from typing import IO, Any, NoReturn
 
 import psutil
 
-from benchflow.backends.inductor import ISA_CHECK
+from benchflow.backends.inductor import CACHE_KEYS, ISA_CHECK
 from benchflow.core.cpus import ENV_CPUS, pin_self
 from benchflow.core.environ import variable
 from benchflow.harness.hold import lowest_priority, normal_priority, unregister
@@ -104,7 +105,9 @@ from benchflow.harness.process import (
 log = logging.getLogger(__name__)
 
 # What each kind of zygote preloads before it forks: modules it imports and, written
-# as calls ("module.function()"), pure checks whose answers stay in memory.
+# as calls ("module.function()"), pure checks whose answers stay in memory (a machine
+# check returns whether it answered from the machine's cache; a call that returns None
+# is no check: the keys Inductor's caches hash the installs into, backends/inductor.py).
 # The compile stack (dynamo 5-6 s, Inductor's compile_fx 4-5 s on 2 cores) is imported,
 # never used: no graph is compiled, no cache written, no compile-worker pool started
 # (Inductor starts its pool at its first compile, in the child). Inductor's C++
@@ -120,7 +123,7 @@ COMPILE_STACK = (*BASE_MODULES, "torch._dynamo", "torch._inductor.compile_fx")
 KINDS = {
     "torch": BASE_MODULES,
     "dynamo": COMPILE_STACK,  # aot_eager, cudagraphs, eager training (its optimizer)
-    "inductor": (*COMPILE_STACK, ISA_CHECK),
+    "inductor": (*COMPILE_STACK, ISA_CHECK, CACHE_KEYS),
     "xla": (*BASE_MODULES, "torch_xla", "torch_xla._dynamo.dynamo_bridge", "torch._dynamo"),
 }
 BASE = "torch"  # the kind the other kinds fork from, once a zygote of it runs
@@ -458,7 +461,8 @@ def _preload(name: str) -> None:
     start = time.perf_counter()
     with _scratch_inductor_cache():
         cached = getattr(importlib.import_module(module), function)()
-    _CHECKS[name] = {"from_cache": bool(cached), "s": round(time.perf_counter() - start, 3)}
+    if cached is not None:  # a machine check
+        _CHECKS[name] = {"from_cache": cached, "s": round(time.perf_counter() - start, 3)}
 
 
 @contextlib.contextmanager
