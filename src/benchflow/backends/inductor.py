@@ -29,7 +29,7 @@ class Inductor(DynamoBackend):
 # of Inductor's test builds (`VecISA.check_build`, by its flags and code) is answered
 # from the same file, and run and kept there only where it is not.
 ISA_CHECK = "benchflow.backends.inductor.check_vec_isa()"  # the inductor zygote's preload
-# ... and the keys Inductor's caches are keyed by that hash installed files (below)
+# ... and the hashes of the installs that key Inductor's caches (below)
 CACHE_KEYS = "benchflow.backends.inductor.compute_cache_keys()"
 ISA_CHECK_NAME = "Inductor's C++ vector-ISA check (valid_vec_isa_list)"
 

@@ -529,12 +529,12 @@ def nvidia_files(fd_dir: str = "/proc/self/fd") -> list[str]:
     return sorted(found)
 
 
-def pristine(threads: int) -> dict[str, Any]:
+def pristine(threads: int, watch: Threads | None = None) -> dict[str, Any]:
     """This process's state, as a zygote must fork it: no thread besides the `threads`
     it had once torch was imported, no child process (the checks' compilers and
     loaders have exited; no compile-worker pool), no CUDA context and no NVIDIA device
     file open (the driver not initialized), no PJRT client.
-    Raises ZygoteError naming what is not so."""
+    Raises ZygoteError naming what is not so (each thread beyond, where `watch` says)."""
     torch, torch_xla = sys.modules.get("torch"), sys.modules.get("torch_xla")
     now = threads_unsafe_to_fork()
     state: dict[str, Any] = {
@@ -550,48 +550,49 @@ def pristine(threads: int) -> dict[str, Any]:
             torch_xla and torch_xla._XLAC._xla_runtime_is_initialized()
         ),
     }
-    wrong = [f"threads: {now}{_new_threads()}"] if now > threads else []
+    beyond = watch.beyond() if watch else ""
+    wrong = [f"threads: {now}{beyond}"] if now > threads else []
     wrong += [f"{k}: {v}" for k, v in state.items() if k != "threads" and v]
     if wrong:
         raise ZygoteError(f"not forking from this zygote ({'; '.join(wrong)})")
     return state
 
 
-# The threads a zygote may fork with (their ids: those running once its base modules
-# were imported), and which preload (or the build) started each of the others: a zygote
-# that will not fork names them (on the H200 the warning said only "threads: 2").
-_ALLOWED: set[int] = set()
-_STARTED_IN: dict[int, str] = {}
+class Threads:
+    """The threads a zygote may fork with (their ids: those running once its base
+    modules were imported), and which preload (or the build) started each of the
+    others: a zygote that will not fork names them (on the H200 the warning said only
+    "threads: 2")."""
 
+    def __init__(self) -> None:
+        self.allowed: set[int] = set()
+        self.started_in: dict[int, str] = {}
 
-def _allow_running_threads() -> int:
-    """The threads running now are the zygote's own; how many."""
-    _ALLOWED.clear()
-    _ALLOWED.update(unsafe_threads())
-    _STARTED_IN.clear()
-    return len(_ALLOWED)
+    def allow_running(self) -> int:
+        """The threads running now are the zygote's own; how many."""
+        self.allowed = set(unsafe_threads())
+        self.started_in.clear()
+        return len(self.allowed)
 
+    @contextlib.contextmanager
+    def watched(self, step: str) -> Iterator[None]:
+        """Note the threads `step` started (and left running)."""
+        before = set(unsafe_threads())
+        try:
+            yield
+        finally:
+            for tid in set(unsafe_threads()) - before:
+                self.started_in.setdefault(tid, step)
 
-@contextlib.contextmanager
-def _watched(step: str) -> Iterator[None]:
-    """Note the threads `step` started (and left running)."""
-    before = set(unsafe_threads())
-    try:
-        yield
-    finally:
-        for tid in set(unsafe_threads()) - before:
-            _STARTED_IN.setdefault(tid, step)
-
-
-def _new_threads() -> str:
-    """' (name from step, ...)': each thread beyond the allowed ones, by its name and the
-    step that started it ('later': none of them); '' where none is known."""
-    named = [
-        f"{name!r} from {_STARTED_IN.get(tid, 'later')}"
-        for tid, name in unsafe_threads().items()
-        if tid in _STARTED_IN or (_ALLOWED and tid not in _ALLOWED)
-    ]
-    return f" ({', '.join(named)})" if named else ""
+    def beyond(self) -> str:
+        """' (name from step, ...)': each thread beyond the allowed ones, by its name and
+        the step that started it ('later': none of them); '' where none is known."""
+        named = [
+            f"{name!r} from {self.started_in.get(tid, 'later')}"
+            for tid, name in unsafe_threads().items()
+            if tid in self.started_in or (self.allowed and tid not in self.allowed)
+        ]
+        return f" ({', '.join(named)})" if named else ""
 
 
 # The zygote's environment before its imports (serve): torch_xla's import adds to
@@ -693,12 +694,13 @@ def serve(
         stdout.write(encode(msg))
         stdout.flush()
 
+    watch = Threads()
     with cuda_asked_through_nvml():
-        threads = _preload_all(preload)
+        threads = _preload_all(preload, watch)
         build_s = None
         if build is not None:  # a model's zygote: the build on the first job's cores
             try:
-                with _watched("the model's build"):
+                with watch.watched("the model's build"):
                     build_s = _build(build)
             except Exception as exc:  # the jobs build their own and report it as theirs
                 say(NotBuilt(f"{type(exc).__name__}: {exc}"[:2000]))
@@ -707,7 +709,7 @@ def serve(
     os.sched_setaffinity(0, allowed)
     os.environ.pop(ENV_CPUS, None)
     try:
-        state = pristine(threads)  # if the preloads (or the build) started anything: no
+        state = pristine(threads, watch)  # if the preloads (or the build) started anything: no
     except ZygoteError as exc:  # the parent's warning says why its jobs are spawned
         say(NotReady(str(exc)))
         return
@@ -733,7 +735,7 @@ def serve(
         say(Exited(returncode, pid))
 
 
-def _preload_all(preload: tuple[str, ...]) -> int:
+def _preload_all(preload: tuple[str, ...], watch: Threads) -> int:
     """Import the kind's modules, and what every job imports next; returns how many
     threads may be running that fork leaves behind (the base's BLAS threads)."""
     # torch_xla must not pick a PJRT device for every child at import (a user's
@@ -747,18 +749,18 @@ def _preload_all(preload: tuple[str, ...]) -> int:
     no_warm_pool = "TORCH_WARM_POOL" not in os.environ
     if no_warm_pool:
         os.environ["TORCH_WARM_POOL"] = "0"
-    threads = _allow_running_threads()  # a zygote forked from the base: 1 (fork keeps one)
+    threads = watch.allow_running()  # a zygote forked from the base: 1 (fork keeps one)
     for name in preload:
-        with _watched(name):
+        with watch.watched(name):
             _preload(name)
         if name in BASE_MODULES:  # numpy's and scipy's OpenBLAS threads; nothing after may
-            threads = _allow_running_threads()
+            threads = watch.allow_running()
     if no_select:
         del os.environ["PJRT_SELECT_DEFAULT_DEVICE"]
     if no_warm_pool:
         del os.environ["TORCH_WARM_POOL"]
     # Modules every job imports next; cheap, but not free.
-    with _watched("benchflow.harness.child.preload()"):
+    with watch.watched("benchflow.harness.child.preload()"):
         import benchflow.harness.child
 
         benchflow.harness.child.preload()
