@@ -121,9 +121,11 @@ test-full: setup browser slurm-install ## Run every test, including the long end
 GPU_PACKAGES := hydra-core omegaconf orjson hydra-joblib-launcher
 GPU_PYTHON ?= 3.12
 GPU_SITE ?= /tmp/benchflow-site
-# pip itself, for its download and wheel commands
-PIP = $(UV) tool run --python $(PY) pip
-gpu-wheels: setup ## The wheels a GPU machine lacks, at the lock's versions, into .whl/ (GPU_PYTHON=3.12)
+# pip itself, for its download and wheel commands, on the machine's Python: making the
+# wheels leaves .venv as it is (a sync to the default EXTRAS removed a developer's
+# torchbench extra)
+PIP = $(UV) tool run --python $(UV_PYTHON) pip
+gpu-wheels: | $(UV) ## The wheels a GPU machine lacks, at the lock's versions, into .whl/ (GPU_PYTHON=3.12)
 	rm -rf .whl && mkdir -p .whl
 	$(UV) export --no-hashes --format requirements-txt --all-extras --no-emit-project \
 	  | grep -E "^($$(echo $(GPU_PACKAGES) | tr ' ' '|'))==" | cut -d' ' -f1 > .whl/requirements.txt

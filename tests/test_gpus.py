@@ -292,8 +292,8 @@ def test_the_gpu_wheels_are_the_lock_s_versions() -> None:
     """`make gpu-wheels` (docs/gpu.md) fetches each of GPU_PACKAGES, and hydra's parser
     runtime, at the version the lock pins: each is pinned there (a package renamed or
     dropped from benchflow's dependencies breaks this), and the target is wired to
-    download them for the GPU machine's Python; `make test-gpu` finds benchflow from
-    any folder."""
+    download them for the GPU machine's Python without syncing .venv; `make test-gpu`
+    finds benchflow from any folder."""
     make = (REPO / "Makefile").read_text()
     (line,) = [x for x in make.splitlines() if x.startswith("GPU_PACKAGES :=")]
     wanted = [*line.split(":=")[1].split(), "antlr4-python3-runtime"]
@@ -314,6 +314,7 @@ def test_the_gpu_wheels_are_the_lock_s_versions() -> None:
     assert dry.returncode == 0, dry.stderr
     assert "download -q --no-deps --only-binary=:all: --python-version 3.12" in dry.stdout
     assert "-r .whl/requirements.txt" in dry.stdout and "wheel -q --no-deps -w .whl" in dry.stdout
+    assert " sync " not in dry.stdout, dry.stdout  # .venv left as it is, its extras too
     # The lane's sweeps run in folders of their own: a relative `src` on PYTHONPATH
     # found no benchflow there (the first call on the H200 stopped so)
     lane = subprocess.run(
