@@ -15,6 +15,8 @@
 #   bash benchmarks/gpu_session.sh matrix --tests eval,train --dtypes amp --extra repeat=10
 # and whether Inductor's compile workers run beside its timed repeats (docs/gpu.md):
 #   bash benchmarks/gpu_session.sh workers
+# Its first check alone (the threads that keep zygotes from forking; seconds):
+#   bash benchmarks/gpu_session.sh check
 set -u
 OUT=${OUT:-/tmp/benchflow-gpu-out}
 mkdir -p "$OUT"
@@ -58,6 +60,10 @@ pool = Pool()
 for kind in ("torch", "inductor"):
     print(kind, "zygote ready in:", pool.start(kind, []))
 PY
+if [ "${1:-}" = check ]; then  # that check alone: a short first call, leaving time to fix
+    cat "$OUT/machine.txt"     # what it finds and run the whole call after
+    exit 0
+fi
 ON=(--accelerator "$ACCELERATOR")
 # a last word whatever stops the script: the sweeps' rows, the lane's rows and profile
 trap 'find "$WORK" -size -4M \( -name results.jsonl -o -name "ops_*.txt" -o -name "*.log" \
