@@ -738,27 +738,22 @@ def serve(
 def _preload_all(preload: tuple[str, ...], watch: Threads) -> int:
     """Import the kind's modules, and what every job imports next; returns how many
     threads may be running that fork leaves behind (the base's BLAS threads)."""
-    # torch_xla must not pick a PJRT device for every child at import (a user's
-    # own PJRT_SELECT_DEFAULT_DEVICE is kept).
-    no_select = "torch_xla" in preload and "PJRT_SELECT_DEFAULT_DEVICE" not in os.environ
-    if no_select:
-        os.environ["PJRT_SELECT_DEFAULT_DEVICE"] = "0"
-    # torch 2.8 and older start Inductor's compile-worker pool (Triton's, where triton
-    # is installed) when Inductor's async_compile is imported; torch's own switch
-    # (TORCH_WARM_POOL=0) leaves it to the job's first compile, as torch 2.9 does.
-    no_warm_pool = "TORCH_WARM_POOL" not in os.environ
-    if no_warm_pool:
-        os.environ["TORCH_WARM_POOL"] = "0"
-    threads = watch.allow_running()  # a zygote forked from the base: 1 (fork keeps one)
-    for name in preload:
-        with watch.watched(name):
-            _preload(name)
-        if name in BASE_MODULES:  # numpy's and scipy's OpenBLAS threads; nothing after may
-            threads = watch.allow_running()
-    if no_select:
-        del os.environ["PJRT_SELECT_DEFAULT_DEVICE"]
-    if no_warm_pool:
-        del os.environ["TORCH_WARM_POOL"]
+    with contextlib.ExitStack() as for_the_imports:  # variables unset after them
+        # torch_xla must not pick a PJRT device for every child at import (a user's
+        # own PJRT_SELECT_DEFAULT_DEVICE is kept).
+        if "torch_xla" in preload and "PJRT_SELECT_DEFAULT_DEVICE" not in os.environ:
+            for_the_imports.enter_context(variable("PJRT_SELECT_DEFAULT_DEVICE", "0"))
+        # torch 2.8 and older start Inductor's compile-worker pool (Triton's, where triton
+        # is installed) when Inductor's async_compile is imported; torch's own switch
+        # (TORCH_WARM_POOL=0) leaves it to the job's first compile, as torch 2.9 does.
+        if "TORCH_WARM_POOL" not in os.environ:
+            for_the_imports.enter_context(variable("TORCH_WARM_POOL", "0"))
+        threads = watch.allow_running()  # a zygote forked from the base: 1 (fork keeps one)
+        for name in preload:
+            with watch.watched(name):
+                _preload(name)
+            if name in BASE_MODULES:  # numpy's and scipy's OpenBLAS threads; none after may
+                threads = watch.allow_running()
     # Modules every job imports next; cheap, but not free.
     with watch.watched("benchflow.harness.child.preload()"):
         import benchflow.harness.child
