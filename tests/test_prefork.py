@@ -203,6 +203,18 @@ def test_no_zygote_holds_a_pjrt_client_or_a_cuda_context(cases_sweep: SessionSwe
             assert state["threads"] == 1, (kind, state)
 
 
+def test_a_forked_inductor_job_finds_its_cpp_header_worked_out(cases_sweep: SessionSweep) -> None:
+    """The inductor zygote asked for the C++ kernels' precompiled header as a kernel will
+    (backends/inductor._cpu_header): its forked job's first kernel found the answer (0.12
+    s of preprocessor and hash a process here), and worked nothing out again; the
+    dynamo zygote, which does not ask, is the control."""
+    built, stepped = probed(cases_sweep.case("zygote_probe_inductor"))
+    assert built["cpp_header_asked"] == {"computed": 1, "found": 0}
+    assert stepped["cpp_header_asked"]["computed"] == 1, stepped
+    assert stepped["cpp_header_asked"]["found"] >= 1, stepped
+    assert probed(cases_sweep.case("zygote_probe"))[0]["cpp_header_asked"]["computed"] == 0
+
+
 def test_a_forked_inductor_job_compiles_cold_with_workers_of_its_own(
     cases_sweep: SessionSweep,
 ) -> None:

@@ -102,6 +102,8 @@ def _paired(cwd: Path) -> dict[str, Any]:
     table = list(csv.DictReader((sweep / "pair" / "compare.csv").open())) if judged.stdout else []
     ran_at = {n: _processes(sweep / n) for n in ("0", "1")}
     return {
+        "paired_logs": {n: _text(sweep / n / "benchflow.log") for n in ("0", "1")},
+        "paired_hydra": {n: (sweep / n / ".hydra" / "config.yaml").stat().st_mtime for n in "01"},
         "paired": ran,
         "paired_rows": read_rows(sweep),
         "paired_processes": ran_at,
@@ -198,6 +200,21 @@ def test_a_paired_sweep_stops_a_pair_once_decided(early_sweeps: EarlySweeps) -> 
     assert judged.returncode == (change["verdict"] == "regression"), judged.stderr[-2000:]
     assert change["method"].startswith("paired t over ") and change["method"].endswith(look)
     assert (at == 3) == change["method"].startswith("paired t over 3 rounds,")
+
+
+def test_a_jobs_later_rounds_run_where_its_first_did(early_sweeps: EarlySweeps) -> None:
+    """Hydra's launcher makes a job's config, folder and log in its first round; the
+    later rounds run the task there again (hydra_plugins' _Again): the job's .hydra files
+    are not written again, and each job's log holds its own processes, in order (A and B
+    swap places every other round, so a log left on the other job would show it)."""
+    got = early_sweeps.result("rounds")
+    assert got["paired"].returncode == 0, got["paired"].stderr[-3000:]
+    for n in ("0", "1"):
+        processes = got["paired_processes"][n]
+        assert len(processes) >= 3
+        logged = re.findall(r"process (\d+) of 8: (\w+) in ", got["paired_logs"][n])
+        assert logged == [(str(p + 1), "ok") for p in range(len(processes))], got["paired_logs"]
+        assert got["paired_hydra"][n] <= processes["0"]["started_at"]
 
 
 def _job(num: int, **kw: Any) -> Job:

@@ -351,7 +351,8 @@ class ZygoteProbe(_Tiny):
     stdout the zygote's command line and its parent's (a zygote forked from the torch
     one keeps that one's command line, and no process of the sweep is its parent), the
     zygote's threads, the files already in this job's Inductor cache, and whether
-    Triton's install key was computed before this job compiled anything. After its
+    Triton's install key and the C++ kernels' header were computed before this job
+    compiled anything. After its
     first step (the compile) it prints the threads and processes that step started
     (Inductor's compile workers: this job's, not the zygote's) and the zygote's again.
     Spawned, it checks and prints nothing."""
@@ -376,6 +377,7 @@ class ZygoteProbe(_Tiny):
                 zygote_threads=[t.id for t in zygote.threads()],
                 cache_files=[str(f) for f in cache.rglob("*")] if cache.exists() else [],
                 triton_key_known=_triton_key_known(),
+                cpp_header_asked=_cpp_header_asked(),
             )
         return super().build_module(width)
 
@@ -397,6 +399,7 @@ class ZygoteProbe(_Tiny):
                 own=[[p.ppid(), *p.cmdline()] for p in me.children(recursive=True)],
                 zygote_threads=[t.id for t in zygote.threads()],
                 zygote_others=_others_of(zygote),
+                cpp_header_asked=_cpp_header_asked(),
             )
         return out
 
@@ -406,6 +409,15 @@ def _triton_key_known() -> bool | None:
     from torch._inductor.runtime.triton_compat import HAS_TRITON, triton_key
 
     return triton_key.cache_info().currsize > 0 if HAS_TRITON else None
+
+
+def _cpp_header_asked() -> dict[str, int]:
+    """How often this process (or its zygote before the fork) worked out Inductor's
+    precompiled header for its C++ kernels, and found it worked out already."""
+    from torch._inductor.codecache import _precompile_header
+
+    info = _precompile_header.cache_info()
+    return {"computed": info.misses, "found": info.hits}
 
 
 def _others_of(zygote: Any) -> list[str]:

@@ -144,20 +144,56 @@ def stop_compile_workers() -> float | None:
     return time.perf_counter() - start
 
 
-# --- the installs' keys, once per zygote -----------------------------------------------
+# --- the installs' keys and the C++ kernels' header, once per zygote -------------------
 # Inductor keys its caches (the FX graph cache, AOTAutograd's) by hashes of installed
 # files: torch's sources (`torch_key`) and Triton's (`triton_key`, with its compiler
 # library), each computed at a process's first compile and kept in that process's memory.
 # They are the same in every process of an environment, and cost 0.35 s of every
 # Inductor job's first call here (0.25 s Triton's, 0.1 s torch's), from a warm cache or
 # a cold one; PyTorch's dynamo benchmarks, many models in one process, pay them once.
-# The inductor zygote computes them once, and its forked jobs find them computed (a
-# spawned job computes its own). Nothing is read from disk after, or written.
+# So does the header Inductor precompiles for its C++ kernels (cpp_prefix.h): each
+# process's first kernel runs the preprocessor over it and hashes the output, 0.12 s
+# here in two subprocesses, to find its precompiled copy (about 120 MB, under
+# /tmp/torchinductor_<user>, whatever TORCHINDUCTOR_CACHE_DIR says), and builds that
+# copy where it is missing (3 s here: a machine's first Inductor job paid it). The
+# inductor zygote computes all three once, and its forked jobs find them computed (a
+# spawned job computes its own).
 def compute_cache_keys() -> None:
-    """Compute torch's and (where installed) Triton's keys, kept by their functions."""
+    """Compute torch's and (where installed) Triton's keys, kept by their functions, and
+    the C++ kernels' precompiled header (_cpu_header)."""
     from torch._inductor.codecache import torch_key
     from torch._inductor.runtime.triton_compat import HAS_TRITON, triton_key
 
     torch_key()
     if HAS_TRITON:
         triton_key()
+    _cpu_header()
+
+
+def _cpu_header() -> None:
+    """Ask Inductor for its C++ kernels' precompiled header as its first CPU kernel will
+    (torch 2.9's CppPythonBindingsCodeCache.load_async: the same header, command line
+    and flags), so that the answer is kept by its function (`_precompile_header`, a
+    functools.cache) and built on disk where it is missing. Where a torch asks otherwise,
+    the job misses it and asks itself, as without this; where it has no such function,
+    nothing is done."""
+    try:
+        from torch._inductor import codecache, config
+        from torch._inductor.cpp_builder import CppBuilder, CppTorchDeviceOptions
+
+        if not config.cpp_cache_precompile_headers:
+            return
+        header = codecache._get_cpp_prefix_header("cpu")
+        flags = codecache.CppPythonBindingsCodeCache.cpp_compile_command_flags
+        command = {
+            **flags,
+            "device_type": "cpu",
+            "extra_flags": (),
+            "use_relative_path": config.is_fbcode(),
+            "vec_isa": codecache.pick_vec_isa(),
+        }
+        options = CppTorchDeviceOptions(compile_only=False, min_optimize=False, **command)
+        line = CppBuilder(name="o", sources="i", BuildOption=options).get_command_line()
+        codecache._precompile_header(header, line, min_optimize=False, **command)
+    except Exception:  # a job that needs the header asks for it, and says what failed
+        return

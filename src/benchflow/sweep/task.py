@@ -102,8 +102,10 @@ class Execution:
     ir_s: float = 0.0  # the IR passes' children
 
 
-def run_job(cfg: DictConfig) -> ResultRow | None:
-    where = Where.from_hydra()
+def run_job(cfg: DictConfig | None, where: Where | None = None) -> ResultRow | None:
+    """The task of one job's process: `where` from Hydra's config (None), or given with
+    no config by the sweeper for a job's later rounds (its job is in plan.json)."""
+    where = where or Where.from_hydra()
     if where.multirun:
         tie_to_sweep()
     job = planned(where, cfg)
@@ -184,11 +186,13 @@ def tie_to_sweep(poll_s: float = 0.5) -> None:
     threading.Thread(target=watch, name="benchflow-tie-to-sweep", daemon=True).start()
 
 
-def planned(where: Where, cfg: DictConfig) -> Job:
-    """This job's plan: from plan.json (the sweeper planned every job), else made now."""
+def planned(where: Where, cfg: DictConfig | None) -> Job:
+    """This job's plan: from plan.json (the sweeper planned every job), else made now
+    from its config."""
     found = where.plan.job(where.num) if where.multirun and where.plan else None
     if found and list(found.overrides) == where.overrides:
         return _unless_aborted(found, where)
+    assert cfg is not None, "a job not in plan.json needs its config"
     if not where.multirun:
         return plan_single(cfg, where.overrides)  # checked before its folder was made
     try:
@@ -357,6 +361,14 @@ def _process(
     }
     state.add(n, rounds.Ran.of(outcome, **parent))
     _job_ended(outcome.ended)
+    took = outcome.wall_time_s
+    log.info(
+        "process %d of %d: %s in %.2f s",
+        n + 1,
+        job.config.process_count,
+        outcome.status.value,
+        took,
+    )
     return outcome.status
 
 

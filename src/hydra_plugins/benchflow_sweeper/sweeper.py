@@ -3,18 +3,24 @@ job is planned and checked before any starts, and a refused sweep leaves no fold
 
 `plan` (hydra.sweeper.plan=PATH) runs a plan made elsewhere (`benchflow rerun`) instead
 of the command line's grid. With Hydra's basic launcher (jobs run in this process) the
-launcher's config for a job is made from the plan's composed bases, not composed again.
+launcher's config for a job is made from the plan's composed bases, not composed again,
+and a job's later rounds run with the configs its first round was given (_Again).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from hydra._internal.core_plugins.basic_launcher import BasicLauncher
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra.core.hydra_config import HydraConfig
+from hydra.core.utils import JobReturn, JobStatus, configure_log, env_override
+from hydra.experimental.callback import Callback
 from omegaconf import OmegaConf, open_dict
 
 # Launchers (their modules) whose workers run in a working folder of their own: a Ray
@@ -39,11 +45,98 @@ class _PlannedConfigs:
         return getattr(self._loader, name)
 
 
+class _Job(NamedTuple):  # (not a dataclass: Hydra's plugin scan runs this module unnamed)
+    """What a job's later rounds take from its first: where it runs (sweep.task.Where)
+    and the part of Hydra's config that run_job applies around the task, small and
+    detached from the config (a job's full configs are about 300 KB)."""
+
+    where: Any  # benchflow.sweep.task.Where
+    logging: dict[str, Any]  # hydra.job_logging, resolved
+    verbose: Any
+    env_set: dict[str, str]
+    chdir: bool
+
+
+class _Again:
+    """A job's later rounds with Hydra's basic launcher: the task runs again where its
+    first round ran, with the log file and environment Hydra gave it then, without
+    Hydra's run_job. That copied the whole config four times and wrote its three
+    .hydra/*.yaml files again for every process of every round (88 ms a process on this
+    VM: benchmarks/RESULTS.md); the job's config and its folder's files are the same in
+    every round, and the task takes its job from plan.json. Not where a callback
+    watches each job (on_job_start, on_job_end): those launches go through Hydra."""
+
+    def __init__(self, launcher: BasicLauncher, callbacks: Sequence[Any]) -> None:
+        from benchflow.sweep.task import Where, run_job
+
+        self.launcher = launcher
+        self.run_job = run_job
+        self.first: dict[int, _Job] = {}  # by job number
+        self.watched = any(
+            getattr(type(c), hook) is not getattr(Callback, hook)
+            for c in callbacks
+            for hook in ("on_job_start", "on_job_end")
+        )
+        task = launcher.task_function
+
+        def remember(cfg: Any) -> Any:
+            where = Where.from_hydra()
+            job = where.plan.job(where.num) if where.plan else None
+            if job is not None and list(job.overrides) == where.overrides:
+                hc = HydraConfig.get()
+                verbose = hc.verbose
+                self.first[where.num] = _Job(
+                    where,
+                    OmegaConf.to_container(hc.job_logging, resolve=True),  # type: ignore[arg-type]
+                    OmegaConf.to_container(verbose) if OmegaConf.is_list(verbose) else verbose,
+                    {str(k): str(v) for k, v in hc.job.env_set.items()},
+                    bool(hc.job.chdir),
+                )
+            return task(cfg)
+
+        launcher.task_function = remember
+
+    def launch(self, batch: list[list[str]], first: int) -> Sequence[JobReturn]:
+        nums = range(first, first + len(batch))
+        if self.watched or not all(n in self.first for n in nums):
+            return self.launcher.launch(batch, initial_job_idx=first)
+        return [
+            self._run(self.first[n], overrides) for n, overrides in zip(nums, batch, strict=True)
+        ]
+
+    def _run(self, job: _Job, overrides: list[str]) -> JobReturn:
+        """As Hydra's run_job, from the job's first round."""
+        cwd = os.getcwd()
+        ret = JobReturn(overrides=overrides)
+        try:
+            if job.chdir:
+                os.chdir(job.where.job_dir.path)
+            ret.working_dir = os.getcwd()
+            verbose = job.verbose
+            configure_log(
+                OmegaConf.create(job.logging),
+                OmegaConf.create(verbose) if isinstance(verbose, list) else verbose,
+            )
+            with env_override(job.env_set):
+                try:
+                    ret.return_value = self.run_job(None, job.where)
+                    ret.status = JobStatus.COMPLETED
+                except Exception as exc:  # raised by the sweeper, as Hydra's
+                    ret.return_value, ret.status = exc, JobStatus.FAILED
+            return ret
+        finally:
+            os.chdir(cwd)
+            main = self.launcher.config
+            assert main is not None
+            configure_log(main.hydra.hydra_logging, main.hydra.verbose)
+
+
 class BenchflowSweeper(BasicSweeper):
     def __init__(self, max_batch_size: int | None, params: Any = None, plan: str | None = None):
         super().__init__(max_batch_size=max_batch_size, params=params)
         self.plan_file = plan
         self._planned: _PlannedConfigs | None = None
+        self._again: _Again | None = None
 
     def setup(self, *, hydra_context: Any, task_function: Any, config: Any) -> None:
         super().setup(hydra_context=hydra_context, task_function=task_function, config=config)
@@ -52,6 +145,7 @@ class BenchflowSweeper(BasicSweeper):
             self.launcher.hydra_context = dataclasses.replace(
                 hydra_context, config_loader=self._planned
             )
+            self._again = _Again(self.launcher, hydra_context.callbacks.callbacks)
 
     def _sweep_dir_for_every_worker(self, sweep_dir: Path) -> None:
         """The sweep's folder as an absolute path in every job's config. Hydra composes
@@ -121,7 +215,10 @@ class BenchflowSweeper(BasicSweeper):
                     rounds.begin(sweep, index, count, token, stopping.closing)
                     progress.note(f"round {index + 1} of {count}: each job's process {index + 1}")
                 for first, batch in launches:
-                    results = self.launcher.launch(batch, initial_job_idx=first)
+                    if index and self._again is not None:
+                        results = self._again.launch(batch, first)
+                    else:
+                        results = self.launcher.launch(batch, initial_job_idx=first)
                     for result in results:
                         _ = result.return_value  # raises what a job raised, as Hydra's
                     returns.append(results)
