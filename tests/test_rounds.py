@@ -7,6 +7,8 @@ from __future__ import annotations
 import csv
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -259,6 +261,35 @@ def test_a_paired_sweep_swaps_a_and_b_every_other_round() -> None:
     stopping.closed = {0, 1}
     assert stopping.swaps(3) == {2: 3, 3: 2}
     assert rounds.launches(jobs, 3, 10, {0, 1}, stopping.swaps(3)) == one[2:]
+
+
+def test_a_paired_sweep_imports_its_looks_tests_before_any_job() -> None:
+    """Stopping.of imports scipy.stats for a paired plan (so that the first look takes
+    no longer than the others: it fell before a B's process every time), and not for a
+    plan of no pairs (a sweep that never looks)."""
+    code = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from benchflow.config.schema import BenchConfig\n"
+        "from benchflow.core.job import Job, Launch, Plan\n"
+        "from benchflow.core.layout import SweepDir\n"
+        "from benchflow.sweep.pairs import Stopping\n"
+        "paired = sys.argv[1] == 'paired'\n"
+        "cfg = BenchConfig(pair='slowdown' if paired else None)\n"
+        "jobs = [Job(n, 'j', (f'slowdown={s}',), cfg, backend='eager')\n"
+        "        for n, s in enumerate(['null', '0.05'])]\n"
+        "launches = {0: Launch('torch'), 1: Launch('torch', steps_from=0 if paired else None)}\n"
+        "before = 'scipy.stats' in sys.modules\n"
+        "plan = Plan.of(jobs, 2, [], launches)\n"
+        "stopping = Stopping.of(SweepDir(Path('/nonexistent')), plan, 't')\n"
+        "print(len(stopping.pairs), before, 'scipy.stats' in sys.modules)\n"
+    )
+    for kind, expected in (("paired", "1 False True"), ("alone", "0 False False")):
+        out = subprocess.run(
+            [sys.executable, "-c", code, kind], capture_output=True, text=True, timeout=120
+        )
+        assert out.returncode == 0, out.stderr[-2000:]
+        assert out.stdout.split() == expected.split(), (kind, out.stdout)
 
 
 def test_a_paired_sweeps_b_runs_its_as_steps_per_repeat() -> None:
