@@ -15,8 +15,11 @@ planted change equal to it is called only where its estimate lands above it, abo
 half the time by construction; to ask whether a way can tell 5%, judge at 2%.
 
 A change is detected when the report exits 1 (a row or a configuration called a
-regression past the threshold); at size 0 (A/A) an exit 1 is a false alarm. Prints a
-markdown table (detections per trial, rows called regressions, the wall of a trial)
+regression past the threshold); at size 0 (A/A) an exit 1 is a false alarm. Each
+trial first runs the grid once as a default sweep (the yardstick: issue 42 asks a
+paired sweep for at most twice its wall; --no-yardstick skips it). Prints a
+markdown table (detections per trial, rows called regressions, the wall of a trial
+and its multiple of the default sweep's)
 and, with --out, appends it to that file as a dated section; --keep DIR keeps each
 trial's sweeps there, to look into a verdict afterwards.
 
@@ -140,6 +143,13 @@ def fixed(size: float, work: Path, budget: int, threshold: float) -> Trial:
     return _one_sweep(size, work, [f"processes={budget}"], threshold)
 
 
+def default_sweep(work: Path) -> float:
+    """The grid once as a default sweep (the yardstick); its wall."""
+    t0 = time.monotonic()
+    _sweep([], work / "default", work)
+    return time.monotonic() - t0
+
+
 def _work(keep: Path | None, name: str) -> contextlib.AbstractContextManager[str]:
     """A trial's folder: under --keep, kept; else a temporary one."""
     if keep is None:
@@ -164,6 +174,12 @@ def main() -> int:
     )
     p.add_argument("--out", type=Path, help="append the section to this file")
     p.add_argument("--keep", type=Path, help="keep each trial's sweeps in this folder")
+    p.add_argument(
+        "--yardstick",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="time the grid as a default sweep in each trial, and each way's wall against it",
+    )
     args = p.parse_args()
     EXTRA.extend(args.extra.split())
     sizes = [float(s) for s in args.sizes.split(",")]
@@ -178,7 +194,12 @@ def main() -> int:
     runs = [known[w][0] for w in chosen]
     ways = {size: [Way(known[w][1]) for w in chosen] for size in sizes}
     started = datetime.datetime.now()
+    yard: list[float] = []  # the default sweep's wall, a trial
     for trial in range(args.trials):
+        if args.yardstick:
+            with _work(args.keep, f"trial{trial + 1}-default") as tmp:
+                yard.append(default_sweep(Path(tmp)))
+            print(f"trial {trial + 1}: a default sweep of the grid, {yard[-1]:.0f} s", flush=True)
         for size in sizes:
             for way, run, key in zip(ways[size], runs, chosen, strict=True):
                 name = f"trial{trial + 1}-{size:g}-{key}"
@@ -209,15 +230,23 @@ def main() -> int:
         "| rows called improvement | processes a row | wall a trial |",
         "|---|---|---|---|---|---|---|",
     ]
+    mean_yard = sum(yard) / len(yard) if yard else None
     for size in sizes:
         for way in ways[size]:
             wall = sum(way.walls) / len(way.walls)
             rounds = sum(way.rounds) / len(way.rounds)
+            times = f" ({wall / mean_yard:.1f}x a default sweep)" if mean_yard else ""
             lines.append(
                 f"| {size:.0%} | {way.name} | {way.detected}/{way.trials} | "
                 f"{', '.join(map(str, way.rows_called))} | {sum(way.improved)} | "
-                f"{rounds:.1f} | {wall:.0f} s |"
+                f"{rounds:.1f} | {wall:.0f} s{times} |"
             )
+    if yard:
+        lines += [
+            "",
+            f"A default sweep of the grid (the yardstick), each trial: "
+            f"{', '.join(f'{w:.0f}' for w in yard)} s.",
+        ]
     text = "\n".join(lines) + "\n"
     publish(text, args.out)
     return 0
