@@ -361,14 +361,8 @@ def _process(
     }
     state.add(n, rounds.Ran.of(outcome, **parent))
     _job_ended(outcome.ended)
-    took = outcome.wall_time_s
-    log.info(
-        "process %d of %d: %s in %.2f s",
-        n + 1,
-        job.config.process_count,
-        outcome.status.value,
-        took,
-    )
+    count, status = job.config.process_count, outcome.status.value
+    log.info("process %d of %d: %s in %.2f s", n + 1, count, status, outcome.wall_time_s)
     return outcome.status
 
 

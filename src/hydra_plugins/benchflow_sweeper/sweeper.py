@@ -67,10 +67,7 @@ class _Again:
     watches each job (on_job_start, on_job_end): those launches go through Hydra."""
 
     def __init__(self, launcher: BasicLauncher, callbacks: Sequence[Any]) -> None:
-        from benchflow.sweep.task import Where, run_job
-
         self.launcher = launcher
-        self.run_job = run_job
         self.first: dict[int, _Job] = {}  # by job number
         self.watched = any(
             getattr(type(c), hook) is not getattr(Callback, hook)
@@ -80,6 +77,8 @@ class _Again:
         task = launcher.task_function
 
         def remember(cfg: Any) -> Any:
+            from benchflow.sweep.task import Where  # (here: a refused sweep never needs it)
+
             where = Where.from_hydra()
             job = where.plan.job(where.num) if where.plan else None
             if job is not None and list(job.overrides) == where.overrides:
@@ -118,8 +117,10 @@ class _Again:
                 OmegaConf.create(verbose) if isinstance(verbose, list) else verbose,
             )
             with env_override(job.env_set):
+                from benchflow.sweep.task import run_job
+
                 try:
-                    ret.return_value = self.run_job(None, job.where)
+                    ret.return_value = run_job(None, job.where)
                     ret.status = JobStatus.COMPLETED
                 except Exception as exc:  # raised by the sweeper, as Hydra's
                     ret.return_value, ret.status = exc, JobStatus.FAILED
