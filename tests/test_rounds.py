@@ -105,7 +105,9 @@ def _paired(cwd: Path) -> dict[str, Any]:
     ran_at = {n: _processes(sweep / n) for n in ("0", "1")}
     return {
         "paired_logs": {n: _text(sweep / n / "benchflow.log") for n in ("0", "1")},
-        "paired_hydra": {n: (sweep / n / ".hydra" / "config.yaml").stat().st_mtime for n in "01"},
+        "paired_hydra": {
+            n: (sweep / n / ".hydra" / "config.yaml").stat().st_mtime for n in ("0", "1")
+        },
         "paired": ran,
         "paired_rows": read_rows(sweep),
         "paired_processes": ran_at,

@@ -550,8 +550,7 @@ def pristine(threads: int, watch: Threads | None = None) -> dict[str, Any]:
             torch_xla and torch_xla._XLAC._xla_runtime_is_initialized()
         ),
     }
-    beyond = watch.beyond() if watch else ""
-    wrong = [f"threads: {now}{beyond}"] if now > threads else []
+    wrong = [f"threads: {now}{watch.beyond() if watch else ''}"] if now > threads else []
     wrong += [f"{k}: {v}" for k, v in state.items() if k != "threads" and v]
     if wrong:
         raise ZygoteError(f"not forking from this zygote ({'; '.join(wrong)})")
