@@ -33,6 +33,7 @@ from benchflow.results.intervals import (
     mann_whitney,
     median_ci,
     min_p_value,
+    out_of_reach,
     paired_geomean_test,
     paired_ratio_test,
     ratio_ci,
@@ -345,6 +346,53 @@ def test_stopping_at_the_looks_keeps_false_alarms_within_the_level() -> None:
     slow = [sweep(1.10) for _ in range(150)]
     assert sum(v == REGRESSION for v, _, _ in slow) / 150 > 0.9
     assert sum(v == REGRESSION and at < 8 for v, at, _ in slow) / 150 > 0.5
+
+
+def test_a_pair_no_look_could_decide_stops_early_and_costs_no_detection() -> None:
+    """out_of_reach, the paired sweep's futility rule, at a 2% threshold: a pair whose
+    change is within the band and whose rounds spread too wide for the budget's
+    interval to fit in it stops; one whose spread could fit, or whose change lies past
+    the band, or that reached the budget, does not. Over 600 simulated sweeps of up to 8
+    rounds (each round's log ratio N(log change, 3%)): A/A pairs stop at least 1.5
+    rounds sooner on average with it (4.2 rounds against 8.0), never alarm more, and a
+    5% change is called a regression at least 98% as often as without it (479 and 485
+    of 600)."""
+    from benchflow.report.compare import INSUFFICIENT, REGRESSION, judge_paired
+
+    def pair(ratios: list[float]) -> tuple[Timed, Timed]:
+        ones = (1.0,) * len(ratios)
+        return Timed(tuple(ratios), tuple(ratios)), Timed(ones, ones)
+
+    wide, tight, past = [1.03, 0.97, 1.01], [1.004, 0.998, 1.001], [1.05, 1.09, 1.02]
+    why = out_of_reach(*pair(wide), 3, 8, 0.02)
+    assert why.startswith("+0.3% lies within ±2%") and "after 8 rounds" in why
+    assert out_of_reach(*pair(tight), 3, 8, 0.02) == ""  # "within ±2%" is in reach
+    assert out_of_reach(*pair(past), 3, 8, 0.02) == ""  # past the band: may yet be called
+    assert out_of_reach(*pair(wide + wide + wide[:2]), 8, 8, 0.02) == ""  # the budget's
+    assert out_of_reach(*pair(wide[:2]), 2, 8, 0.02) == ""  # before the first look
+
+    rng = np.random.default_rng(11)
+
+    def sweep(logs: np.ndarray, futility: bool) -> tuple[str, int]:
+        for at in looks(8):
+            cand, base = pair(list(np.exp(logs[:at])))
+            verdict = judge_paired(cand, base, 0.02, 8, 4)
+            if verdict != INSUFFICIENT or at == 8:
+                return verdict, at
+            if futility and out_of_reach(cand, base, at, 8, 0.02):
+                return INSUFFICIENT, at
+        raise AssertionError("the budget is a look")
+
+    for change in (1.0, 1.05):
+        draws = [rng.normal(math.log(change), 0.03, 8) for _ in range(600)]
+        without, with_it = ([sweep(d, f) for d in draws] for f in (False, True))
+        called = [sum(v == REGRESSION for v, _ in s) for s in (without, with_it)]
+        rounds = [np.mean([at for _, at in s]) for s in (without, with_it)]
+        assert called[1] >= 0.98 * called[0], called
+        if change == 1.0:
+            assert called[1] <= called[0] and rounds[1] < rounds[0] - 1.5, (called, rounds)
+        same = zip(without, with_it, strict=True)
+        assert all(v == va or va == INSUFFICIENT for (v, _), (va, _) in same)
 
 
 def test_a_process_interval_is_t_on_the_logs_and_covers_the_typical_process() -> None:

@@ -194,7 +194,7 @@ def test_a_paired_sweep_stops_a_pair_once_decided(early_sweeps: EarlySweeps) -> 
     for r in rows:
         assert len(r["timing"]["processes"]) == at
         assert all(p["quiet"] in (True, False) for p in r["timing"]["processes"])
-        assert f"pair=slowdown: decided after {at} of its 8 rounds" in " ".join(r["job"]["notes"])
+        assert f"pair=slowdown: stopped after {at} of its 8 rounds" in " ".join(r["job"]["notes"])
         assert r["job"]["paired"] == {"axis": "slowdown", "rounds": 8, "threshold": 0.05}
     assert "benchflow report" in ran.stdout and "--pair slowdown` judges it" in ran.stdout
     judged = got["judged"]

@@ -286,9 +286,9 @@ class BenchConfig:
     interleave: bool = field(default=True, metadata=UNMEASURED)
     # Paired A/B: the axis of the sweep's two values to compare (pair=slowdown with
     # slowdown=null,0.05). Each pair of jobs runs round by round until its B/A change
-    # is decided (past ±pair_threshold, or within it) or `processes` rounds (null: 8)
-    # are spent, the repeated looks accounted for (docs/reports.md); then
-    # `benchflow report SWEEP --pair AXIS` judges it by the same rule.
+    # is decided (past ±pair_threshold, or within it), or no look could decide it, or
+    # `processes` rounds (null: 8) are spent, the looks accounted for (docs/reports.md);
+    # then `benchflow report SWEEP --pair AXIS` judges it by the same rule.
     pair: str | None = field(default=None, metadata=UNMEASURED)
     pair_threshold: float = field(default=THRESHOLD, metadata=UNMEASURED)  # smallest change counted
     # Hard limit for one job's child process, compile included.

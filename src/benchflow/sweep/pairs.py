@@ -10,8 +10,10 @@ each pair that both sides ran ok this far, as `benchflow report SWEEP --pair AXI
 will: the paired t-test at the look's share of the false-alarm level
 (results/intervals.sequential_test), by the sweep's `pair_threshold`. A pair whose
 change is a regression or an improvement past the threshold, or lies within it, is
-decided: its two jobs are launched once more in the next round to be recorded from the
-processes they have (rounds.Round.close), and no more. As asv's `continuous` and
+decided; so is one that no look up to the budget could decide (its change within the
+threshold, its spread too wide for the band: results/intervals.out_of_reach). Its two
+jobs are launched once more in the next round to be recorded from the processes they
+have (rounds.Round.close), and no more. As asv's `continuous` and
 pyperf's `compare_to` would, but the sweep stops sampling what is already clear, as
 nvbench and google-benchmark stop on a noise criterion, with the looks accounted for.
 """
@@ -28,7 +30,7 @@ from benchflow.config.errors import ConfigError
 from benchflow.core.job import Job, Launch, Plan
 from benchflow.core.layout import SweepDir
 from benchflow.core.status import Status
-from benchflow.results.intervals import Timed, looks
+from benchflow.results.intervals import Timed, looks, out_of_reach
 from benchflow.results.pooled import process_summary
 from benchflow.sweep import rounds
 
@@ -137,8 +139,9 @@ def decided(
     """After `done` rounds: each pair of `pairs` whose change is decided at this look,
     with its verdict (none where `done` is not a look, or is the budget: every job ends
     there anyway), its p-value taken over the `family` of the sweep's pairs as the
-    report will (judge_paired). Read from the jobs' processes (processes.json and their
-    results)."""
+    report will (judge_paired); and each pair that no look up to the budget could
+    decide (results/intervals.out_of_reach), with why. Read from the jobs' processes
+    (processes.json and their results)."""
     if done not in looks(budget) or done >= budget:
         return []
     from benchflow.report.compare import INSUFFICIENT, SUSPICIOUS, judge_paired
@@ -151,8 +154,11 @@ def decided(
         base, cand = (_timed(a, done) if a else None), (_timed(b, done) if b else None)
         if base is None or cand is None:
             continue  # a side failed (its row says so), or has not run this far
-        verdict = judge_paired(cand, base, pair.a.config.pair_threshold, budget, family)
-        if verdict not in (INSUFFICIENT, SUSPICIOUS):
+        threshold = pair.a.config.pair_threshold
+        verdict = judge_paired(cand, base, threshold, budget, family)
+        if verdict == INSUFFICIENT and (why := out_of_reach(cand, base, done, budget, threshold)):
+            out.append((pair, f"stopped: {why}"))
+        elif verdict not in (INSUFFICIENT, SUSPICIOUS):
             out.append((pair, verdict))
     return out
 

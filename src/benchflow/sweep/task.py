@@ -288,7 +288,7 @@ def execute(
         if planned.steps_from is not None:
             info.notes.append(f"pair={cfg.pair}: runs job {planned.steps_from}'s steps per repeat")
         label = job.name if len(todo) == total else f"{job.name} (process {index + 1} of {total})"
-        label = f"{job.name} (decided after {len(state.ran)} processes)" if close else label
+        label = f"{job.name} (stopped after {len(state.ran)} processes)" if close else label
         with progress.running(cfg.progress, where.num, where.total, label):
             pending = [n for n in todo if n not in state.ran]
             for n in pending:
@@ -302,7 +302,7 @@ def execute(
         last = max(state.ran)
         if close:
             info.notes.append(
-                f"pair={cfg.pair}: decided after {last + 1} of its {total} rounds (docs/reports.md)"
+                f"pair={cfg.pair}: stopped after {last + 1} of its {total} rounds (docs/reports.md)"
             )
         elif state.ran[last].status == Status.OK.value and last < total - 1:
             return None  # its next process runs in a later round
