@@ -88,6 +88,7 @@ def _rounds(root: Path) -> dict[str, Any]:
         args = [*SWEEP[:3], "model=sleepy,fault_raise", *SWEEP[4:5], "fail_fast=true", "repeat=2"]
         got["ff"] = run_cli([*args, *SWEEP[6:]], ff)
         got |= _paired(root / "paired")
+        got |= _out_of_reach(root / "reach")
     got["ff_rows"] = [r for p in (ff / "multirun").glob("*/*") for r in read_rows(p)]
     return got
 
@@ -114,6 +115,22 @@ def _paired(cwd: Path) -> dict[str, Any]:
         "judged": judged,
         "table": table,
     }
+
+
+def _out_of_reach(cwd: Path) -> dict[str, Any]:
+    """An A/A-like paired sweep whose B's rounds are +6%, -6% and 0 (jittery, paired on
+    model.size): out of reach at its first look."""
+    cwd.mkdir()
+    sweep = cwd / "sweep"
+    args = ["-m", SEARCHPATH, "model=jittery", "model.size=tiny,small", "pair=model.size"]
+    args += ["pair_threshold=0.02", "repeat=2", "warmup=1", "processes=8", *SWEEP[4:5]]
+    args += [*SWEEP[6:7], *SWEEP[9:], f"hydra.sweep.dir={sweep}"]
+    ran = run_cli(args, cwd, JITTERY_DIR=str(cwd))
+    judge = ["report", str(sweep), "--pair", "model.size", "--no-mlflow", "--format", "csv"]
+    judged = run_cli(judge, cwd)
+    table = list(csv.DictReader((sweep / "pair" / "compare.csv").open())) if judged.stdout else []
+    return {"reach": ran, "reach_rows": read_rows(sweep), "reach_judged": judged,
+            "reach_table": table}  # fmt: skip
 
 
 def test_a_sweep_runs_one_process_of_each_job_a_round(early_sweeps: EarlySweeps) -> None:
@@ -204,6 +221,31 @@ def test_a_paired_sweep_stops_a_pair_once_decided(early_sweeps: EarlySweeps) -> 
     assert judged.returncode == (change["verdict"] == "regression"), judged.stderr[-2000:]
     assert change["method"].startswith("paired t over ") and change["method"].endswith(look)
     assert (at == 3) == change["method"].startswith("paired t over 3 rounds,")
+
+
+def test_a_paired_sweep_stops_a_pair_no_look_could_decide(early_sweeps: EarlySweeps) -> None:
+    """B's rounds +6%, -6%, 0 against A: within the 2% threshold, and spread too wide for
+    an interval after 8 rounds to fit within it: the sweep stops the pair at its first
+    look (results/intervals.out_of_reach), says why, records both jobs from their 3
+    processes, and report --pair judges it there: insufficient data, exit 0."""
+    got = early_sweeps.result("rounds")
+    ran = got["reach"]
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    stopped = re.search(r"out of reach \(([-+]\d\.\d)% lies within ±2%, and at its rounds' "
+                        r"spread an interval after 8 rounds would still reach ([-+]\d+\.\d)%\) "
+                        r"after 3 rounds, recorded now", ran.stderr)  # fmt: skip
+    assert stopped, ran.stderr[-3000:]
+    assert abs(float(stopped.group(1))) < 2 < abs(float(stopped.group(2)))
+    assert "round 4 of 8" in ran.stderr and "round 5 of 8" not in ran.stderr
+    rows = got["reach_rows"]
+    assert [r["status"] for r in rows] == ["ok", "ok"]
+    for r in rows:
+        assert len(r["timing"]["processes"]) == 3
+        assert "pair=model.size: stopped after 3 of its 8 rounds" in " ".join(r["job"]["notes"])
+    (change,) = got["reach_table"]
+    assert change["verdict"] == "insufficient data", change
+    assert change["method"].endswith("look 1 of 3 at alpha=0.0014")
+    assert got["reach_judged"].returncode == 0, got["reach_judged"].stderr[-2000:]
 
 
 def test_a_jobs_later_rounds_run_where_its_first_did(early_sweeps: EarlySweeps) -> None:

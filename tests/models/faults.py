@@ -72,6 +72,30 @@ class Sleepy(_Tiny):
         return self.model(*self.example_inputs)
 
 
+class Jittery(_Tiny):
+    """A step that sleeps 0.1 s times its process's factor: 1 at model.size=tiny; at
+    small, process n's is FACTORS[n] (+6%, -6%, 1, ...). Paired on model.size, its
+    rounds' ratios are +6%, -6% and 0: a change within a 2% threshold whose spread no 8
+    rounds could narrow to it, the case a paired sweep stops as out of reach. A process
+    counts itself at its first step, in a file per size under JITTERY_DIR (a model
+    built once for a job's processes is forked into each)."""
+
+    FACTORS = (1.06, 1 / 1.06, 1.0, 1.06, 1 / 1.06, 1.0, 1.06, 1 / 1.06)
+
+    def eval(self) -> Any:
+        if getattr(self, "_pid", None) != os.getpid():
+            self._pid, self._factor = os.getpid(), 1.0
+            if self.size == "small":
+                count = Path(os.environ["JITTERY_DIR"]) / f"{self.size}.count"
+                with count.open("a+") as f:
+                    f.seek(0)
+                    n = len(f.read())
+                    f.write(".")
+                self._factor = self.FACTORS[n % len(self.FACTORS)]
+        time.sleep(0.1 * self._factor)
+        return self.model(*self.example_inputs)
+
+
 class Segfault(_Tiny):
     """Dereferences address 0 through ctypes on the first step (SIGSEGV)."""
 

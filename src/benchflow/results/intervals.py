@@ -428,8 +428,7 @@ def out_of_reach(num: Timed, den: Timed, rounds: int, budget: int, threshold: fl
     return (
         f"{math.expm1(estimate):+.1%} lies within ±{threshold:.0%}, and at its rounds' "
         f"spread an interval after {budget} rounds would still reach "
-        f"{math.expm1(math.copysign(abs(estimate) + half, estimate)):+.1%}: neither answer "
-        "is in reach"
+        f"{math.expm1(math.copysign(abs(estimate) + half, estimate)):+.1%}"
     )
 
 

@@ -157,7 +157,7 @@ def decided(
         threshold = pair.a.config.pair_threshold
         verdict = judge_paired(cand, base, threshold, budget, family)
         if verdict == INSUFFICIENT and (why := out_of_reach(cand, base, done, budget, threshold)):
-            out.append((pair, f"stopped: {why}"))
+            out.append((pair, f"out of reach ({why})"))
         elif verdict not in (INSUFFICIENT, SUSPICIOUS):
             out.append((pair, verdict))
     return out
