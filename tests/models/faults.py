@@ -74,7 +74,7 @@ class Sleepy(_Tiny):
 
 class Jittery(_Tiny):
     """A step that sleeps 0.1 s times its process's factor: 1 at model.size=tiny; at
-    small, process n's is FACTORS[n] (+6%, -6%, 1, ...). Paired on model.size, its
+    small, process n's is FACTORS[n] (+6%, -6%, 0, ...). Paired on model.size, its
     rounds' ratios are +6%, -6% and 0: a change within a 2% threshold whose spread no 8
     rounds could narrow to it, the case a paired sweep stops as out of reach. A process
     counts itself at its first step, in a file per size under JITTERY_DIR (a model
