@@ -336,6 +336,36 @@ def test_a_paired_sweep_imports_its_looks_tests_before_any_job() -> None:
         assert out.stdout.split() == expected.split(), (kind, out.stdout)
 
 
+def test_a_sweep_whose_jobs_run_here_imports_scipy_stats_as_it_begins(tmp_path: Path) -> None:
+    """start.begin imports scipy.stats where the sweep's jobs run in this process
+    (prestart): their rows take their intervals from it, and the import (0.5 s) fell at
+    the first job's end, between two processes; not where they run elsewhere."""
+    code = (
+        "import sys\n"
+        "from omegaconf import OmegaConf\n"
+        "from benchflow.config.schema import BenchConfig\n"
+        "from benchflow.core.job import Job, Launch, Plan\n"
+        "from benchflow.sweep.start import begin\n"
+        "here = sys.argv[1] == 'here'\n"
+        "config = OmegaConf.create({'hydra': {'sweep': {'dir': sys.argv[2]}}})\n"
+        "jobs = [Job(0, 'j', ('x=0',), BenchConfig(), backend='eager')]\n"
+        "before = 'scipy.stats' in sys.modules\n"
+        "begin(config, Plan.of(jobs, 1, [], {0: Launch(None)}), prestart=here)\n"
+        "print(before, 'scipy.stats' in sys.modules)\n"
+    )
+    for kind, expected in (("here", "False True"), ("elsewhere", "False False")):
+        folder = tmp_path / kind
+        out = subprocess.run(
+            [sys.executable, "-c", code, kind, str(folder)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert out.returncode == 0, out.stderr[-2000:]
+        assert out.stdout.split() == expected.split(), (kind, out.stdout)
+        assert (folder / "plan.json").exists()
+
+
 def test_a_paired_sweeps_b_runs_its_as_steps_per_repeat() -> None:
     """The plan gives each B of a pair its A's number (Launch.steps_from); A, and a job
     of no pair, calibrate their own."""

@@ -133,7 +133,7 @@ def start_base(master: DictConfig) -> None:
 def begin(config: DictConfig, plan: Plan, *, prestart: bool) -> None:
     """The sweep may run: its folder and plan.json, the zygotes its jobs fork from
     (`prestart`: when they run in this process, started while the MLflow store and parent
-    run are set up, not after), and the MLflow parent run."""
+    run are set up, not after; and then scipy.stats), and the MLflow parent run."""
     from benchflow.sweep.callbacks import start_sweep
     from benchflow.sweep.task import ENV_SWEEP_PID
 
@@ -153,4 +153,8 @@ def begin(config: DictConfig, plan: Plan, *, prestart: bool) -> None:
         from benchflow.runner.pool import POOL
 
         POOL.prestart(kinds, cpus_per_job)
+    if prestart:
+        # Each job's row takes its interval from scipy.stats, in this process: import it
+        # while the zygotes start, not at the first job's end, between two processes.
+        import scipy.stats  # noqa: F401
     start_sweep(config)
