@@ -307,62 +307,48 @@ def test_a_paired_sweep_swaps_a_and_b_every_other_round() -> None:
     assert rounds.launches(jobs, 3, 10, {0, 1}, stopping.swaps(3)) == one[2:]
 
 
-def test_a_paired_sweep_imports_its_looks_tests_before_any_job() -> None:
-    """Stopping.of imports scipy.stats for a paired plan (so that the first look takes
-    no longer than the others: it fell before a B's process every time), and not for a
-    plan of no pairs (a sweep that never looks)."""
+def test_a_sweep_imports_scipy_stats_as_it_begins_where_it_will_use_it(tmp_path: Path) -> None:
+    """start.begin imports scipy.stats where the sweep's jobs run in this process
+    (prestart: their rows take their intervals from it, and the import, 0.5 s, fell at
+    the first job's end, between two processes), and for a paired sweep wherever its
+    jobs run (its looks: the first look's import fell before a B's process every time);
+    not for a sweep of no pairs whose jobs run elsewhere. Stopping.of finds the pair."""
     code = (
         "import sys\n"
         "from pathlib import Path\n"
+        "from omegaconf import OmegaConf\n"
         "from benchflow.config.schema import BenchConfig\n"
         "from benchflow.core.job import Job, Launch, Plan\n"
         "from benchflow.core.layout import SweepDir\n"
         "from benchflow.sweep.pairs import Stopping\n"
-        "paired = sys.argv[1] == 'paired'\n"
+        "from benchflow.sweep.start import begin\n"
+        "here, paired = sys.argv[1] == 'here', sys.argv[2] == 'paired'\n"
+        "config = OmegaConf.create({'hydra': {'sweep': {'dir': sys.argv[3]}}})\n"
         "cfg = BenchConfig(pair='slowdown' if paired else None)\n"
         "jobs = [Job(n, 'j', (f'slowdown={s}',), cfg, backend='eager')\n"
         "        for n, s in enumerate(['null', '0.05'])]\n"
-        "launches = {0: Launch('torch'), 1: Launch('torch', steps_from=0 if paired else None)}\n"
+        "launches = {0: Launch(None), 1: Launch(None, steps_from=0 if paired else None)}\n"
         "before = 'scipy.stats' in sys.modules\n"
         "plan = Plan.of(jobs, 2, [], launches)\n"
-        "stopping = Stopping.of(SweepDir(Path('/nonexistent')), plan, 't')\n"
+        "begin(config, plan, prestart=here)\n"
+        "stopping = Stopping.of(SweepDir(Path(sys.argv[3])), plan, 't')\n"
         "print(len(stopping.pairs), before, 'scipy.stats' in sys.modules)\n"
     )
-    for kind, expected in (("paired", "1 False True"), ("alone", "0 False False")):
+    cases = {
+        ("here", "alone"): "0 False True",
+        ("elsewhere", "paired"): "1 False True",
+        ("elsewhere", "alone"): "0 False False",
+    }
+    for (where, kind), expected in cases.items():
+        folder = tmp_path / f"{where}-{kind}"
         out = subprocess.run(
-            [sys.executable, "-c", code, kind], capture_output=True, text=True, timeout=120
-        )
-        assert out.returncode == 0, out.stderr[-2000:]
-        assert out.stdout.split() == expected.split(), (kind, out.stdout)
-
-
-def test_a_sweep_whose_jobs_run_here_imports_scipy_stats_as_it_begins(tmp_path: Path) -> None:
-    """start.begin imports scipy.stats where the sweep's jobs run in this process
-    (prestart): their rows take their intervals from it, and the import (0.5 s) fell at
-    the first job's end, between two processes; not where they run elsewhere."""
-    code = (
-        "import sys\n"
-        "from omegaconf import OmegaConf\n"
-        "from benchflow.config.schema import BenchConfig\n"
-        "from benchflow.core.job import Job, Launch, Plan\n"
-        "from benchflow.sweep.start import begin\n"
-        "here = sys.argv[1] == 'here'\n"
-        "config = OmegaConf.create({'hydra': {'sweep': {'dir': sys.argv[2]}}})\n"
-        "jobs = [Job(0, 'j', ('x=0',), BenchConfig(), backend='eager')]\n"
-        "before = 'scipy.stats' in sys.modules\n"
-        "begin(config, Plan.of(jobs, 1, [], {0: Launch(None)}), prestart=here)\n"
-        "print(before, 'scipy.stats' in sys.modules)\n"
-    )
-    for kind, expected in (("here", "False True"), ("elsewhere", "False False")):
-        folder = tmp_path / kind
-        out = subprocess.run(
-            [sys.executable, "-c", code, kind, str(folder)],
+            [sys.executable, "-c", code, where, kind, str(folder)],
             capture_output=True,
             text=True,
             timeout=120,
         )
         assert out.returncode == 0, out.stderr[-2000:]
-        assert out.stdout.split() == expected.split(), (kind, out.stdout)
+        assert out.stdout.split() == expected.split(), (where, kind, out.stdout)
         assert (folder / "plan.json").exists()
 
 

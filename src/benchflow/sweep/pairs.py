@@ -177,19 +177,13 @@ class Stopping:
     @classmethod
     def of(cls, sweep: SweepDir, plan: Plan, token: str) -> Stopping:
         """The plan's pairs, as it wrote them: each B's launch names its A (steps_from).
-        A paired sweep imports its looks' tests (scipy.stats) here, before any job runs,
-        so that every look takes as little time as the others: the first look imported
-        it, 0.5 s of the parent's CPU right before the next round's first process, and
-        with 8 rounds (looks after 3 and 5) that process was always a B (Stopping.swaps),
-        never an A (benchmarks/RESULTS.md)."""
+        (The looks' tests, scipy.stats, are imported as the sweep begins: start.begin.)"""
         jobs = {job.num: job for job in plan.jobs()}
         pairs = [
             Pair(jobs[launch.steps_from], job)
             for job in jobs.values()
             if (launch := plan.launch(job.num)) and launch.steps_from is not None
         ]
-        if pairs:
-            import scipy.stats  # noqa: F401
         return cls(sweep, pairs, token, set(), set())
 
     def swaps(self, index: int) -> dict[int, int]:

@@ -133,7 +133,8 @@ def start_base(master: DictConfig) -> None:
 def begin(config: DictConfig, plan: Plan, *, prestart: bool) -> None:
     """The sweep may run: its folder and plan.json, the zygotes its jobs fork from
     (`prestart`: when they run in this process, started while the MLflow store and parent
-    run are set up, not after; and then scipy.stats), and the MLflow parent run."""
+    run are set up, not after), scipy.stats where this process will use it, and the MLflow
+    parent run."""
     from benchflow.sweep.callbacks import start_sweep
     from benchflow.sweep.task import ENV_SWEEP_PID
 
@@ -144,8 +145,10 @@ def begin(config: DictConfig, plan: Plan, *, prestart: bool) -> None:
     os.environ[ENV_SWEEP_PID] = str(os.getpid())
     kinds: list[str] = []  # the zygotes the jobs fork from, in the order first needed
     cpus_per_job = None
+    paired = False  # a paired sweep's B names its A (sweep/pairs.py)
     for job in plan.jobs():
         launch = plan.launch(job.num)  # None: it runs nothing (invalid, skipped)
+        paired |= launch is not None and launch.steps_from is not None
         if launch and (kind := launch.forks_from) and kind not in kinds:
             kinds.append(kind)  # (with a shared build: its model's zygote forks from it)
             cpus_per_job = job.config.cpus_per_job
@@ -153,8 +156,11 @@ def begin(config: DictConfig, plan: Plan, *, prestart: bool) -> None:
         from benchflow.runner.pool import POOL
 
         POOL.prestart(kinds, cpus_per_job)
-    if prestart:
-        # Each job's row takes its interval from scipy.stats, in this process: import it
-        # while the zygotes start, not at the first job's end, between two processes.
+    if prestart or paired:
+        # This process takes each job's interval from scipy.stats where the jobs run
+        # here, and a paired sweep's looks wherever they run: import it now, while the
+        # zygotes start, not at the first job's end or the first look, between two
+        # processes (the first look's import fell before a B's process every time, the
+        # first job's before the next job's last: 0.5 s each; benchmarks/RESULTS.md).
         import scipy.stats  # noqa: F401
     start_sweep(config)
