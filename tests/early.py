@@ -12,14 +12,16 @@ Its own module, so that the registry is one object: pytest loads conftest.py as
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-_EARLY: dict[str, tuple[Callable[[Path], Any], bool]] = {}
+_EARLY: dict[str, tuple[Callable[[Path], Any], bool, bool]] = {}
 
 # Most early runs yield the CPU to the session's critical lanes: the two session sweeps
 # (the cases, one job after another, and the grid, with its Inductor compiles: the
@@ -28,6 +30,10 @@ _EARLY: dict[str, tuple[Callable[[Path], Any], bool]] = {}
 # A sweep whose times are compared with each other's is not niced: a niced job is
 # preempted whenever a lane wants its core, and its times spread.
 BACKGROUND_NICE = 10
+# Early runs at once (the others wait their turn, long ones first). With every one at
+# once, the tests that run in order got about a fifth of a core while they did, ended
+# last, and the other core idled behind them; see docs/tests.md.
+AT_ONCE = int(os.environ.get("EARLY_AT_ONCE", "4"))
 _thread = threading.local()
 
 # The session sweeps' runs (conftest.py: _session_sweeps), by name, once started: an
@@ -64,14 +70,24 @@ def environ() -> Mapping[str, str]:
 def _run(fn: Callable[[Path], Any], root: Path, niced: bool, env: dict[str, str]) -> Any:
     _thread.background = niced
     _thread.env = env
-    return fn(root)
+    started = time.time()
+    try:
+        return fn(root)
+    finally:
+        if log := os.environ.get("BENCHFLOW_TEST_CPU_LOG"):  # conftest.py's CPU log
+            with open(log, "a") as f:
+                f.write(json.dumps({"early": root.name, "start": started, "end": time.time()}))
+                f.write("\n")
 
 
 def early(
-    name: str, niced: bool = True
+    name: str, niced: bool = True, long: bool = False
 ) -> Callable[[Callable[[Path], Any]], Callable[[Path], Any]]:
+    """Register `fn` as the early run `name`; `long`: a chain of runs that one after
+    another outlast the others', started ahead of them."""
+
     def register(fn: Callable[[Path], Any]) -> Callable[[Path], Any]:
-        _EARLY[name] = (fn, niced)
+        _EARLY[name] = (fn, niced, long)
         return fn
 
     return register
@@ -86,11 +102,11 @@ class EarlySweeps:
         # registration of the same early run may be the one kept.
         selected = {m.rpartition(".")[2] for m in modules}
         wanted = {n: e for n, e in _EARLY.items() if e[0].__module__.rpartition(".")[2] in selected}
-        self._pool = ThreadPoolExecutor(max_workers=max(1, len(wanted)))
+        self._pool = ThreadPoolExecutor(max_workers=max(1, min(AT_ONCE, len(wanted))))
         env = dict(os.environ)  # with the first test: no test has set anything yet
+        in_order = sorted(wanted.items(), key=lambda item: not item[1][2])  # long ones first
         self._futures: dict[str, Future[Any]] = {
-            n: self._pool.submit(_run, fn, mktemp(n), niced, env)
-            for n, (fn, niced) in wanted.items()
+            n: self._pool.submit(_run, fn, mktemp(n), niced, env) for n, (fn, niced, _) in in_order
         }
 
     def result(self, name: str, timeout: float = 1200) -> Any:

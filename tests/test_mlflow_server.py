@@ -25,7 +25,7 @@ from tests.conftest import (
 from tests.test_ui_browser import METRIC, browser, experiment_page_shows  # noqa: F401
 
 
-@early("mlflow_server")
+@early("mlflow_server", long=True)
 def _server_and_sweep(root: Path) -> tuple[str, CliResult, CliResult | None]:
     """PostgreSQL and an MLflow server on it, a sweep logging to it, then `benchflow
     report` reading that sweep back from the server by its parent run id, a rerun of

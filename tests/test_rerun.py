@@ -32,7 +32,7 @@ SWEEP = [
 ]
 
 
-@early("rerun")
+@early("rerun", long=True)
 def _recorded_and_rerun(root: Path) -> dict[str, CliResult]:
     work = root / "work"
     work.mkdir()

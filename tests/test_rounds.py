@@ -59,7 +59,7 @@ def _text(path: Path) -> str:
         return ""
 
 
-@early("rounds", niced=False)  # the SIGTERM must land inside job 0's second process
+@early("rounds", niced=False, long=True)  # the SIGTERM must land inside job 0's second process
 def _rounds(root: Path) -> dict[str, Any]:
     """The sweep SIGTERMed in its second round, then resumed; and a fail_fast sweep whose
     second job fails in the first round."""
