@@ -84,8 +84,9 @@ def benchflow_args(args: list[str]) -> list[str]:
 
 # Where the suite's time goes: with BENCHFLOW_TEST_CPU_LOG=FILE, each CLI run a test
 # waits for appends a JSON line (its arguments, wall seconds, and the CPU seconds of it
-# and every process it reaped: its jobs, zygotes, servers), each test its start, and
-# the session its end with the test process's own CPU and all it reaped.
+# and every process it reaped: its jobs, zygotes, servers), each test its start, each
+# early run its start and end (tests/early.py), and the session its end with the test
+# process's own CPU and all it reaped.
 CPU_LOG = os.environ.get("BENCHFLOW_TEST_CPU_LOG")
 
 

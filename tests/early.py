@@ -1,9 +1,10 @@
 """A test module's own sweeps, started with the first test of the session.
 
 A module registers a function with ``@early(name)``: ``fn(cwd)`` runs its sweeps (real
-CLI runs) and returns what its tests read. Each starts in a thread with the first test
-when a selected test of that module uses the ``early_sweeps`` fixture (conftest.py),
-runs in the background meanwhile, and ``early_sweeps.result(name)`` waits for it.
+CLI runs) and returns what its tests read. Each runs in a thread of a pool started
+with the first test when a selected test of that module uses the ``early_sweeps``
+fixture (conftest.py), AT_ONCE of them at a time, the long ones first, in the
+background meanwhile; ``early_sweeps.result(name)`` waits for it.
 
 Its own module, so that the registry is one object: pytest loads conftest.py as
 ``conftest``, while test modules import it as ``tests.conftest``.
