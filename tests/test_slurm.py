@@ -43,7 +43,7 @@ def _slurm() -> Iterator[dict[str, Any]]:
         subprocess.run(["make", "-s", "slurm-down"], cwd=REPO, check=True)
 
 
-@early("slurm")  # mostly waiting (for SLURM and submitit's polls): beside the other tests
+@early("slurm", long=True)  # mostly waiting (SLURM and submitit poll): beside the others
 def _on_slurm(root: Path) -> dict[str, Any]:
     """The launchers' sweep on a cluster brought up for it."""
     with _slurm() as cluster:
