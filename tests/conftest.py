@@ -18,7 +18,16 @@ from pathlib import Path
 from typing import IO, Any
 
 import pytest
-from tests.early import BACKGROUND_NICE, SESSION_RUNS, EarlySweeps, early, environ, in_background
+from tests.early import (
+    BACKGROUND_NICE,
+    CPU_LOG,
+    SESSION_RUNS,
+    EarlySweeps,
+    early,
+    environ,
+    in_background,
+    log_cpu,
+)
 
 __all__ = ["SESSION_RUNS", "EarlySweeps", "early"]  # for the modules with early runs
 
@@ -82,22 +91,8 @@ def benchflow_args(args: list[str]) -> list[str]:
     return args
 
 
-# Where the suite's time goes: with BENCHFLOW_TEST_CPU_LOG=FILE, each CLI run a test
-# waits for appends a JSON line (its arguments, wall seconds, and the CPU seconds of it
-# and every process it reaped: its jobs, zygotes, servers), each test its start, each
-# early run its start and end (tests/early.py), and the session its end with the test
-# process's own CPU and all it reaped.
-CPU_LOG = os.environ.get("BENCHFLOW_TEST_CPU_LOG")
-
-
-def _log(line: dict[str, Any]) -> None:
-    if CPU_LOG:
-        with open(CPU_LOG, "a") as f:
-            f.write(json.dumps(line) + "\n")
-
-
 def pytest_runtest_logstart(nodeid: str) -> None:
-    _log({"test": nodeid, "at": time.time()})
+    log_cpu({"test": nodeid, "at": time.time()})
 
 
 def pytest_sessionfinish() -> None:
@@ -110,7 +105,7 @@ def pytest_sessionfinish() -> None:
         resource.getrusage(resource.RUSAGE_SELF),
         resource.getrusage(resource.RUSAGE_CHILDREN),
     )
-    _log(
+    log_cpu(
         {
             "session_end": time.time(),
             "pytest_cpu_s": round(own.ru_utime + own.ru_stime, 1),
@@ -140,7 +135,7 @@ def wait_counted(proc: subprocess.Popen[Any], args: list[str], timeout: float) -
     proc.returncode = os.waitstatus_to_exitcode(status)
     wall = time.monotonic() - started
     cpu = usage.ru_utime + usage.ru_stime
-    _log({"args": args, "wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "end": time.time()})
+    log_cpu({"args": args, "wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "end": time.time()})
     return proc.returncode
 
 

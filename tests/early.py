@@ -20,9 +20,31 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-_EARLY: dict[str, tuple[Callable[[Path], Any], bool, bool]] = {}
+
+class _Early(NamedTuple):
+    fn: Callable[[Path], Any]
+    niced: bool
+    long: bool  # a chain of runs outlasting the others': started ahead of them
+
+
+_EARLY: dict[str, _Early] = {}
+
+# Where the suite's time goes: with BENCHFLOW_TEST_CPU_LOG=FILE, each CLI run a test
+# waits for appends a JSON line (its arguments, wall seconds, and the CPU seconds of it
+# and every process it reaped: its jobs, zygotes, servers), each test its start, each
+# early run its start and end, and the session its end with the test process's own CPU
+# and all it reaped (conftest.py).
+CPU_LOG = os.environ.get("BENCHFLOW_TEST_CPU_LOG")
+
+
+def log_cpu(line: dict[str, Any]) -> None:
+    """One line of the CPU log (none without BENCHFLOW_TEST_CPU_LOG)."""
+    if CPU_LOG:
+        with open(CPU_LOG, "a") as f:
+            f.write(json.dumps(line) + "\n")
+
 
 # Most early runs yield the CPU to the session's critical lanes: the two session sweeps
 # (the cases, one job after another, and the grid, with its Inductor compiles: the
@@ -75,10 +97,7 @@ def _run(fn: Callable[[Path], Any], root: Path, niced: bool, env: dict[str, str]
     try:
         return fn(root)
     finally:
-        if log := os.environ.get("BENCHFLOW_TEST_CPU_LOG"):  # conftest.py's CPU log
-            with open(log, "a") as f:
-                f.write(json.dumps({"early": root.name, "start": started, "end": time.time()}))
-                f.write("\n")
+        log_cpu({"early": root.name, "start": started, "end": time.time()})
 
 
 def early(
@@ -88,7 +107,7 @@ def early(
     another outlast the others', started ahead of them."""
 
     def register(fn: Callable[[Path], Any]) -> Callable[[Path], Any]:
-        _EARLY[name] = (fn, niced, long)
+        _EARLY[name] = _Early(fn, niced, long)
         return fn
 
     return register
@@ -102,10 +121,10 @@ class EarlySweeps:
         # test file that imports from it makes a second copy, `tests.test_x`, whose
         # registration of the same early run may be the one kept.
         selected = {m.rpartition(".")[2] for m in modules}
-        wanted = {n: e for n, e in _EARLY.items() if e[0].__module__.rpartition(".")[2] in selected}
+        wanted = {n: e for n, e in _EARLY.items() if e.fn.__module__.rpartition(".")[2] in selected}
         self._pool = ThreadPoolExecutor(max_workers=max(1, min(AT_ONCE, len(wanted))))
         env = dict(os.environ)  # with the first test: no test has set anything yet
-        in_order = sorted(wanted.items(), key=lambda item: not item[1][2])  # long ones first
+        in_order = sorted(wanted.items(), key=lambda item: not item[1].long)  # long ones first
         self._futures: dict[str, Future[Any]] = {
             n: self._pool.submit(_run, fn, mktemp(n), niced, env) for n, (fn, niced, _) in in_order
         }
