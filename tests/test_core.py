@@ -268,6 +268,37 @@ def test_jobs_share_a_build_only_where_the_build_is_the_same() -> None:
     assert job_key(plan_job(composed("model=llama", "share_build=false"), 0, [])) is None
 
 
+def test_the_plan_compiles_a_step_once_for_a_jobs_later_processes_where_it_can() -> None:
+    """launch.step (sweep/builds.step_key): an Inductor or aot_eager job of several
+    processes, in eval on the host, with share_build; its key is the config's but for
+    what each process is told apart. None elsewhere: eager, XLA, training, one process,
+    share_build=false, prefork=false, an env. variable (spawned)."""
+    from benchflow.models.sharing import step_key as config_key
+    from benchflow.sweep.builds import launches, step_key
+    from benchflow.sweep.processes import process_config
+
+    def job(*overrides: str) -> Job:
+        return plan_job(composed("model=llama", *overrides), 0, overrides)
+
+    base = job("dynamo=inductor")
+    assert step_key(base) == config_key(base.config) is not None
+    assert step_key(job("dynamo=aot_eager")) is not None
+    assert launches([base])[0].step == step_key(base)
+    told = process_config(base.config, steps=7)  # a later process's own config
+    assert told != base.config and config_key(told) == step_key(base)
+    assert step_key(job("dynamo=inductor", "+inductor.freezing=true")) != step_key(base)
+    for other in (
+        ("dynamo=none",),
+        ("dynamo=openxla",),
+        ("dynamo=inductor", "test=train"),
+        ("dynamo=inductor", "repeat=3"),  # one process
+        ("dynamo=inductor", "share_build=false"),
+        ("dynamo=inductor", "prefork=false"),
+        ("dynamo=inductor", "+env.SOME_VAR=1"),
+    ):
+        assert step_key(job(*other)) is None, other
+
+
 def test_a_sweeps_jobs_of_one_build_share_it_across_backends() -> None:
     """The jobs of a build key share it where two or more of them run, whatever their
     zygote kinds: from one zygote that preloads them all; alone, a job builds its own."""

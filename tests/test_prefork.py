@@ -23,6 +23,7 @@ from tests.conftest import (
     early,
     left_behind,
     read_rows,
+    run_cli,
     start_cli,
     wait_for_text,
 )
@@ -327,6 +328,47 @@ def test_a_dead_zygote_ends_only_the_running_job(early_sweeps: EarlySweeps) -> N
     assert rows[1]["timing"]["launch"] == "fork"
     assert rows[0]["job"]["wall_time_s"] < 30  # not left to run into timeout_s
     assert not got["left"], got["left"]
+
+
+@early("one_compile")
+def _one_compile(root: Path) -> dict[str, Any]:
+    """matmul_chain in three processes, with Inductor and eager: the Inductor job's
+    later processes fork with its step compiled (harness/prebuilt.warm_here)."""
+    args = ["-m", SEARCHPATH, "model=matmul_chain", "model.size=tiny", "dtype=float32"]
+    args += ["dynamo=inductor,none", "processes=3", "repeat=3", "iterations_per_run=2"]
+    res = run_cli([*args, "warmup=1", "mlflow.enabled=false"], root)
+    (sweep,) = res.sweep_dirs
+    plan = json.loads((sweep / "plan.json").read_text())
+    return {"result": res, "launches": [job.get("launch") for job in plan["jobs"]]}
+
+
+def test_a_jobs_later_processes_fork_with_its_step_compiled(early_sweeps: EarlySweeps) -> None:
+    """The plan gives the Inductor job a step key and the eager one none; the Inductor
+    job's first process compiles cold (the row's compile), its two later ones fork from
+    one interpreter that compiled and called the step once, so their first call is a
+    step, not a compile, and gives the first process's output."""
+    got = early_sweeps.result("one_compile")
+    res = got["result"]
+    assert res.returncode == 0, res.stderr[-3000:]
+    rows = {r["backend"]: r for r in res.rows()}
+    assert [r["status"] for r in rows.values()] == ["ok", "ok"], res.stderr[-3000:]
+    inductor, eager = got["launches"]
+    assert inductor["step"] and eager["step"] is None
+    processes = rows["inductor"]["timing"]["processes"]
+    assert [p["shared_step_s"] is None for p in processes] == [True, False, False]
+    assert len({p["shared_step_s"] for p in processes[1:]}) == 1  # one interpreter's call
+    cold = processes[0]["first_iter_time_s"]
+    assert rows["inductor"]["metrics"]["first_iter_time_s"] == cold
+    assert all(p["first_iter_time_s"] * 5 < cold for p in processes[1:]), processes
+    assert all(p["shared_step_s"] is None for p in rows["eager"]["timing"]["processes"])
+    folder = Path(rows["inductor"]["job"]["dir"])
+    assert (
+        "compiled and called once before the fork" in (folder / "process1.stderr.log").read_text()
+    )
+    digests = [
+        json.loads(f.read_text())["digest"] for f in sorted(folder.glob("*child_result.json"))
+    ]
+    assert len(digests) == 3 and all(d == digests[0] for d in digests), digests
 
 
 SHARED = [(model, test) for model in ("llama", "tb") for test in ("eval", "train")]

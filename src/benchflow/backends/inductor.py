@@ -144,6 +144,25 @@ def stop_compile_workers() -> float | None:
     return time.perf_counter() - start
 
 
+def stop_compile_threads() -> None:
+    """Stop the threads a compile leaves idle in this process, which a process that
+    forks must not hold (harness/prebuilt.warm_here): Inductor's compile thread pool
+    (kept for the next compile: its C++ kernels load there, from a warm cache too) and
+    tqdm's monitor (its progress bar's); a later compile starts them again."""
+    import sys
+
+    stop_compile_workers()
+    async_compile = sys.modules.get("torch._inductor.async_compile")
+    pool = getattr(getattr(async_compile, "AsyncCompile", None), "pool", None)
+    if pool is not None and pool.cache_info().currsize:
+        pool().shutdown(wait=True)
+        pool.cache_clear()
+    tqdm = getattr(sys.modules.get("tqdm"), "tqdm", None)
+    if tqdm is not None and getattr(tqdm, "monitor", None) is not None:
+        tqdm.monitor.exit()
+        tqdm.monitor = None
+
+
 # --- the installs' keys and the C++ kernels' header, once per zygote -------------------
 # Inductor keys its caches (the FX graph cache, AOTAutograd's) by hashes of installed
 # files: torch's sources (`torch_key`) and Triton's (`triton_key`, with its compiler

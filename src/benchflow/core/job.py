@@ -126,6 +126,9 @@ class Launch:
     build: str | None = None  # the shared model build they fork from (its key), if any
     ahead: int | None = None  # build_ahead: the job whose build starts before this one's
     last_round: int | None = None  # the round of the last process to fork from `build`
+    # The key of the step its later processes fork with, compiled once in an interpreter
+    # of the job's own (harness/prebuilt.warm_here); None: each process compiles its own
+    step: str | None = None
     # A paired sweep's B: its A, the job the sweep judges it against (sweep/pairs.py),
     # whose first process's steps per repeat its processes run: both time the same loop
     steps_from: int | None = None

@@ -357,6 +357,7 @@ def _timing(cfg: BenchConfig, m: Any) -> Timing:
         shared_build_s=prebuilt.taken_build_s(),
         shared_build_pid=prebuilt.taken_build_pid(),
         shared_build_at=prebuilt.taken_build_at(),
+        shared_step_s=prebuilt.taken_step_s(),
         timer_resolution_s=time.get_clock_info("perf_counter").resolution,
         compile_workers_stopped_s=m.before_timed_s,
         spans=m.spans,
@@ -441,7 +442,11 @@ def build_step(
 
     job_cfg = dataclasses.replace(cfg, batch_size=batch_size)
     built = prebuilt.take(job_cfg)  # share_build: seeded and built before the fork
-    if built is None:
+    if built is not None and built.step is not None and compiled:
+        log.info("step of %s compiled and called once before the fork", cfg.model.name)
+        prebuilt.record(built.step.model)
+        return built.step  # (placed, prepared and called once: prebuilt.warm_here)
+    if built is None or built.model is None:
         seed_everything(cfg.seed)
         model = load_model(job_cfg, target, dtype)
     else:
@@ -466,6 +471,31 @@ def build_step(
     if compiled and cfg.dynamo.dynamic_batch:
         step.mark_batch_dynamic()
     return step
+
+
+def first_call_step(cfg: BenchConfig) -> tuple[TimedStep, float]:
+    """The job's timed step built (from the model built before, where there is one) and
+    called once, as the job's child makes and calls it, with the job's thread count and
+    compiler settings; and that call's seconds (harness/prebuilt.warm_here)."""
+    import torch
+
+    backend = backends.of_row(cfg.dynamo.name, cfg.xla.name)
+    device = backend.make_device(cfg.accelerator.name)
+    device.set_matmul_precision(cfg.matmul_precision)
+    prec = Precision(cfg.dtype, device.kind)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(cfg.num_threads or len(os.sched_getaffinity(0)))
+    try:
+        with compiler_settings(cfg):
+            step = build_step(
+                cfg, backend, device.torch_device, prec.model_dtype, True, cfg.batch_size
+            )
+            start = time.perf_counter()
+            prec.step(step, device.autocast_type)
+            device.synchronize()
+            return step, time.perf_counter() - start
+    finally:
+        torch.set_num_threads(threads)
 
 
 def _out_of_memory(exc: BaseException) -> bool:

@@ -15,6 +15,18 @@ for pool threads that were not forked: it hangs), so the process that forks jobs
 never have used more than one; and since every build runs on one, an op of the build
 whose result depends on the thread count (a large reduction, a matmul) gives the same
 bits in a shared build and in a job's own, whatever the job's thread count.
+
+A job's later processes (processes=N, its second on) fork from an interpreter of the
+job's own, forked from its model's zygote (or its kind's), which builds the job's timed
+step from that model and calls it once (:func:`warm_here`): the compiled step is then
+every later process's, which does not trace and compile it again (0.35-0.45 s a process
+here, Inductor's graph caches hit). Its first process compiles cold in itself, and is
+the row's compile time. The call runs in a thread of its own, which ends before the
+interpreter forks: libgomp's pool belongs to the thread that started it and goes with
+that thread, so the forking thread has never run a parallel region and a child's first
+region starts a pool of its own. What else the call leaves running (a compile-worker
+pool, any thread) and the interpreter does not fork (`pristine`): the job's processes
+then compile as before.
 """
 
 from __future__ import annotations
@@ -27,12 +39,13 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from benchflow.config.schema import BenchConfig
-from benchflow.models.sharing import build_key
+from benchflow.models.sharing import build_key, step_key
 
 
 @dataclass
@@ -45,6 +58,11 @@ class Prebuilt:
     python_rng: Any = None
     pid: int = 0  # the interpreter that built it
     at: tuple[float, float] = (0.0, 0.0)  # when (CLOCK_MONOTONIC: results/overlap.py)
+    # warm_here: the job's timed step (models/step.TimedStep), placed, prepared and called
+    # once; the step key it was made for; the seconds that first call took
+    step: Any = None
+    step_key: str | None = None
+    step_s: float | None = None
 
 
 _prebuilt: Prebuilt | None = None
@@ -85,12 +103,15 @@ def build_here(cfg: BenchConfig) -> float:
 
 
 def take(cfg: BenchConfig) -> Prebuilt | None:
-    """In a job's child: the model built before the fork, if it was built for this
-    config; once (every later build of the job builds anew)."""
+    """In a job's child: the model built before the fork (with its step, where it was
+    made for this very config), if it was built for this config; once (every later
+    build of the job builds anew)."""
     global _prebuilt, _taken
     found, _prebuilt = _prebuilt, None
     if found is None or found.key != build_key(cfg):
         return None
+    if found.step is not None and found.step_key != step_key(cfg):
+        return None  # a step made for another config: the job builds its own
     import random
 
     random.setstate(found.python_rng)  # as the build left it, before the fork reseeded it
@@ -115,6 +136,50 @@ def taken_build_pid() -> int | None:
 def taken_build_at() -> list[float] | None:
     """When it made it: [start, end] on CLOCK_MONOTONIC."""
     return list(_taken.at) if _taken else None
+
+
+def taken_step_s() -> float | None:
+    """The seconds the first call of the step this job took took (None: it compiled its
+    own step)."""
+    return _taken.step_s if _taken else None
+
+
+def warm_here(cfg: BenchConfig, first_call: Callable[[BenchConfig], tuple[Any, float]]) -> float:
+    """In a job's own interpreter, once its model is built (inherited from the model's
+    zygote, or built here): the job's timed step made and called once (`first_call`:
+    harness/child.first_call_step), in a thread that ends before this returns (see the
+    module), kept for the job's later processes; returns the seconds of that call.
+    Raises what the step raises."""
+    global _prebuilt, _taken, _recorded
+    import threading
+
+    from benchflow.backends.inductor import stop_compile_threads
+
+    if _prebuilt is None or _prebuilt.key != build_key(cfg):
+        build_here(cfg)
+    model, recorded = _prebuilt, _recorded
+    assert model is not None
+    _recorded = True  # the build record is each child's, of what it took (record)
+    made: list[Any] = []
+
+    def call() -> None:
+        try:
+            made.append(first_call(cfg))
+        except BaseException as exc:  # raised in the interpreter's own thread below
+            made.append(exc)
+
+    thread = threading.Thread(target=call, name="benchflow-warm-step")
+    thread.start()
+    thread.join()
+    stop_compile_threads()
+    _taken, _recorded = None, recorded  # the step's build took the model: a child's own take
+    if isinstance(made[0], BaseException):
+        raise made[0]
+    step, step_s = made[0]
+    _prebuilt = dataclasses.replace(
+        model, model=None, step=step, step_key=step_key(cfg), step_s=step_s
+    )
+    return step_s
 
 
 # BENCHFLOW_BUILD_RECORD=FILE: each job's child appends to FILE what its first build made
@@ -178,16 +243,19 @@ def _hashes(model: Any) -> dict[str, str | None]:
     }
 
 
-def build_from_request(build: dict[str, Any]) -> float:
+def build_from_request(
+    build: dict[str, Any], first_call: Callable[[BenchConfig], tuple[Any, float]] | None = None
+) -> float:
     """In the model's zygote: build the model of the job file ``build["job"]``
-    (build_here) in that job's environment and folder, its output (prints, log
-    lines) to ``build["log"]``; the zygote's environment, output and logging are as they
-    were after."""
+    (build_here; with `first_call`, in a job's own interpreter: warm_here) in that
+    job's environment and folder, its output (prints, log lines) to ``build["log"]``;
+    the zygote's environment, output and logging are as they were after."""
     from benchflow.core.job import JobSpec
 
     job = JobSpec.from_dict(json.loads(Path(build["job"]).read_text()))
-    if build_key(job.config) != build["key"]:
-        raise ValueError(f"job {build['job']} has another build key than {build['key']}")
+    warm = first_call is not None
+    if (step_key(job.config) if warm else build_key(job.config)) != build["key"]:
+        raise ValueError(f"job {build['job']} has another key than {build['key']}")
     environ = dict(os.environ)
     out = os.open(build["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     saved = os.dup(1), os.dup(2)
@@ -201,7 +269,7 @@ def build_from_request(build: dict[str, Any]) -> float:
         root.setLevel(logging.INFO)
         os.environ.update(build["env"])
         os.chdir(build["cwd"])
-        return build_here(job.config)
+        return warm_here(job.config, first_call) if first_call else build_here(job.config)
     finally:
         with contextlib.suppress(Exception):
             sys.stdout.flush()

@@ -43,3 +43,17 @@ def build_key(cfg: BenchConfig) -> str | None:
     }
     blob = json.dumps(what, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+# What sweep/processes.process_config tells each process of a job apart from the others
+# (the adaptive rule's share, the first process's steps per repeat): not the step's.
+PER_PROCESS = ("processes", "timed_budget_s", "max_repeat", "iterations_per_run")
+
+
+def step_key(cfg: BenchConfig) -> str:
+    """The key of a job's timed step as compiled (harness/prebuilt.warm_here): its whole
+    resolved config but what each process is told apart (PER_PROCESS). A job's later
+    processes take the step its own interpreter compiled only where their keys match."""
+    what = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in PER_PROCESS}
+    blob = json.dumps(what, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -31,7 +31,8 @@ from benchflow.results.stats import summarize
 
 
 def process_summary(result: ChildResult) -> dict[str, Any]:
-    """One process's entry in `timing.processes`: its count, median, stop and cold call."""
+    """One process's entry in `timing.processes`: its count, median, stop, cold call,
+    and the compiled step it forked with (if it did)."""
     per_iter = result.metrics.get("per_iter_time_s")
     values = per_iter if isinstance(per_iter, list) else []
     return {
@@ -39,6 +40,8 @@ def process_summary(result: ChildResult) -> dict[str, Any]:
         "median_s": statistics.median(values) if values else None,
         "stop": result.timing.stop if result.timing else None,
         "first_iter_time_s": result.metrics.get("first_iter_time_s"),
+        # forked with the step compiled (harness/prebuilt.warm_here): that call's seconds
+        "shared_step_s": result.timing.shared_step_s if result.timing else None,
         "host_reference_s": result.metrics.get("host_reference_s"),
         "quiet": (result.timing.host or {}).get("quiet") if result.timing else None,
     }

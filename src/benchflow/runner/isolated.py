@@ -72,21 +72,23 @@ def run_isolated(
     env: dict[str, str] | None = None,
     prefork: str | None = None,
     build_key: str | None = None,
+    step_key: str | None = None,
     python: str | None = None,
 ) -> Outcome:
     """Run ``python -m benchflow.harness job_file``; logs go to job_dir/{stdout,stderr}.log.
     python: the interpreter (a toolchain's, runner/toolchain.py; None: this process's).
     prefork: fork it from this process's zygote of that kind (``torch``, ``xla``: what
     it imported already) instead; build_key (share_build): from the zygote that built
-    the model of that key, where one can (job_dir/build.log: the build's output)."""
+    the model of that key, where one can (job_dir/build.log: the build's output);
+    step_key (a job's later process): from the job's own interpreter, forked from that
+    one, which compiled and called the step of that key (job_dir/step.log)."""
     result_path = result_path or job_dir / "child_result.json"
     result_path.unlink(missing_ok=True)
     stdout_path = job_dir / f"{log_prefix}stdout.log"
     stderr_path = job_dir / f"{log_prefix}stderr.log"
     if prefork:
-        forked = _run_forked(
-            prefork, job_file, timeout_s, result_path, stdout_path, stderr_path, env, build_key
-        )
+        paths = (result_path, stdout_path, stderr_path)
+        forked = _run_forked(prefork, job_file, timeout_s, paths, env, build_key, step_key)
         if forked is not None:
             return forked
     cmd = [python or sys.executable, "-m", "benchflow.harness", str(job_file)]
@@ -130,23 +132,30 @@ def _run_forked(
     kind: str,
     job_file: Path,
     timeout_s: float,
-    result_path: Path,
-    stdout_path: Path,
-    stderr_path: Path,
+    paths: tuple[Path, Path, Path],
     env: dict[str, str] | None,
     build_key: str | None = None,
+    step_key: str | None = None,
 ) -> Outcome | None:
-    """The job as a child forked from this process's zygote (or its model's); None if
-    the zygote cannot be used (it is then reported, and the caller spawns instead)."""
+    """The job as a child forked from this process's zygote (or its model's, or its
+    own: run_isolated); None if the zygote cannot be used (it is then reported, and the
+    caller spawns instead). `paths`: the child's result, stdout and stderr."""
     from benchflow.runner.pool import POOL, build_request
     from benchflow.runner.zygote import ZygoteError
 
+    result_path, stdout_path, stderr_path = paths
+    folder, env = stdout_path.parent, env or {}
     try:
         zygote = POOL.zygote(kind)  # started already by POOL.start(), normally
         zygote.wait_ready()
-        if build_key:  # before the job's clock starts, as the zygote's own start
-            build = build_request(build_key, job_file, env or {}, stdout_path.parent / "build.log")
+        # before the job's clock starts, as the zygote's own start; the job's own
+        # interpreter, once it holds the step, is all a later process needs
+        if build_key and not (step_key and POOL.holding(kind, step_key)):
+            build = build_request(build_key, job_file, env, folder / "build.log")
             zygote = POOL.for_build(kind, build, timeout_s) or zygote
+        if step_key:
+            step = build_request(step_key, job_file, env, folder / "step.log") | {"warm": True}
+            zygote = POOL.for_build(kind, step, timeout_s, base=zygote) or zygote
         start = time.perf_counter()
         pid = zygote.fork(job_file, Path.cwd(), env or {}, stdout_path, stderr_path)
     except (ZygoteError, OSError) as exc:

@@ -13,6 +13,10 @@
   sweep/rounds.py) is built once per sweep: the sweep closes it after the last job the
   plan says forks from it (``done_with``), and where free memory falls under a quarter
   of the machine's, the least recently used go before another is built.
+- **jobs' own interpreters** (share_build): a job's, forked from its model's zygote (or
+  its kind's), which compiles and calls the job's step once (harness/prebuilt.warm_here)
+  and forks the job's later processes, so that they do not compile it again; kept as
+  model zygotes are (by its step key), and closed after the job's last process.
 - **builds ahead** (build_ahead): the next model's zygote, started while the jobs
   before it run (``ahead``); it builds beside them, and every one of them stops it over
   its exclusive regions (results/regions.py, harness/hold.py).
@@ -164,11 +168,14 @@ class Pool:
         for zygote, _ in self._ahead.values():
             release(zygote.pid)
 
-    def for_build(self, kind: str, build: dict[str, Any], timeout_s: float) -> Zygote | None:
+    def for_build(
+        self, kind: str, build: dict[str, Any], timeout_s: float, base: Zygote | None = None
+    ) -> Zygote | None:
         """The zygote that built the model of `build` (its ``key``) from the `kind`
-        zygote: kept from an earlier job, taken from those built ahead, or started now;
-        None where it cannot build it (the job then forks from the `kind` zygote and
-        builds its own)."""
+        zygote (or from `base`: a job's own interpreter, forked from its model's zygote,
+        harness/prebuilt.warm_here): kept from an earlier job, taken from those built
+        ahead, or started now; None where it cannot build it (the job then forks from
+        the `kind` zygote and builds its own)."""
         wanted = (kind, build["key"])
         zygote = self._built.pop(wanted, None)
         if zygote is not None and zygote.alive():
@@ -178,7 +185,7 @@ class Pool:
             _let_go(zygote)
         if wanted in self._not_buildable:
             return None
-        self._make_room()
+        self._make_room(keep=base)
         zygote, log_path = self._ahead.pop(wanted, (None, None))
         if zygote is not None:  # its job waits for it now: no longer on idle cores only
             with contextlib.suppress(OSError):
@@ -186,7 +193,7 @@ class Pool:
             release(zygote.pid)
         try:
             if zygote is None:
-                zygote = self._model_zygote(kind, build)
+                zygote = self._model_zygote(kind, build, base)
             zygote.wait_ready(timeout_s)
             unregister(zygote.pid)  # (done: it unregistered itself, unless it was quicker)
             if log_path:  # the build's output, in its first job's folder as without ahead
@@ -197,20 +204,24 @@ class Pool:
             if zygote is not None:
                 _let_go(zygote)
             return None
-        log.info("model built once for its jobs in %.2f s (pid %d)", zygote.build_s, zygote.pid)
+        what = "step compiled and called once" if build.get("warm") else "model built once"
+        log.info("%s for its jobs in %.2f s (pid %d)", what, zygote.build_s, zygote.pid)
         self._built[wanted] = zygote
         return zygote
 
-    def _model_zygote(self, kind: str, build: dict[str, Any]) -> Zygote:
+    def _model_zygote(self, kind: str, build: dict[str, Any], base: Zygote | None = None) -> Zygote:
         cores = [int(c) for c in build["env"].get(ENV_CPUS, "").split(",") if c]
-        zygote = Zygote(kind, cores, base=self.zygote(kind, cores), build=build)
+        zygote = Zygote(kind, cores, base=base or self.zygote(kind, cores), build=build)
         atexit.register(_let_go, zygote)
         return zygote
 
-    def _make_room(self) -> None:
-        """Before a build: the least recently used models go while memory is short."""
-        while self._built and _short_of_memory():
-            zygote = self._built.pop(next(iter(self._built)))
+    def _make_room(self, keep: Zygote | None = None) -> None:
+        """Before a build: the least recently used models go while memory is short (but
+        `keep`, the one the build forks from)."""
+        while _short_of_memory() and (
+            gone := next((k for k, z in self._built.items() if z is not keep), None)
+        ):
+            zygote = self._built.pop(gone)
             log.info(
                 "memory is short: the least recently used built model (pid %d) goes", zygote.pid
             )

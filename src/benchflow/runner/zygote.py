@@ -16,7 +16,9 @@ the backend says which (``Backend.zygote``). Training jobs of eager backends for
 ``dynamo`` too: building a torch.optim optimizer imports torch._dynamo (5 s here, in
 every such job otherwise).
 
-Nothing is compiled, cached or started in a zygote. The compile stack is imported,
+Nothing is compiled, cached or started in a zygote of a kind (a job's own interpreter,
+harness/prebuilt.warm_here, compiles and calls that job's step once, for its later
+processes, in a thread that has ended before it forks). The compile stack is imported,
 never used; the toolchain check's answer is the machine's and stays in memory (as do
 the hashes of torch's and Triton's installs that Inductor keys its caches by), and
 the test library it builds goes to a scratch Inductor cache, removed after (no job's
@@ -762,14 +764,16 @@ def _preload_all(preload: tuple[str, ...], watch: Threads) -> int:
 
 
 def _build(build: dict[str, Any]) -> float:
-    """A model's zygote: the model built (harness/prebuilt.py); its seconds. Built ahead,
+    """A model's zygote: the model built (harness/prebuilt.py), or a job's step (warm);
+    its seconds. Built ahead,
     it is held by the jobs it runs beside, and runs on the cores they leave idle."""
+    from benchflow.harness.child import first_call_step
     from benchflow.harness.prebuilt import build_from_request
 
     beside = bool(build.get("beside"))  # (its parent registered it)
     idle = lowest_priority() if beside else False
-    try:
-        return build_from_request(build)
+    try:  # "warm": a job's own interpreter, its step compiled and called once too
+        return build_from_request(build, first_call_step if build.get("warm") else None)
     finally:
         if beside:
             unregister(os.getpid())

@@ -70,6 +70,21 @@ def build_key(job: Job) -> str | None:
     return sharing.build_key(cfg)
 
 
+def step_key(job: Job) -> str | None:
+    """The key of the compiled step a job's later processes fork with, made once in an
+    interpreter of the job's own (harness/prebuilt.warm_here); None: each process
+    compiles its own. With share_build, for a job of several processes that builds its
+    model apart (build_key) and compiles it with dynamo on the host, in eval (a training
+    step changes the model it runs on, and a GPU is never used before a fork)."""
+    cfg = job.config
+    backend = backends.get(job.backend)
+    if build_key(job) is None or zygote_kind(job) is None or cfg.process_count < 2:
+        return None
+    if not backend.compiles or backend.on_xla or cfg.accelerator.name != "cpu":
+        return None
+    return sharing.step_key(cfg) if cfg.test.name == "eval" else None
+
+
 def compile_cache_env(job: Job, job_dir: JobDir) -> dict[str, str]:
     """compile_cache=cold: a fresh Inductor cache for this job (and XLA's in-memory one,
     which dies with the child), so compile times never depend on what ran before.
@@ -138,8 +153,9 @@ def shared_builds(jobs: Sequence[Job]) -> dict[int, Shared]:
 def launches(jobs: Sequence[Job]) -> dict[int, Launch]:
     """How each of a sweep's jobs that runs is launched (by number; the plan writes it
     in plan.json): the zygote it forks from, the build it shares, the next build it
-    starts ahead (build_ahead), and the round of the last process that forks from its
-    build (after which the build's zygote goes); a job planned twice runs once
+    starts ahead (build_ahead), the round of the last process that forks from its
+    build (after which the build's zygote goes), and the step its later processes fork
+    with (step_key); a job planned twice runs once
     (sweep/rounds.duplicates_of), so its second planning is no build's last use."""
     shared = shared_builds(jobs)
     skipped = rounds.duplicates_of(jobs)
@@ -154,12 +170,13 @@ def launches(jobs: Sequence[Job]) -> dict[int, Launch]:
         if job.invalid or job.skip:
             continue  # it runs nothing
         ahead = _next_build(job, shared, in_order)
+        step = step_key(job)
         if (share := shared.get(job.num)) is None:
-            out[job.num] = Launch(zygote_kind(job), ahead=ahead)
+            out[job.num] = Launch(zygote_kind(job), ahead=ahead, step=step)
             continue
         final = last.get(share)
         last_round = final[0] if final and final[1] == job.num else None
-        out[job.num] = Launch(share.zygote, share.key, ahead=ahead, last_round=last_round)
+        out[job.num] = Launch(share.zygote, share.key, ahead, last_round, step=step)
     return out
 
 

@@ -24,7 +24,8 @@ def process_config(cfg: BenchConfig, steps: int | None = None) -> BenchConfig:
     """What each of the job's processes is told: the adaptive rule's budget and cap
     shared among them; `steps`, where the first process calibrated its steps per repeat,
     that count, which a later process takes as given (as pyperf's worker processes run
-    the loops its first one calibrated): every repeat of the job is as long."""
+    the loops its first one calibrated): every repeat of the job is as long. (The
+    fields set here are models/sharing.PER_PROCESS: a compiled step is shared across them.)"""
     processes = cfg.process_count
     if processes == 1:
         return cfg
@@ -42,16 +43,17 @@ def run_process(
     job_dir: JobDir,
     n: int,
     env: dict[str, str],
-    prefork: tuple[str | None, str | None],
+    prefork: tuple[str | None, str | None, str | None],
     steps: int | None = None,
 ) -> Outcome:
-    """Process `n` (from 0) of the job; `prefork`: the zygote it forks from and its
-    build key (None: spawned); `steps`: the first process's calibrated steps per repeat."""
+    """Process `n` (from 0) of the job; `prefork`: the zygote it forks from, its build
+    key and its step key (None: spawned; runner/isolated.run_isolated); `steps`: the
+    first process's calibrated steps per repeat."""
     try:
         cfg = process_config(job.config, steps)
         result, job_file = job_dir.process_files(n)
         write_json_atomic(job_file, JobSpec(job.name, cfg, str(result)).to_dict())
-        zygote, key = prefork
+        zygote, key, step_key = prefork
         python, toolchain_env = launch(cfg.toolchain)
         try:
             return run_isolated(
@@ -63,6 +65,7 @@ def run_process(
                 env={**env, **toolchain_env},
                 prefork=zygote,
                 build_key=key,
+                step_key=step_key,
                 python=python,
             )
         finally:

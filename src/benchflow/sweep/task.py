@@ -42,7 +42,7 @@ from benchflow.runner.isolated import Outcome
 from benchflow.runner.pool import POOL, build_request
 from benchflow.runner.toolchain import environment, launch
 from benchflow.sweep import progress, rounds, scheduler
-from benchflow.sweep.builds import launch_env, zygote_kind
+from benchflow.sweep.builds import launch_env, step_key, zygote_kind
 from benchflow.sweep.ir import dump_inductor_code, dump_ir
 from benchflow.sweep.plan import plan_job
 from benchflow.sweep.processes import pooled, process_config, run_process
@@ -282,7 +282,7 @@ def execute(
         )
         # As the plan says (a single run: its own build, no one to share one with)
         planned = (where.plan.launch(job.num) if where.plan else None) or Launch(
-            zygote_kind(job, env)
+            zygote_kind(job, env), step=step_key(job)
         )
         slot = Slot(env, cores, planned)
         if planned.steps_from is not None:
@@ -306,6 +306,8 @@ def execute(
             )
         elif state.ran[last].status == Status.OK.value and last < total - 1:
             return None  # its next process runs in a later round
+        if planned.step and planned.forks_from:  # the job's own interpreter, done with
+            POOL.done_with(planned.forks_from, planned.step)
         children_end = _previous_end()  # its last child's (where this call ran one)
         outcome, gap = _pooled(state, last, total, len(cores), info)
         ir_s = 0.0
@@ -347,7 +349,8 @@ def _process(
     zygote, key = _ready(planned, where, cores)
     started_at, launching = time.time(), time.perf_counter()
     steps = state.first_steps() if n else _steps_of(planned.steps_from, where)
-    outcome = run_process(job, where.job_dir, n, env, (zygote, key), steps)
+    step = planned.step if n else None  # its first process compiles cold, in itself
+    outcome = run_process(job, where.job_dir, n, env, (zygote, key, step), steps)
     if last or outcome.status is not Status.OK:
         hold.enter_context(interrupts.held())
     launched = outcome.launched or launching  # (a timeout's outcome has no clock readings)
