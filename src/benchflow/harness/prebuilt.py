@@ -18,15 +18,15 @@ bits in a shared build and in a job's own, whatever the job's thread count.
 
 A job's later processes (processes=N, its second on) fork from an interpreter of the
 job's own, forked from its model's zygote (or its kind's), which builds the job's timed
-step from that model and calls it once (:func:`warm_here`): the compiled step is then
-every later process's, which does not trace and compile it again (0.35-0.45 s a process
-here, Inductor's graph caches hit). Its first process compiles cold in itself, and is
-the row's compile time. The call runs in a thread of its own, which ends before the
+step from that model and calls it (:func:`warm_here`): the compiled step is then every
+later process's, which does not trace and compile it again (0.35-2.3 s a process here,
+Inductor's graph caches hit). Its first process compiles cold in itself, and is the
+row's compile time. The calls run in a thread of its own, which ends before the
 interpreter forks: libgomp's pool belongs to the thread that started it and goes with
 that thread, so the forking thread has never run a parallel region and a child's first
-region starts a pool of its own. What else the call leaves running (a compile-worker
+region starts a pool of its own. What else the calls leave running (a compile-worker
 pool, any thread) and the interpreter does not fork (`pristine`): the job's processes
-then compile as before.
+then compile as before (docs/isolation.md, "One compile per job").
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ class Prebuilt:
     pid: int = 0  # the interpreter that built it
     at: tuple[float, float] = (0.0, 0.0)  # when (CLOCK_MONOTONIC: results/overlap.py)
     # warm_here: the job's timed step (models/step.TimedStep), placed, prepared and called
-    # once; the step key it was made for; the seconds that first call took
+    # (compiled); the step key it was made for; the seconds those calls took
     step: Any = None
     step_key: str | None = None
     step_s: float | None = None
@@ -139,21 +139,27 @@ def taken_build_at() -> list[float] | None:
 
 
 def taken_step_s() -> float | None:
-    """The seconds the first call of the step this job took took (None: it compiled its
-    own step)."""
+    """The seconds the calls that compiled the step this job took took (None: it
+    compiled its own step)."""
     return _taken.step_s if _taken else None
+
+
+# How long warm_here waits for the threads its call started to end (pristine refuses a
+# process with one left: its jobs then compile their own step).
+THREADS_GONE_S = 5.0
 
 
 def warm_here(cfg: BenchConfig, first_call: Callable[[BenchConfig], tuple[Any, float]]) -> float:
     """In a job's own interpreter, once its model is built (inherited from the model's
-    zygote, or built here): the job's timed step made and called once (`first_call`:
-    harness/child.first_call_step), in a thread that ends before this returns (see the
-    module), kept for the job's later processes; returns the seconds of that call.
-    Raises what the step raises."""
+    zygote, or built here): the job's timed step made and called (`first_call`:
+    harness/child.first_call_step: twice), in a thread that ends before this returns
+    (see the module), kept for the job's later processes; returns the seconds of those
+    calls. Raises what the step raises."""
     global _prebuilt, _taken, _recorded
     import threading
 
     from benchflow.backends.inductor import stop_compile_threads
+    from benchflow.harness.process import unsafe_threads
 
     if _prebuilt is None or _prebuilt.key != build_key(cfg):
         build_here(cfg)
@@ -168,10 +174,15 @@ def warm_here(cfg: BenchConfig, first_call: Callable[[BenchConfig], tuple[Any, f
         except BaseException as exc:  # raised in the interpreter's own thread below
             made.append(exc)
 
+    before = set(unsafe_threads())
     thread = threading.Thread(target=call, name="benchflow-warm-step")
     thread.start()
     thread.join()
     stop_compile_threads()
+    # libgomp's workers of the ended thread exit on their own, soon after it
+    deadline = time.monotonic() + THREADS_GONE_S
+    while set(unsafe_threads()) - before and time.monotonic() < deadline:
+        time.sleep(0.005)
     _taken, _recorded = None, recorded  # the step's build took the model: a child's own take
     if isinstance(made[0], BaseException):
         raise made[0]

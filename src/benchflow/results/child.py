@@ -84,9 +84,9 @@ class Timing:
     # processes=N: the shared build each process forked from, [pid, start, end]; in
     # interleaved rounds each round's may be another (the two fields above: the first's)
     shared_builds: list[list[float]] = field(default_factory=list)
-    # a job's later process: seconds the first call of the compiled step it forked with
-    # took in the job's own interpreter (harness/prebuilt.warm_here; null: it compiled
-    # its own step)
+    # a job's later process: seconds the calls that compiled the step it forked with took
+    # in the job's own interpreter (harness/prebuilt.warm_here; null: it compiled its own
+    # step)
     shared_step_s: float | None = None
     timer_resolution_s: float | None = None
     # seconds Inductor's compile-worker pool took to stop, after the warm-up and before

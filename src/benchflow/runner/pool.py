@@ -14,7 +14,7 @@
   plan says forks from it (``done_with``), and where free memory falls under a quarter
   of the machine's, the least recently used go before another is built.
 - **jobs' own interpreters** (share_build): a job's, forked from its model's zygote (or
-  its kind's), which compiles and calls the job's step once (harness/prebuilt.warm_here)
+  its kind's), which compiles the job's step by calling it (harness/prebuilt.warm_here)
   and forks the job's later processes, so that they do not compile it again; kept as
   model zygotes are (by its step key), and closed after the job's last process.
 - **builds ahead** (build_ahead): the next model's zygote, started while the jobs
@@ -204,7 +204,7 @@ class Pool:
             if zygote is not None:
                 _let_go(zygote)
             return None
-        what = "step compiled and called once" if build.get("warm") else "model built once"
+        what = "step compiled" if build.get("warm") else "model built once"
         log.info("%s for its jobs in %.2f s (pid %d)", what, zygote.build_s, zygote.pid)
         self._built[wanted] = zygote
         return zygote

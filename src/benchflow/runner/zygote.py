@@ -17,7 +17,7 @@ the backend says which (``Backend.zygote``). Training jobs of eager backends for
 every such job otherwise).
 
 Nothing is compiled, cached or started in a zygote of a kind (a job's own interpreter,
-harness/prebuilt.warm_here, compiles and calls that job's step once, for its later
+harness/prebuilt.warm_here, compiles that job's step by calling it, for its later
 processes, in a thread that has ended before it forks). The compile stack is imported,
 never used; the toolchain check's answer is the machine's and stays in memory (as do
 the hashes of torch's and Triton's installs that Inductor keys its caches by), and
@@ -772,7 +772,7 @@ def _build(build: dict[str, Any]) -> float:
 
     beside = bool(build.get("beside"))  # (its parent registered it)
     idle = lowest_priority() if beside else False
-    try:  # "warm": a job's own interpreter, its step compiled and called once too
+    try:  # "warm": a job's own interpreter, its step compiled too
         return build_from_request(build, first_call_step if build.get("warm") else None)
     finally:
         if beside:
