@@ -163,10 +163,15 @@ def _start(cfg: BenchConfig, backend: type[Backend]) -> tuple[_Job, float]:
     device.set_matmul_precision(cfg.matmul_precision)
     # A CPU slot sets OMP_NUM_THREADS for a spawned child; a forked one loaded OpenMP
     # before it got its environment, so the slot's size is set here too.
-    threads = cfg.num_threads or (len(os.sched_getaffinity(0)) if os.environ.get(ENV_CPUS) else 0)
-    if threads:
+    if threads := job_threads(cfg):
         torch.set_num_threads(threads)
     return _Job(cfg, backend, device, Precision(cfg.dtype, device.kind)), import_s
+
+
+def job_threads(cfg: BenchConfig) -> int:
+    """The thread count a job's steps run on: `num_threads`, else its CPU slot's cores
+    (0: torch's own, where it has no slot)."""
+    return cfg.num_threads or (len(os.sched_getaffinity(0)) if os.environ.get(ENV_CPUS) else 0)
 
 
 def run(cfg: BenchConfig, backend: type[Backend], out_dir: Path) -> ChildResult:
@@ -491,7 +496,7 @@ def first_call_step(cfg: BenchConfig) -> tuple[TimedStep, float]:
     device.set_matmul_precision(cfg.matmul_precision)
     prec = Precision(cfg.dtype, device.kind)
     threads = torch.get_num_threads()
-    torch.set_num_threads(cfg.num_threads or len(os.sched_getaffinity(0)))
+    torch.set_num_threads(job_threads(cfg) or threads)
     try:
         with compiler_settings(cfg):
             step = build_step(
