@@ -340,7 +340,13 @@ def _one_compile(root: Path) -> dict[str, Any]:
     res = run_cli([*args, "warmup=1", "mlflow.enabled=false"], root)
     (sweep,) = res.sweep_dirs
     plan = json.loads((sweep / "plan.json").read_text())
-    return {"result": res, "launches": [job.get("launch") for job in plan["jobs"]]}
+    # AOTInductor's export and compile, which no cache serves
+    (root / "aoti").mkdir()
+    aoti = ["-m", SEARCHPATH, "model=matmul_chain", "model.size=tiny", "dtype=float32"]
+    aoti += ["dynamo=aot_inductor", "processes=3", "repeat=3", "iterations_per_run=2"]
+    aoti_res = run_cli([*aoti, "warmup=1", "mlflow.enabled=false"], root / "aoti")
+    launches = [job.get("launch") for job in plan["jobs"]]
+    return {"result": res, "launches": launches, "aoti": aoti_res}
 
 
 def test_a_jobs_later_processes_fork_with_its_step_compiled(early_sweeps: EarlySweeps) -> None:
@@ -373,6 +379,15 @@ def test_a_jobs_later_processes_fork_with_its_step_compiled(early_sweeps: EarlyS
     assert compiled == [1, 0, 0], compiled
     digests = [r["digest"] for r in results]
     assert all(d == digests[0] for d in digests), digests
+    # an AOTInductor job's later processes too: no export or compile of their own
+    aoti = got["aoti"]
+    assert aoti.returncode == 0, aoti.stderr[-3000:]
+    (row,) = aoti.rows()
+    assert row["status"] == "ok", row["error"]
+    processes = row["timing"]["processes"]
+    assert [p["shared_step_s"] is None for p in processes] == [True, False, False]
+    cold = processes[0]["first_iter_time_s"]
+    assert all(p["first_iter_time_s"] * 5 < cold for p in processes[1:]), processes
 
 
 SHARED = [(model, test) for model in ("llama", "tb") for test in ("eval", "train")]

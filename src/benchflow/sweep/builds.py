@@ -74,13 +74,15 @@ def step_key(job: Job) -> str | None:
     """The key of the compiled step a job's later processes fork with, made once in an
     interpreter of the job's own (harness/prebuilt.warm_here); None: each process
     compiles its own. With share_build, for a job of several processes that builds its
-    model apart (build_key) and compiles it with dynamo on the host, in eval (a training
-    step changes the model it runs on, and a GPU is never used before a fork)."""
+    model apart (build_key) and compiles it on the host (dynamo, or AOTInductor's
+    export), in eval (a training step changes the model it runs on, and a GPU is never
+    used before a fork)."""
     cfg = job.config
     backend = backends.get(job.backend)
     if build_key(job) is None or zygote_kind(job) is None or cfg.process_count < 2:
         return None
-    if not backend.compiles or backend.on_xla or cfg.accelerator.name != "cpu":
+    host = not backend.on_xla and cfg.accelerator.name == "cpu"
+    if not (host and (backend.compiles or backend.exports)):
         return None
     return sharing.step_key(cfg) if cfg.test.name == "eval" else None
 
