@@ -21,7 +21,7 @@ job's own, forked from its model's zygote (or its kind's), which builds the job'
 step from that model and calls it (:func:`warm_here`): the compiled step is then every
 later process's, which does not trace and compile it again (0.35-2.3 s a process here,
 Inductor's graph caches hit). Its first process compiles cold in itself, and is the
-row's compile time. The calls run in a thread of its own, which ends before the
+row's compile time. The calls run in a thread of their own, which ends before the
 interpreter forks: libgomp's pool belongs to the thread that started it and goes with
 that thread, so the forking thread has never run a parallel region and a child's first
 region starts a pool of its own. What else the calls leave running (a compile-worker
@@ -144,7 +144,7 @@ def taken_step_s() -> float | None:
     return _taken.step_s if _taken else None
 
 
-# How long warm_here waits for the threads its call started to end (pristine refuses a
+# How long warm_here waits for the threads its calls started to end (pristine refuses a
 # process with one left: its jobs then compile their own step).
 THREADS_GONE_S = 5.0
 
