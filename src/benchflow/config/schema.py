@@ -266,7 +266,8 @@ class BenchConfig:
     # Fork jobs from a process that imported torch (+torch_xla).
     prefork: bool = field(default=True, metadata=UNMEASURED)
     # With prefork: a sweep's jobs with the same model build fork from one process that
-    # built it (sweep/builds.py), whatever their backends.
+    # built it (sweep/builds.py), whatever their backends; and a compiled job's later
+    # processes from one that compiled its step (docs/isolation.md, "One compile per job").
     share_build: bool = field(default=True, metadata=UNMEASURED)
     # With share_build: where the jobs run one after another in the sweep's process, the
     # next model is built while the jobs before it run, stopped over their compile and
