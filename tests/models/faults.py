@@ -188,21 +188,20 @@ class MatmulChain(BenchModel):
         return (torch.randn(batch_size, n) / n**0.5,)
 
 
-class _CastsItsCache(nn.Module):
-    """8 matmuls and a cache that the first call casts to its input's dtype, as
-    TorchBench's llama casts its KV cache: the second call fails dynamo's guard on the
-    cache's dtype and compiles again."""
+class _CastsItsCache(nn.Sequential):
+    """MatmulChain's 8 matmuls and a cache that the first call casts to its input's
+    dtype, as TorchBench's llama casts its KV cache: the second call fails dynamo's
+    guard on the cache's dtype and compiles again."""
 
     def __init__(self, n: int) -> None:
         import torch
 
-        super().__init__()
-        self.chain = nn.Sequential(*[nn.Linear(n, n, bias=False) for _ in range(8)])
+        super().__init__(*[nn.Linear(n, n, bias=False) for _ in range(8)])
         self.cache = torch.zeros(n, dtype=torch.float64)  # an attribute, not a buffer
 
     def forward(self, x: Any) -> Any:
         self.cache = self.cache.to(x)
-        return self.chain(x) + self.cache
+        return super().forward(x) + self.cache
 
 
 class CastsItsCache(MatmulChain):
@@ -210,12 +209,6 @@ class CastsItsCache(MatmulChain):
 
     def build_module(self, n: int) -> nn.Module:
         return _CastsItsCache(n)
-
-    def make_inputs(self, module: nn.Module, batch_size: int) -> tuple[Any, ...]:
-        import torch
-
-        n = module.chain[0].in_features  # type: ignore[index]
-        return (torch.randn(batch_size, n) / n**0.5,)
 
 
 class SlowedMatmulChain(MatmulChain):

@@ -163,15 +163,10 @@ def _start(cfg: BenchConfig, backend: type[Backend]) -> tuple[_Job, float]:
     device.set_matmul_precision(cfg.matmul_precision)
     # A CPU slot sets OMP_NUM_THREADS for a spawned child; a forked one loaded OpenMP
     # before it got its environment, so the slot's size is set here too.
-    if threads := job_threads(cfg):
+    threads = cfg.num_threads or (len(os.sched_getaffinity(0)) if os.environ.get(ENV_CPUS) else 0)
+    if threads:
         torch.set_num_threads(threads)
     return _Job(cfg, backend, device, Precision(cfg.dtype, device.kind)), import_s
-
-
-def job_threads(cfg: BenchConfig) -> int:
-    """The thread count a job's steps run on: `num_threads`, else its CPU slot's cores
-    (0: torch's own, where it has no slot)."""
-    return cfg.num_threads or (len(os.sched_getaffinity(0)) if os.environ.get(ENV_CPUS) else 0)
 
 
 def run(cfg: BenchConfig, backend: type[Backend], out_dir: Path) -> ChildResult:
@@ -486,25 +481,20 @@ FIRST_CALLS = 2
 
 def first_call_step(cfg: BenchConfig) -> tuple[TimedStep, float]:
     """The job's timed step built (from the model built before, where there is one) and
-    called FIRST_CALLS times, as the job's child makes and calls it, with the job's
-    thread count and compiler settings; and those calls' seconds
-    (harness/prebuilt.warm_here)."""
+    called FIRST_CALLS times, as the job's child sets up, makes and calls it (`_start`,
+    `_Job`: the job's device, matmul precision and thread count) under its compiler
+    settings; and those calls' seconds (harness/prebuilt.warm_here)."""
     import torch
 
-    backend = backends.of_row(cfg.dynamo.name, cfg.xla.name)
-    device = backend.make_device(cfg.accelerator.name)
-    device.set_matmul_precision(cfg.matmul_precision)
-    prec = Precision(cfg.dtype, device.kind)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(job_threads(cfg) or threads)
+    threads = torch.get_num_threads()  # (the interpreter's, as it was, after)
     try:
+        job, _ = _start(cfg, backends.of_row(cfg.dynamo.name, cfg.xla.name))
+        device = job.device
         with compiler_settings(cfg):
-            step = build_step(
-                cfg, backend, device.torch_device, prec.model_dtype, True, cfg.batch_size
-            )
+            step = job.build(device.torch_device, job.prec.model_dtype, True, cfg.batch_size)
             start = time.perf_counter()
             for _ in range(FIRST_CALLS):
-                prec.step(step, device.autocast_type)
+                job.run_step(step, device.autocast_type)
                 device.synchronize()
             return step, time.perf_counter() - start
     finally:
