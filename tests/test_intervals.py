@@ -21,6 +21,7 @@ from benchflow.results.child import ChildResult, Timing
 from benchflow.results.intervals import (
     ALPHA,
     LEVEL,
+    Interval,
     Timed,
     adjust,
     compare_times,
@@ -47,7 +48,7 @@ from benchflow.results.load import (
     host_load,
     speed_change,
 )
-from benchflow.results.pooled import pool
+from benchflow.results.pooled import pool, process_summary
 
 DATA = Path(__file__).parent / "data"
 
@@ -393,6 +394,45 @@ def test_a_pair_no_look_could_decide_stops_early_and_costs_no_detection() -> Non
             assert called[1] <= called[0] and rounds[1] < rounds[0] - 1.5, (called, rounds)
         same = zip(without, with_it, strict=True)
         assert all(v == va or va == INSUFFICIENT for (v, _), (va, _) in same)
+
+
+def test_a_paired_round_compares_the_processes_fastest_repeats() -> None:
+    """Eight rounds of a 5% slowdown, three repeats a process, pooled as a sweep pools
+    them (results/pooled.process_summary): in three rounds the host slowed two of one
+    side's three repeats by 10-15% (the VM's intermittent load). Each process's fastest
+    repeat is left alone, so the paired test calls the change and its interval holds
+    1.05; the medians, which moved with the two repeats, give an interval three times as
+    wide, off-center (a row recorded before processes kept their fastest repeat is
+    paired on its medians)."""
+    rng = np.random.default_rng(5)
+    speeds = rng.lognormal(0, 0.004, 8)  # each round's process speed, common to its three
+
+    def side(scale: float, disturbed: dict[int, float]) -> Timed:
+        processes, repeats = [], []
+        for i, speed in enumerate(speeds):
+            times = [scale * speed * (1 + e) for e in rng.uniform(0, 0.002, 3)]
+            if i in disturbed:
+                times[:2] = [t * disturbed[i] for t in times[:2]]
+            repeats += times
+            result = _process_result(times, first=1.0, own=0.0)
+            processes.append(process_summary(result))
+        return Timed.of(repeats, processes)
+
+    cand, base = side(1.05, {1: 1.15, 6: 1.1}), side(1.0, {3: 1.12})
+    assert cand.process_fastest and len(cand.process_fastest) == len(cand.process_medians) == 8
+    fastest = paired_ratio_test(cand, base)
+    assert fastest.p_value is not None and fastest.p_value < 0.001
+    assert fastest.ratio_ci is not None and fastest.ratio_ci.contains(1.05)
+    on_medians = [dataclasses.replace(t, process_fastest=()) for t in (cand, base)]
+    medians = paired_ratio_test(*on_medians)
+    assert medians.p_value is not None and medians.p_value > 20 * fastest.p_value
+    assert medians.estimate is not None and abs(medians.estimate / 1.05 - 1) > 0.01
+
+    def width(ci: Interval | None) -> float:
+        assert ci is not None
+        return ci.high - ci.low
+
+    assert width(medians.ratio_ci) > 3 * width(fastest.ratio_ci)
 
 
 def test_a_process_interval_is_t_on_the_logs_and_covers_the_typical_process() -> None:

@@ -112,11 +112,14 @@ class Timing:
         return cls(**{**pick(cls, data), "unsteady_repeats": unsteady})
 
 
-def process_medians(processes: list[dict[str, Any]] | None) -> tuple[float, ...]:
-    """Each process's median per-iteration time, from `Timing.processes`; () unless every
-    process has one (results/intervals.Timed: the processes as samples)."""
-    medians = [p.get("median_s") for p in processes or ()]
-    return tuple(float(m) for m in medians if m) if all(medians) else ()
+def process_values(
+    processes: list[dict[str, Any]] | None, key: str = "median_s"
+) -> tuple[float, ...]:
+    """Each process's per-iteration time of `key` (its median, "median_s", or its fastest
+    repeat, "fastest_s"), from `Timing.processes`; () unless every process has one
+    (results/intervals.Timed: the processes as samples)."""
+    values = [p.get(key) for p in processes or ()]
+    return tuple(float(v) for v in values if v) if all(values) else ()
 
 
 def process_facts(processes: list[dict[str, Any]] | None) -> tuple[tuple[float, bool], ...]:

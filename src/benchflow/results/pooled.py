@@ -31,13 +31,15 @@ from benchflow.results.stats import summarize
 
 
 def process_summary(result: ChildResult) -> dict[str, Any]:
-    """One process's entry in `timing.processes`: its count, median, stop, cold call,
+    """One process's entry in `timing.processes`: its count, median, fastest, stop, cold call,
     and the compiled step it forked with (if it did)."""
     per_iter = result.metrics.get("per_iter_time_s")
     values = per_iter if isinstance(per_iter, list) else []
     return {
         "repeats": len(values),
         "median_s": statistics.median(values) if values else None,
+        # its least disturbed repeat: a paired sweep's figure (results/intervals.py)
+        "fastest_s": min(values) if values else None,
         "stop": result.timing.stop if result.timing else None,
         "first_iter_time_s": result.metrics.get("first_iter_time_s"),
         # forked with the step compiled (harness/prebuilt.warm_here): that call's seconds
