@@ -14,7 +14,7 @@ from benchflow.config.errors import ConfigError, InvalidCombination
 from benchflow.config.schema import BenchConfig
 from benchflow.config.store import CONF_DIR, register
 from benchflow.config.validate import parse
-from benchflow.sweep.plan import job_name, resolve, validate
+from benchflow.sweep.plan import job_name, resolve
 
 register()
 
@@ -49,12 +49,12 @@ def test_every_experiment_composes_with_a_sweep_grid(experiment: str) -> None:
 
 
 def test_headline_defaults() -> None:
-    cfg = validate(composed("model=llama", "dynamo=openxla"))
+    cfg = resolve(parse(composed("model=llama", "dynamo=openxla")))
     # dynamo=openxla picks the XLA device by itself.
     assert cfg.xla.name == "PJRT"
     assert cfg.accelerator.name in ("cpu", "cuda")
     assert job_name(cfg) == "llama·openxla·eval"
-    assert validate(composed("dynamo=inductor")).xla.name == "none"
+    assert resolve(parse(composed("dynamo=inductor"))).xla.name == "none"
 
 
 @pytest.mark.parametrize(
@@ -95,7 +95,7 @@ def test_bad_values_name_key_value_and_allowed(
     override: str, key: str, value: str, allowed: str
 ) -> None:
     with pytest.raises(ConfigError) as err:
-        validate(composed(override))  # parse checks single keys; the backend label: resolve
+        resolve(parse(composed(override)))  # parse checks single keys; the backend label: resolve
     msg = str(err.value)
     assert f"{key}=" in msg and value in msg and allowed in msg
 

@@ -336,6 +336,7 @@ def _timing(cfg: BenchConfig, m: Any) -> Timing:
     from benchflow.harness import prebuilt
     from benchflow.harness.hold import HOLD
 
+    shared = prebuilt.taken()
     return Timing(
         steady_state=m.steady_state,
         unsteady_repeats=m.unsteady,
@@ -354,10 +355,10 @@ def _timing(cfg: BenchConfig, m: Any) -> Timing:
         # forked: what the zygote had imported (the rest was imported in the job)
         preloaded=[m for m in os.environ.get("BENCHFLOW_PRELOADED", "").split(",") if m],
         machine_checks=json.loads(os.environ.get(ENV_MACHINE_CHECKS) or "{}"),
-        shared_build_s=prebuilt.taken_build_s(),
-        shared_build_pid=prebuilt.taken_build_pid(),
-        shared_build_at=prebuilt.taken_build_at(),
-        shared_step_s=prebuilt.taken_step_s(),
+        shared_build_s=shared.build_s if shared else None,
+        shared_build_pid=shared.pid if shared else None,
+        shared_build_at=list(shared.at) if shared else None,
+        shared_step_s=shared.step_s if shared else None,
         timer_resolution_s=time.get_clock_info("perf_counter").resolution,
         compile_workers_stopped_s=m.before_timed_s,
         spans=m.spans,

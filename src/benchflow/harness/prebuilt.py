@@ -122,26 +122,12 @@ def take(cfg: BenchConfig) -> Prebuilt | None:
 _taken: Prebuilt | None = None
 
 
-def taken_build_s() -> float | None:
-    """The seconds of the shared build this job's model came from (None: the job
-    built its own)."""
-    return _taken.build_s if _taken else None
-
-
-def taken_build_pid() -> int | None:
-    """The pid of the interpreter that made that build."""
-    return _taken.pid if _taken else None
-
-
-def taken_build_at() -> list[float] | None:
-    """When it made it: [start, end] on CLOCK_MONOTONIC."""
-    return list(_taken.at) if _taken else None
-
-
-def taken_step_s() -> float | None:
-    """The seconds the calls that compiled the step this job took took (None: it
-    compiled its own step)."""
-    return _taken.step_s if _taken else None
+def taken() -> Prebuilt | None:
+    """The shared build this job's model came from, as the row tells it (None: the job
+    built its own): its seconds, the pid and span (CLOCK_MONOTONIC) of the interpreter
+    that made it, and the seconds of the calls that compiled its step (None: the job
+    compiled its own)."""
+    return _taken
 
 
 # How long warm_here waits for the threads its calls started to end (pristine refuses a

@@ -24,16 +24,6 @@ from benchflow.suite.rules import listed
 
 log = logging.getLogger(__name__)
 
-CODES = (
-    "PASS",
-    "FAIL",
-    "EAGER_FAILED",
-    "EXCEPTION_RAISED",
-    "NONDETERMINISTIC_EAGER_RUN",
-    "VERIFIER_SKIPPED",
-    "VERIFIER_DIDNT_RUN",
-)
-
 # build(device, dtype, compiled, batch_size) -> a fresh, seeded model's timed step
 Builder = Callable[[torch.device, "torch.dtype | None", bool, "int | None"], Any]
 # run(step, autocast_device_type) -> the step's output; autocast (for AMP jobs) on

@@ -104,11 +104,8 @@ class Interpreter:
     """What an existing interpreter holds, as it answered the probe."""
 
     python: str  # its path, as given (a venv's bin/python is a link: never resolved)
-    version: str  # Python's
     torch: str
     git: str | None  # torch.version.git_version
-    cuda: str | None
-    hip: str | None
     packages: tuple[str, ...]  # name==version, sorted
 
     @property
@@ -212,12 +209,4 @@ def probe(python: str) -> Interpreter:
             f"interpreter that holds the harness's packages ({', '.join(HARNESS)}): "
             "install benchflow's wheel there, which keeps its torch (docs/your-torch.md)"
         )
-    return Interpreter(
-        python,
-        out["python"],
-        out["torch"],
-        out.get("torch_git"),
-        out.get("torch_cuda"),
-        out.get("torch_hip"),
-        tuple(out["packages"]),
-    )
+    return Interpreter(python, out["torch"], out.get("torch_git"), tuple(out["packages"]))

@@ -14,7 +14,6 @@ import logging
 import os
 import signal
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,10 +21,13 @@ from typing import Any
 
 import psutil
 
+from benchflow.core.files import write_json_atomic
+from benchflow.core.job import JobSpec
 from benchflow.core.status import Status
 from benchflow.harness.process import ENV_PARENT
 from benchflow.results.child import ChildResult
-from benchflow.runner.zygote import kill_group
+from benchflow.runner.toolchain import launch
+from benchflow.runner.zygote import ZygoteError, kill_group
 
 log = logging.getLogger(__name__)
 
@@ -63,27 +65,29 @@ def _tail(path: Path, chars: int = STDERR_TAIL_CHARS) -> str:
 
 
 def run_isolated(
+    spec: JobSpec,
     job_file: Path,
     job_dir: Path,
-    timeout_s: float,
+    log_prefix: str,
+    env: dict[str, str],
     *,
-    result_path: Path | None = None,
-    log_prefix: str = "",
-    env: dict[str, str] | None = None,
     prefork: str | None = None,
     build_key: str | None = None,
     step_key: str | None = None,
-    python: str | None = None,
 ) -> Outcome:
-    """Run ``python -m benchflow.harness job_file``; logs go to job_dir/{stdout,stderr}.log.
-    python: the interpreter (a toolchain's, runner/toolchain.py; None: this process's).
+    """Write `spec` to job_file and run ``python -m benchflow.harness job_file`` in its
+    toolchain's interpreter (runner/toolchain.launch), within its config's timeout_s;
+    logs go to job_dir/{log_prefix}{stdout,stderr}.log, the answer to its result_path.
     prefork: fork it from this process's zygote of that kind (``torch``, ``xla``: what
     it imported already) instead; build_key (share_build): from the zygote that built
     the model of that key, where one can (job_dir/build.log: the build's output);
     step_key (a job's later process): from the job's own interpreter, forked from that
     one, which compiled and called the step of that key (job_dir/step.log)."""
-    result_path = result_path or job_dir / "child_result.json"
+    result_path, timeout_s = Path(spec.result_path), spec.config.timeout_s
     result_path.unlink(missing_ok=True)
+    write_json_atomic(job_file, spec.to_dict())
+    python, toolchain_env = launch(spec.config.toolchain)
+    env = {**env, **toolchain_env}
     stdout_path = job_dir / f"{log_prefix}stdout.log"
     stderr_path = job_dir / f"{log_prefix}stderr.log"
     if prefork:
@@ -91,7 +95,7 @@ def run_isolated(
         forked = _run_forked(prefork, job_file, timeout_s, paths, env, build_key, step_key)
         if forked is not None:
             return forked
-    cmd = [python or sys.executable, "-m", "benchflow.harness", str(job_file)]
+    cmd = [python, "-m", "benchflow.harness", str(job_file)]
     start = time.perf_counter()
     with stdout_path.open("wb") as out, stderr_path.open("wb") as err:
         proc = subprocess.Popen(
@@ -101,7 +105,7 @@ def run_isolated(
             stdin=subprocess.DEVNULL,
             start_new_session=True,
             # the child dies with this process (harness/process.die_with_parent)
-            env={**os.environ, **(env or {}), ENV_PARENT: str(os.getpid())},
+            env={**os.environ, **env, ENV_PARENT: str(os.getpid())},
         )
         try:
             returncode: int | None = proc.wait(timeout=timeout_s)
@@ -133,7 +137,7 @@ def _run_forked(
     job_file: Path,
     timeout_s: float,
     paths: tuple[Path, Path, Path],
-    env: dict[str, str] | None,
+    env: dict[str, str],
     build_key: str | None = None,
     step_key: str | None = None,
 ) -> Outcome | None:
@@ -141,10 +145,9 @@ def _run_forked(
     own: run_isolated); None if the zygote cannot be used (it is then reported, and the
     caller spawns instead). `paths`: the child's result, stdout and stderr."""
     from benchflow.runner.pool import POOL, build_request
-    from benchflow.runner.zygote import ZygoteError
 
     result_path, stdout_path, stderr_path = paths
-    folder, env = stdout_path.parent, env or {}
+    folder = stdout_path.parent
     try:
         zygote = POOL.zygote(kind)  # started already by POOL.start(), normally
         zygote.wait_ready()
@@ -157,7 +160,7 @@ def _run_forked(
             step = build_request(step_key, job_file, env, folder / "step.log") | {"warm": True}
             zygote = POOL.for_build(kind, step, timeout_s, base=zygote) or zygote
         start = time.perf_counter()
-        pid = zygote.fork(job_file, Path.cwd(), env or {}, stdout_path, stderr_path)
+        pid = zygote.fork(job_file, Path.cwd(), env, stdout_path, stderr_path)
     except (ZygoteError, OSError) as exc:
         log.warning("preforked interpreter unavailable (%s): spawning a fresh one", exc)
         return None
@@ -182,8 +185,6 @@ def _run_forked(
 
 
 def _reap(zygote: Any, pid: int) -> None:
-    from benchflow.runner.zygote import ZygoteError
-
     descendants = kill_group(pid)
     with contextlib.suppress(ZygoteError):  # it may have died too (SLURM signals them all)
         zygote.wait(None)

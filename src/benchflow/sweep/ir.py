@@ -19,12 +19,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from benchflow.backends.base import XLA_PERSISTENT_CACHE
-from benchflow.core.files import write_json_atomic
 from benchflow.core.job import JobSpec
 from benchflow.core.layout import JobDir
 from benchflow.core.status import Status
 from benchflow.runner.isolated import run_isolated
-from benchflow.runner.toolchain import launch
 
 log = logging.getLogger(__name__)
 
@@ -34,9 +32,8 @@ def dump_ir(
     job_dir: Path,
     formats: list[str],
     xla_dump: bool,
-    timeout_s: float,
-    base_env: dict[str, str] | None = None,
-    zygote_for: Callable[[dict[str, str]], str | None] = lambda env: None,
+    base_env: dict[str, str],
+    zygote_for: Callable[[dict[str, str]], str | None],
 ) -> tuple[list[str], list[str]]:
     """Run the IR passes (children with `base_env` added, such as their CPU slot, each
     forked from the zygote `zygote_for` names for its environment, or spawned);
@@ -51,7 +48,7 @@ def dump_ir(
     files, notes = [], []
     for fmt, with_xla_dump in passes:
         label = fmt or "xla_dump"
-        env: dict[str, str] = dict(base_env or {})
+        env: dict[str, str] = dict(base_env)
         raw = ir_dir / f".graphs.{label}"
         if fmt:
             env.update(XLA_SAVE_TENSORS_FILE=str(raw), XLA_SAVE_TENSORS_FMT=fmt)
@@ -60,19 +57,13 @@ def dump_ir(
             env["XLA_FLAGS"] = f"{own} --xla_dump_to={JobDir(job_dir).xla_dump}".strip()
             for name in XLA_PERSISTENT_CACHE:  # XLA dumps what it compiles, not what it reads
                 env.pop(name, None)
-        job_file = ir_dir / f"job_{label}.json"
-        result = ir_dir / f"result_{label}.json"
-        write_json_atomic(job_file, _ir_spec(job, result))
-        python, toolchain_env = launch(job.config.toolchain)
         outcome = run_isolated(
-            job_file,
+            _ir_spec(job, ir_dir / f"result_{label}.json"),
+            ir_dir / f"job_{label}.json",
             job_dir,
-            timeout_s,
-            result_path=result,
-            log_prefix=f"ir_{label}.",
-            env={**env, **toolchain_env},
+            f"ir_{label}.",
+            env,
             prefork=zygote_for(env),
-            python=python,
         )
         if outcome.status is not Status.OK:
             notes.append(f"ir pass {label}: {outcome.status}: {(outcome.error or '')[:300]}")
@@ -88,12 +79,12 @@ def dump_ir(
     return files, notes
 
 
-def _ir_spec(job: JobSpec, result: Path) -> dict[str, object]:
-    return dataclasses.replace(job, ir=True, result_path=str(result)).to_dict()
+def _ir_spec(job: JobSpec, result: Path) -> JobSpec:
+    return dataclasses.replace(job, ir=True, result_path=str(result))
 
 
 def dump_inductor_code(
-    job: JobSpec, job_dir: Path, timeout_s: float, base_env: dict[str, str] | None = None
+    job: JobSpec, job_dir: Path, base_env: dict[str, str]
 ) -> tuple[list[str], list[str]]:
     """One more pass with TORCH_COMPILE_DEBUG into a fresh Inductor cache, so the
     generated code is written, not served from the cache; keeps each graph's
@@ -103,24 +94,13 @@ def dump_inductor_code(
     out.mkdir(parents=True, exist_ok=True)
     debug_dir = out / ".debug"
     env = {
-        **(base_env or {}),
+        **base_env,
         "TORCH_COMPILE_DEBUG": "1",
         "TORCH_COMPILE_DEBUG_DIR": str(debug_dir),
         "TORCHINDUCTOR_CACHE_DIR": str(out / ".cache"),
     }
-    job_file = out / "job.json"
-    result = out / "result.json"
-    write_json_atomic(job_file, _ir_spec(job, result))
-    python, toolchain_env = launch(job.config.toolchain)
-    outcome = run_isolated(
-        job_file,
-        job_dir,
-        timeout_s,
-        result_path=result,
-        log_prefix="ir_inductor.",
-        env={**env, **toolchain_env},
-        python=python,
-    )
+    spec = _ir_spec(job, out / "result.json")
+    outcome = run_isolated(spec, out / "job.json", job_dir, "ir_inductor.", env)
     if outcome.status is not Status.OK:
         return [], [f"inductor code pass: {outcome.status}: {(outcome.error or '')[:300]}"]
     files = []

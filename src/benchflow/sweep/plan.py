@@ -37,16 +37,6 @@ from benchflow.runner.toolchain import lacks
 from benchflow.runner.toolchain import resolve as resolve_toolchain
 from benchflow.sweep.builds import why_not_env
 
-__all__ = [
-    "ConfigError",
-    "InvalidCombination",
-    "backend_of",
-    "job_name",
-    "plan_config",
-    "plan_job",
-    "resolve",
-]
-
 
 def backend_of(cfg: BenchConfig) -> type[backends.Backend]:
     """The backend of a resolved config."""
@@ -105,11 +95,6 @@ def resolve(cfg: BenchConfig) -> BenchConfig:
         xla=dataclasses.replace(cfg.xla, name=backend.xla_value()),
         accelerator=dataclasses.replace(cfg.accelerator, name=accelerator),
     )
-
-
-def validate(composed: Any) -> BenchConfig:
-    """Composed config -> checked and resolved BenchConfig. Raises ConfigError."""
-    return resolve(parse(composed))
 
 
 def _resolve_model_source(cfg: BenchConfig) -> tuple[ModelConfig, SuiteConfig]:

@@ -11,13 +11,11 @@ import dataclasses
 import math
 
 from benchflow.config.schema import BenchConfig
-from benchflow.core.files import write_json_atomic
 from benchflow.core.job import Job, JobSpec
 from benchflow.core.layout import JobDir
 from benchflow.core.status import Status
 from benchflow.runner.isolated import Outcome, interrupted, run_isolated
 from benchflow.runner.pool import POOL
-from benchflow.runner.toolchain import launch
 
 
 def process_config(cfg: BenchConfig, steps: int | None = None) -> BenchConfig:
@@ -52,21 +50,17 @@ def run_process(
     try:
         cfg = process_config(job.config, steps)
         result, job_file = job_dir.process_files(n)
-        write_json_atomic(job_file, JobSpec(job.name, cfg, str(result)).to_dict())
         zygote, key, step_key = prefork
-        python, toolchain_env = launch(cfg.toolchain)
         try:
             return run_isolated(
+                JobSpec(job.name, cfg, str(result)),
                 job_file,
                 job_dir.path,
-                cfg.timeout_s,
-                result_path=result,
-                log_prefix=job_dir.process_prefix(n),
-                env={**env, **toolchain_env},
+                job_dir.process_prefix(n),
+                env,
                 prefork=zygote,
                 build_key=key,
                 step_key=step_key,
-                python=python,
             )
         finally:
             POOL.release_ahead()  # a child that died over a hold left the builds ahead stopped
@@ -77,18 +71,14 @@ def run_process(
         return interrupted(0.0)
 
 
-def pooled(
-    outcomes: list[Outcome], processes: int, cores: int, wall: float | None = None
-) -> Outcome:
+def pooled(outcomes: list[Outcome], processes: int, cores: int) -> Outcome:
     """The processes' outcomes as the job's: the first that did not end ok, else one ok
-    outcome with their results pooled. Its wall: `wall` where given (interleaved rounds:
-    the processes' own walls added up), else from the first launch to the last exit."""
+    outcome with their results pooled. Its wall: the processes' own walls added up (a
+    job's processes lie across the sweep's rounds)."""
     first, last = outcomes[0], outcomes[-1]
     if processes == 1:
         return last
-    launched, ended = first.launched, last.ended
-    if wall is None:
-        wall = ended - launched if launched and ended else sum(o.wall_time_s for o in outcomes)
+    launched, wall = first.launched, sum(o.wall_time_s for o in outcomes)
     if last.status is not Status.OK or any(o.result is None for o in outcomes):
         error = f"process {len(outcomes)} of {processes}: {last.error or last.status.value}"
         return dataclasses.replace(last, error=error, wall_time_s=wall, launched=launched)

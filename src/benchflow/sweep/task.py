@@ -450,8 +450,7 @@ def _pooled(
     info.started_at = ran[0].started_at
     info.cpu_wait_s = sum(r.cpu_wait_s for r in ran)
     info.node = ",".join(dict.fromkeys(r.node for r in ran if r.node)) or info.node
-    wall = sum(o.wall_time_s for o in outcomes)
-    return pooled(outcomes, processes, cores, wall=wall), sum(r.gap_s for r in ran)
+    return pooled(outcomes, processes, cores), sum(r.gap_s for r in ran)
 
 
 # Where this process's last job's accounted time ended (time.perf_counter): its last
@@ -497,14 +496,13 @@ def _extra_passes(
             job_dir.path,
             list(cfg.ir.formats),
             cfg.ir.xla_dump,
-            cfg.timeout_s,
             env,
             zygote_for=lambda ir_env: zygote_kind(job, ir_env),
         )
         files += ir_files
         notes += ir_notes
     if inductor_code:
-        code_files, code_notes = dump_inductor_code(spec, job_dir.path, cfg.timeout_s, env)
+        code_files, code_notes = dump_inductor_code(spec, job_dir.path, env)
         files += code_files
         notes += code_notes
     return files, time.perf_counter() - start
