@@ -110,13 +110,11 @@ def run_isolated(
         try:
             returncode: int | None = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            _kill_tree(proc)
             return _timed_out(timeout_s, time.perf_counter() - start)
         except KeyboardInterrupt:
-            _kill_tree(proc)
             return interrupted(time.perf_counter() - start)
-        # Grandchildren (compile workers) must not outlive their job.
-        _kill_tree(proc)
+        finally:  # its group, and grandchildren (compile workers) that left it
+            _kill_tree(proc)
     ended = time.perf_counter()
     return _classify(returncode, start, ended, result_path, stderr_path)
 

@@ -16,6 +16,7 @@ parent) and resumed runs only the processes its jobs lack.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import uuid
 from collections.abc import Collection, Mapping, Sequence
@@ -124,57 +125,36 @@ def current(sweep: SweepDir) -> Round | None:
         return None
 
 
-@dataclass
-class Ran:
-    """One process of a job, as the parent saw it: the outcome (its result kept where this
-    process ran it, else read from the process's own file) and what the parent measured
-    around it."""
+@dataclass(kw_only=True)
+class Ran(Outcome):
+    """One process of a job, as the parent saw it: its outcome (the result kept where this
+    process ran it, else read from the process's own file once asked for: loaded) and
+    what the parent measured around it."""
 
-    status: str
-    error: str | None
-    returncode: int | None
-    wall_time_s: float
-    launched: float | None
-    ended: float | None
     gap_s: float  # the parent's work since its previous job's end (results/phases.py)
     cpu_wait_s: float
     started_at: float  # epoch seconds
     cpus: str | None  # the CPU slot, e.g. "0-1"
     cores: int  # how many it holds
     node: str | None = None  # where it ran (core/machine.node_name)
-    result: ChildResult | None = field(default=None, repr=False)  # not saved: its file has it
 
     @classmethod
     def of(cls, outcome: Outcome, **parent: Any) -> Ran:
-        return cls(
-            status=outcome.status.value,
-            error=outcome.error,
-            returncode=outcome.returncode,
-            wall_time_s=outcome.wall_time_s,
-            launched=outcome.launched,
-            ended=outcome.ended,
-            result=outcome.result,
-            **parent,
-        )
+        return cls(**{f.name: getattr(outcome, f.name) for f in fields(Outcome)}, **parent)
 
-    def outcome(self, job_dir: JobDir, n: int) -> Outcome:
-        result = self.result
-        if result is None:  # run by an earlier launch of the sweep
+    @classmethod
+    def saved(cls, data: dict[str, Any]) -> Ran:
+        """As processes.json keeps it (its result is in the process's own file)."""
+        return cls(**{**data, "status": Status(data["status"]), "result": None})
+
+    def loaded(self, job_dir: JobDir, n: int) -> Ran:
+        """With its result, read from process `n`'s file where an earlier launch of the
+        sweep ran it (once)."""
+        if self.result is None:
             result_path, _ = job_dir.process_files(n)
-            try:
-                result = ChildResult.from_dict(json.loads(result_path.read_text()))
-            except (OSError, ValueError, KeyError, TypeError, AttributeError):
-                result = None
-            self.result = result  # read once
-        return Outcome(
-            Status(self.status),
-            self.error,
-            self.returncode,
-            self.wall_time_s,
-            result,
-            self.launched,
-            self.ended,
-        )
+            with contextlib.suppress(OSError, ValueError, KeyError, TypeError, AttributeError):
+                self.result = ChildResult.from_dict(json.loads(result_path.read_text()))
+        return self
 
 
 @dataclass
@@ -207,10 +187,10 @@ class JobRounds:
         if data.get("recorded") and not same:
             return fresh
         try:
-            ran = {int(n): Ran(**r) for n, r in data.get("processes", {}).items()}
+            ran = {int(n): Ran.saved(r) for n, r in data.get("processes", {}).items()}
         except (TypeError, ValueError):
             return fresh
-        kept = {n: r for n, r in ran.items() if same or r.status == Status.OK.value}
+        kept = {n: r for n, r in ran.items() if same or r.status is Status.OK}
         return cls(job_dir, fingerprint, token, kept, bool(data.get("recorded")) and same)
 
     def save(self) -> None:
@@ -240,16 +220,16 @@ class JobRounds:
         for n in range(upto + 1):
             if n not in self.ran:
                 break
-            out.append(self.ran[n].outcome(self.job_dir, n))
+            out.append(self.ran[n].loaded(self.job_dir, n))
         return out
 
     def first_steps(self) -> int | None:
         """The steps per repeat the job's first process ran, calibrated or given (None:
         it did not end ok); a later process runs as many (given ones are given to it too)."""
         first = self.ran.get(0)
-        if first is None or first.status != Status.OK.value:
+        if first is None or first.status is not Status.OK:
             return None
-        result = first.outcome(self.job_dir, 0).result
+        result = first.loaded(self.job_dir, 0).result
         timing = result.timing if result else None
         return timing.iterations_per_run if timing else None
 
@@ -271,7 +251,7 @@ class JobRounds:
     def ok_count(self) -> int:
         """How many processes from the first ran and ended ok, with nothing missing."""
         n = 0
-        while n in self.ran and self.ran[n].status == Status.OK.value:
+        while n in self.ran and self.ran[n].status is Status.OK:
             n += 1
         return n
 

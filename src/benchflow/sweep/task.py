@@ -266,7 +266,7 @@ def execute(
     close = close and bool(state.ran)
     todo = [] if close else [index] if state.token is not None else list(range(total))
     ran = state.ran.get(index)
-    if ran and ran.status == Status.OK.value and index < total - 1 and not close:
+    if ran and ran.status is Status.OK and index < total - 1 and not close:
         return None  # an earlier launch of the sweep ran it
     info = JobInfo.of(job, str(where.job_dir.path))
     POOL.join_prestart()  # the sweep's zygotes, started while it set up (basic launcher)
@@ -304,7 +304,7 @@ def execute(
             info.notes.append(
                 f"pair={cfg.pair}: stopped after {last + 1} of its {total} rounds (docs/reports.md)"
             )
-        elif state.ran[last].status == Status.OK.value and last < total - 1:
+        elif state.ran[last].status is Status.OK and last < total - 1:
             return None  # its next process runs in a later round
         if planned.step and planned.forks_from:  # the job's own interpreter, done with
             POOL.done_with(planned.forks_from, planned.step)
