@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from benchflow.config.schema import DEFAULT_BASELINE
+from benchflow.config.schema import DEFAULT_BASELINE, BenchConfig
 from benchflow.config.validate import ConfigError, parse
 from benchflow.core.layout import SweepDir
 from benchflow.results.environment import facts
@@ -42,6 +42,22 @@ def _sweep(config: DictConfig) -> SweepDir:
     return SweepDir(Path(config.hydra.sweep.dir))
 
 
+def _bench(config: DictConfig) -> BenchConfig | None:
+    """The sweep's shared config, or None where it is not valid on its own (the sweeper
+    reports config errors, with every job's context)."""
+    try:
+        return parse(config)
+    except ConfigError:
+        return None
+
+
+def _tracker(bench: BenchConfig, config: DictConfig) -> Tracker | None:
+    """The sweep's MLflow connection (None: MLflow is off, or could not be reached)."""
+    if not bench.mlflow.enabled:
+        return None
+    return safely("connection", tracker_for, bench.mlflow, Path(config.hydra.runtime.cwd))
+
+
 class SweepCallback(Callback):
     """Checks a run before it starts; creates the parent run once per multirun; prints
     and logs the summary at its end."""
@@ -57,10 +73,8 @@ class SweepCallback(Callback):
             die(ConfigError(problem))
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        try:
-            bench = parse(config)
-        except ConfigError:
-            return  # the sweeper reports config errors, with every job's context
+        if (bench := _bench(config)) is None:
+            return
         if problem := check_reachable(bench.mlflow):
             print(f"benchflow: error: {problem}; nothing was run.", file=sys.stderr)
             raise SystemExit(2)
@@ -72,17 +86,12 @@ class SweepCallback(Callback):
         rows = current(read_rows(sweep.results))
         baseline = str(OmegaConf.select(config, "baseline", default=DEFAULT_BASELINE))
         made = safely("report", _report, rows, baseline, sweep) if rows else None
-        try:
-            bench = parse(config)
-        except ConfigError:
+        if (bench := _bench(config)) is None:
             return
         if bench.pair and rows:
             print(f"paired sweep: `benchflow report {sweep.path} --pair {bench.pair}` judges it")
         run_id = sweep.parent_run_id()
-        if not bench.mlflow.enabled or not run_id:
-            return
-        tracker = safely("connection", tracker_for, bench.mlflow, Path(config.hydra.runtime.cwd))
-        if tracker is None:
+        if not run_id or (tracker := _tracker(bench, config)) is None:
             return
         # Every job has ended: a job run still RUNNING lost its process (a worker or a
         # node killed; the launcher ran the job again, or it has no row).
@@ -126,19 +135,13 @@ def _report(rows: list[ResultRow], baseline: str, sweep: SweepDir) -> tuple[Repo
 def start_sweep(config: DictConfig) -> None:
     """Called by benchflow's sweeper once the whole grid is valid: the sweep folder and
     the MLflow parent run (reopened when the folder is being resumed)."""
-    try:
-        bench = parse(config)
-    except ConfigError:
+    if (bench := _bench(config)) is None:
         return  # every job was checked on its own; the shared config need not be valid
     sweep = _sweep(config)
     sweep.path.mkdir(parents=True, exist_ok=True)
     # A fail_fast stop belongs to the run that hit it, not to a resumed one.
     sweep.aborted.unlink(missing_ok=True)
-    if not bench.mlflow.enabled:
-        return
-    project_dir = Path(config.hydra.runtime.cwd)
-    tracker = safely("connection", tracker_for, bench.mlflow, project_dir)
-    if tracker is None:
+    if (tracker := _tracker(bench, config)) is None:
         return
     earlier = sweep.parent_run_id()
     if earlier and sweep.results.exists():
@@ -155,7 +158,7 @@ def start_sweep(config: DictConfig) -> None:
         f" ({experiment})" if experiment and experiment != "null" else ""
     )
     # Where the sweep ran, as tags (versions, CPUs, env: the jobs' runs have their own).
-    prov = provenance(project_dir)
+    prov = provenance(Path(config.hydra.runtime.cwd))
     run_id = safely(
         "start_run",
         tracker.start_run,

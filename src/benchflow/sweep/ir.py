@@ -12,19 +12,45 @@ ir/graphs.<format>, and ir/xla_dump/ for XLA's --xla_dump_to.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
 import shutil
+import time
 from collections.abc import Callable
 from pathlib import Path
 
+from benchflow import backends
 from benchflow.backends.base import XLA_PERSISTENT_CACHE
-from benchflow.core.job import JobSpec
+from benchflow.core.job import Job, JobSpec
 from benchflow.core.layout import JobDir
 from benchflow.core.status import Status
 from benchflow.runner.isolated import run_isolated
+from benchflow.sweep.builds import zygote_kind
 
 log = logging.getLogger(__name__)
+
+
+def ir_passes(job: Job, job_dir: JobDir, env: dict[str, str]) -> tuple[list[str], list[str], float]:
+    """The IR passes the job asked for and its backend has: separate, untimed children
+    after its timed ones, each with `env` (its CPU slot's). Returns their files, their
+    notes and how long they took (0: none applied)."""
+    cfg, backend, start = job.config, backends.get(job.backend), time.perf_counter()
+    xla_ir = bool(cfg.ir.formats or cfg.ir.xla_dump) and backend.has_xla_ir()
+    inductor_code = cfg.ir.inductor_code and backend.generates_code
+    if not (xla_ir or inductor_code):
+        return [], [], 0.0
+    spec = JobSpec(job.name, cfg, str(job_dir.child_result))
+    files: list[str] = []
+    notes: list[str] = []
+    if xla_ir:
+        zygote_for = functools.partial(zygote_kind, job)
+        ir = dump_ir(spec, job_dir.path, list(cfg.ir.formats), cfg.ir.xla_dump, env, zygote_for)
+        files, notes = files + ir[0], notes + ir[1]
+    if inductor_code:
+        code = dump_inductor_code(spec, job_dir.path, env)
+        files, notes = files + code[0], notes + code[1]
+    return files, notes, time.perf_counter() - start
 
 
 def dump_ir(

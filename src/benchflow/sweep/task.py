@@ -24,7 +24,6 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from benchflow import backends
 from benchflow.config.errors import ConfigError
 from benchflow.config.schema import config_to_yaml
 from benchflow.core import gpus, interrupts
@@ -43,7 +42,7 @@ from benchflow.runner.pool import POOL, build_request
 from benchflow.runner.toolchain import environment, launch
 from benchflow.sweep import progress, rounds, scheduler
 from benchflow.sweep.builds import launch_env, step_key, zygote_kind
-from benchflow.sweep.ir import dump_inductor_code, dump_ir
+from benchflow.sweep.ir import ir_passes
 from benchflow.sweep.plan import plan_job
 from benchflow.sweep.processes import pooled, process_config, run_process
 from benchflow.sweep.resume import attempts, current_row
@@ -312,8 +311,8 @@ def execute(
         outcome, gap = _pooled(state, last, total, len(cores), info)
         ir_s = 0.0
         if outcome.status == Status.OK:
-            backend = backends.get(job.backend)
-            info.ir_files, ir_s = _extra_passes(job, backend, where.job_dir, env, info.notes)
+            info.ir_files, ir_notes, ir_s = ir_passes(job, where.job_dir, env)
+            info.notes += ir_notes
         _job_ended(children_end + ir_s)  # the rest of the parent's work: the next gap's
     shutil.rmtree(where.job_dir.compile_cache, ignore_errors=True)  # MBs of generated code
     return Execution(outcome, info, gap_s=gap, ir_s=ir_s)
@@ -474,40 +473,6 @@ def _previous_end() -> float:
     return time.perf_counter() - (time.time() - psutil.Process().create_time())
 
 
-def _extra_passes(
-    job: Job,
-    backend: type[backends.Backend],
-    job_dir: JobDir,
-    env: dict[str, str],
-    notes: list[str],
-) -> tuple[list[str], float]:
-    """The IR passes a job asked for and its backend has: separate, untimed children.
-    Returns their files and how long they took (0: none applied)."""
-    cfg, start = job.config, time.perf_counter()
-    files: list[str] = []
-    spec = _job_spec(job, job_dir)
-    xla_ir = bool(cfg.ir.formats or cfg.ir.xla_dump) and backend.has_xla_ir()
-    inductor_code = cfg.ir.inductor_code and backend.generates_code
-    if not (xla_ir or inductor_code):
-        return files, 0.0
-    if xla_ir:
-        ir_files, ir_notes = dump_ir(
-            spec,
-            job_dir.path,
-            list(cfg.ir.formats),
-            cfg.ir.xla_dump,
-            env,
-            zygote_for=lambda ir_env: zygote_kind(job, ir_env),
-        )
-        files += ir_files
-        notes += ir_notes
-    if inductor_code:
-        code_files, code_notes = dump_inductor_code(spec, job_dir.path, env)
-        files += code_files
-        notes += code_notes
-    return files, time.perf_counter() - start
-
-
 def record(job: Job, where: Where, done: Execution) -> tuple[ResultRow, list[ResultRow]]:
     """The row, written to the job's result.json and appended to results.jsonl, and the
     earlier rows of the same job it superseded there."""
@@ -591,8 +556,3 @@ def finish(job: Job, where: Where, status: Status, tracker: Tracker | None) -> N
         # The launcher goes on calling us; every later job is recorded as skipped,
         # so the sweep still ends with one row per job and its summary.
         where.sweep.aborted.write_text(f"job {where.num} ({job.name}) ended {status}")
-
-
-def _job_spec(job: Job, job_dir: JobDir) -> JobSpec:
-    """What the child is told: the job's name, its resolved config, where to answer."""
-    return JobSpec(job.name, job.config, str(job_dir.child_result))
