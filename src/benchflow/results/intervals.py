@@ -316,14 +316,9 @@ def _round_logs(pairs: Sequence[tuple[Timed, Timed]], rounds: int) -> tuple[Any,
 def paired_figures(timed: Timed) -> tuple[float, ...]:
     """Each process's figure in a paired test: its fastest repeat, where every process
     has one (rows from before it was kept: its median). A repeat is a window of steps
-    (about 50 ms or more, harness/timing.py); the host only ever slows one, so the
-    window it left alone is the process's speed, and a process's speed is what a round
-    pairs. The median of three repeats moves as soon as two are disturbed, the fastest
-    only when all three are: replayed on 319 pairs of this VM's paired sweeps, a
-    round's spread fell by a fifth (the log ratio's standard deviation 2.3-4.4% against
-    2.7-5.4%) and a 5% change was called on 74% of them instead of 64%, in 6.5 rounds
-    instead of 7.2 (benchmarks/RESULTS.md), as BenchmarkTools.jl judges on its minimum
-    estimator for the same reason. A row's time is still its median (docs/reports.md)."""
+    (harness/timing.py) and the host only ever slows one, so the window it left alone is
+    the process's speed; the median of three moves as soon as two are disturbed
+    (docs/reports.md, where the replayed figures are)."""
     fastest = timed.process_fastest
     return fastest if len(fastest) == len(timed.process_medians) else timed.process_medians
 
