@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+from collections.abc import Mapping
 
 from benchflow.config.schema import BenchConfig
 
@@ -41,8 +42,7 @@ def build_key(cfg: BenchConfig) -> str | None:
         "seed": cfg.seed,
         "matmul_precision": cfg.matmul_precision,
     }
-    blob = json.dumps(what, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+    return _digest(what)
 
 
 # What sweep/processes.process_config tells each process of a job apart from the others
@@ -55,5 +55,10 @@ def step_key(cfg: BenchConfig) -> str:
     resolved config but what each process is told apart (PER_PROCESS). A job's later
     processes take the step its own interpreter compiled only where their keys match."""
     what = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in PER_PROCESS}
+    return _digest(what)
+
+
+def _digest(what: Mapping[str, object]) -> str:
+    """A key for `what`: a hash of its JSON, with sorted keys."""
     blob = json.dumps(what, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]

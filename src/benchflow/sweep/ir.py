@@ -45,11 +45,14 @@ def ir_passes(job: Job, job_dir: JobDir, env: dict[str, str]) -> tuple[list[str]
     notes: list[str] = []
     if xla_ir:
         zygote_for = functools.partial(zygote_kind, job)
-        ir = dump_ir(spec, job_dir.path, list(cfg.ir.formats), cfg.ir.xla_dump, env, zygote_for)
-        files, notes = files + ir[0], notes + ir[1]
+        formats = list(cfg.ir.formats)
+        ir_files, ir_notes = dump_ir(spec, job_dir.path, formats, cfg.ir.xla_dump, env, zygote_for)
+        files += ir_files
+        notes += ir_notes
     if inductor_code:
-        code = dump_inductor_code(spec, job_dir.path, env)
-        files, notes = files + code[0], notes + code[1]
+        code_files, code_notes = dump_inductor_code(spec, job_dir.path, env)
+        files += code_files
+        notes += code_notes
     return files, notes, time.perf_counter() - start
 
 
