@@ -497,11 +497,19 @@ def test_a_message_right_behind_another_is_read_at_once() -> None:
     """The zygote's pid message and a fast job's exit code can arrive in one read: the
     second must be returned at once, not after the job's whole timeout (a sweep once
     sat 300 s after a job that failed in a second, under the suite's load)."""
-    from benchflow.runner.zygote import Exited, Forked, Zygote, ZygoteError, decode, encode
+    from benchflow.runner.zygote import (
+        Exited,
+        Forked,
+        Lines,
+        Zygote,
+        ZygoteError,
+        decode,
+        encode,
+    )
 
     r, w = os.pipe()
     zygote = Zygote.__new__(Zygote)  # the reader alone: no process behind it
-    zygote._out, zygote._pending, zygote.proc, zygote.pid = os.fdopen(r, "rb"), b"", None, 0
+    zygote._lines, zygote.proc, zygote.pid = Lines(r), None, 0
     last = encode(Exited(0, 7))
     os.write(w, encode(Forked(7)) + encode(Exited(1, 7)) + last[:6])
     started = time.monotonic()

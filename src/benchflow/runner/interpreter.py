@@ -15,6 +15,7 @@ import re
 import subprocess
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 from benchflow.config.errors import ConfigError
 from benchflow.core.layout import cache_root
@@ -63,6 +64,33 @@ def last_lines(done: subprocess.CompletedProcess[str], count: int = 6) -> str:
         if said:
             return " ".join(said[-count:])
     return f"exit {done.returncode}, nothing printed"
+
+
+class Unanswered(Exception):
+    """An interpreter asked something (`ask`) gave no answer: why."""
+
+
+def ask(python: str, script: str, env: dict[str, str]) -> Any:
+    """Run `script` in `python` with `env` added to ours; the JSON it printed last.
+    Raises Unanswered where it could not be run or printed none."""
+    try:
+        done = subprocess.run(
+            [python, "-c", script],
+            capture_output=True,
+            text=True,
+            env={**os.environ, **env},
+            timeout=PROBE_TIMEOUT_S,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise Unanswered(f"it could not be run ({exc})") from None
+    said = [ln for ln in done.stdout.splitlines() if ln.strip()]
+    try:
+        return json.loads(said[-1])
+    except (IndexError, ValueError):
+        raise Unanswered(
+            f"it did not answer as a Python interpreter does (exit {done.returncode}): "
+            f"{last_lines(done)}"
+        ) from None
 
 
 def harness_env() -> dict[str, str]:
@@ -166,25 +194,10 @@ def probe(python: str) -> Interpreter:
             f"{key}: no such file; allowed: the path of an existing Python interpreter "
             "(a venv's or conda environment's bin/python)"
         )
-    env = harness_env()
     try:
-        done = subprocess.run(
-            [python, "-c", PROBE],
-            capture_output=True,
-            text=True,
-            env={**os.environ, **env},
-            timeout=PROBE_TIMEOUT_S,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise ToolchainError(f"{key}: it could not be run ({exc})") from None
-    said = [ln for ln in done.stdout.splitlines() if ln.strip()]
-    try:
-        out = json.loads(said[-1])
-    except (IndexError, ValueError):
-        raise ToolchainError(
-            f"{key}: it did not answer as a Python interpreter does (exit {done.returncode}): "
-            f"{last_lines(done)}"
-        ) from None
+        out = ask(python, PROBE, harness_env())
+    except Unanswered as exc:
+        raise ToolchainError(f"{key}: {exc}") from None
     want_python, want_torch = _supported()
     if not _fits(out["python"], want_python) or "packages" not in out:
         lower = ",".join(b for b in want_python.split(",") if b.startswith(">"))

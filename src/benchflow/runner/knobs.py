@@ -14,9 +14,6 @@ from __future__ import annotations
 
 import difflib
 import functools
-import json
-import os
-import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -24,7 +21,7 @@ from typing import Any
 from benchflow.config.errors import ConfigError
 from benchflow.config.schema import INDUCTOR, setting_text, settings_of
 from benchflow.core.job import Job
-from benchflow.runner.interpreter import PROBE_TIMEOUT_S, ToolchainError, last_lines
+from benchflow.runner.interpreter import ToolchainError, Unanswered, ask
 from benchflow.runner.toolchain import launch
 
 # Run by the job's interpreter; the last line is the answer: torch's version and, for
@@ -100,26 +97,13 @@ class InductorKeys:
 def inductor_keys(python: str, env: tuple[tuple[str, str], ...] = ()) -> InductorKeys:
     """Ask `python` (with `env` added) which keys its torch._inductor.config has."""
 
-    def refused(said: str) -> ConfigError:
-        return ConfigError(
+    try:
+        out = ask(python, PROBE, dict(env))
+    except Unanswered as exc:
+        raise ConfigError(
             f"{INDUCTOR}.* settings are checked against the job's torch, but {python} "
-            f"could not list torch._inductor.config's keys: {said}"
-        )
-
-    try:
-        done = subprocess.run(
-            [python, "-c", PROBE],
-            capture_output=True,
-            text=True,
-            env={**os.environ, **dict(env)},
-            timeout=PROBE_TIMEOUT_S,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise refused(str(exc)) from None
-    try:
-        out = json.loads([ln for ln in done.stdout.splitlines() if ln.strip()][-1])
-    except (IndexError, ValueError):
-        raise refused(last_lines(done)) from None
+            f"could not list torch._inductor.config's keys: {exc}"
+        ) from None
     keys = {k: (list(v[0]), list(v[1])) for k, v in out["keys"].items()}
     return InductorKeys(out["torch"], keys)
 

@@ -51,7 +51,7 @@ after another), each message a typed record sent as one JSON line (``encode``,
 ``decode``): the parent sends ``ForkJob``; the zygote forks, answers ``Forked``, waits
 for the child, then answers ``Exited`` (negative: killed by that signal, as Popen). To
 a ``torch`` zygote the parent may instead send ``ForkZygote`` (a kind, a socket's
-path, its cores); it answers ``ZygoteForked`` once the new zygote is forked, which
+path, its cores); it answers ``Forked`` once the new zygote is forked, which
 then connects to the path and says ``Ready`` there after its imports.
 
 A toolchain other than the project's (runner/toolchain.py) has zygotes of its own,
@@ -63,7 +63,7 @@ share_build=true: a zygote of any kind may also fork a *model's* zygote, with a
 ``build`` in that request (runner/pool.build_request: the key, the job file, its
 environment, folder and log): it builds the model of that job file in the job's
 environment and folder, its output to the log, and says ``Ready`` with its
-``build_s``, or ``NotBuilt`` (why) and exits; its forks are the jobs with the same
+``build_s``, or ``NotReady`` (why, ``build_failed``) and exits; its forks are the jobs with the same
 build key. With ``"beside": true`` (a build made ahead of its jobs, while others run,
 which its parent registered as work the jobs stop over their compile and timed
 regions: harness/hold.py) it builds under SCHED_IDLE and unregisters itself when the
@@ -86,7 +86,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, NoReturn
@@ -215,17 +215,12 @@ class Ready:
 
 
 @dataclass(frozen=True)
-class NotBuilt:
-    """From a model's zygote: its build failed (why); it exits."""
-
-    not_built: str
-
-
-@dataclass(frozen=True)
 class NotReady:
-    """From a zygote: it will not fork (`pristine`'s answer: why); it exits."""
+    """From a zygote: it will not fork (`pristine`'s answer, or with `build_failed` its
+    model's build's error: why); it exits."""
 
     not_ready: str
+    build_failed: bool = False
 
 
 @dataclass(frozen=True)
@@ -238,22 +233,14 @@ class Exited:
 
 @dataclass(frozen=True)
 class Forked:
-    """From a zygote: it forked the job's child."""
+    """From a zygote: it forked the job's child, or the zygote asked for (0: that fork
+    failed)."""
 
     pid: int
 
 
-@dataclass(frozen=True)
-class ZygoteForked:
-    """From a zygote: it forked the zygote asked for (0: its fork failed)."""
-
-    zygote_pid: int
-
-
-Message = ForkJob | ForkZygote | Ready | NotBuilt | NotReady | Exited | Forked | ZygoteForked
-_MESSAGES: tuple[type[Message], ...] = (
-    ForkZygote, ForkJob, Ready, NotBuilt, NotReady, Exited, Forked, ZygoteForked
-)  # fmt: skip
+Message = ForkJob | ForkZygote | Ready | NotReady | Exited | Forked
+_MESSAGES: tuple[type[Message], ...] = (ForkZygote, ForkJob, Ready, NotReady, Exited, Forked)
 
 
 def encode(msg: Message) -> bytes:
@@ -296,7 +283,6 @@ class Zygote:
         self._sock: socket.socket | None = None
         self.build_s: float | None = None
         self._closed = False
-        self._pending = b""  # read from the zygote, not yet a whole message (_read)
         self.unfit: str | None = None  # why it said it will not fork (NotReady)
         if base is not None:
             self._fork_from(base, cores, build)
@@ -323,6 +309,7 @@ class Zygote:
         assert self.proc.stdout is not None and self.proc.stdin is not None
         self._out: IO[bytes] = self.proc.stdout
         self._in: IO[bytes] = self.proc.stdin
+        self._lines = Lines(self._out.fileno())
 
     def _fork_from(
         self, base: Zygote, cores: list[int] | None, build: dict[str, Any] | None
@@ -337,9 +324,9 @@ class Zygote:
                 base.wait_ready()
                 base._say(ForkZygote(self.kind, path, cores or [], build))
                 msg = base._read(CONNECT_TIMEOUT_S)
-                if not isinstance(msg, ZygoteForked) or not msg.zygote_pid:
+                if not isinstance(msg, Forked) or not msg.pid:
                     raise ZygoteError(f"the {base.name} zygote did not fork a zygote: {msg}")
-                self.pid = msg.zygote_pid
+                self.pid = msg.pid
                 try:
                     self._sock, _ = listener.accept()
                 except TimeoutError as exc:
@@ -349,38 +336,28 @@ class Zygote:
         self._sock.settimeout(None)
         self._out = self._sock.makefile("rb")
         self._in = self._sock.makefile("wb")
+        self._lines = Lines(self._out.fileno())
 
     def _say(self, msg: Message) -> None:
         self._in.write(encode(msg))
         self._in.flush()
 
     def _read(self, timeout: float | None) -> Message | None:
-        """The zygote's next message, or None after `timeout` without one. Read from the
-        file descriptor into a buffer of our own: a buffered reader may hold a second
-        message (a job's exit code right behind its pid) where select() cannot see it,
-        and the wait for it would last the whole timeout."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        fd = self._out.fileno()
-        while b"\n" not in self._pending:
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            ready, _, _ = select.select([fd], [], [], left)
-            if not ready:
-                return None
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                code = f"code {self.proc.poll()}" if self.proc else f"pid {self.pid}"
-                raise ZygoteError(f"the zygote exited ({code})")
-            self._pending += chunk
-        line, _, self._pending = self._pending.partition(b"\n")
-        return decode(line)
+        """The zygote's next message, or None after `timeout` without one."""
+        try:
+            line = self._lines.next(timeout)
+        except EOFError:
+            code = f"code {self.proc.poll()}" if self.proc else f"pid {self.pid}"
+            raise ZygoteError(f"the zygote exited ({code})") from None
+        return None if line is None else decode(line)
 
     def wait_ready(self, timeout: float = 300.0) -> float:
         """Block until the zygote has done its imports; returns how long they took."""
         with self._ready_lock:
             if not self._ready:
                 msg = self._read(timeout)
-                if isinstance(msg, NotBuilt):
-                    raise ZygoteError(f"the model was not built: {msg.not_built}")
+                if isinstance(msg, NotReady) and msg.build_failed:
+                    raise ZygoteError(f"the model was not built: {msg.not_ready}")
                 if isinstance(msg, NotReady):
                     self.unfit = msg.not_ready
                     raise ZygoteUnfit(msg.not_ready)
@@ -645,7 +622,7 @@ def _fork_zygote(request: ForkZygote) -> int:
             grandchild = os.fork()
             if grandchild == 0:
                 os.close(w)
-                _become_zygote(request)  # never returns
+                _exit_after(_become_zygote, request)
             os.write(w, str(grandchild).encode())
             code = 0
         finally:
@@ -657,28 +634,19 @@ def _fork_zygote(request: ForkZygote) -> int:
     return int(text or b"0")
 
 
-def _become_zygote(request: ForkZygote) -> None:
-    code = 1
-    try:
-        os.setsid()  # as a spawned zygote: a Ctrl-C at the terminal reaches the parent only
-        devnull = os.open(os.devnull, os.O_RDWR)
-        os.dup2(devnull, 0)  # the base's pipes to the parent are not this zygote's
-        os.dup2(devnull, 1)
-        os.close(devnull)
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.connect(request.socket)
-        if request.cpus:
-            os.environ[ENV_CPUS] = ",".join(map(str, request.cpus))
-        serve(request.zygote, sock.makefile("rb"), sock.makefile("wb"), request.build)
-        code = 0
-    except BaseException:
-        import traceback
-
-        traceback.print_exc()
-    finally:
-        with contextlib.suppress(Exception):
-            sys.stderr.flush()
-        os._exit(code)
+def _become_zygote(request: ForkZygote) -> int:
+    """In the forked zygote: serve its parent over the request's socket."""
+    os.setsid()  # as a spawned zygote: a Ctrl-C at the terminal reaches the parent only
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)  # the base's pipes to the parent are not this zygote's
+    os.dup2(devnull, 1)
+    os.close(devnull)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(request.socket)
+    if request.cpus:
+        os.environ[ENV_CPUS] = ",".join(map(str, request.cpus))
+    serve(request.zygote, sock.makefile("rb"), sock.makefile("wb"), request.build)
+    return 0
 
 
 def serve(
@@ -704,7 +672,7 @@ def serve(
                 with watch.watched("the model's build"):
                     build_s = _build(build)
             except Exception as exc:  # the jobs build their own and report it as theirs
-                say(NotBuilt(f"{type(exc).__name__}: {exc}"[:2000]))
+                say(NotReady(f"{type(exc).__name__}: {exc}"[:2000], build_failed=True))
                 return
     # Forked children pin themselves to their own job's cores.
     os.sched_setaffinity(0, allowed)
@@ -716,20 +684,23 @@ def serve(
         return
 
     say(Ready(time.perf_counter() - t0, state, build_s))
-    requests = _Requests(stdin.fileno())
+    requests = Lines(stdin.fileno())
     zygote_pid = os.getpid()
-    while (line := requests.next_line()) is not None:
-        request = decode(line)
+    while True:
+        try:
+            request = decode(requests.next() or b"")
+        except EOFError:  # the parent closed its end
+            return
         if isinstance(request, ForkZygote):
-            say(ZygoteForked(_fork_zygote(request)))
+            say(Forked(_fork_zygote(request)))
             continue
         if not isinstance(request, ForkJob):
             raise ZygoteError(f"not a request: {request}")
         pid = os.fork()
         if pid == 0:
-            _child(request, preload, zygote_pid)
+            _exit_after(_run_child, request, preload, zygote_pid)
         say(Forked(pid))
-        returncode = requests.wait_child(pid)
+        returncode = _wait_child(pid, requests)
         if returncode is None:  # the parent is gone (SIGKILLed mid-sweep): so is its job
             _kill_job(pid)
             return
@@ -781,11 +752,13 @@ def _build(build: dict[str, Any]) -> float:
             normal_priority()
 
 
-def _child(request: ForkJob, preload: tuple[str, ...], zygote_pid: int) -> NoReturn:
-    """In a forked job: run it, and exit with its code, whatever happens."""
+def _exit_after(run: Callable[..., int], *args: Any) -> NoReturn:
+    """In a forked process (a job, or a zygote): `run(*args)`, then exit with its code (1 where
+    it raised, its traceback on stderr), whatever happens: never back into the code
+    that forked it."""
     code = 1
     try:
-        code = _run_child(request, preload, zygote_pid)
+        code = run(*args)
     except BaseException:
         import traceback
 
@@ -797,44 +770,48 @@ def _child(request: ForkJob, preload: tuple[str, ...], zygote_pid: int) -> NoRet
         os._exit(code)
 
 
-class _Requests:
-    """The parent's requests, a JSON line each, read from the file descriptor with a
-    buffer of our own, so that the zygote can also watch it while a job runs: the parent
-    says nothing then, so the descriptor turns readable only when the parent is gone
-    (end of file: its end of the pipe or socket closed with it)."""
+class Lines:
+    """Lines read from a file descriptor into a buffer of our own, so that select() can
+    watch the descriptor: a buffered reader may hold a second line (a job's exit code
+    right behind its pid) where select() cannot see it. The zygote watches the parent's
+    requests so while a job runs: the parent says nothing then, so they turn readable
+    only when the parent is gone (end of file: its end of the pipe or socket closed)."""
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
         self.pending = b""
 
-    def _fill(self) -> bool:
+    def fill(self) -> bool:
+        """Read what has come (blocking until something has); False at end of file."""
         chunk = os.read(self.fd, 65536)
         self.pending += chunk
         return bool(chunk)
 
-    def next_line(self) -> bytes | None:
-        """The next request; None once the parent has closed its end."""
+    def next(self, timeout: float | None = None) -> bytes | None:
+        """The next line, or None after `timeout` without one; EOFError at end of file."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         while b"\n" not in self.pending:
-            if not self._fill():
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not select.select([self.fd], [], [], left)[0]:
                 return None
+            if not self.fill():
+                raise EOFError
         line, _, self.pending = self.pending.partition(b"\n")
         return line
 
-    def wait_child(self, pid: int) -> int | None:
-        """The job's exit code (negative: the signal that killed it, as Popen), or None
-        if the parent went away first."""
-        pidfd = os.pidfd_open(pid)
-        try:
-            while True:
-                ready, _, _ = select.select([pidfd, self.fd], [], [])
-                if pidfd in ready:
-                    break
-                if not self._fill():
-                    return None
-        finally:
-            os.close(pidfd)
-        _, status = os.waitpid(pid, 0)
-        return os.waitstatus_to_exitcode(status)
+
+def _wait_child(pid: int, requests: Lines) -> int | None:
+    """The job's exit code (negative: the signal that killed it, as Popen), or None if
+    the parent went away first."""
+    pidfd = os.pidfd_open(pid)
+    try:
+        while pidfd not in select.select([pidfd, requests.fd], [], [])[0]:
+            if not requests.fill():
+                return None
+    finally:
+        os.close(pidfd)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
 
 
 def kill_group(pid: int) -> list[psutil.Process]:
