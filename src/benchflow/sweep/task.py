@@ -18,7 +18,6 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
@@ -283,7 +282,7 @@ def execute(
         planned = (where.plan.launch(job.num) if where.plan else None) or Launch(
             zygote_kind(job, env), step=step_key(job)
         )
-        slot = Slot(env, cores, planned)
+        processes = _Processes(job, where, state, info, hold, env, cores, planned)
         if planned.steps_from is not None:
             info.notes.append(f"pair={cfg.pair}: runs job {planned.steps_from}'s steps per repeat")
         label = job.name if len(todo) == total else f"{job.name} (process {index + 1} of {total})"
@@ -291,8 +290,7 @@ def execute(
         with progress.running(cfg.progress, where.num, where.total, label):
             pending = [n for n in todo if n not in state.ran]
             for n in pending:
-                final = n == pending[-1]
-                if _process(job, where, state, n, slot, info, wait, hold, final) != Status.OK:
+                if processes.run(n, wait, last=n == pending[-1]) is not Status.OK:
                     break
                 wait = 0.0
         if planned.build and planned.forks_from and planned.last_round == index:
@@ -318,54 +316,59 @@ def execute(
     return Execution(outcome, info, gap_s=gap, ir_s=ir_s)
 
 
-class Slot(NamedTuple):
-    """Where and how a job's processes run: the CPU slot's environment and cores, and
-    the plan's launch (core/job.Launch)."""
+@dataclass
+class _Processes:
+    """A job's processes on its CPU slot (`env`, `cores`), launched as the plan says
+    (core/job.Launch), each kept in `state` with what the parent measured around it."""
 
+    job: Job
+    where: Where
+    state: rounds.JobRounds
+    info: JobInfo
+    hold: contextlib.ExitStack
     env: dict[str, str]
     cores: list[int]
     launch: Launch
 
+    def run(self, n: int, cpu_wait_s: float, last: bool) -> Status:
+        """Process `n`, made ready (`_ready`) and run. Where it is the last to run here or
+        did not end ok, a stop waits in `hold` from its end on (until the row or the
+        process is kept); a stop while a later process of the job runs ends that one
+        (`interrupted`)."""
+        job, where, planned = self.job, self.where, self.launch
+        gap_from = _previous_end()
+        self._ready()
+        started_at, launching = time.time(), time.perf_counter()
+        steps = self.state.first_steps() if n else _steps_of(planned.steps_from, where)
+        step = planned.step if n else None  # its first process compiles cold, in itself
+        prefork = (planned.forks_from, planned.build, step)
+        outcome = run_process(job, where.job_dir, n, self.env, prefork, steps)
+        if last or outcome.status is not Status.OK:
+            self.hold.enter_context(interrupts.held())
+        launched = outcome.launched or launching  # (a timeout's outcome has no clock readings)
+        parent = {
+            "gap_s": launched - gap_from,
+            "cpu_wait_s": cpu_wait_s,
+            "started_at": started_at + (launched - launching),
+            "cpus": self.info.cpus,
+            "cores": len(self.cores),
+            "node": self.info.node,
+        }
+        self.state.add(n, rounds.Ran.of(outcome, **parent))
+        _job_ended(outcome.ended)
+        count, status = job.config.process_count, outcome.status.value
+        log.info("process %d of %d: %s in %.2f s", n + 1, count, status, outcome.wall_time_s)
+        return outcome.status
 
-def _process(
-    job: Job,
-    where: Where,
-    state: rounds.JobRounds,
-    n: int,
-    slot: Slot,
-    info: JobInfo,
-    cpu_wait_s: float,
-    hold: contextlib.ExitStack,
-    last: bool,
-) -> Status:
-    """Process `n` of the job, made ready (its zygote, its shared build, the next build
-    ahead) and run on the slot, kept in `state` with what
-    the parent measured around it. Where it is the last to run here or did not end ok,
-    a stop waits in `hold` from its end on (until the row or the process is kept); a
-    stop while a later process of the job runs ends that one (`interrupted`)."""
-    env, cores, planned = slot
-    gap_from = _previous_end()
-    zygote, key = _ready(planned, where, cores)
-    started_at, launching = time.time(), time.perf_counter()
-    steps = state.first_steps() if n else _steps_of(planned.steps_from, where)
-    step = planned.step if n else None  # its first process compiles cold, in itself
-    outcome = run_process(job, where.job_dir, n, env, (zygote, key, step), steps)
-    if last or outcome.status is not Status.OK:
-        hold.enter_context(interrupts.held())
-    launched = outcome.launched or launching  # (a timeout's outcome has no clock readings)
-    parent = {
-        "gap_s": launched - gap_from,
-        "cpu_wait_s": cpu_wait_s,
-        "started_at": started_at + (launched - launching),
-        "cpus": info.cpus,
-        "cores": len(cores),
-        "node": info.node,
-    }
-    state.add(n, rounds.Ran.of(outcome, **parent))
-    _job_ended(outcome.ended)
-    count, status = job.config.process_count, outcome.status.value
-    log.info("process %d of %d: %s in %.2f s", n + 1, count, status, outcome.wall_time_s)
-    return outcome.status
+    def _ready(self) -> None:
+        """Before a process: the zygote it forks from, started on the slot's cores (once
+        per worker and kind); where it waits for no build of its own (its own, or one
+        held already), the sweep's next shared build started beside it (build_ahead)."""
+        zygote, key = self.launch.forks_from, self.launch.build
+        if zygote:
+            POOL.start(zygote, self.cores)
+        if key is None or POOL.holding(zygote, key):
+            _build_ahead(self.launch.ahead, self.where, self.cores)
 
 
 def _steps_of(num: int | None, where: Where) -> int | None:
@@ -379,19 +382,6 @@ def _steps_of(num: int | None, where: Where) -> int | None:
     found = rounds.JobRounds.in_sweep(where.sweep, {first.fingerprint}, round_.token)
     state = found.get(first.fingerprint)
     return state.first_steps() if state else None
-
-
-def _ready(planned: Launch, where: Where, cores: list[int]) -> tuple[str | None, str | None]:
-    """Before a process of a job, as its plan says: the zygote it forks from, started on
-    the slot's cores (once per worker and kind), and the key of the shared build it
-    forks from (None: its own); where it waits for no build of its own, the sweep's next
-    shared build started beside it (build_ahead)."""
-    zygote, key = planned.forks_from, planned.build
-    if zygote:
-        POOL.start(zygote, cores)
-    if key is None or POOL.holding(zygote, key):
-        _build_ahead(planned.ahead, where, cores)
-    return zygote, key
 
 
 def _build_ahead(num: int | None, where: Where, cores: list[int]) -> None:
