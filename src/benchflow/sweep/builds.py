@@ -1,14 +1,16 @@
 """What a job forks from: its zygote (runner/zygote.py), and the model build it shares
 with the sweep's other jobs (share_build, on by default).
 
-A build is shared where at least two of a sweep's jobs that run have the same build
-key (models/sharing.py: the model, its suite, test, batch size, dtype, seed and matmul
-precision) in the same toolchain environment. The model is then built once, in a
-zygote of its own (runner/pool.py) forked from a zygote that preloads what each
-of those jobs' own zygote would (``zygote.union``: a model's eager, Inductor and XLA
-jobs fork from one ``inductor+xla`` build), and every one of them forks from it. A
-build key with one job builds in its job, as with share_build=false: sharing it would
-only add a process.
+A build is shared where at least two of a sweep's processes that run would build
+models of the same build key (models/sharing.py: the model, its suite, test, batch
+size, dtype, seed and matmul precision) in the same toolchain environment: two jobs,
+or one job of several processes (a lone Inductor job's own interpreter builds its
+model once already: step_key). The model is then built once, in a zygote of its own
+(runner/pool.py) forked from a zygote that preloads what each of those jobs' own
+zygote would (``zygote.union``: a model's eager, Inductor and XLA jobs fork from one
+``inductor+xla`` build), and every one of them forks from it. A build key of one
+process builds in its job, as with share_build=false: sharing it would only add a
+process.
 
 An XLA job whose environment sets a variable torch_xla reads at import (its kind leaves
 torch_xla out, so that it imports it itself once its environment is set) joins no
@@ -145,11 +147,19 @@ def shared_builds(jobs: Sequence[Job]) -> dict[int, Shared]:
             by_key.setdefault((key, split(zygote)[1]), []).append((job, zygote))
     shared: dict[int, Shared] = {}
     for (key, _), members in by_key.items():
-        # two distinct jobs (a grid point planned twice runs once: sweep/rounds.py)
-        if len({job.fingerprint for job, _ in members}) >= 2:
+        # (a grid point planned twice runs once: sweep/rounds.py)
+        alone = {job.fingerprint: job for job, _ in members}
+        if len(alone) >= 2 or _builds_in_each_process(*alone.values()):
             zygote = union([z for _, z in members])
             shared |= {job.num: Shared(key, zygote) for job, _ in members}
     return shared
+
+
+def _builds_in_each_process(*jobs: Job) -> bool:
+    """One job, alone with its build key, whose processes would each build its model:
+    several processes, and no interpreter of its own that builds it once for them
+    (step_key)."""
+    return len(jobs) == 1 and jobs[0].config.process_count > 1 and step_key(jobs[0]) is None
 
 
 def launches(jobs: Sequence[Job]) -> dict[int, Launch]:
