@@ -306,40 +306,48 @@ def test_the_plan_compiles_a_step_once_for_a_jobs_later_processes_where_it_can()
 def test_a_sweeps_jobs_of_one_build_share_it_across_backends() -> None:
     """The processes of a build key share it where two or more of them run, whatever
     their jobs' zygote kinds: from one zygote that preloads them all. A key of one
-    process builds in its job, as does a lone Inductor job (its own interpreter builds
-    the model once for its processes)."""
+    process builds in its job; so does a lone Inductor job (its own interpreter builds
+    the model once for its processes) and a lone built-in model (it builds in less than
+    forking from a build costs); a lone model of the user's own shares it."""
     from benchflow.sweep.builds import shared_builds
     from benchflow.sweep.start import in_run_order
 
     grid = [
         ("dynamo=none",),
-        ("dynamo=none", "seed=2"),  # alone with its build: its 3 processes share it
+        ("dynamo=none", "seed=2"),  # a built-in model alone with its build
         ("dynamo=inductor",),
         ("dynamo=inductor", "xla=PJRT"),  # an invalid pair: runs nothing
         ("dynamo=openxla",),
         ("dynamo=none", "xla=PJRT"),  # lazy XLA
         ("dynamo=none", "share_build=false"),
         ("dynamo=none", "prefork=false"),
-        ("dynamo=none", "seed=3", "repeat=3"),  # alone, one process: builds in it
-        ("dynamo=inductor", "seed=4"),  # alone: its own interpreter builds it once
-        ("dynamo=openxla", "seed=5"),  # alone: its 3 processes share it
     ]
     jobs = [plan_job(composed("model=llama", *o), n, o) for n, o in enumerate(grid)]
     shared = shared_builds(jobs)
-    assert sorted(shared) == [0, 1, 2, 4, 5, 10]
-    assert {shared[n].zygote for n in (0, 2, 4, 5)} == {"inductor+xla"}
-    assert (shared[1].zygote, shared[10].zygote) == ("torch", "xla")
-    assert len({shared[n].key for n in (0, 2, 4, 5)}) == 1
-    assert len({s.key for s in shared.values()}) == 3
+    assert sorted(shared) == [0, 2, 4, 5]
+    assert {s.zygote for s in shared.values()} == {"inductor+xla"}
+    assert len({s.key for s in shared.values()}) == 1
     # the build's jobs run together, at its first job's place; the rest keep their order
     ordered = in_run_order(jobs)
-    order = (0, 2, 4, 5, 1, 3, 6, 7, 8, 9, 10)
-    assert [j.overrides for j in ordered] == [grid[i] for i in order]
+    assert [j.overrides for j in ordered] == [grid[i] for i in (0, 2, 4, 5, 1, 3, 6, 7)]
     assert [j.num for j in ordered] == list(range(len(grid)))
-    # a job planned twice (the same fingerprint runs once) is still one job alone
-    twice = [jobs[8], dataclasses.replace(jobs[8], num=11)]
-    assert shared_builds(twice) == {}
-    assert sorted(shared_builds([jobs[1], dataclasses.replace(jobs[1], num=11)])) == [1, 11]
+    # a built-in model alone shares nothing: it is built in its job; nor does a job
+    # planned twice (the same fingerprint runs once)
+    assert shared_builds(jobs[:2]) == {}
+    assert shared_builds([jobs[0], dataclasses.replace(jobs[0], num=9)]) == {}
+    # the user's model, alone with its build: its processes share it, unless it has one
+    # process, or is an Inductor job (its own interpreter builds it once)
+    own = ("model=custom", "model.target=tests.test_your_code:build")
+    mine = [
+        plan_job(composed(*own, *o), n, o)
+        for n, o in enumerate([("dynamo=none",), ("dynamo=openxla", "seed=3")])
+    ]
+    apart = [
+        plan_job(composed(*own, *o), n, o)
+        for n, o in enumerate([("dynamo=none", "repeat=3"), ("dynamo=inductor", "seed=3")])
+    ]
+    assert [(s.zygote, n) for n, s in shared_builds(mine).items()] == [("torch", 0), ("xla", 1)]
+    assert shared_builds(apart) == {}
 
 
 def test_the_plan_says_how_each_job_is_launched() -> None:
@@ -356,8 +364,8 @@ def test_the_plan_says_how_each_job_is_launched() -> None:
         ("model=llama", "dynamo=inductor", "xla=PJRT"),  # an invalid pair: runs nothing
         ("model=resnet", "dynamo=none", "repeat=2"),  # one process: round 0 only
         ("model=resnet", "dynamo=inductor"),
-        ("model=bert", "dynamo=none"),  # alone with its build: its processes share it
-        ("model=bert", "dynamo=none", "seed=2", "repeat=2"),  # alone, one process
+        ("model=bert", "dynamo=none"),  # a built-in model alone with its build
+        ("model=custom", "model.target=tests.test_your_code:build"),  # the user's, alone
     ]
     jobs = in_run_order([plan_job(composed(*o), n, o) for n, o in enumerate(grid)])
     plan = Plan.from_dict(Plan.of(jobs, len(jobs), [], launches(jobs)).to_dict())  # as read
@@ -368,19 +376,19 @@ def test_the_plan_says_how_each_job_is_launched() -> None:
     assert llama and llama_inductor and resnet and resnet_inductor
     assert llama.build and llama.build == llama_inductor.build != resnet.build
     assert llama.forks_from == llama_inductor.forks_from == "inductor"  # the kinds' union
-    # llama's jobs start resnet's build ahead, resnet's bert's; bert's has none after it
+    # llama's jobs start resnet's build ahead, resnet's and bert's the user's model's
     (first_resnet,) = [j.num for j in jobs if j.overrides == grid[3]]
-    (bert,) = [j.num for j in jobs if j.overrides == grid[5]]
+    (custom,) = [j.num for j in jobs if j.overrides == grid[6]]
     assert llama.ahead == llama_inductor.ahead == first_resnet
-    assert resnet.ahead == resnet_inductor.ahead == bert
+    assert resnet.ahead == resnet_inductor.ahead == custom
     # three processes a job by default, one a round: each build goes after the last
     # job's third process (round 2); a job with one process runs in round 0
     assert (llama.last_round, llama_inductor.last_round) == (None, 2)
     assert (resnet.last_round, resnet_inductor.last_round) == (None, 2)
-    bert_build = got[grid[5]]
-    assert bert_build and bert_build.build and bert_build.build != llama.build
-    assert bert_build == Launch("torch", bert_build.build, None, 2)
-    assert got[grid[6]] == Launch("torch", ahead=None)  # builds its own, in its job
+    # bert builds its own, in its job, and starts the user's model's build ahead
+    assert got[grid[5]] == Launch("torch", ahead=custom)
+    mine = got[grid[6]]  # its three processes share one build
+    assert mine and mine.build and mine == Launch("torch", mine.build, None, 2)
 
 
 def test_the_jobs_of_a_build_run_together_each_kind_in_turn() -> None:

@@ -4,10 +4,11 @@ with the sweep's other jobs (share_build, on by default).
 A build is shared where at least two of a sweep's processes that run would build
 models of the same build key (models/sharing.py: the model, its suite, test, batch
 size, dtype, seed and matmul precision) in the same toolchain environment: two jobs,
-or one job of several processes (a lone Inductor job's own interpreter builds its
-model once already: step_key). The model is then built once, in a zygote of its own
-(runner/pool.py) forked from a zygote that preloads what each of those jobs' own
-zygote would (``zygote.union``: a model's eager, Inductor and XLA jobs fork from one
+or one job of several processes whose model takes a while to build (a suite's or the
+user's; a lone Inductor job's own interpreter builds its model once already:
+step_key). The model is then built once, in a zygote of its own (runner/pool.py)
+forked from a zygote that preloads what each of those jobs' own zygote would
+(``zygote.union``: a model's eager, Inductor and XLA jobs fork from one
 ``inductor+xla`` build), and every one of them forks from it. A build key of one
 process builds in its job, as with share_build=false: sharing it would only add a
 process.
@@ -156,10 +157,14 @@ def shared_builds(jobs: Sequence[Job]) -> dict[int, Shared]:
 
 
 def _builds_in_each_process(*jobs: Job) -> bool:
-    """One job, alone with its build key, whose processes would each build its model:
-    several processes, and no interpreter of its own that builds it once for them
-    (step_key)."""
-    return len(jobs) == 1 and jobs[0].config.process_count > 1 and step_key(jobs[0]) is None
+    """One job, alone with its build key, whose processes would each build a model that
+    takes a while to build: several processes, no interpreter of its own that builds it
+    once for them (step_key), and a model from a suite or the user's own code, not a
+    built-in one (which builds in a tenth of a second here, less than a process forked
+    from a build spends more, copying the model's pages as it touches them)."""
+    if len(jobs) != 1 or jobs[0].config.model.source == "builtin":
+        return False
+    return jobs[0].config.process_count > 1 and step_key(jobs[0]) is None
 
 
 def launches(jobs: Sequence[Job]) -> dict[int, Launch]:
