@@ -75,6 +75,7 @@ class _Again:
             for hook in ("on_job_start", "on_job_end")
         )
         task = launcher.task_function
+        assert task is not None
 
         def remember(cfg: Any) -> Any:
             from benchflow.sweep.task import Where  # (here: a refused sweep never needs it)
@@ -161,6 +162,7 @@ class BenchflowSweeper(BasicSweeper):
         if sweep_dir.is_absolute() or not launcher.startswith(ELSEWHERE):
             return
         absolute = f"hydra.sweep.dir={sweep_dir.resolve()}"
+        assert self.config is not None
         with open_dict(self.config):
             self.config.hydra.overrides.hydra.append(absolute)
 
