@@ -149,8 +149,8 @@ def shared_builds(jobs: Sequence[Job]) -> dict[int, Shared]:
     shared: dict[int, Shared] = {}
     for (key, _), members in by_key.items():
         # (a grid point planned twice runs once: sweep/rounds.py)
-        alone = {job.fingerprint: job for job, _ in members}
-        if len(alone) >= 2 or _builds_in_each_process(*alone.values()):
+        distinct = {job.fingerprint: job for job, _ in members}
+        if len(distinct) >= 2 or _builds_in_each_process(*distinct.values()):
             zygote = union([z for _, z in members])
             shared |= {job.num: Shared(key, zygote) for job, _ in members}
     return shared
