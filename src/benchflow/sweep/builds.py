@@ -149,22 +149,22 @@ def shared_builds(jobs: Sequence[Job]) -> dict[int, Shared]:
     shared: dict[int, Shared] = {}
     for (key, _), members in by_key.items():
         # (a grid point planned twice runs once: sweep/rounds.py)
-        distinct = {job.fingerprint: job for job, _ in members}
-        if len(distinct) >= 2 or _builds_in_each_process(*distinct.values()):
+        distinct = list({job.fingerprint: job for job, _ in members}.values())
+        if len(distinct) >= 2 or _builds_in_each_process(distinct[0]):
             zygote = union([z for _, z in members])
             shared |= {job.num: Shared(key, zygote) for job, _ in members}
     return shared
 
 
-def _builds_in_each_process(*jobs: Job) -> bool:
-    """One job, alone with its build key, whose processes would each build a model that
+def _builds_in_each_process(job: Job) -> bool:
+    """A job alone with its build key whose processes would each build a model that
     takes a while to build: several processes, no interpreter of its own that builds it
     once for them (step_key), and a model from a suite or the user's own code, not a
     built-in one (which builds in a tenth of a second here, less than a process forked
     from a build spends more, copying the model's pages as it touches them)."""
-    if len(jobs) != 1 or jobs[0].config.model.source == "builtin":
+    if job.config.model.source == "builtin" or job.config.process_count < 2:
         return False
-    return jobs[0].config.process_count > 1 and step_key(jobs[0]) is None
+    return step_key(job) is None
 
 
 def launches(jobs: Sequence[Job]) -> dict[int, Launch]:
