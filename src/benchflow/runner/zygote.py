@@ -688,9 +688,11 @@ def serve(
     zygote_pid = os.getpid()
     while True:
         try:
-            request = decode(requests.next() or b"")
+            line = requests.next()  # no timeout: a whole line, or the end
         except EOFError:  # the parent closed its end
             return
+        assert line is not None
+        request = decode(line)
         if isinstance(request, ForkZygote):
             say(Forked(_fork_zygote(request)))
             continue
