@@ -70,7 +70,6 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from benchflow import backends  # noqa: E402
 from benchflow.results.io import read_rows  # noqa: E402
-from benchflow.results.overlap import check  # noqa: E402
 from benchflow.results.phases import PHASES  # noqa: E402
 from benchflow.suite.rules import DTYPE_RULE  # noqa: E402
 
@@ -335,8 +334,7 @@ def markdown(rows: list[dict[str, Any]], header: list[str]) -> str:
 
 def phase_table(paths: list[Path]) -> str:
     """benchflow's seconds by phase (results/phases.PHASES), summed over its rows: where
-    its sweep's wall went (the sweeps' own summary and report come after); and what ran
-    beside its jobs (results/overlap.py)."""
+    its sweep's wall went (the sweeps' own summary and report come after)."""
     rows = [r for p in paths if p.exists() for r in read_rows(p)]
     phased = [r.job.phases for r in rows if r.job.phases]
     if not phased:
@@ -352,10 +350,6 @@ def phase_table(paths: list[Path]) -> str:
         "| "
         + " | ".join([*(f"{totals[k]:.1f}" for k in shown), f"{sum(totals.values()):.1f}"])
         + " |",
-    ]
-    lines += [
-        "",
-        f"Builds beside the jobs (build_ahead, results/overlap.py): {check(rows).summary()}.",
     ]
     return "\n".join(lines) + "\n"
 

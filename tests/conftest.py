@@ -292,6 +292,11 @@ class SessionSweep:
     def rows(self) -> list[dict[str, Any]]:
         return self.result.rows()
 
+    def log(self) -> str:
+        """The sweep's log (its folder's benchflow.log): the machinery's lines."""
+        (sweep,) = self.result.sweep_dirs
+        return (sweep / "benchflow.log").read_text()
+
     def builds(self) -> dict[str, dict[str, Any]]:
         """What each job's first build made (BENCHFLOW_BUILD_RECORD), by job folder."""
         lines = (self.cwd / "builds.jsonl").read_text().splitlines()

@@ -249,7 +249,7 @@ def test_settings_that_do_not_apply_are_notes_in_a_sweep_and_errors_alone() -> N
 
 def test_jobs_share_a_build_only_where_the_build_is_the_same() -> None:
     from benchflow.models.sharing import build_key
-    from benchflow.sweep.builds import build_key as job_key
+    from benchflow.sweep.steps import build_key as job_key
 
     def job(*overrides: str) -> Job:
         return plan_job(composed("model=llama", "share_build=true", *overrides), 0, overrides)
@@ -269,13 +269,13 @@ def test_jobs_share_a_build_only_where_the_build_is_the_same() -> None:
 
 
 def test_the_plan_compiles_a_step_once_for_a_jobs_later_processes_where_it_can() -> None:
-    """launch.step (sweep/builds.step_key): an Inductor, aot_eager or AOTInductor job of
-    several processes, in eval on the host, with share_build; its key is the config's
-    but for what each process is told apart. None elsewhere: eager, XLA, training, one
-    process, share_build=false, prefork=false, an env. variable (spawned)."""
+    """A compiled warm process (sweep/steps.step_key): an Inductor, aot_eager or
+    AOTInductor job of several processes, in eval on the host, with share_build; its key
+    is the config's but for what each process is told apart. None elsewhere: eager, XLA,
+    training, one process, share_build=false, prefork=false, an env. variable (spawned)."""
     from benchflow.models.sharing import step_key as config_key
-    from benchflow.sweep.builds import launches, step_key
-    from benchflow.sweep.processes import process_config
+    from benchflow.sweep.process import process_config
+    from benchflow.sweep.steps import plan_steps, step_key
 
     def job(*overrides: str) -> Job:
         return plan_job(composed("model=llama", *overrides), 0, overrides)
@@ -287,7 +287,9 @@ def test_the_plan_compiles_a_step_once_for_a_jobs_later_processes_where_it_can()
     assert step_key(job("dynamo=aot_inductor")) is None
     resnet = ("model=resnet", "dynamo=aot_inductor")
     assert step_key(plan_job(composed(*resnet), 0, resnet)) is not None
-    assert launches([base])[0].step == step_key(base)
+    first, *later = plan_steps([base], True, {})
+    assert first.warm and first.warm.step is None and first.warm.stage == "imported"
+    assert [s.warm.step if s.warm else None for s in later] == [step_key(base)] * 2
     told = process_config(base.config, steps=7)  # a later process's own config
     assert told != base.config and config_key(told) == step_key(base)
     assert step_key(job("dynamo=inductor", "+inductor.freezing=true")) != step_key(base)
@@ -309,8 +311,7 @@ def test_a_sweeps_jobs_of_one_build_share_it_across_backends() -> None:
     process builds in its job; so does a lone Inductor job (its own interpreter builds
     the model once for its processes) and a lone built-in model (it builds in less than
     forking from a build costs); a lone model of the user's own shares it."""
-    from benchflow.sweep.builds import shared_builds
-    from benchflow.sweep.start import in_run_order
+    from benchflow.sweep.steps import in_run_order, shared_builds
 
     grid = [
         ("dynamo=none",),
@@ -326,7 +327,7 @@ def test_a_sweeps_jobs_of_one_build_share_it_across_backends() -> None:
     shared = shared_builds(jobs)
     assert sorted(shared) == [0, 2, 4, 5]
     assert {s.zygote for s in shared.values()} == {"inductor+xla"}
-    assert len({s.key for s in shared.values()}) == 1
+    assert len({s.build for s in shared.values()}) == 1
     # the build's jobs run together, at its first job's place; the rest keep their order
     ordered = in_run_order(jobs)
     assert [j.overrides for j in ordered] == [grid[i] for i in (0, 2, 4, 5, 1, 3, 6, 7)]
@@ -350,54 +351,40 @@ def test_a_sweeps_jobs_of_one_build_share_it_across_backends() -> None:
     assert shared_builds(apart) == {}
 
 
-def test_the_plan_says_how_each_job_is_launched() -> None:
-    """plan.json holds each job's launch (core/job.Launch), worked out once: the zygote
-    it forks from, the build it shares, the next build it starts ahead, and the round of
-    the last process that forks from its build; a job that runs nothing has none."""
-    from benchflow.core.job import Launch, Plan
-    from benchflow.sweep.builds import launches
-    from benchflow.sweep.start import in_run_order
+def test_the_plan_says_what_each_process_forks_from() -> None:
+    """plan.json holds every process of every job that runs as a step (core/job.Step),
+    worked out once: its round, and the warm process it forks from (the kind's zygote,
+    the model's shared build, or the job's compiled step for its later processes); a
+    job that runs nothing has none; under a launcher of Hydra's, none forks."""
+    from benchflow.core.job import Plan, Warm
+    from benchflow.sweep.steps import build_key, in_run_order, plan_steps
 
     grid = [
         ("model=llama", "dynamo=none"),
         ("model=llama", "dynamo=inductor"),
         ("model=llama", "dynamo=inductor", "xla=PJRT"),  # an invalid pair: runs nothing
         ("model=resnet", "dynamo=none", "repeat=2"),  # one process: round 0 only
-        ("model=resnet", "dynamo=inductor"),
         ("model=bert", "dynamo=none"),  # a built-in model alone with its build
         ("model=custom", "model.target=tests.test_your_code:build"),  # the user's, alone
     ]
     jobs = in_run_order([plan_job(composed(*o), n, o) for n, o in enumerate(grid)])
-    plan = Plan.from_dict(Plan.of(jobs, len(jobs), [], launches(jobs)).to_dict())  # as read
-    got = {j.overrides: plan.launch(j.num) for j in jobs}
-    llama, llama_inductor = got[grid[0]], got[grid[1]]
-    resnet, resnet_inductor = got[grid[3]], got[grid[4]]
-    assert got[grid[2]] is None
-    assert llama and llama_inductor and resnet and resnet_inductor
-    assert llama.build and llama.build == llama_inductor.build != resnet.build
-    assert llama.forks_from == llama_inductor.forks_from == "inductor"  # the kinds' union
-    # llama's jobs start resnet's build ahead, resnet's and bert's the user's model's
-    (first_resnet,) = [j.num for j in jobs if j.overrides == grid[3]]
-    (custom,) = [j.num for j in jobs if j.overrides == grid[6]]
-    assert llama.ahead == llama_inductor.ahead == first_resnet
-    assert resnet.ahead == resnet_inductor.ahead == custom
-    # three processes a job by default, one a round: each build goes after the last
-    # job's third process (round 2); a job with one process runs in round 0
-    assert (llama.last_round, llama_inductor.last_round) == (None, 2)
-    assert (resnet.last_round, resnet_inductor.last_round) == (None, 2)
-    # bert builds its own, in its job, and starts the user's model's build ahead
-    assert got[grid[5]] == Launch("torch", ahead=custom)
-    mine = got[grid[6]]  # its three processes share one build
-    assert mine and mine.build and mine == Launch("torch", mine.build, None, 2)
-
-
-def test_the_jobs_of_a_build_run_together_each_kind_in_turn() -> None:
-    from benchflow.sweep.order import run_order
-
-    builds = [("m", "torch"), None, ("n", "dynamo"), ("m", "dynamo"), ("m", "torch"), None]
-    # m's jobs at its first's place (torch ones, then dynamo), then the rest in order
-    assert run_order(builds) == [0, 4, 3, 1, 2, 5]
-    assert run_order([None, None, ("m", "torch")]) == [0, 1, 2]
+    steps = plan_steps(jobs, True, {})
+    plan = Plan.from_dict(Plan.of(jobs, steps).to_dict())  # as read back
+    assert plan.steps == tuple(steps)
+    job = {j.overrides: j for j in jobs}
+    of = {o: [s for s in steps if s.job == job[o].num] for o in grid}
+    assert of[grid[2]] == []
+    assert [s.round for s in of[grid[0]]] == [0, 1, 2] and [s.round for s in of[grid[3]]] == [0]
+    llama, inductor = of[grid[0]], of[grid[1]]
+    built = Warm("inductor", build_key(job[grid[0]]))  # the kinds' union
+    assert built.build and all(s.warm == built for s in llama) and inductor[0].warm == built
+    assert [s.warm.stage for s in inductor[1:] if s.warm] == ["compiled"] * 2
+    assert [s.warm for s in of[grid[4]]] == [Warm("torch")] * 3  # bert builds in each
+    # the user's model, alone: its three processes share one build
+    assert [s.warm for s in of[grid[5]]] == [Warm("torch", build_key(job[grid[5]]))] * 3
+    # the steps in run order: round by round, each in the jobs' order
+    assert [(s.round, s.job) for s in steps] == sorted((s.round, s.job) for s in steps)
+    assert all(s.warm is None for s in plan_steps(jobs, False, {}))
 
 
 def test_cuda_without_a_gpu_and_too_many_threads_are_refused() -> None:

@@ -211,16 +211,14 @@ sys.meta_path.insert(0, Planted())
 
 _POOL_TWICE = """
 import logging, time
+from benchflow.core.job import Warm
 from benchflow.runner.pool import Pool
-from benchflow.runner.zygote import ZygoteUnfit
 logging.basicConfig(level=logging.WARNING)
 pool = Pool()
-print("started:", pool.start("inductor", []))  # None: its jobs are spawned
+print("started:", pool.get(Warm("inductor"), {"env": {}}, 300))  # None: spawned
 t = time.monotonic()
-try:
-    pool.zygote("inductor")
-except ZygoteUnfit as exc:
-    print(f"again: {time.monotonic() - t:.2f} s: {exc}")
+again = pool.get(Warm("inductor"), {"env": {}}, 300)
+print(f"again: {again} in {time.monotonic() - t:.2f} s: {pool._failed[Warm('inductor')]}")
 """
 
 
@@ -245,8 +243,8 @@ def test_a_zygote_asks_cuda_through_nvml_and_says_once_why_it_will_not_fork(
     # the thread by its name, and the preload step that started it
     planted = r"'Thread-\d+ \(sleep\)' from benchflow\.harness\.child\.preload\(\)"
     refusal = rf"not forking from this zygote \(threads: \d+ \({planted}\)\)"
-    assert re.search(rf"preforked interpreter unavailable \({refusal}\)", out.stderr), out.stderr
-    (again,) = re.findall(rf"again: ([\d.]+) s: {refusal}", out.stdout)
+    assert re.search(rf"no imported warm process inductor \({refusal}\)", out.stderr), out.stderr
+    (again,) = re.findall(rf"again: None in ([\d.]+) s: {refusal}", out.stdout)
     assert float(again) < 0.5  # no second zygote started
     calls = asked.read_text().split()
     assert calls and set(calls) == {"1"}, calls  # and no second one imported Inductor

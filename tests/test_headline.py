@@ -10,6 +10,7 @@ MLflow run with a child run per job, and the model x backend table."""
 
 from __future__ import annotations
 
+import json
 import re
 
 from tests.conftest import SessionSweep, sweep_runs
@@ -138,22 +139,26 @@ def test_mlflow_parent_with_a_child_per_job(grid_sweep: SessionSweep) -> None:
 def test_each_job_ran_with_hydras_own_composition_of_its_overrides(
     grid_sweep: SessionSweep,
 ) -> None:
-    """The sweeper composes each job once and the launcher reuses that config: every job
-    folder's config must still be what Hydra composes for that job's overrides alone."""
+    """The sweeper types each job fast (config/compose.py): every job folder's config
+    must still be what planning Hydra's own composition of that job's overrides gives."""
     from hydra import compose, initialize_config_dir
-    from omegaconf import OmegaConf
 
+    from benchflow.config.schema import config_from_yaml
     from benchflow.config.store import CONF_DIR, register
+    from benchflow.sweep.plan import plan_job
 
     register()
     (sweep,) = grid_sweep.result.sweep_dirs
-    jobs = sorted((p for p in sweep.iterdir() if (p / ".hydra").is_dir()), key=lambda p: p.name)
-    assert len(jobs) == 10  # of 12 planned: the two duplicate openxla jobs never launched
+    jobs = sorted(
+        (p for p in sweep.iterdir() if (p / "config.yaml").is_file()), key=lambda p: p.name
+    )
+    assert len(jobs) == 10  # of 12 planned: the two duplicate openxla jobs never ran
     seen = set()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         for job in jobs:
-            overrides = list(OmegaConf.load(job / ".hydra" / "overrides.yaml"))
-            ran = OmegaConf.to_container(OmegaConf.load(job / ".hydra" / "config.yaml"))
-            assert ran == OmegaConf.to_container(compose("config", overrides)), job.name
-            seen.add((ran["model"]["name"], ran["dynamo"]["name"], ran["xla"]["name"]))  # type: ignore[index]
+            overrides = json.loads((job / "result.json").read_text())["job"]["overrides"]
+            planned = plan_job(compose("config", overrides), 0, overrides)
+            ran = config_from_yaml(job / "config.yaml")
+            assert ran == planned.config, job.name
+            seen.add((ran.model.name, ran.dynamo.name, ran.xla.name))
     assert len(seen) == 10  # ten different jobs, each with its own config

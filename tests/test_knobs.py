@@ -143,8 +143,8 @@ def test_xla_reads_the_flags_of_a_job_forked_from_its_zygote(cases_sweep: Sessio
     row = cases_sweep.case("xla_flags_unknown")
     (sweep,) = {Path(row["job"]["dir"]).parent}
     plan = json.loads((sweep / "plan.json").read_text())
-    (launch,) = [j["launch"] for j in plan["jobs"] if j["num"] == row["job"]["num"]]
-    assert launch["forks_from"] == "xla"
+    (warm,) = [s["warm"] for s in plan["steps"] if s["job"] == row["job"]["num"]]
+    assert warm["zygote"] == "xla"
     assert row["status"] == "crashed", row["error"]
     assert "Unknown flag in XLA_FLAGS: --xla_benchflow_no_such_flag=1" in row["error"]
 

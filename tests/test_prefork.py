@@ -194,8 +194,10 @@ def test_no_zygote_holds_a_pjrt_client_or_a_cuda_context(cases_sweep: SessionSwe
     torch_xla's own test of whether its runtime exists, which creates none; CUDA's;
     its processes and threads) and would refuse to run jobs otherwise; the sweep's log
     says what it found."""
-    found = {m["kind"]: json.loads(m["state"]) for m in READY.finditer(cases_sweep.result.stdout)}
-    assert set(found) == set(KINDS), cases_sweep.result.stdout[-3000:]
+    log = cases_sweep.log()
+    found = {m["kind"]: json.loads(m["state"]) for m in READY.finditer(log)}
+    assert set(found) == set(KINDS), log[-3000:]
+    assert not READY.search(cases_sweep.result.stdout + cases_sweep.result.stderr)  # the log's
     assert "torch_xla" in KINDS["xla"]  # its check is the runtime's own, not a default
     for kind, state in found.items():
         assert state["xla_runtime_initialized"] is False and state["cuda_initialized"] is False
@@ -294,6 +296,10 @@ def _zygote_killed_under_a_job(root: Path) -> dict[str, Any]:
     )
     try:
         wait_for_text(log, "[1/2] fault_hang", proc)
+        child = root / "multirun"
+        while not any("pid " in p.read_text() for p in child.glob("*/*/0/stderr.log")):
+            assert proc.poll() is None, log.read_text()[-3000:]
+            time.sleep(0.1)
         time.sleep(2)  # the hang's step (and its grandchild) is running
         zygotes = [
             p
@@ -339,14 +345,15 @@ def _one_compile(root: Path) -> dict[str, Any]:
     args += ["dynamo=inductor,none", "processes=3", "repeat=3", "iterations_per_run=2"]
     res = run_cli([*args, "warmup=1", "mlflow.enabled=false"], root)
     (sweep,) = res.sweep_dirs
-    plan = json.loads((sweep / "plan.json").read_text())
+    steps = json.loads((sweep / "plan.json").read_text())["steps"]
     # AOTInductor's export and compile, which no cache serves
     (root / "aoti").mkdir()
     aoti = ["-m", SEARCHPATH, "model=matmul_chain", "model.size=tiny", "dtype=float32"]
     aoti += ["dynamo=aot_inductor", "processes=3", "repeat=3", "iterations_per_run=2"]
     aoti_res = run_cli([*aoti, "warmup=1", "mlflow.enabled=false"], root / "aoti")
-    launches = [job.get("launch") for job in plan["jobs"]]
-    return {"result": res, "launches": launches, "aoti": aoti_res}
+    # each job's later processes: what the plan has them fork from
+    later = [[s["warm"] for s in steps if s["job"] == n and s["process"]] for n in (0, 1)]
+    return {"result": res, "later": later, "aoti": aoti_res}
 
 
 def test_a_jobs_later_processes_fork_with_its_step_compiled(early_sweeps: EarlySweeps) -> None:
@@ -360,8 +367,8 @@ def test_a_jobs_later_processes_fork_with_its_step_compiled(early_sweeps: EarlyS
     assert res.returncode == 0, res.stderr[-3000:]
     rows = {r["backend"]: r for r in res.rows()}
     assert [r["status"] for r in rows.values()] == ["ok", "ok"], res.stderr[-3000:]
-    inductor, eager = got["launches"]
-    assert inductor["step"] and eager["step"] is None
+    inductor, eager = got["later"]
+    assert all(w["step"] for w in inductor) and not any(w["step"] for w in eager)
     processes = rows["inductor"]["timing"]["processes"]
     assert [p["shared_step_s"] is None for p in processes] == [True, False, False]
     assert len({p["shared_step_s"] for p in processes[1:]}) == 1  # one interpreter's calls

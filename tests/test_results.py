@@ -24,7 +24,6 @@ from benchflow.results.child import ChildResult, ChildTimings, Timing, Unsteady
 from benchflow.results.io import (
     append_jsonl,
     current,
-    known_rows,
     read_jsonl,
     read_rows,
     record_row,
@@ -141,7 +140,7 @@ def test_a_writer_killed_mid_line_leaves_a_tail_readers_ignore_and_the_next_appe
     assert writer.wait(timeout=10) == -signal.SIGKILL
     assert path.read_bytes().endswith(half)  # torn: the file ends mid-row
     with caplog.at_level("WARNING"):
-        assert read_rows(path) == [rows[0]] == known_rows(path)
+        assert read_rows(path) == [rows[0]]
     assert "corrupt" not in caplog.text  # ignored as torn, not reported as corrupt
     record_row(path, rows[2])
     assert read_rows(path) == [rows[0], rows[2]]
@@ -224,7 +223,7 @@ def test_a_row_reads_back_as_it_was_written() -> None:
     assert prov["hardware"]["affinity"] == "0-1" and prov["hardware"]["cpu_features"] == ["avx2"]
     assert prov["hardware"]["gpu"]["name"] == "H200" and prov["env"] == {"OMP_NUM_THREADS": "2"}
     assert prov["lock_sha256"] == "l" and data["digest"]["of"] == "inductor"
-    assert data["status"] == "ok" and data["schema_version"] == SCHEMA_VERSION == 4
+    assert data["status"] == "ok" and data["schema_version"] == SCHEMA_VERSION == 5
     assert data["backend"] == "inductor" and data["config"]["model.name"] == "llama"
     assert data["experiment"]["dtype"] == "bfloat16" and data["experiment"]["batch_size"] == 4
     assert data["timing"]["unsteady_repeats"] == [{"repeat": 0, "reason": "dynamo made 1 graph"}]
@@ -307,27 +306,17 @@ def test_rows_with_what_json_writes_beyond_the_standard_are_read(tmp_path: Path)
     assert read.row_id == row.row_id
 
 
-def test_a_plan_types_only_the_job_asked_for() -> None:
+def test_a_plan_types_only_the_job_asked_for(tmp_path: Path) -> None:
+    """plan.json as written and read back: each job typed once, when asked for."""
     jobs = [dataclasses.replace(_job(), num=n) for n in range(3)]
-    plan = Plan.from_dict(json.loads(json.dumps(Plan.of(jobs, 3, ["-m", "x=1,2"]).to_dict())))
-    assert (plan.total, plan.sweep_args) == (3, ("-m", "x=1,2"))
-    assert plan.job(1) == jobs[1] and plan.job(7) is None
-    assert plan.job(1) is plan.job(1)  # typed once
-
-
-def test_a_sweep_reads_its_plan_once_while_the_file_stays_the_same(tmp_path: Path) -> None:
-    """Every job of a sweep reads plan.json: in the planner's process that is its own Plan
-    (its own Job objects), and a changed file is read again."""
-    jobs = [dataclasses.replace(_job(), num=n) for n in range(2)]
     sweep = SweepDir(tmp_path)
-    written = Plan.of(jobs, 2, [])
-    sweep.write_plan(written)
-    assert sweep.read_plan() is written and written.job(1) is jobs[1]
-    assert SweepDir(tmp_path / "." / "").read_plan() is written  # the same file
-    rewritten = Plan.of(jobs[:1], 1, ["-m"])
-    write_json_atomic(sweep.plan, rewritten.to_dict())  # by another process, say
-    again = sweep.read_plan()
-    assert again is not written and again == rewritten and again.job(1) is None
+    sweep.write_plan(Plan.of(jobs, args=["-m", "x=1,2"]))
+    plan = sweep.read_plan()
+    assert plan is not None and (plan.total, plan.sweep_args) == (3, ("-m", "x=1,2"))
+    assert plan.job(1) == jobs[1] and plan.job(1) is plan.job(1)  # typed once
+    with pytest.raises(KeyError):
+        plan.job(7)
+    assert SweepDir(tmp_path / "none").read_plan() is None
 
 
 def test_a_plan_names_the_baseline_its_jobs_share() -> None:
@@ -335,32 +324,25 @@ def test_a_plan_names_the_baseline_its_jobs_share() -> None:
     job = _job()
     on = [dataclasses.replace(job, num=n) for n in range(2)]
     eager = dataclasses.replace(job, num=2, config=dataclasses.replace(job.config, baseline="none"))
-    assert Plan.of(on, 2, []).baseline == job.config.baseline
-    assert Plan.of([*on, eager], 3, []).baseline is None  # they differ: none is the sweep's
-    assert Plan.of([], 0, []).baseline is None
+    assert Plan.of(on).baseline == job.config.baseline
+    assert Plan.of([*on, eager]).baseline is None  # they differ: none is the sweep's
+    assert Plan.of([]).baseline is None
 
 
-def test_known_rows_parses_only_what_was_appended_and_rereads_a_rewrite(tmp_path: Path) -> None:
-    """The parent asks for the sweep's rows once per job: each line is parsed once, a
-    line being written is left for later, and a rewritten file is read whole again."""
-    from benchflow.results import io
-
+def test_a_row_is_one_append_unless_it_supersedes_one(tmp_path: Path) -> None:
+    """A job's first row is appended after one search of the file for its fingerprint;
+    a rerun's row marks the earlier one superseded, the file rewritten whole (its torn
+    tail cut off first)."""
     path = tmp_path / "results.jsonl"
     rows = _three_rows()
-    assert io.known_rows(path) == []  # no file yet
     for row in rows[:2]:
-        record_row(path, row)
-    assert io.known_rows(path) == read_rows(path) == rows[:2]
-    parsed = io._SEEN[path].lines
-    record_row(path, rows[2])  # as another process's job would
+        assert record_row(path, row) == []
     with path.open("ab") as f:
-        f.write(b'{"row_id": "half-writ')  # a writer in the middle of its line
-    assert io.known_rows(path) == rows
-    assert io._SEEN[path].lines == parsed + 1  # the new line only; not the half one
-    # A rerun of job 0 supersedes its row: the file is rewritten (another inode, or the
-    # same number again), its torn tail cut off first; the mark is seen.
+        f.write(b'{"row_id": "half-writ')  # a writer killed in the middle of its line
+    assert record_row(path, rows[2]) == []
+    assert read_rows(path) == rows
     again = dataclasses.replace(rows[0], row_id="again")
     assert [r.row_id for r in record_row(path, again)] == [rows[0].row_id]
-    known = io.known_rows(path)
-    assert known == read_rows(path) and known[0].superseded_by == "again"
-    assert [r.row_id for r in current(known)] == [rows[1].row_id, rows[2].row_id, "again"]
+    read = read_rows(path)
+    assert [r.row_id for r in read] == [*(r.row_id for r in rows), "again"]
+    assert read[0].superseded_by == "again" and not read[-1].superseded_by

@@ -1,14 +1,13 @@
-"""Interleaved rounds (sweep/rounds.py): a sweep runs process r of every job in round r,
-so a job's processes lie across the sweep; a sweep stopped between rounds and resumed
-runs only the processes its jobs lack; fail_fast between rounds keeps what ran."""
+"""Interleaved rounds (sweep/steps.py, sweep/run.py): a sweep runs process r of every
+job in round r, so a job's processes lie across the sweep; a sweep stopped between
+rounds and resumed runs only the processes its jobs lack; fail_fast between rounds
+keeps what ran."""
 
 from __future__ import annotations
 
 import csv
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +26,6 @@ from tests.early import niced
 
 from benchflow.config.schema import BenchConfig
 from benchflow.core.job import Job
-from benchflow.core.layout import SweepDir
-from benchflow.sweep import rounds
 
 # sleepy's steps sleep 0.25 s: a process takes about a second on any machine and load.
 SWEEP = [
@@ -105,10 +102,7 @@ def _paired(cwd: Path) -> dict[str, Any]:
     table = list(csv.DictReader((sweep / "pair" / "compare.csv").open())) if judged.stdout else []
     ran_at = {n: _processes(sweep / n) for n in ("0", "1")}
     return {
-        "paired_logs": {n: _text(sweep / n / "benchflow.log") for n in ("0", "1")},
-        "paired_hydra": {
-            n: (sweep / n / ".hydra" / "config.yaml").stat().st_mtime for n in ("0", "1")
-        },
+        "paired_log": _text(sweep / "benchflow.log"),
         "paired": ran,
         "paired_rows": read_rows(sweep),
         "paired_processes": ran_at,
@@ -199,13 +193,13 @@ def test_a_paired_sweep_stops_a_pair_once_decided(early_sweeps: EarlySweeps) -> 
     assert decided, ran.stderr[-3000:]
     at = int(decided.group(1))
     look = {3: "look 1 of 3 at alpha=0.0014", 5: "look 2 of 3 at alpha=0.012"}[at]
-    assert f"round {at + 1} of 8" in ran.stderr and f"round {at + 2} of 8" not in ran.stderr
+    assert f"round {at} of 8" in ran.stderr and f"round {at + 1} of 8" not in ran.stderr
     # A (job 0) first in rounds 1 and 3, B first in round 2
     a, b = (got["paired_processes"][n] for n in ("0", "1"))
     assert [a[p]["launched"] < b[p]["launched"] for p in ("0", "1", "2")] == [True, False, True]
     rows = got["paired_rows"]
     assert [r["status"] for r in rows] == ["ok", "ok"]
-    assert [r["job"]["num"] for r in rows] == [1, 0]  # the closing round is B's first
+    assert [r["job"]["num"] for r in rows] == [0, 1]  # recorded at the look, in order
     b_row = next(r for r in rows if r["job"]["num"] == 1)
     assert "pair=slowdown: runs job 0's steps per repeat" in b_row["job"]["notes"]
     for r in rows:
@@ -236,7 +230,7 @@ def test_a_paired_sweep_stops_a_pair_no_look_could_decide(early_sweeps: EarlySwe
                         r"after 3 rounds, recorded now", ran.stderr)  # fmt: skip
     assert stopped, ran.stderr[-3000:]
     assert abs(float(stopped.group(1))) < 2 < abs(float(stopped.group(2)))
-    assert "round 4 of 8" in ran.stderr and "round 5 of 8" not in ran.stderr
+    assert "round 3 of 8" in ran.stderr and "round 4 of 8" not in ran.stderr
     rows = got["reach_rows"]
     assert [r["status"] for r in rows] == ["ok", "ok"]
     for r in rows:
@@ -248,121 +242,79 @@ def test_a_paired_sweep_stops_a_pair_no_look_could_decide(early_sweeps: EarlySwe
     assert got["reach_judged"].returncode == 0, got["reach_judged"].stderr[-2000:]
 
 
-def test_a_jobs_later_rounds_run_where_its_first_did(early_sweeps: EarlySweeps) -> None:
-    """Hydra's launcher makes a job's config, folder and log in its first round; the
-    later rounds run the task there again (hydra_plugins' _Again): the job's .hydra files
-    are not written again, and each job's log holds its own processes, in order (A and B
-    swap places every other round, so a log left on the other job would show it)."""
+def test_the_sweeps_log_holds_each_jobs_processes_in_order(early_sweeps: EarlySweeps) -> None:
+    """The sweep's log (benchflow.log in its folder) has a line for each process of each
+    job as it ended, in order (A and B swap places every other round)."""
     got = early_sweeps.result("rounds")
     assert got["paired"].returncode == 0, got["paired"].stderr[-3000:]
     for n in ("0", "1"):
         processes = got["paired_processes"][n]
         assert len(processes) >= 3
-        logged = re.findall(r"process (\d+) of 8: (\w+) in ", got["paired_logs"][n])
-        assert logged == [(str(p + 1), "ok") for p in range(len(processes))], got["paired_logs"]
-        assert got["paired_hydra"][n] <= processes["0"]["started_at"]
+        logged = re.findall(rf"job {n} \(.*?\): process (\d+) of 8: (\w+) in ", got["paired_log"])
+        assert logged == [(str(p + 1), "ok") for p in range(len(processes))], got["paired_log"]
 
 
 def _job(num: int, **kw: Any) -> Job:
     return Job(num, f"j{num}", (f"x={num}",), BenchConfig(**kw), backend="eager")
 
 
-def test_rounds_launch_runs_of_consecutive_jobs_with_a_process_left() -> None:
-    jobs = [_job(0), _job(1, repeat=3), _job(2, processes=2), _job(3), _job(4, interleave=False)]
-    assert rounds.count(jobs) == 3  # the adaptive jobs' 3 processes
-    assert rounds.launches(jobs, 0, 10) == [(0, [[f"x={n}"] for n in range(5)])]
-    assert rounds.launches(jobs, 0, 2) == [(0, [["x=0"], ["x=1"]]), (2, [["x=2"], ["x=3"]]),
-                                           (4, [["x=4"]])]  # fmt: skip
-    assert rounds.launches(jobs, 1, 10) == [(0, [["x=0"]]), (2, [["x=2"], ["x=3"]])]
-    assert rounds.launches(jobs, 2, 10) == [(0, [["x=0"]]), (3, [["x=3"]])]
-    assert rounds.count([_job(0, repeat=3), _job(1, interleave=False)]) == 1
-    # a job with an earlier one's fingerprint is never launched: the first is the job
+def test_each_job_runs_one_process_a_round_and_a_launcher_gets_runs_of_jobs() -> None:
+    """The plan's steps: round r runs process r of every job with that many (an adaptive
+    job's 3, processes=2's 2; a job of interleave=false runs all of its in round 0, one
+    after another); a job with an earlier one's fingerprint runs nothing. A launcher of
+    Hydra's gets a round's steps as runs of consecutive job numbers, one process of a
+    job each."""
+    from benchflow.sweep.run import _batches
+    from benchflow.sweep.steps import duplicates_of, plan_steps
+
+    jobs = [
+        _job(0),
+        _job(1, repeat=3),
+        _job(2, processes=2, seed=2),
+        _job(3, seed=3),
+        _job(4, interleave=False, seed=4),
+    ]
+    steps = plan_steps(jobs, False, {})
+    by_round = {r: [(s.job, s.process) for s in steps if s.round == r] for r in range(4)}
+    assert by_round[0] == [(0, 0), (1, 0), (2, 0), (3, 0), (4, 0), (4, 1), (4, 2)]
+    assert by_round[1] == [(0, 1), (2, 1), (3, 1)]
+    assert by_round[2] == [(0, 2), (3, 2)] and by_round[3] == []
+    first = [s for s in steps if s.round == 0]
+    assert [[(s.job, s.process) for s in b] for b in _batches(first)] == [
+        [(0, 0), (1, 0), (2, 0), (3, 0), (4, 0)],
+        [(4, 1)],
+        [(4, 2)],
+    ]
     twice = [_job(0), _job(1, repeat=3), _job(2), _job(3, processes=2, seed=7)]
-    duplicates = rounds.duplicates_of(twice)
-    assert duplicates == {2: 0}
-    assert rounds.launches(twice, 0, 10, duplicates) == [(0, [["x=0"], ["x=1"]]), (3, [["x=3"]])]
-    assert rounds.launches(twice, 1, 10, duplicates) == [(0, [["x=0"]]), (3, [["x=3"]])]
-    assert rounds.launches(twice, 2, 10, duplicates) == [(0, [["x=0"]])]
-    assert rounds.duplicates_of([_job(0, interleave=False), _job(1, interleave=False)]) == {1: 0}
+    assert duplicates_of(twice) == {2: 0}
+    assert {s.job for s in plan_steps(twice, False, {})} == {0, 1, 3}
 
 
 def test_a_paired_sweep_swaps_a_and_b_every_other_round() -> None:
     """Stopping.swaps: pairs (0, 1) and (2, 3); in odd rounds each B runs in its A's
-    place, so the launches break into single jobs in that order; a closed pair is not
-    launched, the others still swap."""
+    place; a closed pair no longer swaps (it runs no more), the others still do."""
     from benchflow.sweep.pairs import Pair, Stopping
 
     jobs = [_job(n, processes=4) for n in range(5)]
     pairs = [Pair(jobs[0], jobs[1]), Pair(jobs[2], jobs[3])]
-    stopping = Stopping(SweepDir(Path("/nonexistent")), pairs, "token", set(), set())
+    stopping = Stopping(pairs, set())
     assert stopping.swaps(0) == {} and stopping.swaps(2) == {}
     assert stopping.swaps(1) == {0: 1, 1: 0, 2: 3, 3: 2}
-    one = [(n, [[f"x={n}"]]) for n in (1, 0, 3, 2, 4)]
-    assert rounds.launches(jobs, 1, 10, (), stopping.swaps(1)) == one
-    assert rounds.launches(jobs, 2, 10, (), stopping.swaps(2)) == [
-        (0, [[f"x={n}"] for n in range(5)])
-    ]
+    order = sorted(range(5), key=lambda n: stopping.swaps(1).get(n, n))
+    assert order == [1, 0, 3, 2, 4]
     stopping.closed = {0, 1}
     assert stopping.swaps(3) == {2: 3, 3: 2}
-    assert rounds.launches(jobs, 3, 10, {0, 1}, stopping.swaps(3)) == one[2:]
-
-
-def test_a_sweep_imports_scipy_stats_as_it_begins_where_it_will_use_it(tmp_path: Path) -> None:
-    """start.begin imports scipy.stats where the sweep's jobs run in this process
-    (prestart: their rows take their intervals from it, and the import, 0.5 s, fell at
-    the first job's end, between two processes), and for a paired sweep wherever its
-    jobs run (its looks: the first look's import fell before a B's process every time);
-    not for a sweep of no pairs whose jobs run elsewhere. Stopping.of finds the pair."""
-    code = (
-        "import sys\n"
-        "from pathlib import Path\n"
-        "from omegaconf import OmegaConf\n"
-        "from benchflow.config.schema import BenchConfig\n"
-        "from benchflow.core.job import Job, Launch, Plan\n"
-        "from benchflow.core.layout import SweepDir\n"
-        "from benchflow.sweep.pairs import Stopping\n"
-        "from benchflow.sweep.start import begin\n"
-        "here, paired = sys.argv[1] == 'here', sys.argv[2] == 'paired'\n"
-        "config = OmegaConf.create({'hydra': {'sweep': {'dir': sys.argv[3]}}})\n"
-        "cfg = BenchConfig(pair='slowdown' if paired else None)\n"
-        "jobs = [Job(n, 'j', (f'slowdown={s}',), cfg, backend='eager')\n"
-        "        for n, s in enumerate(['null', '0.05'])]\n"
-        "launches = {0: Launch(None), 1: Launch(None, steps_from=0 if paired else None)}\n"
-        "before = 'scipy.stats' in sys.modules\n"
-        "plan = Plan.of(jobs, 2, [], launches)\n"
-        "begin(config, plan, prestart=here)\n"
-        "stopping = Stopping.of(SweepDir(Path(sys.argv[3])), plan, 't')\n"
-        "print(len(stopping.pairs), before, 'scipy.stats' in sys.modules)\n"
-    )
-    cases = {
-        ("here", "alone"): "0 False True",
-        ("elsewhere", "paired"): "1 False True",
-        ("elsewhere", "alone"): "0 False False",
-    }
-    for (where, kind), expected in cases.items():
-        folder = tmp_path / f"{where}-{kind}"
-        out = subprocess.run(
-            [sys.executable, "-c", code, where, kind, str(folder)],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert out.returncode == 0, out.stderr[-2000:]
-        assert out.stdout.split() == expected.split(), (where, kind, out.stdout)
-        assert (folder / "plan.json").exists()
 
 
 def test_a_paired_sweeps_b_runs_its_as_steps_per_repeat() -> None:
-    """The plan gives each B of a pair its A's number (Launch.steps_from); A, and a job
-    of no pair, calibrate their own."""
-    from benchflow.core.job import Launch
-    from benchflow.sweep.pairs import calibrated_by_a
+    """The plan gives each B of a pair its A's number (Step.steps_from); A, and a job of
+    no pair, calibrate their own."""
+    from benchflow.sweep.pairs import steps_from
 
     jobs = [
         Job(n, "j", (f"m={m}", f"slowdown={s}"), BenchConfig(pair="slowdown"), backend="eager")
         for n, (m, s) in enumerate([("a", "null"), ("a", "0.05"), ("b", "null"), ("b", "0.05")])
     ]
-    planned = calibrated_by_a(jobs, {n: Launch("torch") for n in range(4)})
-    assert [planned[n].steps_from for n in range(4)] == [None, 0, None, 2]
+    assert steps_from(jobs) == {1: 0, 3: 2}
     alone = Job(0, "j", ("m=a",), BenchConfig(), backend="eager")  # not a paired sweep
-    assert calibrated_by_a([alone], {0: Launch("torch")}) == {0: Launch("torch")}
+    assert steps_from([alone]) == {}

@@ -237,24 +237,31 @@ def test_calibration_makes_a_repeat_last_its_minimum() -> None:
 def test_before_timed_runs_between_the_warm_up_and_the_timed_repeats() -> None:
     """measure's `before_timed` (the job's child stops Inductor's compile workers there)
     runs once the warm-up has ended and before the calibration and the repeats: the
-    spans say where it ran, and its seconds are kept; None where it did nothing."""
+    steps' clocks say where it ran, and its seconds are kept; None where it did nothing."""
     import time
 
     from benchflow.backends.device import Device
     from benchflow.harness.timing import Sampling, measure
 
     at: list[float] = []
+    steps: list[float] = []
+    sleep = _sleeper([0.002])
+
+    def step() -> object:
+        steps.append(time.monotonic())
+        return sleep()
 
     def stop() -> float:
         at.append(time.monotonic())
         return 0.25
 
     m = measure(
-        _sleeper([0.002]), Device(), sampling=Sampling(repeat=2, iterations_per_run=2),
+        step, Device(), sampling=Sampling(repeat=2, iterations_per_run=2),
         warmup=2, probes=[], trace_time=False, before_timed=stop,
     )  # fmt: skip
-    spans = {region: (start, end) for region, start, end in m.spans}
-    assert len(at) == 1 and spans["warmup"][1] <= at[0] <= spans["timed"][0], (at, spans)
+    # the cold call and 2 warm-up steps before it; the 2 repeats of 2 steps after it
+    assert len(at) == 1 and len(steps) == 7, (at, steps)
+    assert max(steps[:3]) <= at[0] <= min(steps[3:]), (at, steps)
     assert m.before_timed_s == 0.25
     quiet = measure(
         _sleeper([0.002]), Device(), sampling=Sampling(repeat=2, iterations_per_run=2),

@@ -96,13 +96,14 @@ def test_job_folders_hold_config_result_and_logs(cases_sweep: SessionSweep) -> N
         job_dir = Path(row["job"]["dir"])
         assert job_dir.parent == sweep.resolve() or job_dir.parent == sweep
         for name in (
-            ".hydra/config.yaml",
             "result.json",
             "config.yaml",
             "stderr.log",
             "stdout.log",
         ):
             assert (job_dir / name).exists(), f"{job_dir.name}/{name} missing"
+    # the sweep's own log (the machinery's lines), in its folder, not in each job's
+    assert (sweep / "benchflow.log").is_file() and not (job_dir / "benchflow.log").exists()
     raise_dir = Path(by_model(cases_sweep)["fault_raise"]["job"]["dir"])
     # The traceback is kept in the job's log.
     assert "Traceback" in (raise_dir / "stderr.log").read_text()

@@ -33,19 +33,6 @@ class _Tiny(BenchModel):
         return (torch.randn(batch_size, 16),)
 
 
-class SlowBuild(_Tiny):
-    """A build that takes BUILD_CPU_S of CPU time (a busy loop, counted by the kernel: a
-    stopped build does not advance), for the build_ahead tests."""
-
-    BUILD_CPU_S = 3.0
-
-    def build_module(self, width: int) -> nn.Module:
-        end = time.process_time() + self.BUILD_CPU_S
-        while time.process_time() < end:
-            pass
-        return super().build_module(width)
-
-
 class Crash(_Tiny):
     """Aborts the interpreter (SIGABRT) on the first step."""
 

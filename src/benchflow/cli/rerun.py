@@ -150,7 +150,7 @@ def _now_vs_recorded(
     from benchflow.core.layout import JobDir
     from benchflow.harness.child import versions
     from benchflow.results.provenance import provenance, speed_env
-    from benchflow.sweep.builds import launch_env
+    from benchflow.sweep.process import launch_env
 
     per_job_env = set(child_env([0], None)) | {ENV_VISIBLE}  # its CPU and GPU slots
 
@@ -269,7 +269,7 @@ def _run_planned(jobs: Sequence[Job], argv: Sequence[str]) -> int:
 
     with tempfile.TemporaryDirectory(prefix="benchflow-rerun-") as tmp:
         given = Path(tmp) / "plan.json"
-        given.write_text(json.dumps(Plan.of(jobs, len(jobs), []).to_dict()))
+        given.write_text(json.dumps(Plan.of(jobs).to_dict()))
         try:
             return sweep([*argv, f"hydra.sweeper.plan={given}"])
         except SystemExit as exc:  # Hydra's and the checks' own exits

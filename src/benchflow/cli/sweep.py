@@ -9,6 +9,7 @@ torch, torch_xla or mlflow. Each job's child process imports those itself.
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Sequence
 
@@ -46,19 +47,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     register_suite_models(args)
     _check_choices(args, root)
 
-    from hydra._internal.utils import _run_hydra, get_args_parser
-
-    from benchflow.config.store import CONF_DIR
-
-    parser = get_args_parser()
-    parsed = parser.parse_args(args)
+    parsed = _hydra_args(args)
     if parsed.cfg == "job" and parsed.package is None:
         return _show_jobs(parsed.overrides, args, parsed.multirun)
-
-    def task(cfg: object) -> object:
-        from benchflow.sweep.task import run_job
-
-        return run_job(cfg)  # type: ignore[arg-type]
+    single = not parsed.multirun and not parsed.cfg
+    if single:
+        args = _single(args)
 
     received: list[int] = []
 
@@ -73,20 +67,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     before = signal.signal(signal.SIGTERM, _stop)
     before_int = signal.signal(signal.SIGINT, _stop)
     try:
-        # As @hydra.main does, with the arguments given here: benchflow's own tree is
-        # conf/ of a checkout, or the copy an installed wheel carries.
-        _run_hydra(
-            args=parsed,
-            args_parser=parser,
-            task_function=task,  # type: ignore[arg-type]
-            config_path=str(CONF_DIR),
-            config_name="config",
-        )
+        _hydra(args)
     except KeyboardInterrupt:
         # The running job was killed and recorded as `interrupted`; rows already
         # written stay in results.jsonl.
         how = "terminated (SIGTERM)" if received else "interrupted"
-        what = "sweep" if _multirun(args) else "run"
+        what = "run" if single else "sweep"
         print(
             f"benchflow: {how}; the results so far are kept. Run the same command with "
             f"resume=true to finish the {what}.",
@@ -97,6 +83,60 @@ def main(argv: Sequence[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, before)
         signal.signal(signal.SIGINT, before_int)
     return 0
+
+
+def _hydra_args(args: list[str]) -> argparse.Namespace:
+    """The few of Hydra's own flags that decide what runs: --cfg, --package, -m."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--cfg", "-c")
+    parser.add_argument("--package", "-p")
+    parser.add_argument("--multirun", "-m", action="store_true")
+    for flag, short in (
+        ("--config-dir", "-cd"),
+        ("--config-name", "-cn"),
+        ("--config-path", "-cp"),
+    ):
+        parser.add_argument(flag, short)
+    parser.add_argument("overrides", nargs="*")
+    parsed, _ = parser.parse_known_args(args)
+    return parsed
+
+
+def _single(args: list[str]) -> list[str]:
+    """A single run (no -m) is a sweep of one job, in hydra.run.dir (runs/<date>/<time>,
+    or the one given): its own folder, no job folder within."""
+    run_dir = "runs/${now:%Y-%m-%d}/${now:%H-%M-%S}"
+    for arg in args:
+        if arg.startswith("hydra.run.dir="):
+            run_dir = arg.split("=", 1)[1]
+    kept = [a for a in args if not a.startswith("hydra.run.dir=")]
+    return ["-m", *kept, "hydra.sweeper.single=true", f"hydra.sweep.dir={run_dir}"]
+
+
+def _hydra(args: list[str]) -> None:
+    """Hydra's own entry (hydra.main) with benchflow's tree and `args`; each process a
+    launcher of Hydra's starts runs its task (sweep/process.task)."""
+    import hydra
+
+    from benchflow.config.store import CONF_DIR
+
+    @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base=None)
+    def task(cfg: object) -> object:
+        from pathlib import Path
+
+        from hydra.core.hydra_config import HydraConfig
+
+        from benchflow.sweep.process import task
+
+        hc = HydraConfig.get()
+        return task(Path(hc.sweep.dir), int(hc.job.num), Path(hc.runtime.output_dir))
+
+    argv = sys.argv
+    sys.argv = [argv[0], *args]  # hydra.main reads its command line there
+    try:
+        task()
+    finally:
+        sys.argv = argv
 
 
 def _show_jobs(overrides: list[str], args: list[str], multirun: bool) -> int:
@@ -138,14 +178,17 @@ def _show_job(num: int, given: list[str], searchpath: list[str], multirun: bool)
 
     import yaml
     from hydra import compose
-    from hydra._internal.utils import run_and_report
 
     from benchflow.config.errors import ConfigError
     from benchflow.runner.knobs import check_knobs
     from benchflow.suite.rules import rules_for
     from benchflow.sweep.plan import plan_job
 
-    composed = run_and_report(lambda: compose("config", overrides=[*given, *searchpath]))
+    try:
+        composed = compose("config", overrides=[*given, *searchpath])
+    except Exception as exc:  # Hydra's own error, as it prints it
+        _exit(str(exc))
+        raise  # not reached
     try:
         job = plan_job(composed, num, given, single=not multirun)
         check_knobs([job])

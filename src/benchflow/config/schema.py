@@ -266,13 +266,9 @@ class BenchConfig:
     # Fork jobs from a process that imported torch (+torch_xla).
     prefork: bool = field(default=True, metadata=UNMEASURED)
     # With prefork: a sweep's jobs with the same model build fork from one process that
-    # built it (sweep/builds.py), whatever their backends; and a compiled job's later
+    # built it (sweep/steps.py), whatever their backends; and a compiled job's later
     # processes from one that compiled its step (docs/isolation.md, "One compile per job").
     share_build: bool = field(default=True, metadata=UNMEASURED)
-    # With share_build: where the jobs run one after another in the sweep's process, the
-    # next model is built while the jobs before it run, stopped over their compile and
-    # timed regions (harness/hold.py).
-    build_ahead: bool = field(default=True, metadata=UNMEASURED)
     # Calibration: the shortest a repeat may last (timer ticks, scheduler noise; docs/timing.md).
     min_run_time_s: float = field(default=0.05, metadata=UNMEASURED)
     # Adaptive repeats stop once the timed repeats have taken this long (at least 6 first).
@@ -283,7 +279,7 @@ class BenchConfig:
     processes: int | None = field(default=None, metadata=UNMEASURED)
     # A sweep runs its jobs' processes in rounds, one process of every job a round (as
     # asv's rounds), so that each job's processes lie across the sweep's whole time;
-    # false: a job's processes one after another (sweep/rounds.py).
+    # false: a job's processes one after another (sweep/steps.py).
     interleave: bool = field(default=True, metadata=UNMEASURED)
     # Paired A/B: the axis of the sweep's two values to compare (pair=slowdown with
     # slowdown=null,0.05). Each pair of jobs runs round by round until its B/A change

@@ -1,9 +1,9 @@
 """A planned job: its resolved config, the overrides that made it, and its identity.
 
-The sweeper plans every job once (benchflow.sweep.plan) and writes them to
-``plan.json`` (:class:`Plan`); the task that runs a job reads its :class:`Job` back
-instead of composing and resolving the config again, and tells the child what to run
-in ``job.json`` (:class:`JobSpec`).
+The sweeper plans every job once (benchflow.sweep.plan), and each process of a job as
+a :class:`Step` that forks from a :class:`Warm` process, and writes them to
+``plan.json`` (:class:`Plan`); a process's child is told what to run in ``job.json``
+(:class:`JobSpec`).
 """
 
 from __future__ import annotations
@@ -118,97 +118,108 @@ class JobSpec:
 
 
 @dataclass(frozen=True)
-class Launch:
-    """How a job's processes are launched, decided once by the plan (sweep/builds.py)
-    and read by the task: nothing after planning works these out again."""
+class Warm:
+    """A warm process: an interpreter at a stage, from which a job's process forks
+    (runner/pool.py). *Imported*: a zygote of `zygote` (its kind's modules imported, in
+    its toolchain's environment: runner/zygote.named); *built*: forked from that one, it
+    has built the model of `build` (models/sharing.build_key); *compiled*: forked from
+    the built one (or the imported one), it has compiled and called the job's step of
+    `step` (models/sharing.step_key)."""
 
-    forks_from: str | None  # the zygote its processes fork from (None: spawned)
-    build: str | None = None  # the shared model build they fork from (its key), if any
-    ahead: int | None = None  # build_ahead: the job whose build starts before this one's
-    last_round: int | None = None  # the round of the last process to fork from `build`
-    # The key of the step its later processes fork with, compiled once in an interpreter
-    # of the job's own (harness/prebuilt.warm_here); None: each process compiles its own
+    zygote: str
+    build: str | None = None
     step: str | None = None
-    # A paired sweep's B: its A, the job the sweep judges it against (sweep/pairs.py),
-    # whose first process's steps per repeat its processes run: both time the same loop
-    steps_from: int | None = None
+
+    @property
+    def stage(self) -> str:
+        return "compiled" if self.step else "built" if self.build else "imported"
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Launch:
-        return cls(**{f.name: data.get(f.name) for f in dataclasses.fields(cls)})
+    def from_dict(cls, data: dict[str, Any] | None) -> Warm | None:
+        return cls(data["zygote"], data.get("build"), data.get("step")) if data else None
+
+
+@dataclass(frozen=True)
+class Step:
+    """One process of a job, as the plan runs it: in its round, forked from `warm`
+    (None: spawned). A paired sweep's B (`steps_from`) runs its A's steps per repeat."""
+
+    job: int  # the job's number
+    process: int  # from 0
+    round: int
+    warm: Warm | None = None
+    steps_from: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        out["warm"] = self.warm.to_dict() if self.warm else None
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Step:
+        return cls(
+            int(data["job"]),
+            int(data["process"]),
+            int(data["round"]),
+            Warm.from_dict(data.get("warm")),
+            data.get("steps_from"),
+        )
 
 
 @dataclass(frozen=True)
 class Plan:
-    """plan.json: every job of a sweep, planned before any runs, and the command line's
-    overrides (how resume=true finds the folder). A job's config is typed again only
-    when asked for (`job`): that takes ~30 ms, and each task needs its own job only;
-    where the planner's process runs the jobs, they are its own objects, not typed again."""
+    """plan.json: every job of a sweep, planned before any runs, its steps in run order
+    (each job's processes, interleaved in rounds: sweep/steps.py), and the command
+    line's overrides (how resume=true finds the folder). Read back from the file, a
+    job's config is typed only when asked for (`job`: ~30 ms a job, and a launcher's
+    worker needs its own job only)."""
 
-    total: int
+    entries: tuple[dict[str, Any], ...]  # each a Job.to_dict(), as plan.json holds it
+    steps: tuple[Step, ...] = ()
     sweep_args: tuple[str, ...] = ()
-    entries: tuple[dict[str, Any], ...] = ()  # each a Job.to_dict(), as plan.json holds it
     # Jobs typed so far, by number: the planner's own objects, or decoded on first ask.
     _jobs: dict[int, Job] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
-    def of(
-        cls,
-        jobs: Sequence[Job],
-        total: int,
-        sweep_args: Sequence[str],
-        launches: dict[int, Launch] | None = None,
-    ) -> Plan:
-        """The plan of `jobs`; `launches`: how each is launched (by job number)."""
-        launch = launches or {}
-        entries = tuple(
-            job.to_dict() | ({"launch": launch[job.num].to_dict()} if job.num in launch else {})
-            for job in jobs
-        )
-        return cls(total, tuple(sweep_args), entries, {job.num: job for job in jobs})
-
-    def launch(self, num: int) -> Launch | None:
-        """How job `num` is launched, as planned (None: planned without, a single run)."""
-        found = self._by_num.get(num)
-        return Launch.from_dict(found["launch"]) if found and "launch" in found else None
+    def of(cls, jobs: Sequence[Job], steps: Sequence[Step] = (), args: Sequence[str] = ()) -> Plan:
+        entries = tuple(job.to_dict() for job in jobs)
+        return cls(entries, tuple(steps), tuple(args), {job.num: job for job in jobs})
 
     @functools.cached_property
     def _by_num(self) -> dict[int, dict[str, Any]]:
-        return {int(e["num"]): e for e in self.entries if "num" in e}
+        return {int(e["num"]): e for e in self.entries}
 
-    def job(self, num: int) -> Job | None:
-        """Job `num` as planned (None: not in the plan, or planned without a config)."""
+    def job(self, num: int) -> Job:
         if num not in self._jobs:
-            found = self._by_num.get(num)
-            if not found or "config" not in found:
-                return None
-            self._jobs[num] = Job.from_dict(found)
+            self._jobs[num] = Job.from_dict(self._by_num[num])
         return self._jobs[num]
 
     def jobs(self) -> list[Job]:
         """Every job of the plan, by number."""
-        found = [self.job(num) for num in range(self.total)]
-        assert all(found), "a plan holds every job of its sweep"
-        return [job for job in found if job is not None]
+        return [self.job(num) for num in sorted(self._by_num)]
+
+    @property
+    def total(self) -> int:
+        return len(self.entries)
 
     @property
     def baseline(self) -> str | None:
         """The `baseline=` its jobs share (None: none planned, or they differ)."""
-        found = {e["config"].get("baseline") for e in self.entries if "config" in e}
+        found = {e["config"].get("baseline") for e in self.entries}
         return str(found.pop()) if len(found) == 1 and None not in found else None
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "total": self.total,
             "sweep_args": list(self.sweep_args),
             "jobs": list(self.entries),
+            "steps": [step.to_dict() for step in self.steps],
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Plan:
-        jobs = tuple(j for j in data.get("jobs") or [] if isinstance(j, dict))
-        args = tuple(map(str, data.get("sweep_args") or []))
-        return cls(int(data.get("total", 1)), args, jobs)
+        jobs = tuple(j for j in data.get("jobs") or [] if isinstance(j, dict) and "config" in j)
+        steps = tuple(Step.from_dict(s) for s in data.get("steps") or [])
+        return cls(jobs, steps, tuple(map(str, data.get("sweep_args") or [])))

@@ -23,22 +23,6 @@ def cache_root() -> Path:
     return Path(os.environ.get("BENCHFLOW_CACHE_DIR") or Path.home() / ".cache" / "benchflow")
 
 
-# plan.json files this process wrote or read, with the stat they had then.
-_PLANS: dict[Path, tuple[tuple[int, int, int] | None, Plan]] = {}
-
-
-def _stamp(path: Path) -> tuple[int, int, int] | None:
-    try:
-        st = path.stat()
-    except OSError:
-        return None
-    return (st.st_ino, st.st_mtime_ns, st.st_size)
-
-
-def _remember(path: Path, stamp: tuple[int, int, int] | None, plan: Plan) -> None:
-    _PLANS[path.resolve()] = (stamp, plan)
-
-
 def _read_text(path: Path) -> str | None:
     try:
         return path.read_text().strip() or None
@@ -81,7 +65,7 @@ class JobDir:
         )
 
     @property
-    def rounds(self) -> Path:  # interleaved rounds: the job's processes so far
+    def rounds(self) -> Path:  # the job's processes so far (sweep/run.py's journal)
         return self.path / "processes.json"
 
     @property
@@ -130,14 +114,6 @@ class SweepDir:
         return self.path / "results.jsonl"
 
     @property
-    def round(self) -> Path:  # interleaved rounds: the round being launched
-        return self.path / "round.json"
-
-    @property
-    def aborted(self) -> Path:  # fail_fast: why the sweep stopped running jobs
-        return self.path / "ABORTED"
-
-    @property
     def parent_run(self) -> Path:  # the MLflow parent run's id
         return self.path / "mlflow_parent_run.txt"
 
@@ -153,40 +129,22 @@ class SweepDir:
     def compare(self) -> Path:
         return self.path / "compare"
 
-    def ahead(self, num: int) -> JobDir:
-        """build_ahead: where job `num`'s model is built before that job runs (its job
-        file, and the build's output, copied to the job's build.log when it runs)."""
-        return JobDir(self.path / "ahead" / str(num))
-
     def job(self, path: Path) -> JobDir:
         return JobDir(path)
 
     def write_plan(self, plan: Plan) -> None:
         write_json_atomic(self.plan, plan.to_dict())
-        _remember(self.plan, _stamp(self.plan), plan)
 
     def read_plan(self) -> Plan | None:
-        """plan.json; read from disk once per process while the file stays the same
-        (each job of a sweep reads it: the parse must not grow with the sweep)."""
-        stamp = _stamp(self.plan)  # before reading: a later rewrite is never taken as this
-        known = _PLANS.get(self.plan.resolve())
-        if known is not None and known[0] == stamp:
-            return known[1]
+        """plan.json (None: none, or not a plan)."""
         try:
             data = json.loads(self.plan.read_text())
         except (OSError, json.JSONDecodeError):
             return None
-        if not isinstance(data, dict):
-            return None
-        plan = Plan.from_dict(data)
-        _remember(self.plan, stamp, plan)
-        return plan
+        return Plan.from_dict(data) if isinstance(data, dict) else None
 
     def parent_run_id(self) -> str | None:
         return _read_text(self.parent_run)
 
     def recorded_tracking_uri(self) -> str | None:
         return _read_text(self.tracking_uri)
-
-    def abort_reason(self) -> str | None:
-        return _read_text(self.aborted)

@@ -42,7 +42,6 @@ from benchflow.harness.process import (
 from benchflow.models.errors import ModelSkipped
 from benchflow.results.child import ChildResult, ChildTimings, Digest, Timing, Versions
 from benchflow.results.provenance import job_env
-from benchflow.results.regions import CHILD
 
 if TYPE_CHECKING:
     from benchflow.models.step import TimedStep
@@ -154,7 +153,6 @@ def _start(cfg: BenchConfig, backend: type[Backend]) -> tuple[_Job, float]:
     import scipy.stats  # noqa: F401  (the timing loop's interval: an import, not timed work)
     import torch
 
-    import benchflow.harness.hold
     import benchflow.harness.load
     import benchflow.harness.timing  # noqa: F401
 
@@ -176,7 +174,6 @@ def run(cfg: BenchConfig, backend: type[Backend], out_dir: Path) -> ChildResult:
 
     from benchflow.backends.inductor import stop_compile_workers
     from benchflow.harness.gpu_load import gpu_probe
-    from benchflow.harness.hold import HOLD
     from benchflow.harness.load import LoadProbe
     from benchflow.harness.timing import Sampling, measure
 
@@ -209,14 +206,13 @@ def run(cfg: BenchConfig, backend: type[Backend], out_dir: Path) -> ChildResult:
         adaptive_warmup=cfg.adaptive_warmup,
         max_warmup=cfg.max_warmup,
         on_first=summarize_first,
-        exclusive=HOLD.exclusive,
         before_timed=stop_compile_workers,
     )
     measure_s = time.perf_counter() - t_measure
 
     _dump_counters(cfg, backend, out_dir)  # the timed run's counters, before profiling adds to them
     t_profile = time.perf_counter()
-    profiled = job.profile(step, m.spans, out_dir / "profile")
+    profiled = job.profile(step, out_dir / "profile")
     profile_s = time.perf_counter() - t_profile if profiled is not None else 0.0
     t_verify = time.perf_counter()
     code, accuracy, detail = job.verify()
@@ -265,34 +261,28 @@ class _Job:
     def run_step(self, s: TimedStep, autocast_type: str | None) -> Any:
         return self.prec.step(s, autocast_type)
 
-    def profile(
-        self, step: Callable[[], Any], spans: list[Any], out: Path
-    ) -> dict[str, float] | None:
-        """profile=torch: the profiled pass (and the compile's, where asked), held as an
-        exclusive region; None where no profile was asked for."""
+    def profile(self, step: Callable[[], Any], out: Path) -> dict[str, float] | None:
+        """profile=torch: the profiled pass (and the compile's, where asked); None where
+        no profile was asked for."""
         if self.cfg.profile.name != "torch":
             return None
-        from benchflow.harness.hold import HOLD
         from benchflow.harness.profiling import profile_compile, profile_pass
-        from benchflow.harness.timing import region
-        from benchflow.results.regions import PROFILE
 
         cfg, device = self.cfg, self.device
 
         def rebuild() -> TimedStep:
             return self.build(device.torch_device, self.prec.model_dtype, True, cfg.batch_size)
 
-        with region(PROFILE, HOLD.exclusive, spans):  # nothing beside it over its traces
-            profiled = profile_pass(step, device, cfg.profile, out)
-            if cfg.profile.compile and self.backend.compiles:
-                profiled |= profile_compile(
-                    rebuild,
-                    lambda built: self.run_step(built, device.autocast_type),
-                    device,
-                    cfg.model.name,
-                    cfg.dynamo.name,
-                    out,
-                )
+        profiled = profile_pass(step, device, cfg.profile, out)
+        if cfg.profile.compile and self.backend.compiles:
+            profiled |= profile_compile(
+                rebuild,
+                lambda built: self.run_step(built, device.autocast_type),
+                device,
+                cfg.model.name,
+                cfg.dynamo.name,
+                out,
+            )
         return profiled
 
     def verify(self) -> tuple[str, dict[str, float], str | None]:
@@ -334,7 +324,6 @@ def _timing(cfg: BenchConfig, m: Any) -> Timing:
     """The row's `timing`: how the timing loop went (`m`: harness/timing.Measurement),
     and how this child was launched."""
     from benchflow.harness import prebuilt
-    from benchflow.harness.hold import HOLD
 
     shared = prebuilt.taken()
     return Timing(
@@ -357,12 +346,9 @@ def _timing(cfg: BenchConfig, m: Any) -> Timing:
         machine_checks=json.loads(os.environ.get(ENV_MACHINE_CHECKS) or "{}"),
         shared_build_s=shared.build_s if shared else None,
         shared_build_pid=shared.pid if shared else None,
-        shared_build_at=list(shared.at) if shared else None,
         shared_step_s=shared.step_s if shared else None,
         timer_resolution_s=time.get_clock_info("perf_counter").resolution,
         compile_workers_stopped_s=m.before_timed_s,
-        spans=m.spans,
-        held=HOLD.held,
     )
 
 
@@ -573,7 +559,5 @@ def main(argv: list[str]) -> int:
     if result.child_timings is not None:  # the parent splits its wall with these
         done = time.perf_counter()
         result.child_timings = dataclasses.replace(result.child_timings, entered=t0, done=done)
-        if result.timing is not None:
-            result.timing.spans.append([CHILD, t0, done])
     write_json_atomic(Path(job.result_path), result.to_dict())
     return 0 if result.status is not Status.FAILED else 1

@@ -57,7 +57,6 @@ class Prebuilt:
     # in the random module), so a job forked from here would not find it as built
     python_rng: Any = None
     pid: int = 0  # the interpreter that built it
-    at: tuple[float, float] = (0.0, 0.0)  # when (CLOCK_MONOTONIC: results/overlap.py)
     # warm_here: the job's timed step (models/step.TimedStep), placed, prepared and called
     # (compiled); the step key it was made for; the seconds those calls took
     step: Any = None
@@ -98,7 +97,7 @@ def build_here(cfg: BenchConfig) -> float:
     import random
 
     t1 = time.perf_counter()
-    _prebuilt = Prebuilt(key, model, t1 - t0, random.getstate(), os.getpid(), (t0, t1))
+    _prebuilt = Prebuilt(key, model, t1 - t0, random.getstate(), os.getpid())
     return _prebuilt.build_s
 
 
@@ -124,9 +123,8 @@ _taken: Prebuilt | None = None
 
 def taken() -> Prebuilt | None:
     """The shared build this job's model came from, as the row tells it (None: the job
-    built its own): its seconds, the pid and span (CLOCK_MONOTONIC) of the interpreter
-    that made it, and the seconds of the calls that compiled its step (None: the job
-    compiled its own)."""
+    built its own): its seconds, the pid of the interpreter that made it, and the
+    seconds of the calls that compiled its step (None: the job compiled its own)."""
     return _taken
 
 

@@ -29,8 +29,7 @@ import logging
 import math
 import statistics
 import time
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -39,7 +38,6 @@ from benchflow.config.schema import VALUES_PER_PROCESS, BenchConfig
 from benchflow.harness.load import reference_step_s
 from benchflow.results.child import Summary, Unsteady
 from benchflow.results.intervals import fewest_for_interval, median_ci_rel
-from benchflow.results.regions import COMPILE, TIMED, WARMUP
 from benchflow.results.stats import summarize
 
 log = logging.getLogger(__name__)
@@ -120,8 +118,6 @@ class Measurement:
     warmup_steps: int = 0
     warmup_settled: bool | None = None  # adaptive warm-up: settled before its cap
     unsteady: list[Unsteady] = field(default_factory=list)  # repeats that compiled
-    # [region, start, end] on CLOCK_MONOTONIC: each exclusive region (results/regions.py)
-    spans: list[list[Any]] = field(default_factory=list)
     iterations_per_run: int = 1  # as used: given, or calibrated
     calibrated: bool = False  # iterations_per_run was calibrated to min_run_time_s
     calibration_steps: int = 0
@@ -219,20 +215,6 @@ def calibrate(
         n = min(MAX_ITERATIONS_PER_RUN, max(n + 1, math.ceil(n * grow)))
 
 
-@contextmanager
-def region(
-    name: str, exclusive: Callable[[str], AbstractContextManager[None]], spans: list[list[Any]]
-) -> Iterator[None]:
-    """An exclusive region (results/regions.py): `exclusive(name)` over the block (the
-    holds on the work beside the job: harness/hold.py), its clocks added to `spans`."""
-    with exclusive(name):
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            spans.append([name, start, time.perf_counter()])
-
-
 def measure(
     step: Callable[[], Any],
     device: Device,
@@ -244,26 +226,21 @@ def measure(
     adaptive_warmup: bool = False,
     max_warmup: int = 50,
     on_first: Callable[[Any], None] | None = None,
-    exclusive: Callable[[str], AbstractContextManager[None]] = lambda _: nullcontext(),
     before_timed: Callable[[], float | None] = lambda: None,
 ) -> Measurement:
     """Run and time `step`; the device is synchronized before every end timestamp.
     `on_first` is handed the first step's output once it was timed (results/digest.py).
-    `exclusive(region)` wraps each region that no work beside the job may share
-    (results/regions.py; harness/hold.py): the cold call, the warm-up, and the
-    calibration and timed repeats; `m.spans` records each one's clocks. `before_timed`
-    runs between the warm-up and the calibration, outside every region (the compiler's
-    workers stopped: backends/inductor.stop_compile_workers); its seconds (None: it had
-    nothing to do) are `m.before_timed_s`, part of the warm-up's."""
+    `before_timed` runs between the warm-up and the calibration (the compiler's workers
+    stopped: backends/inductor.stop_compile_workers); its seconds (None: it had nothing
+    to do) are `m.before_timed_s`, part of the warm-up's."""
     m = Measurement()
 
-    with region(COMPILE, exclusive, m.spans):
-        before = [p.snapshot() for p in probes]
-        start = time.perf_counter()
-        out = step()
-        device.mark_step()
-        device.synchronize()
-        end = time.perf_counter()
+    before = [p.snapshot() for p in probes]
+    start = time.perf_counter()
+    out = step()
+    device.mark_step()
+    device.synchronize()
+    end = time.perf_counter()
     m.first_iter_time_s = end - start
     m.cold = _deltas(probes, before)
     if on_first is not None:
@@ -272,40 +249,39 @@ def measure(
     log.info("cold start (first iteration) %.4f s", m.first_iter_time_s)
 
     start = time.perf_counter()
-    warm = region(WARMUP, exclusive, m.spans) if warmup or adaptive_warmup else nullcontext()
-    with warm:  # its steps may still compile; an adaptive warm-up's stop rule reads times
-        _warm_up(m, step, device, warmup, probes, max_warmup if adaptive_warmup else None)
+    # its steps may still compile; an adaptive warm-up's stop rule reads times
+    _warm_up(m, step, device, warmup, probes, max_warmup if adaptive_warmup else None)
     m.before_timed_s = before_timed()
-    with region(TIMED, exclusive, m.spans):  # the calibration, the reference steps, repeats
-        if sampling.iterations_per_run is None:
-            m.iterations_per_run, step_s, m.calibration_steps = calibrate(
-                step, device, sampling.min_run_time_s
-            )
-            m.calibrated = True
-            n = m.iterations_per_run
-            log.info("calibrated: %d step(s) per repeat (%.6f s a step)", n, step_s)
-        else:
-            m.iterations_per_run = sampling.iterations_per_run
-        m.warmup_time_s = time.perf_counter() - start
+    # the calibration, the host's reference steps, the timed repeats
+    if sampling.iterations_per_run is None:
+        m.iterations_per_run, step_s, m.calibration_steps = calibrate(
+            step, device, sampling.min_run_time_s
+        )
+        m.calibrated = True
+        n = m.iterations_per_run
+        log.info("calibrated: %d step(s) per repeat (%.6f s a step)", n, step_s)
+    else:
+        m.iterations_per_run = sampling.iterations_per_run
+    m.warmup_time_s = time.perf_counter() - start
 
-        reference = [reference_step_s()]  # the host's speed, outside every timed region
-        timed_start = time.perf_counter()
-        r = 0
-        while m.stop is None:
-            before = [p.snapshot() for p in probes]
-            metrics = _repeat(step, device, m.iterations_per_run, sampling.slowdown, trace_time)
-            delta = _deltas(probes, before)
-            metrics.update(delta)
-            m.add(metrics)
-            if reason := compiled(delta):
-                m.unsteady.append(Unsteady(r, reason))
-                log.warning("repeat %d is not steady state: %s", r, reason)
-            log.info("repeat %d: %.6f s/iter", r, metrics["per_iter_time_s"])
-            per_iter = m.per_repeat["per_iter_time_s"]
-            m.stop = stop_reason(per_iter, time.perf_counter() - timed_start, sampling)
-            r += 1
-        m.ci_rel = median_ci_rel(per_iter)
-        reference.append(reference_step_s())
+    reference = [reference_step_s()]  # the host's speed, outside every timed region
+    timed_start = time.perf_counter()
+    r = 0
+    while m.stop is None:
+        before = [p.snapshot() for p in probes]
+        metrics = _repeat(step, device, m.iterations_per_run, sampling.slowdown, trace_time)
+        delta = _deltas(probes, before)
+        metrics.update(delta)
+        m.add(metrics)
+        if reason := compiled(delta):
+            m.unsteady.append(Unsteady(r, reason))
+            log.warning("repeat %d is not steady state: %s", r, reason)
+        log.info("repeat %d: %.6f s/iter", r, metrics["per_iter_time_s"])
+        per_iter = m.per_repeat["per_iter_time_s"]
+        m.stop = stop_reason(per_iter, time.perf_counter() - timed_start, sampling)
+        r += 1
+    m.ci_rel = median_ci_rel(per_iter)
+    reference.append(reference_step_s())
     m.host_reference_s = statistics.fmean(reference)
     log.info("%d repeat(s), stopped by %s, 95%% interval ±%s", r, m.stop, m.ci_rel)
     return m

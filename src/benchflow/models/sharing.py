@@ -45,7 +45,7 @@ def build_key(cfg: BenchConfig) -> str | None:
     return _digest(what)
 
 
-# What sweep/processes.process_config tells each process of a job apart from the others
+# What sweep/process.process_config tells each process of a job apart from the others
 # (the adaptive rule's share, the first process's steps per repeat): not the step's.
 PER_PROCESS = ("processes", "timed_budget_s", "max_repeat", "iterations_per_run")
 

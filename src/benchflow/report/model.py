@@ -41,7 +41,6 @@ from benchflow.config.schema import (
 )
 from benchflow.core.status import INVALID_PREFIX, Status
 from benchflow.report.entry import Config, Entry, make_entry
-from benchflow.results import overlap
 from benchflow.results.headline import references
 from benchflow.results.intervals import Interval, compare_times, geomean_ratio_ci
 from benchflow.results.load import speed_spread
@@ -257,8 +256,6 @@ def build_report(
     notes += _speedups(entries, base)
     notes += _host_notes(entries)
     notes += _machine_checks_run(rows)
-    if (beside := overlap.check(rows)).builds:  # build_ahead: what ran beside the jobs
-        notes.append(beside.summary())
     biased = sum(bool(e.flags) for e in entries)
     if biased:
         notes.append(

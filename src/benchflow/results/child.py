@@ -17,7 +17,7 @@ from benchflow.core.status import Status
 
 # Of the row (results/row.py) and of the child's part of it: the child and the parent
 # are the same checkout, the version says which rows a reader is given.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 # Per-repeat series (`per_iter_time_s`: one value per repeat) and scalars (the cold
 # call's counters, accuracy, profile numbers): what `metrics` holds.
@@ -77,13 +77,8 @@ class Timing:
     # share_build: seconds the model's build took in the interpreter the job forked from
     # (null: the job built its own model)
     shared_build_s: float | None = None
-    # ... and where it ran: the pid of that interpreter, and [start, end] of the build
-    # (CLOCK_MONOTONIC, every process's clock on the host; results/overlap.py)
+    # ... and the pid of the interpreter that built it
     shared_build_pid: int | None = None
-    shared_build_at: list[float] | None = None
-    # processes=N: the shared build each process forked from, [pid, start, end]; in
-    # interleaved rounds each round's may be another (the two fields above: the first's)
-    shared_builds: list[list[float]] = field(default_factory=list)
     # a job's later process: seconds the calls that compiled the step it forked with took
     # in the job's own interpreter (harness/prebuilt.warm_here; null: it compiled its own
     # step)
@@ -92,12 +87,6 @@ class Timing:
     # seconds Inductor's compile-worker pool took to stop, after the warm-up and before
     # the timed repeats (backends/inductor.stop_compile_workers); null: none was running
     compile_workers_stopped_s: float | None = None
-    # [region, start, end] (CLOCK_MONOTONIC) of each process's exclusive regions
-    # (results/regions.py: compile, warmup, timed, profile) and whole child ("child")
-    spans: list[list[Any]] = field(default_factory=list)
-    # the holds on work beside the job over its exclusive regions (harness/hold.py): each
-    # {"region", "at": [start, end], "pids", "stopped", "cpu_s"}
-    held: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -258,7 +258,7 @@ def paired_ratio_test(
     num: Timed, den: Timed, level: float = LEVEL, budget: int | None = None
 ) -> Test:
     """num against den process by process: the i-th process of each ran in the same round
-    of an interleaved sweep (sweep/rounds.py), one after the other, so the host's drift
+    of an interleaved sweep (sweep/steps.py), one after the other, so the host's drift
     from round to round is common to the pair and drops out of its ratio. Student's t
     on the rounds' log ratios (a paired t-test): its p-value against no change, and the
     interval of their geometric mean; `budget`: a paired sweep's rounds (sequential_test)."""

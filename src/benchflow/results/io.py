@@ -11,9 +11,7 @@
   history stays, as written (an older schema's rows too), and exactly one row per job
   is current.
 - ``read_jsonl``: a reader that reports and skips lines it cannot parse;
-  ``read_rows``: the same, typed, also skipping objects that are no row;
-  ``known_rows``: read_rows for a process that asks again and again (a sweep's parent,
-  once per job): it parses only what was appended since it last asked.
+  ``read_rows``: the same, typed, also skipping objects that are no row.
 """
 
 from __future__ import annotations
@@ -145,12 +143,11 @@ def record_row(path: Path, row: ResultRow) -> list[ResultRow]:
                 _repair_torn_tail(path, fd)
             finally:
                 os.close(fd)
-        # Under the lock no one appends: the rows known are the file's. Most jobs have
-        # no earlier row, and are one append; only a rerun reads the file whole.
-        if not any(
-            r.job.fingerprint == row.job.fingerprint and not r.superseded_by
-            for r in known_rows(path)
-        ):
+        # Under the lock no one appends. Most jobs have no earlier row: one search of the
+        # file's bytes for the job's fingerprint, and one append; a rerun's job (its
+        # fingerprint found) reads the file whole.
+        needle = _line({"fingerprint": row.job.fingerprint})[1:-1].encode()
+        if not path.exists() or needle not in path.read_bytes():
             _append_line(path, row.to_dict())
             return []
         lines = (
@@ -179,59 +176,6 @@ def record_row(path: Path, row: ResultRow) -> list[ResultRow]:
         write_text_atomic(path, "\n".join(out) + "\n")
     replaced = (_row_of(old, path, lineno) for lineno, old in superseded)
     return [r for r in replaced if r is not None]
-
-
-class _Seen:
-    """What this process has read of one results.jsonl: its rows, up to `offset`."""
-
-    # Bytes before `offset` compared on each read: a whole-file rewrite (a superseded
-    # row marked) may get the old inode number back, but not these bytes in place.
-    CHECK = 64
-
-    def __init__(self, inode: tuple[int, int]) -> None:
-        self.inode = inode
-        self.offset = 0
-        self.tail = b""  # the CHECK bytes before offset, as read
-        self.lines = 0
-        self.rows: list[ResultRow] = []
-
-
-_SEEN: dict[Path, _Seen] = {}
-
-
-def known_rows(path: Path) -> list[ResultRow]:
-    """read_rows(path), read incrementally: a process that asks again (a sweep's parent,
-    once per job) parses only the lines appended since, so the cost of a job's reads
-    does not grow with the sweep. A rewritten file is read again whole. The list is
-    this process's own: do not change it."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        _SEEN.pop(path, None)
-        return []
-    try:
-        st = os.fstat(fd)
-        seen = _SEEN.get(path)
-        if (
-            seen is None
-            or seen.inode != (st.st_dev, st.st_ino)
-            or st.st_size < seen.offset
-            or os.pread(fd, len(seen.tail), seen.offset - len(seen.tail)) != seen.tail
-        ):
-            seen = _SEEN[path] = _Seen((st.st_dev, st.st_ino))
-        data = os.pread(fd, st.st_size - seen.offset, seen.offset)
-    finally:
-        os.close(fd)
-    end = data.rfind(b"\n") + 1  # whole lines only: a writer may be mid-line
-    for line in data[:end].decode("utf-8", errors="replace").split("\n")[:-1]:
-        seen.lines += 1
-        obj = _parse(line, path, seen.lines)
-        if obj is not None and (row := _row_of(obj, path, seen.lines)) is not None:
-            seen.rows.append(row)
-    if end:
-        seen.offset += end
-        seen.tail = data[max(0, end - _Seen.CHECK) : end]
-    return seen.rows
 
 
 def current(rows: list[ResultRow]) -> list[ResultRow]:

@@ -104,13 +104,6 @@ def pool(results: Sequence[ChildResult], cores: int) -> ChildResult:
         stop=",".join(stops) or None,
         host=load.to_dict() if load else None,
         processes=processes,
-        spans=[s for r in results if r.timing for s in r.timing.spans],
-        held=[h for r in results if r.timing for h in r.timing.held],
-        shared_builds=[
-            [t.shared_build_pid, *t.shared_build_at]
-            for r in results
-            if (t := r.timing) and t.shared_build_pid is not None and t.shared_build_at
-        ],
     )
     return dataclasses.replace(
         first,

@@ -38,6 +38,10 @@ default (docs/timing.md): `timing` says how the sampling ran (adaptive, stop,
 iterations_per_run, calibrated), and each summary holds the median's 95% interval
 (ci_low, ci_high) where it has 6 repeats or more. `ci_rel` before it was 1.96·s/√n,
 not the median's interval: readers ignore it in older rows.
+schema_version 5 took out `timing.spans`, `timing.held`, `timing.shared_build_at` and
+`timing.shared_builds`: the clocks of each process's regions and the holds on the
+builds made beside it, which no build beside a timed job needs since none runs (readers
+skip them in older rows).
 """
 
 from __future__ import annotations

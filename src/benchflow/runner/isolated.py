@@ -15,7 +15,7 @@ import os
 import signal
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ from benchflow.core.status import Status
 from benchflow.harness.process import ENV_PARENT
 from benchflow.results.child import ChildResult
 from benchflow.runner.toolchain import launch
-from benchflow.runner.zygote import ZygoteError, kill_group
+from benchflow.runner.zygote import Zygote, ZygoteError, kill_group
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +36,9 @@ STDERR_TAIL_CHARS = 2000
 
 @dataclass
 class Outcome:
+    """One process of a job, from its child's result to the job's row: what the child
+    wrote back, how it ended, and what the parent saw around it."""
+
     status: Status
     error: str | None
     returncode: int | None
@@ -46,6 +49,31 @@ class Outcome:
     # with the child's own clock readings.
     launched: float | None = None
     ended: float | None = None
+    # What the parent saw around it (sweep/process.py)
+    gap_s: float = 0.0  # the parent's work since the previous process's end
+    cpu_wait_s: float = 0.0  # waiting for its CPU slot
+    started_at: float | None = None  # epoch seconds, at its launch
+    cpus: str | None = None  # its CPU slot, e.g. "0-1"
+    cores: int = 0  # how many the slot holds
+    gpu: str | None = None  # its GPU slot
+    node: str | None = None  # where it ran (core/machine.node_name)
+    # The job's IR passes, after its first process (sweep/ir.py): their files, notes
+    # and seconds
+    ir_files: list[str] = field(default_factory=list)
+    ir_notes: list[str] = field(default_factory=list)
+    ir_s: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """As a sweep's journal keeps it (sweep/journal.py): its result is in the
+        process's own file."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "result"}
+        return out | {"status": self.status.value}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], result: ChildResult | None) -> Outcome:
+        known = {f.name for f in fields(cls)} - {"result", "status"}
+        kept = {k: v for k, v in data.items() if k in known}
+        return cls(status=Status(data["status"]), result=result, **kept)
 
 
 def _kill_tree(proc: subprocess.Popen[bytes]) -> None:
@@ -70,19 +98,12 @@ def run_isolated(
     job_dir: Path,
     log_prefix: str,
     env: dict[str, str],
-    *,
-    prefork: str | None = None,
-    build_key: str | None = None,
-    step_key: str | None = None,
+    zygote: Zygote | None = None,
 ) -> Outcome:
     """Write `spec` to job_file and run ``python -m benchflow.harness job_file`` in its
-    toolchain's interpreter (runner/toolchain.launch), within its config's timeout_s;
-    logs go to job_dir/{log_prefix}{stdout,stderr}.log, the answer to its result_path.
-    prefork: fork it from this process's zygote of that kind (``torch``, ``xla``: what
-    it imported already) instead; build_key (share_build): from the zygote that built
-    the model of that key, where one can (job_dir/build.log: the build's output);
-    step_key (a job's later process): from the job's own interpreter, forked from that
-    one, which compiled and called the step of that key (job_dir/step.log)."""
+    toolchain's interpreter (runner/toolchain.launch), within its config's timeout_s, or
+    fork it from `zygote` (a warm process: runner/pool.py) where one is given and can;
+    logs go to job_dir/{log_prefix}{stdout,stderr}.log, the answer to its result_path."""
     result_path, timeout_s = Path(spec.result_path), spec.config.timeout_s
     result_path.unlink(missing_ok=True)
     write_json_atomic(job_file, spec.to_dict())
@@ -90,9 +111,9 @@ def run_isolated(
     env = {**env, **toolchain_env}
     stdout_path = job_dir / f"{log_prefix}stdout.log"
     stderr_path = job_dir / f"{log_prefix}stderr.log"
-    if prefork:
+    if zygote is not None:
         paths = (result_path, stdout_path, stderr_path)
-        forked = _run_forked(prefork, job_file, timeout_s, paths, env, build_key, step_key)
+        forked = _run_forked(zygote, job_file, timeout_s, paths, env)
         if forked is not None:
             return forked
     cmd = [python, "-m", "benchflow.harness", str(job_file)]
@@ -131,32 +152,17 @@ def interrupted(wall: float) -> Outcome:
 
 
 def _run_forked(
-    kind: str,
+    zygote: Zygote,
     job_file: Path,
     timeout_s: float,
     paths: tuple[Path, Path, Path],
     env: dict[str, str],
-    build_key: str | None = None,
-    step_key: str | None = None,
 ) -> Outcome | None:
-    """The job as a child forked from this process's zygote (or its model's, or its
-    own: run_isolated); None if the zygote cannot be used (it is then reported, and the
-    caller spawns instead). `paths`: the child's result, stdout and stderr."""
-    from benchflow.runner.pool import POOL, build_request
-
+    """The job as a child forked from `zygote` (run_isolated); None if it cannot fork
+    (it is then reported, and the caller spawns instead). `paths`: the child's result,
+    stdout and stderr."""
     result_path, stdout_path, stderr_path = paths
-    folder = stdout_path.parent
     try:
-        zygote = POOL.zygote(kind)  # started already by POOL.start(), normally
-        zygote.wait_ready()
-        # before the job's clock starts, as the zygote's own start; the job's own
-        # interpreter, once it holds the step, is all a later process needs
-        if build_key and not (step_key and POOL.holding(kind, step_key)):
-            build = build_request(build_key, job_file, env, folder / "build.log")
-            zygote = POOL.for_build(kind, build, timeout_s) or zygote
-        if step_key:
-            step = build_request(step_key, job_file, env, folder / "step.log") | {"warm": True}
-            zygote = POOL.for_build(kind, step, timeout_s, base=zygote) or zygote
         start = time.perf_counter()
         pid = zygote.fork(job_file, Path.cwd(), env, stdout_path, stderr_path)
     except (ZygoteError, OSError) as exc:
@@ -182,7 +188,7 @@ def _run_forked(
     return _classify(returncode, start, time.perf_counter(), result_path, stderr_path)
 
 
-def _reap(zygote: Any, pid: int) -> None:
+def _reap(zygote: Zygote, pid: int) -> None:
     descendants = kill_group(pid)
     with contextlib.suppress(ZygoteError):  # it may have died too (SLURM signals them all)
         zygote.wait(None)

@@ -59,15 +59,11 @@ started from its environment's interpreter: a zygote's *name* is its kind, or it
 and the environment's key (``inductor@<key>``, ``named``). They import that
 environment's torch, and fork only from that environment's ``torch`` zygote.
 
-share_build=true: a zygote of any kind may also fork a *model's* zygote, with a
-``build`` in that request (runner/pool.build_request: the key, the job file, its
-environment, folder and log): it builds the model of that job file in the job's
-environment and folder, its output to the log, and says ``Ready`` with its
-``build_s``, or ``NotReady`` (why, ``build_failed``) and exits; its forks are the jobs with the same
-build key. With ``"beside": true`` (a build made ahead of its jobs, while others run,
-which its parent registered as work the jobs stop over their compile and timed
-regions: harness/hold.py) it builds under SCHED_IDLE and unregisters itself when the
-build is done.
+A zygote forked with a ``build`` in its request (runner/pool.py: the job file of the
+process that first needs it, its environment, folder and log, and the stage) is a
+deeper warm process: *built* (it builds that job's model) or *compiled* (it builds the
+job's step and calls it); it says ``Ready`` with the seconds that took (``build_s``),
+or ``NotReady`` (why, ``build_failed``) and exits.
 """
 
 from __future__ import annotations
@@ -96,7 +92,6 @@ import psutil
 from benchflow.backends.inductor import CACHE_KEYS, ISA_CHECK
 from benchflow.core.cpus import ENV_CPUS, pin_self
 from benchflow.core.environ import variable
-from benchflow.harness.hold import lowest_priority, normal_priority, unregister
 from benchflow.harness.process import (
     ENV_MACHINE_CHECKS,
     ENV_PARENT,
@@ -130,7 +125,7 @@ KINDS = {
 }
 BASE = "torch"  # the kind the other kinds fork from, once a zygote of it runs
 # A zygote may preload several kinds' modules ("inductor+xla"): the one a model's shared
-# build forks from when the model's jobs fork from different kinds (sweep/builds.py).
+# build forks from when the model's jobs fork from different kinds (sweep/steps.py).
 KIND_SEP = "+"
 TOOLCHAIN_SEP = "@"  # a zygote's name: its kind, then its toolchain environment's key
 ENV_PRELOADED = "BENCHFLOW_PRELOADED"  # in a forked child: what was imported before it
@@ -737,21 +732,13 @@ def _preload_all(preload: tuple[str, ...], watch: Threads) -> int:
 
 
 def _build(build: dict[str, Any]) -> float:
-    """A model's zygote: the model built (harness/prebuilt.py), or a job's step (warm);
-    its seconds. Built ahead,
-    it is held by the jobs it runs beside, and runs on the cores they leave idle."""
+    """A built warm process's model (harness/prebuilt.py), or a compiled one's step; the
+    seconds it took."""
     from benchflow.harness.child import first_call_step
     from benchflow.harness.prebuilt import build_from_request
 
-    beside = bool(build.get("beside"))  # (its parent registered it)
-    idle = lowest_priority() if beside else False
-    try:  # "warm": a job's own interpreter, its step compiled too
-        return build_from_request(build, first_call_step if build.get("warm") else None)
-    finally:
-        if beside:
-            unregister(os.getpid())
-        if idle:  # its jobs are forked from this thread: never under SCHED_IDLE
-            normal_priority()
+    compiled = build["stage"] == "compiled"
+    return build_from_request(build, first_call_step if compiled else None)
 
 
 def _exit_after(run: Callable[..., int], *args: Any) -> NoReturn:

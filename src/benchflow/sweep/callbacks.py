@@ -59,18 +59,8 @@ def _tracker(bench: BenchConfig, config: DictConfig) -> Tracker | None:
 
 
 class SweepCallback(Callback):
-    """Checks a run before it starts; creates the parent run once per multirun; prints
-    and logs the summary at its end."""
-
-    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
-        """A single run (no -m): its job planned and checked before Hydra makes its folder
-        (hydra.run.dir, runs/<date>/<time>/), as a sweep's jobs are before the sweeper
-        makes its own. The task plans it again (a few ms) to run it."""
-        from benchflow.sweep.task import die, plan_single
-
-        job = plan_single(config, list(config.hydra.overrides.task))
-        if problem := check_reachable(job.config.mlflow):
-            die(ConfigError(problem))
+    """Checks that MLflow can be reached before a run starts; prints and logs a sweep's
+    report at its end (the sweeper opens its MLflow parent run: start_sweep)."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         if (bench := _bench(config)) is None:
@@ -82,6 +72,8 @@ class SweepCallback(Callback):
         # grid is known to be valid: a refused sweep leaves nothing behind.
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        if OmegaConf.select(config, "hydra.sweeper.single"):
+            return  # a single run: its progress line is its answer, it has no parent run
         sweep = _sweep(config)
         rows = current(read_rows(sweep.results))
         baseline = str(OmegaConf.select(config, "baseline", default=DEFAULT_BASELINE))
@@ -139,8 +131,6 @@ def start_sweep(config: DictConfig) -> None:
         return  # every job was checked on its own; the shared config need not be valid
     sweep = _sweep(config)
     sweep.path.mkdir(parents=True, exist_ok=True)
-    # A fail_fast stop belongs to the run that hit it, not to a resumed one.
-    sweep.aborted.unlink(missing_ok=True)
     if (tracker := _tracker(bench, config)) is None:
         return
     earlier = sweep.parent_run_id()

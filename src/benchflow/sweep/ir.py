@@ -3,21 +3,19 @@
 torch_xla writes the graph of every sync to XLA_SAVE_TENSORS_FILE in the format
 XLA_SAVE_TENSORS_FMT, read once per process, so each format gets its own child
 (two steps: compile, then steady state), apart from the timed child so dumping
-never slows the timed steps. Each child forks from the job's zygote where it may
-(``zygote_for``: torch_xla reads these variables at the first sync, not at import),
-so a pass costs its two steps, not an interpreter's start. Files get stable names:
+never slows the timed steps. Each child forks from the job's imported warm process
+where the job forks (torch_xla reads these variables at the first sync, not at
+import), so a pass costs its two steps, not an interpreter's start. Files get stable names:
 ir/graphs.<format>, and ir/xla_dump/ for XLA's --xla_dump_to.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import logging
 import shutil
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 from benchflow import backends
@@ -26,15 +24,18 @@ from benchflow.core.job import Job, JobSpec
 from benchflow.core.layout import JobDir
 from benchflow.core.status import Status
 from benchflow.runner.isolated import run_isolated
-from benchflow.sweep.builds import zygote_kind
+from benchflow.runner.zygote import Zygote
 
 log = logging.getLogger(__name__)
 
 
-def ir_passes(job: Job, job_dir: JobDir, env: dict[str, str]) -> tuple[list[str], list[str], float]:
+def ir_passes(
+    job: Job, job_dir: JobDir, env: dict[str, str], zygote: Zygote | None = None
+) -> tuple[list[str], list[str], float]:
     """The IR passes the job asked for and its backend has: separate, untimed children
-    after its timed ones, each with `env` (its CPU slot's). Returns their files, their
-    notes and how long they took (0: none applied)."""
+    after its first timed one, each with `env` (its CPU slot's), the XLA ones forked
+    from `zygote` (its imported warm process) where there is one. Returns their files,
+    their notes and how long they took (0: none applied)."""
     cfg, backend, start = job.config, backends.get(job.backend), time.perf_counter()
     xla_ir = bool(cfg.ir.formats or cfg.ir.xla_dump) and backend.has_xla_ir()
     inductor_code = cfg.ir.inductor_code and backend.generates_code
@@ -44,9 +45,8 @@ def ir_passes(job: Job, job_dir: JobDir, env: dict[str, str]) -> tuple[list[str]
     files: list[str] = []
     notes: list[str] = []
     if xla_ir:
-        zygote_for = functools.partial(zygote_kind, job)
         formats = list(cfg.ir.formats)
-        ir_files, ir_notes = dump_ir(spec, job_dir.path, formats, cfg.ir.xla_dump, env, zygote_for)
+        ir_files, ir_notes = dump_ir(spec, job_dir.path, formats, cfg.ir.xla_dump, env, zygote)
         files += ir_files
         notes += ir_notes
     if inductor_code:
@@ -62,11 +62,11 @@ def dump_ir(
     formats: list[str],
     xla_dump: bool,
     base_env: dict[str, str],
-    zygote_for: Callable[[dict[str, str]], str | None],
+    zygote: Zygote | None,
 ) -> tuple[list[str], list[str]]:
     """Run the IR passes (children with `base_env` added, such as their CPU slot, each
-    forked from the zygote `zygote_for` names for its environment, or spawned);
-    returns (files written, relative to job_dir; notes)."""
+    forked from `zygote`, or spawned); returns (files written, relative to job_dir;
+    notes)."""
     ir_dir = JobDir(job_dir).ir
     ir_dir.mkdir(exist_ok=True)
     passes: list[tuple[str | None, bool]] = [
@@ -92,7 +92,7 @@ def dump_ir(
             job_dir,
             f"ir_{label}.",
             env,
-            prefork=zygote_for(env),
+            zygote,
         )
         if outcome.status is not Status.OK:
             notes.append(f"ir pass {label}: {outcome.status}: {(outcome.error or '')[:300]}")

@@ -1,7 +1,7 @@
 """A paired sweep (`pair=AXIS`): the sweep's two values of one axis, A and B, compared
 job by job as it runs, each pair stopped once its change is decided.
 
-Its jobs run one process a round (sweep/rounds.py), A's and B's of the same settings one
+Its jobs run one process a round (sweep/steps.py), A's and B's of the same settings one
 right after the other, so that the host's drift between rounds drops out of their ratio
 (report/pairs.py); B runs first in every other round (Stopping.swaps), so that an
 effect of running second falls on both sides alike. After the rounds that are looks
@@ -12,27 +12,24 @@ will: the paired t-test at the look's share of the false-alarm level
 change is a regression or an improvement past the threshold, or lies within it, is
 decided; so is one that no look up to the budget could decide (its change within the
 threshold, its spread too wide for the band: results/intervals.out_of_reach). Its two
-jobs are launched once more in the next round to be recorded from the processes they
-have (rounds.Round.close), and no more. As asv's `continuous` and
+jobs are recorded then from the processes they have, and run no more. As asv's `continuous` and
 pyperf's `compare_to` would, but the sweep stops sampling what is already clear, as
 nvbench and google-benchmark stop on a noise criterion, with the looks accounted for.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from benchflow.config.errors import ConfigError
-from benchflow.core.job import Job, Launch, Plan
-from benchflow.core.layout import SweepDir
+from benchflow.core.job import Job, Plan
 from benchflow.core.status import Status
 from benchflow.results.intervals import Timed, looks, out_of_reach
 from benchflow.results.pooled import process_summary
-from benchflow.sweep import rounds
+from benchflow.runner.isolated import Outcome
 
 
 @dataclass(frozen=True)
@@ -105,24 +102,20 @@ def pairs_of(jobs: Sequence[Job]) -> list[Pair]:
     return [Pair(s[True], s[False]) for s in sides.values() if len(s) == 2]
 
 
-def calibrated_by_a(jobs: Sequence[Job], launches: dict[int, Launch]) -> dict[int, Launch]:
-    """The plan's launches, each B of a paired sweep's pairs running its A's steps per
-    repeat (Launch.steps_from): both sides time the same loop. Calibrated apart, A and B
-    of one A/A pair came out 25 and 26 steps, or 2 and 3, and their times 1-3% apart in
-    every round: a difference of the loop, which pairing does not take out."""
-    out = dict(launches)
-    for pair in pairs_of(jobs):
-        if (launch := out.get(pair.b.num)) is not None:
-            out[pair.b.num] = dataclasses.replace(launch, steps_from=pair.a.num)
-    return out
+def steps_from(jobs: Sequence[Job]) -> dict[int, int]:
+    """Each B of the sweep's pairs, with its A, whose first process's steps per repeat B's
+    processes run (core/job.Step.steps_from): both sides time the same loop. Calibrated
+    apart, A and B of one A/A pair came out 25 and 26 steps, or 2 and 3, and their times
+    1-3% apart in every round: a difference of the loop, which pairing does not take out."""
+    return {pair.b.num: pair.a.num for pair in pairs_of(jobs)}
 
 
-def _timed(state: rounds.JobRounds, upto: int) -> Timed | None:
+def _timed(outcomes: Sequence[Outcome], upto: int) -> Timed | None:
     """The job's processes 0..upto-1 as a sample, as a row pools them (results/pooled.py)
     (None: one is missing or not ok)."""
     summaries: list[dict[str, Any]] = []
     repeats: list[float] = []
-    for outcome in state.outcomes(upto - 1):
+    for outcome in outcomes[:upto]:
         per_iter = outcome.result.metrics.get("per_iter_time_s") if outcome.result else None
         if outcome.status is not Status.OK or not isinstance(per_iter, list) or not per_iter:
             return None
@@ -134,24 +127,21 @@ def _timed(state: rounds.JobRounds, upto: int) -> Timed | None:
 
 
 def decided(
-    sweep: SweepDir, pairs: Sequence[Pair], done: int, budget: int, token: str, family: int
+    pairs: Sequence[Pair], ran: Mapping[int, Sequence[Outcome]], done: int, budget: int, family: int
 ) -> list[tuple[Pair, str]]:
     """After `done` rounds: each pair of `pairs` whose change is decided at this look,
     with its verdict (none where `done` is not a look, or is the budget: every job ends
     there anyway), its p-value taken over the `family` of the sweep's pairs as the
     report will (judge_paired); and each pair that no look up to the budget could
-    decide (results/intervals.out_of_reach), with why. Read from the jobs' processes
-    (processes.json and their results)."""
+    decide (results/intervals.out_of_reach), with why. `ran`: each job's processes."""
     if done not in looks(budget) or done >= budget:
         return []
     from benchflow.report.compare import INSUFFICIENT, SUSPICIOUS, judge_paired
 
-    fingerprints = {job.fingerprint for p in pairs for job in (p.a, p.b)}
-    states = rounds.JobRounds.in_sweep(sweep, fingerprints, token)
     out: list[tuple[Pair, str]] = []
     for pair in pairs:
-        a, b = states.get(pair.a.fingerprint), states.get(pair.b.fingerprint)
-        base, cand = (_timed(a, done) if a else None), (_timed(b, done) if b else None)
+        base = _timed(ran.get(pair.a.num, ()), done)
+        cand = _timed(ran.get(pair.b.num, ()), done)
         if base is None or cand is None:
             continue  # a side failed (its row says so), or has not run this far
         threshold = pair.a.config.pair_threshold
@@ -165,26 +155,17 @@ def decided(
 
 @dataclass
 class Stopping:
-    """A paired sweep's stopping between its rounds, for the sweeper: the jobs to close
-    in the next round, and those closed before it (never launched again)."""
+    """A paired sweep's stopping between its rounds: its pairs, and the jobs of those
+    decided (closed: recorded from the processes they have, never run again)."""
 
-    sweep: SweepDir
     pairs: list[Pair]
-    token: str
-    closing: set[int]
     closed: set[int]
 
     @classmethod
-    def of(cls, sweep: SweepDir, plan: Plan, token: str) -> Stopping:
-        """The plan's pairs, as it wrote them: each B's launch names its A (steps_from).
-        (The looks' tests, scipy.stats, are imported as the sweep begins: start.begin.)"""
-        jobs = {job.num: job for job in plan.jobs()}
-        pairs = [
-            Pair(jobs[launch.steps_from], job)
-            for job in jobs.values()
-            if (launch := plan.launch(job.num)) and launch.steps_from is not None
-        ]
-        return cls(sweep, pairs, token, set(), set())
+    def of(cls, plan: Plan) -> Stopping:
+        """The plan's pairs, as it wrote them: each B's steps name its A (steps_from)."""
+        found = {(s.steps_from, s.job) for s in plan.steps if s.steps_from is not None}
+        return cls([Pair(plan.job(a), plan.job(b)) for a, b in sorted(found)], set())
 
     def swaps(self, index: int) -> dict[int, int]:
         """Round `index`'s order: in every other round each open pair's B runs in A's
@@ -198,17 +179,14 @@ class Stopping:
                 out |= {pair.a.num: pair.b.num, pair.b.num: pair.a.num}
         return out
 
-    def look(self, done: int, budget: int) -> None:
-        """After `done` of `budget` rounds: the pairs decided now close in the next."""
-        if not self.pairs:
-            return
+    def look(self, done: int, budget: int, ran: Mapping[int, Sequence[Outcome]]) -> set[int]:
+        """After `done` of `budget` rounds: the jobs of the pairs decided now, closed."""
         from benchflow.sweep import progress
 
-        self.closed |= self.closing
-        self.closing = set()
         open_pairs = [p for p in self.pairs if not set(p.nums) & self.closed]
-        for pair, verdict in decided(
-            self.sweep, open_pairs, done, budget, self.token, len(self.pairs)
-        ):
-            self.closing |= set(pair.nums)
+        closing: set[int] = set()
+        for pair, verdict in decided(open_pairs, ran, done, budget, len(self.pairs)):
+            closing |= set(pair.nums)
             progress.note(f"{pair.described()}: {verdict} after {done} rounds, recorded now")
+        self.closed |= closing
+        return closing

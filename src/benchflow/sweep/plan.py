@@ -35,7 +35,7 @@ from benchflow.core.machine import cuda_present
 from benchflow.core.status import INVALID_PREFIX
 from benchflow.runner.toolchain import lacks
 from benchflow.runner.toolchain import resolve as resolve_toolchain
-from benchflow.sweep.builds import why_not_env
+from benchflow.sweep.process import why_not_env
 
 
 def backend_of(cfg: BenchConfig) -> type[backends.Backend]:
@@ -292,7 +292,7 @@ def plan_config(
     cfg: BenchConfig, num: int, overrides: Sequence[str], *, single: bool = False
 ) -> Job:
     """:func:`plan_job` for a config already parsed and checked (benchflow.config.validate.parse,
-    or a sweep's fast composition, benchflow.sweep.compose)."""
+    or a sweep's fast composition, benchflow.config.compose)."""
     # first, so that an invalid pair's row names its toolchain as a valid job's would
     cfg = dataclasses.replace(cfg, toolchain=resolve_toolchain(cfg.toolchain))
     try:

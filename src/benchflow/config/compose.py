@@ -1,26 +1,20 @@
-"""A sweep's jobs composed fast, with Hydra's semantics.
+"""A sweep's jobs, each composed and typed fast, with Hydra's semantics.
 
 Hydra composes every job from scratch: its defaults list (each group option's file
-merged onto the schema), then the job's value overrides (``seed=3``), ~80 ms a job
-here. In a grid most jobs differ only in those values. A :class:`Composer` composes each
-distinct set of *group* choices (``model=llama dynamo=none``: a *base*) once, through
-Hydra's own loader, and applies a job's value overrides after it, as Hydra does:
+merged onto the schema), then the job's value overrides (``seed=3``): 110-200 ms a job
+on this VM, and parsing the result into the schema another 30 ms. A sweep of 1,000
+jobs (benchmarks/harness_bench.py's) would take minutes before its first job starts,
+to check every job's values. In a grid most jobs differ only in those values, so a
+:class:`Composer` composes each distinct set of *group* choices (``model=llama
+dynamo=none``: a *base*) once, through Hydra's own loader, and applies a job's value
+overrides to the base's typed BenchConfig, each value converted by the schema's own
+OmegaConf node, then checked (check_values). No DictConfig is made per job.
 
-- :meth:`Composer.typed` (the plan): onto the base's typed BenchConfig, each value
-  converted by the schema's own OmegaConf node, then checked (check_values). No
-  DictConfig is made per job.
-- :meth:`Composer.compose` (the config a job runs with, the launcher's): onto a copy of
-  the base with Hydra's own ``_apply_overrides_to_config``, and the hydra node's record
-  of the overrides (``hydra.overrides.task``, ``hydra.job.override_dirname``) made as
-  Hydra makes it. At most KEEP bases are kept, so memory does not grow with the sweep.
-
-Whatever is not certain to come out the same takes a slower path. An override of a
-``hydra.`` key composes the job in full (Hydra's ``load_sweep_config``). For the plan, a
-value override that is not a plain ``key=value`` on a leaf of the schema (``+key``,
-``~key``, ``++key``, a dict, an interpolation, a key under ``suite.rules``), and a
-base holding interpolations, take :meth:`Composer.compose` and are parsed as a config
-Hydra composed. Any error in the fast paths is left to the full composition to raise,
-so the messages are Hydra's own.
+Whatever is not certain to come out the same takes Hydra's composition: an override of
+a ``hydra.`` key, one that is not a plain ``key=value`` on a leaf of the schema
+(``+key``, ``~key``, ``++key``, a dict, an interpolation, a key under ``suite.rules``),
+and a base holding interpolations. Any error in the fast path is left to Hydra's
+composition to raise, so the messages are Hydra's own.
 """
 
 from __future__ import annotations
@@ -28,11 +22,12 @@ from __future__ import annotations
 import copy
 import dataclasses
 import typing
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
-from hydra._internal.config_loader_impl import ConfigLoaderImpl, get_overrides_dirname
+from hydra.core.config_store import ConfigStore
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Override, OverrideType
 from omegaconf import DictConfig, ListConfig, OmegaConf, ValueNode
@@ -42,8 +37,6 @@ from benchflow.config.schema import BenchConfig
 from benchflow.config.validate import check_values, parse
 from benchflow.config.validate import typed as typed_config
 
-__all__ = ["Composer"]
-
 Groups = tuple[str, ...]  # a job's group overrides, in its order: what its base is composed of
 
 
@@ -52,43 +45,32 @@ class _Unsure(Exception):
 
 
 class Composer:
-    """Composes the jobs of one sweep (`master`: the sweep's config, as Hydra's launcher
-    gets it) from a few bases. `counts` says how each job was made: typed, composed
-    (a base plus overrides) or full (Hydra's composition)."""
+    """Composes and types the jobs of one sweep (`master`: the sweep's config, as Hydra's
+    launcher gets it) from a few bases. `counts` says how each job was made: typed (from
+    a base) or full (Hydra's composition)."""
 
-    # Composed bases kept, ~0.7 MB each (45 MB at most); a typed base is kept for every
-    # one. A sweep's plan composes each base, then its launcher each job from its base:
-    # with fewer kept than the sweep has bases (a `+case=NAME` per job, or a grid of
-    # models x backends), every base was composed twice (65 cases: 64 compositions
-    # more, ~0.3 CPU-s each).
-    KEEP = 64
-
-    def __init__(self, loader: Any, master: DictConfig, keep: int = KEEP) -> None:
+    def __init__(self, loader: Any, master: DictConfig) -> None:
         self.loader = loader
         self.master = master
-        self.keep = keep
         self.counts: Counter[str] = Counter()
         self.bases_composed = 0  # by Hydra's loader (_base)
         self._parser = OverridesParser.create()
         self._parsed: dict[str, Override] = {}
-        self._repo: Any = None
-        self._groups: dict[str, bool] = {}  # key -> is it a config group (the repo's answer)
-        self._composed: OrderedDict[Groups, DictConfig] = OrderedDict()
+        self._groups: set[str] | None = None  # the config groups of every searched tree
         self._typed: dict[Groups, BenchConfig | None] = {}
         self._schema = OmegaConf.structured(BenchConfig)
         self._leaves: dict[str, Node | None] = {}  # dotted key -> the schema's node
-
-    # --- the plan: a checked BenchConfig per job ---------------------------------------
 
     def typed(self, overrides: Sequence[str]) -> BenchConfig:
         """``parse(load_sweep_config(master, overrides))``: the job's config, parsed and
         checked. Raises ConfigError as parse does, and Hydra's own errors."""
         try:
             cfg = self._fast_typed(overrides)
-        except Exception:  # anything uncertain: the composed path says what is wrong
+        except Exception:  # anything uncertain: Hydra's composition says what is wrong
             cfg = None
         if cfg is None:
-            return parse(self.compose(overrides))
+            self.counts["full"] += 1
+            return parse(self.loader.load_sweep_config(self.master, list(overrides)))
         self.counts["typed"] += 1
         check_values(cfg)  # each job's values, once
         return cfg
@@ -164,54 +146,13 @@ class Composer:
         assert isinstance(node, Node)
         return node
 
-    # --- the launcher: a job's DictConfig, as Hydra composes it -------------------------
-
-    def compose(self, overrides: Sequence[str]) -> DictConfig:
-        """``load_sweep_config(master, overrides)``, from the job's base."""
-        try:
-            split = self._split(overrides)
-            if split is not None:
-                cfg = self._apply(split[0], split[1], overrides)
-                self.counts["composed"] += 1
-                return cfg
-        except Exception:  # Hydra's own composition raises its own error
-            pass
-        self.counts["full"] += 1
-        composed: DictConfig = self.loader.load_sweep_config(self.master, list(overrides))
-        return composed
-
-    def _apply(
-        self, groups: Groups, values: list[Override], overrides: Sequence[str]
-    ) -> DictConfig:
-        cfg = copy.deepcopy(self._base(groups))
-        ConfigLoaderImpl._apply_overrides_to_config(values, cfg)
-        # What the base's composition recorded of its overrides, for all the job's.
-        task = [o for o in map(self._parse, overrides) if not o.is_hydra_override()]
-        cfg.hydra.overrides.task = [o.input_line for o in task]
-        dirname = cfg.hydra.job.config.override_dirname
-        cfg.hydra.job.override_dirname = get_overrides_dirname(
-            overrides=task,
-            kv_sep=dirname.kv_sep,
-            item_sep=dirname.item_sep,
-            exclude_keys=list(dirname.exclude_keys),
-        )
-        OmegaConf.copy_cache(from_config=self.master, to_config=cfg)  # as load_sweep_config
-        return cfg
-
     # --- bases ----------------------------------------------------------------------------
 
     def _base(self, groups: Groups) -> DictConfig:
-        """The config Hydra composes for the group overrides alone (a few are kept)."""
-        found = self._composed.get(groups)
-        if found is None:
-            self.bases_composed += 1
-            found = self.loader.load_sweep_config(self.master, list(groups))
-            self._composed[groups] = found
-            if len(self._composed) > self.keep:
-                self._composed.popitem(last=False)
-        else:
-            self._composed.move_to_end(groups)
-        return found
+        """The config Hydra composes for the group overrides alone."""
+        self.bases_composed += 1
+        composed: DictConfig = self.loader.load_sweep_config(self.master, list(groups))
+        return composed
 
     def _split(self, overrides: Sequence[str]) -> tuple[Groups, list[Override]] | None:
         """A job's overrides as Hydra's defaults list sorts them: group overrides (its
@@ -238,16 +179,18 @@ class Composer:
         return found
 
     def _group_exists(self, key: str) -> bool:
-        if self._repo is None:
-            # The repository the sweep's compositions search: benchflow's tree, the
-            # user's --config-dir folders and hydra.searchpath, as Hydra builds it.
-            hydra_overrides = list(self.master.hydra.overrides.hydra)
-            _, self._repo = self.loader._parse_overrides_and_create_caching_repo(
-                self.master.hydra.job.config_name, hydra_overrides
-            )
-        if key not in self._groups:
-            self._groups[key] = bool(self._repo.group_exists(key))
-        return self._groups[key]
+        """Is `key` a config group: a folder of a tree Hydra searches (benchflow's, the
+        user's --config-dir and hydra.searchpath folders), or a group of the ConfigStore?"""
+        if self._groups is None:
+            sources = self.master.hydra.runtime.config_sources
+            folders = [Path(s.path) for s in sources if s.schema == "file"]
+            self._groups = {
+                p.name for f in folders if f.is_dir() for p in f.iterdir() if p.is_dir()
+            }
+            self._groups |= {
+                name for name, node in ConfigStore.instance().repo.items() if isinstance(node, dict)
+            }
+        return key in self._groups
 
 
 def _plain(value: Any) -> bool:

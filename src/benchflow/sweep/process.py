@@ -1,0 +1,220 @@
+"""One process of a job (a step of the plan), run on its CPU slot: forked from its warm
+process (runner/pool.py) or spawned, within its timeout; the job's IR passes after
+its first. Wherever it runs (the sweep's own process, or a launcher's worker: `task`),
+what comes back is one :class:`~benchflow.runner.isolated.Outcome`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import os
+import re
+import threading
+import time
+from pathlib import Path
+
+from benchflow import backends
+from benchflow.backends.base import XLA_PERSISTENT_CACHE
+from benchflow.config.schema import BenchConfig, settings_of
+from benchflow.core import gpus
+from benchflow.core.cpus import ENV_CPUS, child_env, cpu_slot, span
+from benchflow.core.files import write_json_atomic
+from benchflow.core.job import Job, JobSpec, Warm
+from benchflow.core.layout import JobDir, cache_root
+from benchflow.core.machine import node_name
+from benchflow.core.status import Status
+from benchflow.runner.isolated import Outcome, interrupted, run_isolated
+from benchflow.runner.pool import Pool, build_request
+from benchflow.sweep import progress
+from benchflow.sweep.ir import ir_passes
+
+log = logging.getLogger(__name__)
+
+# The output of a built or compiled warm process, in the folder of the job that made it.
+LOGS = {"imported": "zygote.log", "built": "build.log", "compiled": "step.log"}
+
+
+def process_config(cfg: BenchConfig, steps: int | None = None) -> BenchConfig:
+    """What each of the job's processes is told: the adaptive rule's budget and cap
+    shared among them; `steps`, where the first process calibrated its steps per repeat,
+    that count, which a later process takes as given (as pyperf's worker processes run
+    the loops its first one calibrated): every repeat of the job is as long. (The
+    fields set here are models/sharing.PER_PROCESS: a compiled step is shared across them.)"""
+    processes = cfg.process_count
+    if processes == 1:
+        return cfg
+    return dataclasses.replace(
+        cfg,
+        processes=processes,
+        timed_budget_s=cfg.timed_budget_s / processes,
+        max_repeat=max(1, math.ceil(cfg.max_repeat / processes)),
+        iterations_per_run=cfg.iterations_per_run or steps,
+    )
+
+
+def run_step(
+    job: Job,
+    n: int,
+    job_dir: JobDir,
+    since: float,
+    *,
+    warm: Warm | None = None,
+    pool: Pool | None = None,
+    steps: int | None = None,
+) -> Outcome:
+    """Process `n` (from 0) of the job, forked from `warm` (a warm process of `pool`) or
+    spawned; `since`: the parent's clock (time.perf_counter) its gap counts from (the
+    previous process's end); `steps`: the steps per repeat it runs (the job's first
+    process's, or a paired sweep's A's). Never raises for the job's own failures."""
+    cfg = job.config
+    try:
+        asked = time.perf_counter()
+        owner = f"{job.name} in {job_dir.path.parent}"
+        with (
+            cpu_slot(cfg.cpus_per_job, owner, progress.note) as cores,
+            gpus.slot_for(cfg.accelerator.name, owner, progress.note) as gpu,
+        ):
+            waited = time.perf_counter() - asked
+            env = child_env(cores, cfg.num_threads) | gpus.child_env(gpu) | launch_env(job, job_dir)
+            spec_cfg = process_config(cfg, steps)
+            result, job_file = job_dir.process_files(n)
+            spec = JobSpec(job.name, spec_cfg, str(result))
+            zygote = request = None
+            if warm is not None and pool is not None:
+                write_json_atomic(job_file, spec.to_dict())  # what a new warm process builds
+                request = build_request(job_file, env, job_dir.path / LOGS[warm.stage])
+                zygote = pool.get(warm, request, cfg.timeout_s)
+            started_at, launching = time.time(), time.perf_counter()
+            outcome = run_isolated(
+                spec, job_file, job_dir.path, job_dir.process_prefix(n), env, zygote
+            )
+            launched = outcome.launched or launching  # (a timeout's has no clock readings)
+            outcome = dataclasses.replace(
+                outcome,
+                gap_s=launched - since,
+                cpu_wait_s=waited,
+                started_at=started_at + (launched - launching),
+                cpus=span(cores),
+                cores=len(cores),
+                gpu=gpu,
+                node=node_name(),
+            )
+            if n == 0 and outcome.status is Status.OK:
+                ir_zygote = None
+                if warm is not None and pool is not None and request is not None:
+                    ir_zygote = pool.get(Warm(warm.zygote), request, cfg.timeout_s)
+                outcome.ir_files, outcome.ir_notes, outcome.ir_s = ir_passes(
+                    job, job_dir, env, ir_zygote
+                )
+    except KeyboardInterrupt:
+        # Ctrl-C or SIGTERM before its child started (its slot, its warm process): its
+        # progress line is out, so it is under way for the user and gets its row.
+        return interrupted(0.0)
+    count = cfg.process_count
+    log.info(
+        "job %d (%s): process %d of %d: %s in %.2f s",
+        job.num,
+        job.name,
+        n + 1,
+        count,
+        outcome.status.value,
+        outcome.wall_time_s,
+    )
+    return outcome
+
+
+def compile_cache_env(job: Job, job_dir: JobDir) -> dict[str, str]:
+    """compile_cache=cold: a fresh Inductor cache for this job (and XLA's in-memory one,
+    which dies with the child), so compile times never depend on what ran before.
+    warm: one cache shared by every job ($BENCHFLOW_CACHE_DIR, default
+    ~/.cache/benchflow), Inductor's and XLA's persistent one, as a second run sees."""
+    backend = backends.get(job.backend)
+    if job.config.compile_cache == "cold":
+        return backend.cache_env(str(job_dir.compile_cache), persistent=False)
+    return backend.cache_env(str(cache_root()), persistent=True)
+
+
+def launch_env(job: Job, job_dir: JobDir) -> dict[str, str]:
+    """The variables the job's settings give its child: its compile caches
+    (compile_cache_env), XLA_FLAGS (`xla.flags`) and its `env.` variables."""
+    cfg = job.config
+    env = compile_cache_env(job, job_dir)
+    if cfg.xla.flags:
+        env["XLA_FLAGS"] = cfg.xla.flags
+    return env | {k: str(v) for k, v in settings_of(cfg.env).items()}
+
+
+# Variables benchflow sets for every job, and the setting that gives each its value.
+SET_BY = {
+    "OMP_NUM_THREADS": "num_threads=N",
+    "MKL_NUM_THREADS": "num_threads=N",
+    ENV_CPUS: "cpus_per_job=N",
+    "TORCHINDUCTOR_CACHE_DIR": "compile_cache=cold|warm",
+    **dict.fromkeys(XLA_PERSISTENT_CACHE, "compile_cache=cold|warm"),
+    "XLA_FLAGS": "xla.flags=...",
+}
+
+
+def why_not_env(name: str) -> str | None:
+    """Why `env.<name>=` cannot be set (None: it can): not a variable's name, or one
+    benchflow sets itself."""
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        return f"env.{name}: not an environment variable's name; allowed: letters, digits, _"
+    if name in SET_BY:
+        return f"env.{name}: benchflow sets {name} for every job; allowed: {SET_BY[name]}"
+    if name.startswith("BENCHFLOW_"):
+        return f"env.{name}: BENCHFLOW_* variables are benchflow's own; allowed: another name"
+    return None
+
+
+# --- under a launcher of Hydra's: the task of each launched process ---------------------
+
+ENV_STEP = "BENCHFLOW_STEP"  # the launched process: "n" or "n,steps" (hydra.job.env_set)
+ENV_SWEEP_PID = "BENCHFLOW_SWEEP_PID"  # the sweep's own process
+_TIE = "benchflow-tie-to-sweep"
+
+
+def step_overrides(n: int, steps: int | None) -> list[str]:
+    """The Hydra overrides that tell a launched job which of its processes it runs."""
+    value = f"{n},{steps}" if steps else str(n)
+    return [f"+hydra.job.env_set.{ENV_STEP}={value}"]
+
+
+def task(plan_dir: Path, num: int, job_dir: Path) -> Outcome:
+    """A launcher's worker: the process of job `num` that ENV_STEP names, as planned in
+    the sweep folder `plan_dir`'s plan.json, spawned, in its Hydra job folder."""
+    from benchflow.core.layout import SweepDir
+
+    tie_to_sweep()
+    plan = SweepDir(plan_dir).read_plan()
+    assert plan is not None, f"no plan.json in {plan_dir}"
+    n, _, steps = os.environ[ENV_STEP].partition(",")
+    since = time.perf_counter()
+    return run_step(
+        plan.job(num), int(n), JobDir(job_dir), since, steps=int(steps) if steps else None
+    )
+
+
+def tie_to_sweep(poll_s: float = 0.5) -> None:
+    """In a launcher's worker process that the sweep's process started (joblib's loky
+    workers): exit when the sweep's process is gone. Such a worker outlives a SIGKILLed
+    sweep by minutes (loky keeps idle workers 300 s), and one in a job would go on to run
+    it beside a resumed sweep. A watching thread (once per worker), not a parent-death
+    signal: that fires when the *thread* that started the worker ends, not the process.
+    Nothing where the worker's parent is not the sweep (Ray, SLURM: their daemons end
+    their own)."""
+    sweep_pid = os.environ.get(ENV_SWEEP_PID)
+    if not sweep_pid or os.getppid() != int(sweep_pid):
+        return
+    if any(t.name == _TIE for t in threading.enumerate()):
+        return
+
+    def watch() -> None:
+        while os.getppid() == int(sweep_pid):
+            time.sleep(poll_s)
+        log.error("the sweep's process (pid %s) is gone: this worker exits", sweep_pid)
+        os._exit(1)
+
+    threading.Thread(target=watch, name=_TIE, daemon=True).start()

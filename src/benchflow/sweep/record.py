@@ -1,0 +1,158 @@
+"""A job's row from its processes (each one Outcome: runner/isolated.py), and its MLflow
+run: what the sweep's loop (sweep/run.py) records once a job's last process has ended."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from pathlib import Path
+
+from benchflow.config.schema import MlflowConfig
+from benchflow.core.job import Job
+from benchflow.core.layout import JobDir, SweepDir
+from benchflow.core.status import Status
+from benchflow.results import phases
+from benchflow.results.child import ChildResult
+from benchflow.results.provenance import provenance
+from benchflow.results.row import JobInfo, Provenance, ResultRow, build_row
+from benchflow.runner.isolated import Outcome
+from benchflow.runner.toolchain import environment
+from benchflow.tracking.mlflow_runs import Tracker, safely
+from benchflow.tracking.sync import job_params, log_job
+
+
+def pooled(outcomes: Sequence[Outcome], processes: int) -> Outcome:
+    """The processes' outcomes as the job's: the first that did not end ok, else one ok
+    outcome with their results pooled (results/pooled.py). Its wall: the processes' own
+    walls added up (a job's processes lie across the sweep's rounds)."""
+    first, last = outcomes[0], outcomes[-1]
+    if processes == 1:
+        return last
+    launched, wall = first.launched, sum(o.wall_time_s for o in outcomes)
+    if last.status is not Status.OK or any(o.result is None for o in outcomes):
+        error = f"process {len(outcomes)} of {processes}: {last.error or last.status.value}"
+        return dataclasses.replace(last, error=error, wall_time_s=wall, launched=launched)
+    from benchflow.results.pooled import pool
+
+    results = [o.result for o in outcomes if o.result is not None]
+    return dataclasses.replace(
+        last, wall_time_s=wall, launched=launched, result=pool(results, first.cores)
+    )
+
+
+def pooled_row(
+    job: Job, job_dir: JobDir, ran: Sequence[Outcome], notes: list[str], info: JobInfo
+) -> ResultRow:
+    """The job's row from its processes `ran` (in order, from the first), with `notes`;
+    `info`: the row's `job` as far as the sweep knows it (attempt, MLflow run)."""
+    outcome = pooled(ran, job.config.process_count)
+    first = ran[0]
+    info.notes += [*first.ir_notes, *notes]
+    info.started_at, info.cpus, info.gpu = first.started_at, first.cpus, first.gpu
+    info.cpu_wait_s = sum(o.cpu_wait_s for o in ran)
+    info.node = ",".join(dict.fromkeys(o.node for o in ran if o.node)) or info.node
+    if outcome.status is Status.OK:
+        info.ir_files = first.ir_files
+    child = outcome.result
+    timings = child.child_timings if child else None
+    info.phases = phases.breakdown(
+        gap=sum(o.gap_s for o in ran),
+        wall=outcome.wall_time_s,
+        ir=first.ir_s,
+        child=timings.phases() if timings else None,
+        entered=timings.entered if timings else None,
+        done=timings.done if timings else None,
+        launched=outcome.launched,
+        ended=outcome.ended,
+    )
+    # In-child model work: building, moving, compiling, timing and checking the model;
+    # the rest of the child's wall (imports, exit) is overhead.
+    info.wall_time_s = outcome.wall_time_s
+    info.model_work_s = phases.model_work(info.phases)
+    info.overhead_s = outcome.wall_time_s - info.model_work_s if child else None
+    info.returncode = outcome.returncode
+    cfg = job.config
+    tb_root = cfg.suite.torchbench_root if cfg.model.source == "torchbench" else None
+    prov = provenance(Path.cwd(), tb_root)
+    if (env := environment(cfg.toolchain)) is not None:  # its own packages, not the project's
+        locked = env.lock_sha256()
+        prov = dataclasses.replace(prov, lock_sha256=locked, packages_sha256=locked)
+    if job.origin:
+        _check_rerun(job, info, prov.with_child(child or ChildResult()), child)
+    status, error = outcome.status, outcome.error
+    return build_row(job, status=status, error=error, info=info, provenance=prov, child=child)
+
+
+def not_run(job: Job, info: JobInfo) -> ResultRow:
+    """The row of a job that runs nothing: an invalid combination, or skipped."""
+    status = Status.INVALID if job.invalid else Status.SKIPPED
+    info.wall_time_s = info.model_work_s = 0.0
+    prov = provenance(Path.cwd())
+    return build_row(job, status=status, error=job.invalid or job.skip, info=info, provenance=prov)
+
+
+def _check_rerun(job: Job, info: JobInfo, prov: Provenance, child: ChildResult | None) -> None:
+    """A rerun's row says which row it reran, which speed facts of the environment
+    differ from that row's, and whether it reproduced that row's output digest."""
+    from benchflow.results.digest import OTHER_CONFIG, check
+    from benchflow.results.environment import differences
+    from benchflow.suite.tolerance import tolerance
+
+    assert job.origin is not None
+    cfg = job.config
+    info.rerun_of = job.origin.row_id
+    before = Provenance.from_dict(job.origin.provenance)
+    info.rerun_env = [str(d) for d in differences([before], [prov]) if d.speed]
+    dtype = (child.dtype if child else None) or cfg.dtype or "float32"
+    tol, _ = tolerance(
+        cfg.suite.rules, cfg.model.name, cfg.test.name, dtype, cfg.accelerator.name, cfg.suite.name
+    )
+    same = job.fingerprint == job.origin.fingerprint
+    info.rerun_digest = (
+        check(job.origin.digest, child.digest if child else None, tol) if same else OTHER_CONFIG
+    )
+
+
+class Tracking:
+    """A sweep's MLflow runs: one per job, under the sweep's parent run (none for a
+    single run), each tracking store opened once. A failed call is a warning: the
+    results are on disk (`benchflow sync` logs them later)."""
+
+    def __init__(self, folder: SweepDir, project_dir: Path) -> None:
+        self.folder, self.project_dir = folder, project_dir
+        self._trackers: dict[tuple[str | None, str], Tracker | None] = {}
+
+    def _tracker(self, cfg: MlflowConfig) -> Tracker | None:
+        if not cfg.enabled:
+            return None
+        key = (cfg.tracking_uri, cfg.experiment)
+        if key not in self._trackers:
+            self._trackers[key] = safely("connection", Tracker, cfg, self.project_dir)
+        return self._trackers[key]
+
+    def start(self, job: Job) -> str | None:
+        """The job's run, opened (its id; None: MLflow is off, or failed)."""
+        tracker = self._tracker(job.config.mlflow)
+        if tracker is None:
+            return None
+        parent = self.folder.parent_run_id()
+        run_id: str | None = safely("start_run", tracker.start_run, job.name, parent_id=parent)
+        return run_id
+
+    def log(self, job: Job, row: ResultRow, job_dir: JobDir, replaced: Sequence[ResultRow]) -> None:
+        """The job's row, files and params in its run; the runs of the rows it replaced
+        marked superseded."""
+        tracker, run_id = self._tracker(job.config.mlflow), row.job.mlflow_run_id
+        if tracker is None or not run_id:
+            return
+        params = job_params(job.settings, job.backend)
+        safely("logging", log_job, tracker, run_id, row, job_dir.path, params)
+        for old in replaced:
+            if old_run := old.job.mlflow_run_id:
+                safely("supersede", tracker.supersede, old_run, run_id)
+
+    def interrupted(self, job: Job) -> None:
+        """The sweep was stopped: its parent run ends as such."""
+        tracker = self._tracker(job.config.mlflow)
+        if tracker is not None and (parent := self.folder.parent_run_id()):
+            safely("end_run", tracker.end_run, parent, Status.INTERRUPTED)

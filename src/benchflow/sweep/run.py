@@ -1,0 +1,365 @@
+"""A sweep's one loop: the plan's steps (sweep/steps.py), round by round; each job's row
+written once, when its last process has ended, or one did not end ok.
+
+The steps run here, one after another, each forked from its warm process (runner/pool.py);
+under a launcher of Hydra's (`launch`: Ray, SLURM, joblib) each round's steps are handed
+to it, one batch per process index, and each comes back as its Outcome. Either way this
+process keeps every job's processes (`ran`), writes each one to the job's journal as it
+ends (processes.json: what a resumed sweep keeps of a job it had not recorded), and
+records the row: result.json, results.jsonl and the job's MLflow run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import logging
+import shutil
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+from benchflow.config.schema import config_to_yaml
+from benchflow.core import interrupts
+from benchflow.core.files import write_json_atomic
+from benchflow.core.job import Job, Plan, Step, Warm
+from benchflow.core.layout import JobDir, SweepDir
+from benchflow.core.status import Status
+from benchflow.results.child import ChildResult
+from benchflow.results.io import read_rows, record_row
+from benchflow.results.row import JobInfo, ResultRow
+from benchflow.runner.isolated import Outcome
+from benchflow.runner.pool import Pool, parent
+from benchflow.sweep import progress
+from benchflow.sweep.pairs import Stopping
+from benchflow.sweep.process import run_step, step_overrides
+from benchflow.sweep.record import Tracking, not_run, pooled_row
+from benchflow.sweep.resume import current_row
+
+log = logging.getLogger(__name__)
+
+# A launcher of Hydra's: (the first job's number, each job's overrides) -> their outcomes.
+Launch = Callable[[int, list[list[str]]], list[Outcome]]
+LOG = "benchflow.log"  # the sweep's log: every line of the machinery (the terminal: warnings)
+
+
+class Sweep:
+    """One sweep's state, passed down: its plan and folder, its warm processes, each
+    job's processes so far, the rows, and the clock between processes."""
+
+    def __init__(
+        self,
+        plan: Plan,
+        folder: Path,
+        project_dir: Path,
+        *,
+        single: bool = False,
+        verbose: bool = False,
+    ) -> None:
+        self.plan, self.single, self.verbose = plan, single, verbose
+        self.folder = SweepDir(folder.resolve())
+        self.pool = Pool()
+        self.tracking = Tracking(self.folder, project_dir)
+        self.ran: dict[int, list[Outcome]] = {}  # each job's processes so far, in order
+        self.done: set[int] = set()  # jobs recorded (or kept) in this launch of the sweep
+        self.rows = read_rows(self.folder.results)  # every attempt, this launch's added
+        self.since = _started()  # the clock the next process's gap counts from
+        self.aborted: str | None = None  # fail_fast: why no later job runs
+        self.stopping = Stopping.of(plan)
+        self.last: ResultRow | None = None
+
+    # --- the loop ----------------------------------------------------------------------
+
+    def run(self, launch: Launch | None = None) -> ResultRow | None:
+        """Run the sweep, here or through `launch`; the last row recorded (a single
+        run's)."""
+        with _logged(self.folder.path / LOG, self.verbose):
+            try:
+                self._begin()
+                rounds = max((s.round for s in self.plan.steps), default=-1) + 1
+                for r in range(rounds):
+                    if self.aborted:
+                        break
+                    swaps = self.stopping.swaps(r)
+                    steps = [s for s in self.plan.steps if s.round == r and s.job not in self.done]
+                    steps.sort(key=lambda s: swaps.get(s.job, s.job))  # (stable: a job's order)
+                    if rounds > 1 and steps:
+                        progress.note(f"round {r + 1} of {rounds}: each job's process {r + 1}")
+                    self._round(steps, launch)
+                    for num in sorted(self.stopping.look(r + 1, rounds, self.ran)):
+                        self._record(num, closed=True)
+                for num in sorted(n for n, ran in self.ran.items() if ran and n not in self.done):
+                    self._record(num)  # fail_fast stopped them between their processes
+                for job in self.plan.jobs():
+                    if job.num not in self.done and self.aborted and not job.invalid:
+                        self._record_not_run(dataclasses.replace(job, skip=self.aborted))
+            finally:
+                self.pool.close_all()
+        return self.last
+
+    def _begin(self) -> None:
+        """What a resumed sweep keeps (its standing rows, the processes of jobs it had
+        not recorded), the jobs planned twice, and the rows of those that never run."""
+        ran = {s.job for s in self.plan.steps}
+        for job in self.plan.jobs():
+            previous = current_row(self.rows, job.fingerprint)
+            if previous is not None and not previous.status.runs_again(job.config.retry):
+                progress.kept(previous, job.num, self.plan.total, job.config.retry)
+                self.done.add(job.num)
+            elif job.num in ran:
+                self.ran[job.num] = _journal(self._dir(job), job.fingerprint)
+        for job in self.plan.jobs():
+            if job.num in self.done or job.num in ran:
+                continue
+            if job.invalid or job.skip:
+                self._record_not_run(job)
+            else:  # the same job as an earlier one (xla=auto,PJRT): run once, as it
+                first = next(j for j in self.plan.jobs() if j.fingerprint == job.fingerprint)
+                progress.duplicate(job, first, self.plan.total)
+                self.done.add(job.num)
+
+    def _round(self, steps: Sequence[Step], launch: Launch | None) -> None:
+        """Run a round's steps, here or through `launch`, and keep each outcome."""
+        todo = [s for s in steps if s.process >= len(self.ran.get(s.job, ()))]  # (resumed)
+        if launch is None:
+            last = self._last_uses(todo)
+            for i, step in enumerate(todo):
+                if not (self.aborted or step.job in self.done):
+                    self._add(step, self._run_here(step))
+                for warm in _chain(step.warm) if step.warm else ():
+                    if last.get(warm) == i:
+                        self.pool.close(warm)  # no later process forks from it
+            return
+        for batch in _batches(todo):
+            if self.aborted:
+                return
+            for s in batch:
+                self._config(self.plan.job(s.job))
+            overrides = [
+                [*self.plan.job(s.job).overrides, *step_overrides(s.process, self._steps(s))]
+                for s in batch
+            ]
+            for step, outcome in zip(batch, launch(batch[0].job, overrides), strict=True):
+                self._add(step, outcome)
+
+    def _run_here(self, step: Step) -> Outcome:
+        job = self.plan.job(step.job)
+        self._config(job)
+        total = job.config.process_count
+        label = job.name if total == 1 else f"{job.name} (process {step.process + 1} of {total})"
+        with progress.running(job.config.progress, job.num, self.plan.total, label):
+            outcome = run_step(
+                job,
+                step.process,
+                self._dir(job),
+                self.since,
+                warm=step.warm,
+                pool=self.pool,
+                steps=self._steps(step),
+            )
+        self.since = (outcome.ended or time.perf_counter()) + outcome.ir_s  # (after its IR)
+        return outcome
+
+    def _config(self, job: Job) -> None:
+        """The job's resolved config, as YAML in its folder (once: its first process)."""
+        job_dir = self._dir(job)
+        if not self.ran.get(job.num):
+            job_dir.path.mkdir(parents=True, exist_ok=True)
+            config_to_yaml(job.config, job_dir.config)
+
+    def _steps(self, step: Step) -> int | None:
+        """The steps per repeat the step's process runs: its job's first process's (a
+        later process), or its A's (a paired sweep's B); None: it calibrates its own."""
+        first = self.ran.get(step.job if step.process else step.steps_from or -1, [])
+        result = first[0].result if first and first[0].status is Status.OK else None
+        return result.timing.iterations_per_run if result and result.timing else None
+
+    def _last_uses(self, todo: Sequence[Step]) -> dict[Warm, int]:
+        """Each warm process the round's steps fork from (or from a process made from
+        it), with the place of the last of them; none that a later round needs."""
+        later = (
+            {
+                w
+                for s in self.plan.steps
+                if s.round > todo[0].round and s.warm
+                for w in _chain(s.warm)
+            }
+            if todo
+            else set()
+        )
+        last = {w: i for i, s in enumerate(todo) if s.warm for w in _chain(s.warm)}
+        return {w: i for w, i in last.items() if w not in later}
+
+    # --- each process's end, and each job's row ------------------------------------------
+
+    def _add(self, step: Step, outcome: Outcome) -> None:
+        """Keep the process (in the job's journal too); record the job where this was its
+        last process or did not end ok. A stop (Ctrl-C, SIGTERM) waits until then."""
+        job = self.plan.job(step.job)
+        with interrupts.held():
+            ran = self.ran.setdefault(job.num, [])
+            ran.append(outcome)
+            _write_journal(self._dir(job), job.fingerprint, ran, recorded=False)
+            if outcome.status is not Status.OK or len(ran) == job.config.process_count:
+                self._record(job.num)
+        if outcome.status is Status.INTERRUPTED:
+            self.tracking.interrupted(job)
+            raise KeyboardInterrupt
+
+    def _record(self, num: int, closed: bool = False) -> None:
+        """Job `num`'s row, from the processes it ran (`closed`: a paired sweep decided
+        it before its last round)."""
+        job, ran = self.plan.job(num), self.ran[num]
+        job_dir, total = self._dir(job), job.config.process_count
+        notes = []
+        if (a := next((s.steps_from for s in self.plan.steps if s.job == num), None)) is not None:
+            notes.append(f"pair={job.config.pair}: runs job {a}'s steps per repeat")
+        if closed:
+            notes.append(
+                f"pair={job.config.pair}: stopped after {len(ran)} of its {total} rounds "
+                "(docs/reports.md)"
+            )
+        elif len(ran) < total and ran[-1].status is Status.OK:
+            notes.append(
+                f"{self.aborted}: the sweep stopped after {len(ran)} of its {total} processes"
+            )
+        row = pooled_row(job, job_dir, ran, notes, self._info(job))
+        self._keep(job, row)
+        _write_journal(job_dir, job.fingerprint, ran, recorded=True)
+        shutil.rmtree(job_dir.compile_cache, ignore_errors=True)  # MBs of generated code
+
+    def _record_not_run(self, job: Job) -> None:
+        """An invalid or skipped job, recorded as such."""
+        self._config(job)
+        log.info(
+            "job %d %s: %s",
+            job.num,
+            "invalid" if job.invalid else "skipped",
+            job.invalid or job.skip,
+        )
+        self._keep(job, not_run(job, self._info(job)))
+
+    def _info(self, job: Job) -> JobInfo:
+        """The row's `job`, as the sweep knows it before the row: its folder, its attempt
+        and its MLflow run, opened."""
+        info = JobInfo.of(job, str(self._dir(job).path))
+        info.attempt = sum(r.job.fingerprint == job.fingerprint for r in self.rows) + 1
+        info.mlflow_run_id = self.tracking.start(job)
+        return info
+
+    def _keep(self, job: Job, row: ResultRow) -> None:
+        """The row in the job's result.json and results.jsonl (earlier rows of the job
+        superseded there and in MLflow), and its MLflow run; the progress line."""
+        job_dir = self._dir(job)
+        job_dir.path.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(job_dir.result, row.to_dict())
+        replaced = record_row(self.folder.results, row)
+        self.tracking.log(job, row, job_dir, replaced)
+        fingerprint = job.fingerprint
+        self.rows = [
+            dataclasses.replace(r, superseded_by=row.row_id)
+            if r.job.fingerprint == fingerprint and not r.superseded_by
+            else r
+            for r in self.rows
+        ] + [row]
+        self.done.add(job.num)
+        self.last = row
+        current = Counter(r.status.value for r in self.rows if not r.superseded_by)
+        progress.report(row, job.num, self.plan.total, current)
+        if job.config.fail_fast and row.status.went_wrong and not self.single:
+            self.aborted = (
+                self.aborted or f"fail_fast: job {job.num} ({job.name}) ended {row.status}"
+            )
+
+    def _dir(self, job: Job) -> JobDir:
+        return JobDir(self.folder.path if self.single else self.folder.path / str(job.num))
+
+
+def _chain(warm: Warm) -> list[Warm]:
+    """`warm` and every warm process it is made from."""
+    out: list[Warm] = []
+    found: Warm | None = warm
+    while found is not None:
+        out.append(found)
+        found = parent(found)
+    return out
+
+
+def _batches(steps: Sequence[Step]) -> list[list[Step]]:
+    """A round's steps as a launcher of Hydra's takes them: runs of consecutive job
+    numbers (it numbers the jobs of a batch from the first), one process of a job each
+    (a later one's steps per repeat come from the first's), in the round's order."""
+    out: list[list[Step]] = []
+    for index in sorted({s.process for s in steps}):
+        for step in (s for s in steps if s.process == index):
+            if out and out[-1][-1].process == index and out[-1][-1].job + 1 == step.job:
+                out[-1].append(step)
+            else:
+                out.append([step])
+    return out
+
+
+def _journal(job_dir: JobDir, fingerprint: str) -> list[Outcome]:
+    """The processes an earlier launch of the sweep ran of a job it did not record (its
+    journal, processes.json), from the first, as far as each ended ok."""
+    try:
+        data = json.loads(job_dir.rounds.read_text())
+        if data.get("fingerprint") != fingerprint or data.get("recorded"):
+            return []
+        saved = [data["processes"][str(n)] for n in range(len(data["processes"]))]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return []
+    kept: list[Outcome] = []
+    for n, entry in enumerate(saved):
+        result_path, _ = job_dir.process_files(n)
+        try:
+            result = ChildResult.from_dict(json.loads(result_path.read_text()))
+            outcome = Outcome.from_dict(entry, result)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            break
+        if outcome.status is not Status.OK:
+            break
+        kept.append(outcome)
+    return kept
+
+
+def _write_journal(job_dir: JobDir, fingerprint: str, ran: list[Outcome], recorded: bool) -> None:
+    job_dir.path.mkdir(parents=True, exist_ok=True)
+    processes = {str(n): outcome.to_dict() for n, outcome in enumerate(ran)}
+    data = {"fingerprint": fingerprint, "recorded": recorded, "processes": processes}
+    write_json_atomic(job_dir.rounds, data)
+
+
+def _started() -> float:
+    """When this process started, on time.perf_counter's clock: a sweep's first gap is
+    the command's start-up and planning."""
+    import psutil
+
+    return time.perf_counter() - (time.time() - psutil.Process().create_time())
+
+
+@contextlib.contextmanager
+def _logged(path: Path, verbose: bool) -> Iterator[None]:
+    """Every log line of the sweep's process to `path`; on the terminal, warnings and
+    errors only, unless `verbose` (hydra.verbose=true): the terminal shows the jobs'
+    progress and the report, not the machinery."""
+    root = logging.getLogger()
+    handler = logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    consoles = [h for h in root.handlers if type(h) is logging.StreamHandler]
+    levels = [h.level for h in consoles]
+    level = root.level
+    root.addHandler(handler)
+    root.setLevel(min(level, logging.INFO) if level else logging.INFO)
+    for h in consoles:
+        h.setLevel(h.level if verbose else max(h.level, logging.WARNING))
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        handler.close()
+        root.setLevel(level)
+        for h, was in zip(consoles, levels, strict=True):
+            h.setLevel(was)
