@@ -1,8 +1,9 @@
 """The structured-config schema: every key a user can set, typed, with its meaning.
 
 Hydra composes YAML under ``conf/`` onto these dataclasses, so a wrong type
-(``repeat=abc``) or an unknown key fails at composition. Range and combination
-rules live in :mod:`benchflow.config.validate`, applied once at the edge.
+(``repeat=abc``) or an unknown key fails at composition; the command line's are
+refused before it, by :mod:`benchflow.config.keys`. Range and combination rules live
+in :mod:`benchflow.config.validate`, applied once at the edge.
 """
 
 from __future__ import annotations
