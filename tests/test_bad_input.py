@@ -116,8 +116,18 @@ CASES = [
         ("model=custom",),
         ("model=custom", "model.target=module:function", "docs/your-code.md"),
     ),
-    Case("wrong type (int)", ("repeat=abc",), ("repeat", "abc", "Integer"), 1),
-    Case("wrong type (bool)", ("verify=maybe",), ("verify", "maybe", "bool"), 1),
+    Case(
+        "wrong type (int)",
+        ("repeat=abc",),
+        ("repeat=abc: not an integer", "allowed: an integer >= 1 or null"),
+    ),
+    Case("wrong type (float)", ("target_ci=fast",), ("target_ci=fast", "allowed: a number > 0")),
+    Case("wrong type (bool)", ("verify=maybe",), ("verify=maybe", "allowed: true or false")),
+    Case(
+        "wrong type in a sweep",
+        ("-m", "warmup=1,two"),
+        ("warmup=two: not an integer", "allowed: an integer >= 0"),
+    ),
     Case("out of range: repeat", ("repeat=0",), ("repeat=0", ">= 1")),
     Case("out of range: warmup", ("warmup=-1",), ("warmup=-1", ">= 0")),
     Case("out of range: timeout", ("timeout_s=-5",), ("timeout_s=-5", "> 0")),
@@ -380,6 +390,33 @@ def test_the_docs_table_lists_every_case() -> None:
 
     message = f"benchflow: error: repeats=3: {unknown_key('repeats', groups())}"
     assert f"| unknown key | `repeats=3` | 2 | {message} |" in readme
+
+
+def test_a_wrong_type_is_what_omegaconf_cannot_convert() -> None:
+    """The type check judges a value as Hydra's merge does (OmegaConf's conversion): what
+    it converts passes, and keys that name no value of the schema are not its to judge."""
+    from benchflow.config.keys import wrong_type
+
+    for key, value in [
+        ("warmup", 3),
+        ("warmup", "3"),  # a quoted number: OmegaConf converts it
+        ("repeat", None),  # an Optional field's null
+        ("target_ci", 1),
+        ("verify", "true"),
+        ("slowdown", 0.05),
+        ("ir.formats", ["hlo", "text"]),
+        ("model.size", 3),  # a string field takes any scalar
+        ("model", "llama"),  # a group's choice: _check_choices's
+        ("inductor.freezing", 3),  # a key of a mapping: runner/knobs.py's
+        ("experiment", "headline"),  # no field of the schema
+    ]:
+        assert wrong_type(key, value) is None, (key, value)
+    assert wrong_type("warmup", 3.5) == "not an integer; allowed: an integer >= 0"
+    assert wrong_type("warmup", None) == "not an integer; allowed: an integer >= 0"
+    assert wrong_type("memory_limit_gb", "big") == "not a number; allowed: a number > 0 or null"
+    assert wrong_type("profile.active", "x") == "not an integer; allowed: an integer >= 1"
+    assert wrong_type("ir.formats", "hlo") == "not a list; allowed: a list, e.g. [a,b]"
+    assert wrong_type("dynamo.dynamic", "maybe") == "not a boolean; allowed: true or false or null"
 
 
 def test_a_launcher_that_is_not_installed_says_how_to_get_it(

@@ -542,6 +542,66 @@ def test_a_plot_names_its_configurations_only_while_a_legend_can_be_read() -> No
     assert not has_legend and any(f"{MAX_LEGEND + 1} configurations" in t for t in notes)
 
 
+def _around(median: float) -> list[float]:
+    """12 repeats within ±0.6% of `median`, which is their median."""
+    return [median * (1 + k / 1000) for k in range(-6, 6)]
+
+
+def test_the_terminal_report_fits_120_columns_and_names_the_full_files(tmp_path: Path) -> None:
+    """However wide the terminal, the printed report keeps within 120 columns with each
+    row on one line (its median and speedup whole; a note cut, not wrapped), and ends by
+    naming the files that keep every column (report.md keeps ENTRY_HEADER)."""
+    from rich.console import Console
+
+    from benchflow.report import output
+    from benchflow.report.render import markdown_table, speedup_cell
+    from benchflow.report.terminal import WIDTH, print_terminal
+
+    times = {"inductor": 0.0052, "openxla": 0.0031, "eager": 0.0118}
+    rows = [
+        row(model, backend, _around(t * scale), overrides=("dtype=bfloat16",))
+        for model, scale in (("hf_Bert_large", 1), ("resnet50", 2), ("llama", 3))
+        for backend, t in times.items()
+    ]
+    rows += [
+        row("dlrm", "inductor", _around(0.002)),
+        row("dlrm", "openxla", None, status="crashed", code="VERIFIER_DIDNT_RUN"),
+    ]
+    rep = build_report(rows, "inductor")
+    folder = Path("multirun/2026-11-30/09-00-00/report")
+    console = Console(record=True, width=300)
+    title = "benchflow sweep multirun/2026-11-30/09-00-00"
+    print_terminal(rep, title, full=output.full_report(folder), console=console)
+    lines = console.export_text().splitlines()
+    assert WIDTH == 120 and max(len(line) for line in lines) <= WIDTH, lines
+
+    def line_of(model: str, config: str) -> str:
+        (found,) = [ln for ln in lines if re.match(rf"{model} +│ eval +│ {config} +│", ln)]
+        return found
+
+    bert = line_of("hf_Bert_large", "openxla")
+    assert re.search(r"│ ok +│ 3.10 ms +│ 3.09-3.11 ms +│", bert)
+    by = {(e.model, e.config.label): e for e in rep.entries}
+    speedup = speedup_cell(by[("hf_Bert_large", "openxla")], False)
+    assert speedup.startswith("1.68x (") and f"│ {speedup} " in bert
+    assert "│ 10.40 ms " in line_of("resnet50", "inductor")
+    assert "│ (baseline) " in line_of("resnet50", "inductor")
+    assert "│ 35.40 ms " in line_of("llama", "eager")
+    dlrm = line_of("dlrm", "openxla")
+    assert "│ crashed " in dlrm and "│ crashed: not in" in dlrm
+    assert dlrm.endswith("…") and len(dlrm) == WIDTH  # its note cut to what is left
+    assert "geomean speedup (95% CI)" in "".join(lines)
+    assert lines[-1] == (
+        "full report (every column, how each number is computed): report.md, report.html "
+        f"in {folder}/"
+    )
+    # report.md keeps every column, and the whole note
+    (md,) = output.write(rep, tmp_path, title, {}, formats=("md",))
+    text = md.read_text()
+    assert markdown_table(ENTRY_HEADER, []) in text
+    assert "| VERIFIER_DIDNT_RUN | crashed: not in the geomean |" in text
+
+
 def test_headline_metrics_sort_together() -> None:
     m = headline_metrics(ROWS[1])
     assert set(m) == {

@@ -304,7 +304,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if why := _refused(args):
         print(f"benchflow report: error: {why}", file=sys.stderr)
         return 2
-    from benchflow.report import output, render
+    from benchflow.report import output, terminal
     from benchflow.report.pairs import PairError
 
     try:
@@ -321,9 +321,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if (found := _environments(args, base, cand)) is None:
             return 2
         diffs = found
-    render.print_terminal(report, title, changes)
-
     out = args.out or _default_out(cand, judged.folder)
+    terminal.print_terminal(report, title, changes, full=output.full_report(out, args.format))
+
     meta = meta_of(cand, report.baseline)
     if base is not None:
         meta["compared against"] = f"{base.label} ({describe(base)})"

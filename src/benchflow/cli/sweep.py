@@ -13,8 +13,8 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from benchflow.config.keys import unknown_key
-from benchflow.config.schema import ENV, INDUCTOR, XLA_FLAGS_KEY
+from benchflow.config.keys import unknown_key, wrong_type
+from benchflow.config.schema import ENV, INDUCTOR, XLA_FLAGS_KEY, setting_text
 from benchflow.core import interrupts
 
 
@@ -30,6 +30,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     _check_launcher(args)
     _check_keys(args)
+    _check_types(args)
     _check_yaml(args)
     args = [_knob_override(a) for a in args]
     if "resume=true" in args:
@@ -314,6 +315,41 @@ def _check_keys(args: list[str]) -> None:
             continue  # a group choice: Hydra lists the options when one is unknown
         if why := unknown_key(key, groups):
             _exit(f"{arg}: {why}")
+
+
+def _check_types(args: list[str]) -> None:
+    """A value of another type than its key's (`warmup=two`, or one of a sweep's
+    `warmup=1,two`): one line with the type allowed, where Hydra's merge exits 1 with a
+    stack of its own. Values as Hydra's parser reads them, judged as its merge judges
+    them (keys.wrong_type); sweep functions (`range(...)`) and interpolations (`${...}`)
+    are left to Hydra, and so is a line its grammar refuses."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.override_parser.types import ChoiceSweep
+    from hydra.errors import OverrideParseException
+
+    parser = None
+    for arg in args:
+        key, sep, text = arg.partition("=")
+        if not sep or arg.startswith(("-", "~", "hydra.", "hydra/")) or "@" in key:
+            continue
+        if "(" in text or "${" in text:
+            continue
+        parser = parser or OverridesParser.create()
+        try:
+            (override,) = parser.parse_overrides([arg])
+        except OverrideParseException:
+            continue
+        value = override.value()
+        for one in value.list if isinstance(value, ChoiceSweep) else [value]:
+            if why := wrong_type(override.key_or_group, one):
+                _exit(f"{override.key_or_group}={_value_text(one)}: {why}")
+
+
+def _value_text(value: object) -> str:
+    """A value as the command line writes it: two, true, null, [a,b]."""
+    if isinstance(value, list):
+        return "[" + ",".join(map(_value_text, value)) + "]"
+    return setting_text(value)
 
 
 def _check_choices(args: list[str], torchbench_root: str | None) -> None:

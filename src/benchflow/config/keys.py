@@ -1,10 +1,11 @@
-"""Which dotted keys the schema has: the one check behind every "no key ...; allowed
-keys ..." message (a sweep's overrides, a chosen config file's keys, a rerun's extra
-overrides)."""
+"""Which dotted keys the schema has, and the type of each: the one check behind every
+"no key ...; allowed keys ..." message (a sweep's overrides, a chosen config file's
+keys, a rerun's extra overrides) and every "not an integer; allowed: ..." one."""
 
 from __future__ import annotations
 
 import dataclasses
+import types
 import typing
 from collections.abc import Sequence
 
@@ -33,6 +34,55 @@ def unknown_key(key: str, groups: Sequence[str]) -> str | None:
             return None
         cls = hint
     return None
+
+
+# A value's type as a message names it: what the value is not, and what is allowed.
+TYPE_WORDS: dict[type, tuple[str, str]] = {
+    bool: ("a boolean", "true or false"),
+    int: ("an integer", "an integer"),
+    float: ("a number", "a number"),
+    str: ("a string", "a string"),
+    list: ("a list", "a list, e.g. [a,b]"),
+}
+
+
+def wrong_type(key: str, value: object) -> str | None:
+    """Why `value` (as Hydra's override parser reads the command line: 3, 'two', None,
+    a list) cannot be the schema's `key` ('not an integer; allowed: an integer >= 0'),
+    judged by OmegaConf's own conversion onto the key's field, as Hydra's merge would
+    judge it: `warmup=3`, `warmup='3'` and `repeat=null` pass. None where it can, or
+    where `key` names no value of the schema (a section, a mapping's key, no key)."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import ValidationError
+
+    from benchflow.config.schema import LOWER_BOUNDS, BenchConfig
+
+    *sections, name = key.split(".")
+    cls: typing.Any = BenchConfig
+    for part in sections:
+        cls = _field_types(cls).get(part)
+        if not dataclasses.is_dataclass(cls):
+            return None
+    hint = _field_types(cls).get(name)
+    union = typing.get_origin(hint) in (typing.Union, types.UnionType)
+    kinds = [typing.get_origin(k) or k for k in (typing.get_args(hint) if union else (hint,))]
+    if not kinds or not all(k in TYPE_WORDS or k is type(None) for k in kinds):
+        return None  # no such field, a section (a group's choice) or a mapping
+    try:
+        OmegaConf.update(OmegaConf.structured(cls), name, value, merge=True)
+        return None
+    except ValidationError:
+        pass
+    kind = next(k for k in kinds if k is not type(None))
+    noun, allowed = TYPE_WORDS[kind]
+    if (bound := LOWER_BOUNDS.get(key)) and kind in (int, float):
+        allowed += f" {bound}"
+    return f"not {noun}; allowed: {allowed}" + (" or null" if type(None) in kinds else "")
+
+
+def _field_types(cls: typing.Any) -> dict[str, typing.Any]:
+    """A schema dataclass's fields and their types; none for anything else."""
+    return typing.get_type_hints(cls) if dataclasses.is_dataclass(cls) else {}
 
 
 def field_comments(cls: type) -> dict[str, str]:

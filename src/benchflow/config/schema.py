@@ -1,8 +1,9 @@
 """The structured-config schema: every key a user can set, typed, with its meaning.
 
 Hydra composes YAML under ``conf/`` onto these dataclasses, so a wrong type
-(``repeat=abc``) or an unknown key fails at composition. Range and combination
-rules live in :mod:`benchflow.config.validate`, applied once at the edge.
+(``repeat=abc``) or an unknown key fails at composition; the command line's are
+refused before it, by :mod:`benchflow.config.keys`. Range and combination rules live
+in :mod:`benchflow.config.validate`, applied once at the edge.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import types
 import typing
 from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
-from typing import Any, get_type_hints
+from typing import Any, NamedTuple, get_type_hints
 
 from omegaconf import MISSING
 
@@ -62,6 +63,41 @@ DYNAMO_MODE_CHOICES = ("default", "reduce-overhead", "max-autotune-no-cudagraphs
 PROFILE_CHOICES = ("off", "torch")
 IR_FORMATS = ("text", "hlo", "stablehlo")
 DEFAULT_BASELINE = "inductor"  # the backend label reports compute speedups over
+
+
+class AtLeast(NamedTuple):
+    """A number's least value; exclusive: it must lie above it."""
+
+    low: float
+    exclusive: bool = False
+
+    def __str__(self) -> str:
+        return f"{'>' if self.exclusive else '>='} {self.low:g}"
+
+
+# The keys whose numbers have a least value (null, where a key allows it, always passes).
+# Validation checks them; a wrong type's message names them (benchflow.config.keys).
+# cpus_per_job and num_threads have ranges of the host's, checked by validation alone.
+LOWER_BOUNDS = {
+    "memory_limit_gb": AtLeast(0, exclusive=True),
+    "repeat": AtLeast(1),
+    "iterations_per_run": AtLeast(1),
+    "warmup": AtLeast(0),
+    "batch_size": AtLeast(1),
+    "timeout_s": AtLeast(0, exclusive=True),
+    "max_warmup": AtLeast(1),
+    "max_repeat": AtLeast(1),
+    "target_ci": AtLeast(0, exclusive=True),
+    "min_run_time_s": AtLeast(0, exclusive=True),
+    "timed_budget_s": AtLeast(0, exclusive=True),
+    "slowdown": AtLeast(0),
+    "processes": AtLeast(1),
+    "pair_threshold": AtLeast(0),
+    "profile.wait": AtLeast(0),
+    "profile.warmup": AtLeast(0),
+    "profile.repeat": AtLeast(0),
+    "profile.active": AtLeast(1),
+}
 
 
 # Field metadata. A field marked UNMEASURED changes how a job is run or reported, not

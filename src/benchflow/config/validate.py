@@ -9,6 +9,7 @@ the command line without reading code. Nothing here imports torch.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from typing import Any
 
@@ -20,6 +21,7 @@ from benchflow.config.schema import (
     DYNAMO_MODE_CHOICES,
     FIRST_LOOK,
     IR_FORMATS,
+    LOWER_BOUNDS,
     MATMUL_PRECISION_CHOICES,
     MODEL_SOURCE_CHOICES,
     PAIRED_ROUNDS,
@@ -29,6 +31,7 @@ from benchflow.config.schema import (
     STEP_CHOICES,
     TEST_CHOICES,
     XLA_CHOICES,
+    AtLeast,
     BenchConfig,
     ToolchainConfig,
 )
@@ -41,12 +44,10 @@ def _choice(key: str, value: Any, allowed: tuple[str, ...] | list[str]) -> None:
         raise ConfigError(f"{key}={value!r} is not allowed; allowed values: {', '.join(allowed)}")
 
 
-def _at_least(key: str, value: float | None, low: float, *, exclusive: bool = False) -> None:
+def _at_least(key: str, value: float | None, bound: AtLeast) -> None:
     if value is None:
         return
-    bad = value <= low if exclusive else value < low
-    if bad:
-        bound = f"> {low:g}" if exclusive else f">= {low:g}"
+    if value <= bound.low if bound.exclusive else value < bound.low:
         raise ConfigError(f"{key}={value!r} is out of range; allowed: a number {bound}")
 
 
@@ -103,21 +104,10 @@ def check_values(cfg: BenchConfig) -> None:
             f"mlflow.experiment={cfg.mlflow.experiment!r} is empty; allowed: a name, "
             "e.g. mlflow.experiment=benchflow (the default)"
         )
-    if cfg.memory_limit_gb is not None:
-        _at_least("memory_limit_gb", cfg.memory_limit_gb, 0, exclusive=True)
-    _at_least("repeat", cfg.repeat, 1)
-    _at_least("iterations_per_run", cfg.iterations_per_run, 1)
-    _at_least("warmup", cfg.warmup, 0)
-    _at_least("batch_size", cfg.batch_size, 1)
-    _at_least("timeout_s", cfg.timeout_s, 0, exclusive=True)
-    _at_least("max_warmup", cfg.max_warmup, 1)
-    _at_least("max_repeat", cfg.max_repeat, 1)
-    _at_least("target_ci", cfg.target_ci, 0, exclusive=True)
+    for key, bound in LOWER_BOUNDS.items():
+        value: Any = functools.reduce(getattr, key.split("."), cfg)
+        _at_least(key, value, bound)
     _choice("compile_cache", cfg.compile_cache, COMPILE_CACHE_CHOICES)
-    _at_least("min_run_time_s", cfg.min_run_time_s, 0, exclusive=True)
-    _at_least("timed_budget_s", cfg.timed_budget_s, 0, exclusive=True)
-    _at_least("slowdown", cfg.slowdown, 0)
-    _at_least("processes", cfg.processes, 1)
     _check_pair(cfg)
     if cfg.adaptive_repeat and cfg.repeat is not None and cfg.max_repeat < cfg.repeat:
         raise ConfigError(
@@ -140,9 +130,6 @@ def check_values(cfg: BenchConfig) -> None:
             f"(the cores {where} gives a job) or null (one per core)"
         )
     _choice("profile", cfg.profile.name, PROFILE_CHOICES)
-    for key in ("wait", "warmup", "repeat"):
-        _at_least(f"profile.{key}", getattr(cfg.profile, key), 0)
-    _at_least("profile.active", cfg.profile.active, 1)
     for fmt in cfg.ir.formats:
         _choice("ir.formats", fmt, IR_FORMATS)
     _check_toolchain(cfg.toolchain)
@@ -158,7 +145,6 @@ def check_values(cfg: BenchConfig) -> None:
 def _check_pair(cfg: BenchConfig) -> None:
     """A paired sweep's own settings (its axis is checked against the sweep's jobs by
     sweep/pairs.py)."""
-    _at_least("pair_threshold", cfg.pair_threshold, 0)
     if cfg.pair is None:
         return
     if not cfg.interleave:

@@ -15,6 +15,19 @@ def format_interval(low: float | None, high: float | None) -> str:
     return f"{format_time(low)} to {format_time(high)}"
 
 
+def format_span(low: float | None, high: float | None) -> str:
+    """A time's 95% interval in few columns, its unit once where both bounds share it:
+    "1.20-1.31 ms", "998.0 µs-1.02 ms"; "-" where there is none."""
+    if low is None or high is None:
+        return MISSING
+    (low_value, low_unit), (high_value, high_unit) = (
+        format_time(t).split(" ") for t in (low, high)
+    )
+    if low_unit == high_unit:
+        return f"{low_value}-{high_value} {high_unit}"
+    return f"{format_time(low)}-{format_time(high)}"
+
+
 def format_time(seconds: float | None) -> str:
     if seconds is None:
         return MISSING

@@ -14,6 +14,16 @@ from benchflow.report.model import Meta, Report, Summary
 
 log = logging.getLogger(__name__)
 
+FORMATS = ("md", "csv", "html")
+# The file of each format that holds the whole report to read (the terminal's table
+# has some of its columns, and ends by naming these).
+FULL = {"md": "report.md", "html": "report.html"}
+
+
+def full_report(out_dir: Path, formats: Sequence[str] = FORMATS) -> list[Path]:
+    """The files `write` makes in `out_dir` that hold the whole report to read."""
+    return [out_dir / FULL[f] for f in formats if f in FULL]
+
 
 def write(
     report: Report,
@@ -21,7 +31,7 @@ def write(
     title: str,
     meta: Meta,
     changes: Sequence[Change] | None = None,
-    formats: Sequence[str] = ("md", "csv", "html"),
+    formats: Sequence[str] = FORMATS,
 ) -> list[Path]:
     """report.md, report.csv + summary.csv (+ compare.csv), report.html + the plots as PNG."""
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -33,7 +43,7 @@ def write(
         written.append(path)
 
     if "md" in formats:
-        put("report.md", render.to_markdown(report, title, changes))
+        put(FULL["md"], render.to_markdown(report, title, changes))
     if "csv" in formats:
         put("report.csv", csv_tables.entries_csv(report))
         put("summary.csv", csv_tables.summary_csv(report))
@@ -49,7 +59,7 @@ def write(
             fig.savefig(path, dpi=110)
             written.append(path)
         put(
-            "report.html",
+            FULL["html"],
             render.to_html(report, title, {n: to_svg(f) for n, f in figs.items()}, meta, changes),
         )
     return written

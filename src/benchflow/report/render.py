@@ -1,10 +1,10 @@
-"""A report as tables: Markdown, CSV, a terminal table (rich) and the HTML page."""
+"""A report as tables: Markdown and the HTML page, with every column (the terminal's
+fitted table: report/terminal.py)."""
 
 from __future__ import annotations
 
 import html
 from collections.abc import Sequence
-from typing import Any
 
 from benchflow.config.schema import STEPS
 from benchflow.core.status import Status
@@ -67,12 +67,15 @@ def _x_ci(value: float | None, ci: Interval | None) -> str:
     return f"{value:.2f}x" + (f" ({ci.low:.2f}-{ci.high:.2f})" if ci else " (no CI)")
 
 
+def speedup_cell(e: Entry, baseline: bool) -> str:
+    """The speedup with its interval; "(baseline)" for a passing row of the baseline."""
+    return "(baseline)" if baseline and e.passed else _x_ci(e.speedup, e.speedup_ci)
+
+
 def entry_cells(e: Entry, baseline: bool) -> list[str]:
     mem = _bytes(e.peak_bytes)
     if e.peak_bytes and e.memory_kind != "device":
         mem += f" ({e.memory_kind})"
-    is_base = baseline and e.passed
-    speed = "(baseline)" if is_base else _x_ci(e.speedup, e.speedup_ci)
     return [
         e.model,
         e.test,
@@ -81,7 +84,7 @@ def entry_cells(e: Entry, baseline: bool) -> list[str]:
         format_time(e.time_s),
         format_interval(e.ci_low_s, e.ci_high_s),
         f"{e.cv:.1%}" if e.cv is not None and e.time_s is not None else "-",
-        speed,
+        speedup_cell(e, baseline),
         _compile(e),
         mem,
         e.verification,
@@ -126,22 +129,27 @@ def invalid_rows(report: Report) -> list[list[str]]:
     return [[i.model, i.test, i.settings, i.reason] for i in report.invalid]
 
 
-def change_cells(c: Change) -> list[str]:
-    def side(e: Entry | None) -> str:
-        if e is None:
-            return "-"
-        if e.time_s is None or not e.passed:
-            return e.status.value if e.status is not Status.OK else e.verification
-        ci = format_interval(e.ci_low_s, e.ci_high_s)
-        return f"{format_time(e.time_s)} ({ci}, {e.repeats} rep.)"
+def side_cell(e: Entry | None, full: bool = True) -> str:
+    """One side of a comparison: its median (`full`: with its interval and repeats), or
+    why it has none."""
+    if e is None:
+        return "-"
+    if e.time_s is None or not e.passed:
+        return e.status.value if e.status is not Status.OK else e.verification
+    if not full:
+        return format_time(e.time_s)
+    ci = format_interval(e.ci_low_s, e.ci_high_s)
+    return f"{format_time(e.time_s)} ({ci}, {e.repeats} rep.)"
 
+
+def change_cells(c: Change) -> list[str]:
     ratio = c.ratio
     return [
         c.model,
         c.test,
         c.config,
-        side(c.base),
-        side(c.cand),
+        side_cell(c.base),
+        side_cell(c.cand),
         "-" if ratio is None else f"{ratio - 1:+.1%}",
         c.verdict,
         c.detail,
@@ -257,55 +265,6 @@ def to_markdown(report: Report, title: str, changes: Sequence[Change] | None = N
         ]
     parts += [f"- {n}" for n in report.notes]
     return "\n".join(parts).rstrip() + "\n"
-
-
-def _plain(cells: Sequence[str]) -> list[Any]:
-    """Cells as text, not Rich markup: a job's name or a setting may hold brackets
-    (inductor[freezing], ir.formats=[hlo])."""
-    from rich.text import Text
-
-    return [Text(c) for c in cells]
-
-
-def print_terminal(report: Report, title: str, changes: Sequence[Change] | None = None) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    console = Console(highlight=False)
-    if not console.is_terminal:  # logs and pipes: no wrapping at 80 columns
-        console = Console(highlight=False, width=220)
-    if changes is not None:
-        table = Table(*CHANGE_HEADER, title=f"{title}: against the baseline")
-        for c in changes:
-            style = "red" if c.fails else ("green" if c.verdict in GOOD else None)
-            table.add_row(*_plain(change_cells(c)), style=style)
-        console.print(table)
-        for text in overall_lines(changes):
-            console.print(text, markup=False)
-    table = Table(*ENTRY_HEADER, title=title)
-    previous = None
-    for e in report.entries:
-        if previous is not None and (e.model, e.test) != previous:
-            table.add_section()
-        previous = (e.model, e.test)
-        style = None if e.passed else e.status.style
-        table.add_row(*_plain(entry_cells(e, report.is_baseline(e.config))), style=style)
-    console.print(table)
-    table = Table(*SUMMARY_HEADER, title="summary", caption=definitions(report))
-    for s in report.summaries:
-        table.add_row(*_plain(summary_cells(s)))
-    console.print(table)
-    if report.invalid:
-        table = Table(*INVALID_HEADER, title=INVALID_TITLE.lower())
-        for cells in invalid_rows(report):
-            table.add_row(*_plain(cells), style="yellow")
-        console.print(table)
-    if report.time_spent:
-        table = Table(*TIME_HEADER[2:-1], "total", title=f"{TIME_TITLE.lower()} (s, all jobs)")
-        table.add_row(*_plain(time_rows(report)[0][2:]))
-        console.print(table)
-    for note in report.notes:
-        console.print(f"note: {note}", markup=False)
 
 
 def html_table(

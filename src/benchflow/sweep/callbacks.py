@@ -111,13 +111,13 @@ def _close_interrupted(tracker: Tracker, sweep: SweepDir, run_id: str) -> None:
 
 def _report(rows: list[ResultRow], baseline: str, sweep: SweepDir) -> tuple[Report, list[Path]]:
     """Print the sweep's report (stdout: the sweep's answer) and write sweep_dir/report/."""
-    from benchflow.report import output, render
+    from benchflow.report import output, terminal
     from benchflow.report.model import build_report
     from benchflow.report.sources import Sweep, meta_of
 
     report = build_report(rows, baseline)
     title = f"benchflow sweep {sweep.path}"
-    render.print_terminal(report, title)
+    terminal.print_terminal(report, title, full=output.full_report(sweep.report))
     meta = meta_of(Sweep(label=str(sweep.path), rows=rows), report.baseline)
     files = output.write(report, sweep.report, title, meta)
     log.info("report written to %s", sweep.report)
