@@ -62,7 +62,7 @@ def medians(models: list[str], device: Any, timer_min_run_s: float) -> list[Medi
         torch.manual_seed(0)
         torch._dynamo.reset()
         cfg = BenchConfig(model=ModelConfig(name=name, builtin=MODELS[name], source="builtin"))
-        model = load_model(cfg, device.torch_device, None)
+        model, _ = load_model(cfg, device.torch_device, None)
         module, _ = model.get_module()
         model.set_module(backends.of_row(backend, None).prepare(module, DynamoConfig(name=backend)))
         step = model.eval

@@ -446,33 +446,32 @@ def test_every_package_has_its_layer_and_the_docs_say_the_same_order() -> None:
 
 
 def test_a_stop_waits_while_a_row_is_written() -> None:
-    """core/interrupts: a handler's stop raises at once, or, inside `held` (a finished
-    job's bookkeeping), once the outermost section ends; a real SIGTERM through the
-    CLI's kind of handler does the same."""
+    """core/interrupts: a sweep's stop raises at once, or, inside `held` (a finished
+    job's bookkeeping), once the outermost section ends; a real SIGTERM through its
+    installed handler does the same, as Terminated (the command's exit 143)."""
     import os
     import signal
 
-    from benchflow.core import interrupts
+    from benchflow.core.interrupts import Stops, Terminated
 
-    with pytest.raises(KeyboardInterrupt):
-        interrupts.stop(signal.SIGTERM)
+    stops = Stops()
+    with pytest.raises(Terminated):
+        stops.stop(signal.SIGTERM)
     done = []
-    with pytest.raises(KeyboardInterrupt), interrupts.held():
-        with interrupts.held():
-            interrupts.stop(signal.SIGTERM)
+    with pytest.raises(KeyboardInterrupt), stops.held():
+        with stops.held():
+            stops.stop(signal.SIGINT)
             done.append("inner")
         done.append("outer")  # the inner section's end does not raise
     assert done == ["inner", "outer"]
-    before = signal.signal(signal.SIGTERM, lambda signum, frame: interrupts.stop(signum))
-    try:
-        with pytest.raises(KeyboardInterrupt), interrupts.held():
-            os.kill(os.getpid(), signal.SIGTERM)
-            for _ in range(100):  # the handler runs between bytecodes
-                done.append("written")
-    finally:
-        signal.signal(signal.SIGTERM, before)
+    before = signal.getsignal(signal.SIGTERM)
+    with stops.installed(), pytest.raises(Terminated), stops.held():
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(100):  # the handler runs between bytecodes
+            done.append("written")
+    assert signal.getsignal(signal.SIGTERM) is before  # as it was after
     assert done.count("written") == 100
-    with interrupts.held():  # nothing pending afterwards
+    with stops.held():  # nothing pending afterwards
         pass
 
 

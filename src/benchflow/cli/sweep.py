@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from benchflow.config.keys import unknown_key, wrong_type
 from benchflow.config.schema import ENV, INDUCTOR, XLA_FLAGS_KEY, setting_text
-from benchflow.core import interrupts
+from benchflow.core.interrupts import Terminated, raise_stop
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -55,34 +55,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     if single:
         args = _single(args)
 
-    received: list[int] = []
-
-    def _stop(signum: int, frame: object) -> None:
-        # SIGTERM (a scheduler, `kill`) takes Ctrl-C's path: the running job's process
-        # group is killed and recorded as `interrupted`; a resume finishes the rest. Both
-        # wait while a finished job's row is written (core/interrupts.py).
-        if signum == signal.SIGTERM:
-            received.append(signum)
-        interrupts.stop(signum)
-
-    before = signal.signal(signal.SIGTERM, _stop)
-    before_int = signal.signal(signal.SIGINT, _stop)
+    # SIGTERM (a scheduler, `kill`) takes Ctrl-C's path: the running job's process group
+    # is killed and recorded as `interrupted`; a resume finishes the rest. While the
+    # sweep runs, both wait while a finished job's row is written (core/interrupts.py).
+    before = signal.signal(signal.SIGTERM, raise_stop)
     try:
         _hydra(args)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         # The running job was killed and recorded as `interrupted`; rows already
         # written stay in results.jsonl.
-        how = "terminated (SIGTERM)" if received else "interrupted"
+        terminated = isinstance(exc, Terminated)
+        how = "terminated (SIGTERM)" if terminated else "interrupted"
         what = "run" if single else "sweep"
         print(
             f"benchflow: {how}; the results so far are kept. Run the same command with "
             f"resume=true to finish the {what}.",
             file=sys.stderr,
         )
-        return 143 if received else 130
+        return 143 if terminated else 130
     finally:
         signal.signal(signal.SIGTERM, before)
-        signal.signal(signal.SIGINT, before_int)
     return 0
 
 

@@ -1,41 +1,65 @@
 """Ctrl-C and SIGTERM, held back while a job's row is written.
 
-A sweep stops on Ctrl-C or SIGTERM by raising KeyboardInterrupt in its process: the
-running child is killed and its job recorded as `interrupted` (runner/isolated.py). A
-signal that comes once the child has ended and before its row is written would lose a
-finished job's result: the stop is then held until the row is in results.jsonl, and
-raised there. The handlers that raise (cli/sweep.py's, sweep/scheduler.py's, and Ctrl-C's
-where the sweep runs in its own process) call `stop`; the signal is process-wide, and so
-is this state.
+A sweep stops on Ctrl-C or SIGTERM by raising KeyboardInterrupt (Terminated for a
+SIGTERM) in its process: the running child is killed and its job recorded as
+`interrupted` (runner/isolated.py). A signal that comes once the child has ended and
+before its row is written would lose a finished job's result: while a sweep runs, its
+:class:`Stops` hold such a stop until the row is in results.jsonl, and raise it there.
 """
 
 from __future__ import annotations
 
 import contextlib
+import signal
+import threading
 from collections.abc import Iterator
-
-_held = 0  # how many `held` sections are open
-_pending: list[int] = []  # the signal held back, if any
-
-
-def stop(signum: int) -> None:
-    """A handler's stop: KeyboardInterrupt now, or once the held section ends."""
-    if _held:
-        if not _pending:
-            _pending.append(signum)
-        return
-    raise KeyboardInterrupt
+from dataclasses import dataclass
+from typing import Any, NoReturn
 
 
-@contextlib.contextmanager
-def held() -> Iterator[None]:
-    """Hold a stop back until the section ends, then raise it there."""
-    global _held
-    _held += 1
-    try:
-        yield
-    finally:
-        _held -= 1
-        if not _held and _pending:
-            _pending.clear()
-            raise KeyboardInterrupt
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a scheduler, `kill`): a stop, as Ctrl-C's, that the command tells apart."""
+
+
+def raise_stop(signum: int, frame: Any = None) -> NoReturn:
+    """A handler's stop: KeyboardInterrupt, or Terminated for a SIGTERM."""
+    raise Terminated if signum == signal.SIGTERM else KeyboardInterrupt
+
+
+@dataclass
+class Stops:
+    """A sweep's stops: raised at once, or inside `held` sections once the outermost ends."""
+
+    depth: int = 0  # how many `held` sections are open
+    pending: int | None = None  # the signal held back, if any
+
+    def stop(self, signum: int, frame: Any = None) -> None:
+        if not self.depth:
+            raise_stop(signum)
+        self.pending = self.pending or signum
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """Hold a stop back until the section ends, then raise it there."""
+        self.depth += 1
+        try:
+            yield
+        finally:
+            self.depth -= 1
+            if not self.depth and self.pending:
+                signum, self.pending = self.pending, None
+                raise_stop(signum)
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[None]:
+        """Ctrl-C and SIGTERM go through `stop` over the block (the main thread's)."""
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        signals = (signal.SIGINT, signal.SIGTERM)
+        before = {sig: signal.signal(sig, self.stop) for sig in signals}
+        try:
+            yield
+        finally:
+            for sig, handler in before.items():
+                signal.signal(sig, handler)

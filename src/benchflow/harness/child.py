@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Any
 from benchflow import backends
 from benchflow.backends.base import Backend
 from benchflow.config.schema import SUITE_MODEL_SOURCES, BenchConfig, settings_of
-from benchflow.core import clock
 from benchflow.core.cpus import ENV_CPUS, pin_self, span
 from benchflow.core.files import write_json_atomic
 from benchflow.core.job import JobSpec
@@ -44,6 +43,7 @@ from benchflow.results.child import ChildResult, ChildTimings, Digest, Timing, V
 from benchflow.results.provenance import job_env
 
 if TYPE_CHECKING:
+    from benchflow.harness.prebuilt import Prebuilt
     from benchflow.models.step import TimedStep
 
 log = logging.getLogger("benchflow.child")
@@ -147,8 +147,12 @@ def preload() -> None:
     from benchflow.models import bert, dlrm, llama, resnet  # noqa: F401  (the built-ins)
 
 
-def _start(cfg: BenchConfig, backend: type[Backend]) -> tuple[_Job, float]:
-    """The job's device and threads, set up; the seconds its imports took."""
+def _start(
+    cfg: BenchConfig, backend: type[Backend], prebuilt: Prebuilt | None, records: bool = True
+) -> tuple[_Job, float]:
+    """The job's device and threads, set up; the seconds its imports took. `prebuilt`:
+    what the warm process it forked from made (harness/prebuilt.py); `records`: its
+    first build is recorded (BENCHFLOW_BUILD_RECORD)."""
     t_import = time.perf_counter()
     import scipy.stats  # noqa: F401  (the timing loop's interval: an import, not timed work)
     import torch
@@ -164,12 +168,15 @@ def _start(cfg: BenchConfig, backend: type[Backend]) -> tuple[_Job, float]:
     threads = cfg.num_threads or (len(os.sched_getaffinity(0)) if os.environ.get(ENV_CPUS) else 0)
     if threads:
         torch.set_num_threads(threads)
-    return _Job(cfg, backend, device, Precision(cfg.dtype, device.kind)), import_s
+    job = _Job(cfg, backend, device, Precision(cfg.dtype, device.kind), prebuilt, records)
+    return job, import_s
 
 
-def run(cfg: BenchConfig, backend: type[Backend], out_dir: Path) -> ChildResult:
+def run(
+    cfg: BenchConfig, backend: type[Backend], out_dir: Path, prebuilt: Prebuilt | None
+) -> ChildResult:
     """Build, prepare and time one job. Returns the child's part of the result row."""
-    job, import_s = _start(cfg, backend)  # first: its imports are what import_s times
+    job, import_s = _start(cfg, backend, prebuilt)  # first: what import_s times
     import torch
 
     from benchflow.backends.inductor import stop_compile_workers
@@ -178,10 +185,9 @@ def run(cfg: BenchConfig, backend: type[Backend], out_dir: Path) -> ChildResult:
     from benchflow.harness.timing import Sampling, measure
 
     device = job.device
-    clock.take("move")
     t_build = time.perf_counter()
     timed = job.build(device.torch_device, job.prec.model_dtype, True, cfg.batch_size)
-    move_s = clock.take("move")
+    move_s = job.move_s
     build_s = time.perf_counter() - t_build - move_s
 
     def step() -> Any:
@@ -226,7 +232,7 @@ def run(cfg: BenchConfig, backend: type[Backend], out_dir: Path) -> ChildResult:
         num_threads=torch.get_num_threads(),
         metrics=_metrics(m, timed.batch_size) | accuracy | (profiled or {}),
         summary=m.summary(),
-        timing=_timing(cfg, m),
+        timing=_timing(cfg, m, job.shared),
         child_timings=ChildTimings(
             import_s=import_s,
             build_s=build_s,
@@ -254,9 +260,55 @@ class _Job:
     backend: type[Backend]
     device: Any  # backends/device.Device
     prec: Precision
+    # What the warm process it forked from made; its first build takes it (once)
+    prebuilt: Prebuilt | None = None
+    records: bool = True  # its first build is recorded (prebuilt.record)
+    shared: Prebuilt | None = None  # the one taken, as the row tells it (no model)
+    move_s: float = 0.0  # the last build's cast and move
 
     def build(self, target: Any, dtype: Any, compiled: bool, batch_size: int | None) -> TimedStep:
-        return build_step(self.cfg, self.backend, target, dtype, compiled, batch_size)
+        """A fresh model and its timed step (`model.step`): the same seed gives the same
+        weights and inputs every time; `compiled`: prepared by the backend
+        (torch.compile, or as it is). The first takes the model built before the fork,
+        where one was built for this config (with its step, compiled)."""
+        from benchflow.harness import prebuilt
+        from benchflow.models.registry import load_model
+        from benchflow.models.step import TimedStep
+
+        cfg = dataclasses.replace(self.cfg, batch_size=batch_size)
+        found, self.prebuilt = self.prebuilt, None
+        taken = found.for_(cfg) if found is not None else None
+        first, self.records = self.records, False
+        if taken is not None:
+            self.shared = dataclasses.replace(taken, model=None, step=None)
+        if taken is not None and taken.step is not None and compiled:
+            log.info("step of %s compiled before the fork", cfg.model.name)
+            if first:
+                prebuilt.record(taken.step.model, True)
+            self.move_s = 0.0
+            return taken.step  # (placed, prepared and called: prebuilt.warm_here)
+        if taken is None or taken.model is None:
+            seed_everything(cfg.seed)
+            model, self.move_s = load_model(cfg, target, dtype)
+        else:
+            log.info("model %s built before the fork (%.2f s)", cfg.model.name, taken.build_s)
+            start = time.perf_counter()
+            model = taken.model.place(target, dtype)
+            self.move_s = time.perf_counter() - start
+        if first:
+            prebuilt.record(model, taken is not None)
+        prepare = (lambda fn: self.backend.prepare(fn, cfg.dynamo)) if compiled else None
+        step = TimedStep(
+            model,
+            name=cfg.model.name,
+            kind=cfg.model.step,
+            test=cfg.test.name,
+            prepare=prepare,
+            exports=self.backend.exports,
+        )
+        if compiled and cfg.dynamo.dynamic_batch:
+            step.mark_batch_dynamic()
+        return step
 
     def run_step(self, s: TimedStep, autocast_type: str | None) -> Any:
         return self.prec.step(s, autocast_type)
@@ -320,12 +372,9 @@ def _metrics(m: Any, batch_size: int) -> dict[str, Any]:
     }
 
 
-def _timing(cfg: BenchConfig, m: Any) -> Timing:
+def _timing(cfg: BenchConfig, m: Any, shared: Prebuilt | None) -> Timing:
     """The row's `timing`: how the timing loop went (`m`: harness/timing.Measurement),
-    and how this child was launched."""
-    from benchflow.harness import prebuilt
-
-    shared = prebuilt.taken()
+    how this child was launched, and the build it took from the process it forked from."""
     return Timing(
         steady_state=m.steady_state,
         unsteady_repeats=m.unsteady,
@@ -378,11 +427,11 @@ def ir_pass(cfg: BenchConfig, backend: type[Backend]) -> None:
     """Two steps of the job, for the IR dump: the parent set XLA_SAVE_TENSORS_FILE/_FMT
     (and XLA_FLAGS for --xla_dump_to) for this process, so every graph synced is
     written; the first step compiles, the second shows the steady-state graph."""
-    device = backend.make_device(cfg.accelerator.name)
-    prec = Precision(cfg.dtype, device.kind)
-    step = build_step(cfg, backend, device.torch_device, prec.model_dtype, True, cfg.batch_size)
+    job, _ = _start(cfg, backend, None, records=False)
+    device = job.device
+    step = job.build(device.torch_device, job.prec.model_dtype, True, cfg.batch_size)
     for _ in range(2):
-        out = prec.step(step, device.autocast_type)
+        out = job.run_step(step, device.autocast_type)
         device.mark_step()
         device.synchronize()
         del out
@@ -412,70 +461,23 @@ class Precision:
             return step()
 
 
-def build_step(
-    cfg: BenchConfig,
-    backend: type[Backend],
-    target: Any,
-    dtype: Any,
-    compiled: bool,
-    batch_size: int | None,
-) -> TimedStep:
-    """A fresh model and its timed step (`model.step`): the same seed gives the same
-    weights and inputs every time; `compiled`: prepared by the backend (torch.compile,
-    or as it is)."""
-    from benchflow.harness import prebuilt
-    from benchflow.models.registry import load_model
-    from benchflow.models.step import TimedStep
-
-    job_cfg = dataclasses.replace(cfg, batch_size=batch_size)
-    built = prebuilt.take(job_cfg)  # share_build: seeded and built before the fork
-    if built is not None and built.step is not None and compiled:
-        log.info("step of %s compiled before the fork", cfg.model.name)
-        prebuilt.record(built.step.model)
-        return built.step  # (placed, prepared and called: prebuilt.warm_here)
-    if built is None or built.model is None:
-        seed_everything(cfg.seed)
-        model = load_model(job_cfg, target, dtype)
-    else:
-        log.info(
-            "model %s built before the fork (%.2f s), dtype %s",
-            cfg.model.name,
-            built.build_s,
-            dtype,
-        )
-        with clock.spent("move"):
-            model = built.model.place(target, dtype)
-    prebuilt.record(model)
-    prepare = (lambda fn: backend.prepare(fn, cfg.dynamo)) if compiled else None
-    step = TimedStep(
-        model,
-        name=cfg.model.name,
-        kind=cfg.model.step,
-        test=cfg.test.name,
-        prepare=prepare,
-        exports=backend.exports,
-    )
-    if compiled and cfg.dynamo.dynamic_batch:
-        step.mark_batch_dynamic()
-    return step
-
-
 # Calls of the step in a job's own interpreter (harness/prebuilt.warm_here): the first
 # compiles; a model may change its own state in it (TorchBench's llama casts its KV
 # cache to its input's dtype), so that dynamo's guards fail and the second compiles again.
 FIRST_CALLS = 2
 
 
-def first_call_step(cfg: BenchConfig) -> tuple[TimedStep, float]:
-    """The job's timed step built (from the model built before, where there is one) and
-    called FIRST_CALLS times, as the job's child sets up, makes and calls it (`_start`,
-    `_Job`: the job's device, matmul precision and thread count) under its compiler
-    settings; and those calls' seconds (harness/prebuilt.warm_here)."""
+def first_call_step(cfg: BenchConfig, prebuilt: Prebuilt | None) -> tuple[TimedStep, float]:
+    """The job's timed step built (from `prebuilt`, the model built before, where there
+    is one) and called FIRST_CALLS times, as the job's child sets up, makes and calls it
+    (`_start`, `_Job`: the job's device, matmul precision and thread count) under its
+    compiler settings; and those calls' seconds (harness/prebuilt.warm_here)."""
     import torch
 
-    threads = torch.get_num_threads()  # (the interpreter's, as it was, after)
+    threads = torch.get_num_threads()  # (the process's, as it was, after)
     try:
-        job, _ = _start(cfg, backends.of_row(cfg.dynamo.name, cfg.xla.name))
+        backend = backends.of_row(cfg.dynamo.name, cfg.xla.name)
+        job, _ = _start(cfg, backend, prebuilt, records=False)
         device = job.device
         with compiler_settings(cfg):
             step = job.build(device.torch_device, job.prec.model_dtype, True, cfg.batch_size)
@@ -514,7 +516,12 @@ def compiler_settings(cfg: BenchConfig) -> AbstractContextManager[Any]:
     return config.patch(settings)
 
 
-def main(argv: list[str]) -> int:
+def main(
+    argv: list[str], prebuilt: Prebuilt | None = None, environ: dict[str, str] | None = None
+) -> int:
+    """The child: run the job file argv[0] and write its result. A child forked from a
+    warm process is given what that process made (`prebuilt`) and its environment as its
+    job started it (`environ`: the warm process's before its imports, and the job's)."""
     if len(argv) != 1:
         print("usage: python -m benchflow.harness JOB.json", file=sys.stderr)
         return 2
@@ -533,7 +540,7 @@ def main(argv: list[str]) -> int:
     cfg = job.config
     result = ChildResult(
         versions=versions(cfg.model.source, list(cfg.toolchain.pins)),
-        env=job_env(settings_of(cfg.env)),  # as it started: before torch or the device set any
+        env=job_env(settings_of(cfg.env), environ),  # as it started: before imports set any
         affinity=span(sorted(os.sched_getaffinity(0))),
     )
     try:
@@ -544,7 +551,7 @@ def main(argv: list[str]) -> int:
             if job.ir:
                 ir_pass(cfg, backend)
             else:
-                ran = run(cfg, backend, Path(job.result_path).parent)
+                ran = run(cfg, backend, Path(job.result_path).parent, prebuilt)
                 result = dataclasses.replace(
                     ran, versions=result.versions, env=result.env, affinity=result.affinity
                 )

@@ -13,8 +13,6 @@ from benchflow.history.series import Series
 from benchflow.report.sources import Sweep
 from benchflow.results.intervals import Interval
 
-console = Console(highlight=False)
-
 
 def _level(value: float, ci: Interval | None) -> str:
     if ci is None:
@@ -25,6 +23,7 @@ def _level(value: float, ci: Interval | None) -> str:
 def print_changes(
     sweeps: Sequence[Sweep], series: Sequence[Series], changes: Sequence[Change]
 ) -> None:
+    console = Console(highlight=False)
     say = lambda text: console.print(text, soft_wrap=True)  # noqa: E731
     say(f"history: {len(sweeps)} sweep(s), {len(series)} job(s), {len(changes)} change point(s)")
     for c in changes:

@@ -132,19 +132,10 @@ def _command_line() -> str:
     return " ".join([prog, *sys.argv[1:]])
 
 
-# A forked child's environment as its job started it: the zygote's from before its
-# imports (torch_xla's adds to XLA_FLAGS) with the job's own variables (runner/zygote.py).
-# None: this process was spawned for its job, and os.environ at its start is that.
-_started_with: dict[str, str] | None = None
-
-
-def remember_environ(environ: Mapping[str, str]) -> None:
-    global _started_with
-    _started_with = dict(environ)
-
-
-def job_env(names: Iterable[str] = ()) -> dict[str, str]:
+def job_env(names: Iterable[str] = (), environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """The job's speed settings, and the variables `names` (its `env.` settings), as it
-    was started (not what imports added since)."""
-    environ = os.environ if _started_with is None else _started_with
+    was started (not what imports added since): `environ`, a forked child's as its job
+    started it (runner/zygote.py: its warm process's before the imports, with the job's
+    own variables); None: this process was spawned for its job, and os.environ is that."""
+    environ = os.environ if environ is None else environ
     return speed_env(environ) | {k: environ[k] for k in sorted(names) if k in environ}

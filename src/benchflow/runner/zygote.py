@@ -419,15 +419,21 @@ class Zygote:
                 os.kill(self.pid, 9)
 
 
-# The checks this zygote ran (KINDS' "module.function()" entries): whether the answer
-# came from the machine's cache, and how long the check took. Its forked jobs record them
-# (ENV_MACHINE_CHECKS; the row's timing.machine_checks).
-_CHECKS: dict[str, dict[str, Any]] = {}
+@dataclass
+class Held:
+    """What a zygote's process holds for the processes it forks, handed to each."""
+
+    environ: dict[str, str]  # before its imports (a zygote forked from another: that one's)
+    # The machine checks it ran (KINDS' "module.function()" entries): whether the answer
+    # came from the machine's cache, and how long the check took (the row's
+    # timing.machine_checks)
+    checks: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    prebuilt: Any = None  # a built or compiled warm process's (harness/prebuilt.Prebuilt)
 
 
-def _preload(name: str) -> None:
+def _preload(name: str, checks: dict[str, dict[str, Any]]) -> None:
     """Import a module, or call a check ("module.function()", see KINDS: it returns True
-    when it answered from the machine's cache)."""
+    when it answered from the machine's cache), kept in `checks`."""
     if not name.endswith("()"):
         importlib.import_module(name)
         return
@@ -435,8 +441,8 @@ def _preload(name: str) -> None:
     start = time.perf_counter()
     with _scratch_inductor_cache():
         cached = getattr(importlib.import_module(module), function)()
-    if cached is not None:  # a machine check
-        _CHECKS[name] = {"from_cache": cached, "s": round(time.perf_counter() - start, 3)}
+    if cached is not None and name not in checks:  # a machine check, its first time
+        checks[name] = {"from_cache": cached, "s": round(time.perf_counter() - start, 3)}
 
 
 @contextlib.contextmanager
@@ -568,12 +574,7 @@ class Threads:
         return f" ({', '.join(named)})" if named else ""
 
 
-# The zygote's environment before its imports (serve): torch_xla's import adds to
-# XLA_FLAGS, which a spawned job would not have had when it started.
-_BEFORE_IMPORTS: dict[str, str] = {}
-
-
-def _run_child(request: ForkJob, preloaded: tuple[str, ...], zygote_pid: int) -> int:
+def _run_child(request: ForkJob, preloaded: tuple[str, ...], zygote_pid: int, held: Held) -> int:
     """In the forked child: become the job's process, as a spawned child would be."""
     os.setsid()
     devnull = os.open(os.devnull, os.O_RDONLY)
@@ -589,23 +590,22 @@ def _run_child(request: ForkJob, preloaded: tuple[str, ...], zygote_pid: int) ->
     env = dict(request.env)
     if "XLA_FLAGS" in env and os.environ.get("XLA_FLAGS"):  # torch_xla's import set some
         env["XLA_FLAGS"] = f"{os.environ['XLA_FLAGS']} {env['XLA_FLAGS']}".strip()
-    from benchflow.results import provenance
-
-    provenance.remember_environ({**_BEFORE_IMPORTS, **request.env})
     os.environ.update(env)
     os.environ["BENCHFLOW_LAUNCH"] = "fork"  # the row says how the child started
     os.environ[ENV_PARENT] = str(zygote_pid)  # it dies with the zygote (die_with_parent)
     os.environ[ENV_PRELOADED] = ",".join(preloaded)
-    if _CHECKS:
-        os.environ[ENV_MACHINE_CHECKS] = json.dumps(_CHECKS)
+    if held.checks:
+        os.environ[ENV_MACHINE_CHECKS] = json.dumps(held.checks)
     os.chdir(request.cwd)
     sys.argv = [sys.executable, "-m", "benchflow.harness", request.job]
     from benchflow.harness.child import main
 
-    return main([request.job])
+    # its environment as its job started it: torch_xla's import adds to XLA_FLAGS, which
+    # a spawned job would not have had when it started
+    return main([request.job], held.prebuilt, {**held.environ, **request.env})
 
 
-def _fork_zygote(request: ForkZygote) -> int:
+def _fork_zygote(request: ForkZygote, held: Held) -> int:
     """In a zygote: fork a zygote of another kind that belongs to neither this zygote
     nor a job (a double fork); returns its pid."""
     r, w = os.pipe()
@@ -617,7 +617,7 @@ def _fork_zygote(request: ForkZygote) -> int:
             grandchild = os.fork()
             if grandchild == 0:
                 os.close(w)
-                _exit_after(_become_zygote, request)
+                _exit_after(_become_zygote, request, held)
             os.write(w, str(grandchild).encode())
             code = 0
         finally:
@@ -629,7 +629,7 @@ def _fork_zygote(request: ForkZygote) -> int:
     return int(text or b"0")
 
 
-def _become_zygote(request: ForkZygote) -> int:
+def _become_zygote(request: ForkZygote, held: Held) -> int:
     """In the forked zygote: serve its parent over the request's socket."""
     os.setsid()  # as a spawned zygote: a Ctrl-C at the terminal reaches the parent only
     devnull = os.open(os.devnull, os.O_RDWR)
@@ -640,16 +640,22 @@ def _become_zygote(request: ForkZygote) -> int:
     sock.connect(request.socket)
     if request.cpus:
         os.environ[ENV_CPUS] = ",".join(map(str, request.cpus))
-    serve(request.zygote, sock.makefile("rb"), sock.makefile("wb"), request.build)
+    serve(request.zygote, sock.makefile("rb"), sock.makefile("wb"), request.build, held)
     return 0
 
 
 def serve(
-    kind: str, stdin: IO[bytes], stdout: IO[bytes], build: dict[str, Any] | None = None
+    kind: str,
+    stdin: IO[bytes],
+    stdout: IO[bytes],
+    build: dict[str, Any] | None = None,
+    held: Held | None = None,
 ) -> None:
+    """Be a zygote of `kind` (with `build`, a built or compiled warm process): preload,
+    build, say Ready, then fork what the parent asks for until it closes its end.
+    `held`: what the zygote this one was forked from holds (None: started afresh)."""
     t0 = time.perf_counter()
-    if not _BEFORE_IMPORTS:  # a zygote forked from another keeps that one's
-        _BEFORE_IMPORTS.update(os.environ)  # what its forked jobs record as their start
+    held = dataclasses.replace(held) if held else Held(dict(os.environ))
     allowed = os.sched_getaffinity(0)
     pin_self()  # import on the starting job's cores only
     preload = preloads(kind)
@@ -660,12 +666,13 @@ def serve(
 
     watch = Threads()
     with cuda_asked_through_nvml():
-        threads = _preload_all(preload, watch)
+        threads = _preload_all(preload, watch, held.checks)
         build_s = None
         if build is not None:  # a model's zygote: the build on the first job's cores
             try:
                 with watch.watched("the model's build"):
-                    build_s = _build(build)
+                    held.prebuilt = _build(build, held.prebuilt)
+                build_s = held.prebuilt.step_s or held.prebuilt.build_s
             except Exception as exc:  # the jobs build their own and report it as theirs
                 say(NotReady(f"{type(exc).__name__}: {exc}"[:2000], build_failed=True))
                 return
@@ -689,13 +696,13 @@ def serve(
         assert line is not None
         request = decode(line)
         if isinstance(request, ForkZygote):
-            say(Forked(_fork_zygote(request)))
+            say(Forked(_fork_zygote(request, held)))
             continue
         if not isinstance(request, ForkJob):
             raise ZygoteError(f"not a request: {request}")
         pid = os.fork()
         if pid == 0:
-            _exit_after(_run_child, request, preload, zygote_pid)
+            _exit_after(_run_child, request, preload, zygote_pid, held)
         say(Forked(pid))
         returncode = _wait_child(pid, requests)
         if returncode is None:  # the parent is gone (SIGKILLed mid-sweep): so is its job
@@ -704,7 +711,9 @@ def serve(
         say(Exited(returncode, pid))
 
 
-def _preload_all(preload: tuple[str, ...], watch: Threads) -> int:
+def _preload_all(
+    preload: tuple[str, ...], watch: Threads, checks: dict[str, dict[str, Any]]
+) -> int:
     """Import the kind's modules, and what every job imports next; returns how many
     threads may be running that fork leaves behind (the base's BLAS threads)."""
     with contextlib.ExitStack() as for_the_imports:  # variables unset after them
@@ -720,7 +729,7 @@ def _preload_all(preload: tuple[str, ...], watch: Threads) -> int:
         threads = watch.allow_running()  # a zygote forked from the base: 1 (fork keeps one)
         for name in preload:
             with watch.watched(name):
-                _preload(name)
+                _preload(name, checks)
             if name in BASE_MODULES:  # numpy's and scipy's OpenBLAS threads; none after may
                 threads = watch.allow_running()
     # Modules every job imports next; cheap, but not free.
@@ -731,14 +740,14 @@ def _preload_all(preload: tuple[str, ...], watch: Threads) -> int:
     return threads
 
 
-def _build(build: dict[str, Any]) -> float:
-    """A built warm process's model (harness/prebuilt.py), or a compiled one's step; the
-    seconds it took."""
+def _build(build: dict[str, Any], inherited: Any) -> Any:
+    """A built warm process's model, or a compiled one's step (harness/prebuilt.py), made
+    from `inherited`: what the warm process above it made."""
     from benchflow.harness.child import first_call_step
     from benchflow.harness.prebuilt import build_from_request
 
-    compiled = build["stage"] == "compiled"
-    return build_from_request(build, first_call_step if compiled else None)
+    first_call = first_call_step if build["stage"] == "compiled" else None
+    return build_from_request(build, inherited, first_call)
 
 
 def _exit_after(run: Callable[..., int], *args: Any) -> NoReturn:

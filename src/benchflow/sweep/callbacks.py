@@ -26,7 +26,6 @@ from benchflow.tracking.mlflow_runs import (
     Tracker,
     check_reachable,
     safely,
-    tracker_for,
 )
 from benchflow.tracking.sync import close_interrupted, status_tags
 
@@ -55,7 +54,7 @@ def _tracker(bench: BenchConfig, config: DictConfig) -> Tracker | None:
     """The sweep's MLflow connection (None: MLflow is off, or could not be reached)."""
     if not bench.mlflow.enabled:
         return None
-    return safely("connection", tracker_for, bench.mlflow, Path(config.hydra.runtime.cwd))
+    return safely("connection", Tracker, bench.mlflow, Path(config.hydra.runtime.cwd))
 
 
 class SweepCallback(Callback):

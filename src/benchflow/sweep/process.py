@@ -27,7 +27,7 @@ from benchflow.core.machine import node_name
 from benchflow.core.status import Status
 from benchflow.runner.isolated import Outcome, interrupted, run_isolated
 from benchflow.runner.pool import Pool, build_request
-from benchflow.sweep import progress
+from benchflow.sweep import progress, scheduler
 from benchflow.sweep.ir import ir_passes
 
 log = logging.getLogger(__name__)
@@ -192,9 +192,13 @@ def task(plan_dir: Path, num: int, job_dir: Path) -> Outcome:
     assert plan is not None, f"no plan.json in {plan_dir}"
     n, _, steps = os.environ[ENV_STEP].partition(",")
     since = time.perf_counter()
-    return run_step(
-        plan.job(num), int(n), JobDir(job_dir), since, steps=int(steps) if steps else None
-    )
+    with scheduler.catch_stop() as stop:  # a SLURM job's stop: its child killed, an outcome
+        outcome = run_step(
+            plan.job(num), int(n), JobDir(job_dir), since, steps=int(steps) if steps else None
+        )
+    if outcome.status is Status.INTERRUPTED and (slurm_job := scheduler.slurm_job()):
+        outcome.status, outcome.error = scheduler.cause(slurm_job, stop.signum)
+    return outcome
 
 
 def tie_to_sweep(poll_s: float = 0.5) -> None:

@@ -22,13 +22,17 @@ from benchflow.core.units import format_interval, format_time
 from benchflow.results.headline import headline_of, median_time
 from benchflow.results.row import ResultRow
 
-console = Console(stderr=True, highlight=False)
+
+def _console() -> Console:
+    """The terminal's error stream, where the progress goes (stdout: the report)."""
+    return Console(stderr=True, highlight=False)
 
 
 @contextlib.contextmanager
 def running(enabled: bool, num: int, total: int, name: str) -> Iterator[None]:
     """A live spinner and sweep bar while a job's child runs (no-op when not a terminal)."""
     name = escape(name)  # a job's name may hold brackets: inductor[freezing]
+    console = _console()
     if not enabled or not console.is_terminal:
         console.print(f"[{num + 1}/{total}] {name} …", soft_wrap=True)
         yield
@@ -48,13 +52,13 @@ def running(enabled: bool, num: int, total: int, name: str) -> Iterator[None]:
 
 def note(text: str) -> None:
     """A line about the sweep itself (waiting for CPUs, and such)."""
-    console.print(f"[dim]{escape(text)}[/]", soft_wrap=True)
+    _console().print(f"[dim]{escape(text)}[/]", soft_wrap=True)
 
 
 def duplicate(job: Job, first: Job, total: int) -> None:
     """A job planned twice (its fingerprint an earlier job's): launched once, as the
     first; said before the sweep launches anything."""
-    console.print(
+    _console().print(
         f"[{job.num + 1}/{total}] [dim]{escape(' '.join(job.overrides))}: the same job as "
         f"[{first.num + 1}/{total}] ({escape(' '.join(first.overrides))}), run once as it[/]",
         soft_wrap=True,
@@ -81,7 +85,7 @@ def report(row: ResultRow, num: int, total: int, tally: Counter[str]) -> None:
     parts.append(f"· wall {row.job.wall_time_s or 0.0:.1f} s")
     done = ", ".join(f"{n} {s}" for s, n in sorted(tally.items()))
     parts.append(f"· done: {done}")
-    console.print(" ".join(parts), soft_wrap=True)
+    _console().print(" ".join(parts), soft_wrap=True)
 
 
 def kept(row: ResultRow, num: int, total: int, retry: str) -> None:
@@ -93,4 +97,4 @@ def kept(row: ResultRow, num: int, total: int, retry: str) -> None:
     if per_iter is not None:
         parts.append(f"{format_time(per_iter)}/iter")
     parts.append(f"· recorded earlier in this folder (retry={retry})")
-    console.print(" ".join(parts), soft_wrap=True)
+    _console().print(" ".join(parts), soft_wrap=True)

@@ -14,6 +14,7 @@ instead of expanding a grid.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
 import re
@@ -241,9 +242,6 @@ def plan(
     return jobs
 
 
-_COMPOSED: dict[tuple[str, ...], dict[str, Any]] = {}
-
-
 def changes(
     recorded: Sequence[str], extras: Sequence[str], config_dirs: Sequence[str]
 ) -> dict[str, Any]:
@@ -257,26 +255,25 @@ def changes(
     return {k: v for k, v in after.items() if k not in before or before[k] != v}
 
 
+@functools.cache
 def _composed(overrides: tuple[str, ...], config_dirs: tuple[str, ...]) -> dict[str, Any]:
-    """A job's composed config, flat ({"dynamo.name": ...}), without the hydra node."""
-    key = (*config_dirs, "|", *overrides)
-    if key not in _COMPOSED:
-        from hydra import compose, initialize_config_dir
-        from hydra.errors import HydraException
-        from omegaconf import OmegaConf
-        from omegaconf.errors import OmegaConfBaseException
+    """A job's composed config, flat ({"dynamo.name": ...}), without the hydra node (a
+    cache of Hydra's composition: callers do not change what it returns)."""
+    from hydra import compose, initialize_config_dir
+    from hydra.errors import HydraException
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
 
-        from benchflow.config.store import CONF_DIR
-        from benchflow.tracking.mlflow_runs import flatten
+    from benchflow.config.store import CONF_DIR
+    from benchflow.tracking.mlflow_runs import flatten
 
-        search = [f"hydra.searchpath=[{','.join('file://' + d for d in config_dirs)}]"]
-        try:
-            with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-                cfg = compose("config", overrides=[*(search if config_dirs else []), *overrides])
-        except (HydraException, OmegaConfBaseException) as exc:
-            raise ConfigError(f"{' '.join(overrides)}: {exc}") from None
-        data = OmegaConf.to_container(cfg, resolve=True)
-        assert isinstance(data, dict)
-        data.pop("hydra", None)
-        _COMPOSED[key] = flatten(data)
-    return _COMPOSED[key]
+    search = [f"hydra.searchpath=[{','.join('file://' + d for d in config_dirs)}]"]
+    try:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            cfg = compose("config", overrides=[*(search if config_dirs else []), *overrides])
+    except (HydraException, OmegaConfBaseException) as exc:
+        raise ConfigError(f"{' '.join(overrides)}: {exc}") from None
+    data = OmegaConf.to_container(cfg, resolve=True)
+    assert isinstance(data, dict)
+    data.pop("hydra", None)
+    return flatten(data)

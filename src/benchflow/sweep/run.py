@@ -22,8 +22,8 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from benchflow.config.schema import config_to_yaml
-from benchflow.core import interrupts
 from benchflow.core.files import write_json_atomic
+from benchflow.core.interrupts import Stops
 from benchflow.core.job import Job, Plan, Step, Warm
 from benchflow.core.layout import JobDir, SweepDir
 from benchflow.core.status import Status
@@ -69,13 +69,14 @@ class Sweep:
         self.aborted: str | None = None  # fail_fast: why no later job runs
         self.stopping = Stopping.of(plan)
         self.last: ResultRow | None = None
+        self.stops = Stops()  # Ctrl-C and SIGTERM, held while a row is written
 
     # --- the loop ----------------------------------------------------------------------
 
     def run(self, launch: Launch | None = None) -> ResultRow | None:
         """Run the sweep, here or through `launch`; the last row recorded (a single
         run's)."""
-        with _logged(self.folder.path / LOG, self.verbose):
+        with _logged(self.folder.path / LOG, self.verbose), self.stops.installed():
             try:
                 self._begin()
                 rounds = max((s.round for s in self.plan.steps), default=-1) + 1
@@ -198,7 +199,7 @@ class Sweep:
         """Keep the process (in the job's journal too); record the job where this was its
         last process or did not end ok. A stop (Ctrl-C, SIGTERM) waits until then."""
         job = self.plan.job(step.job)
-        with interrupts.held():
+        with self.stops.held():
             ran = self.ran.setdefault(job.num, [])
             ran.append(outcome)
             _write_journal(self._dir(job), job.fingerprint, ran, recorded=False)

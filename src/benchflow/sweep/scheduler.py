@@ -22,7 +22,7 @@ import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from benchflow.core import interrupts
+from benchflow.core.interrupts import raise_stop
 from benchflow.core.status import Status
 
 ENV_SLURM_JOB = "SLURM_JOB_ID"  # set by SLURM in each of its jobs
@@ -54,7 +54,7 @@ def catch_stop() -> Iterator[Stop]:
     def stopped(signum: int, frame: object) -> None:
         if stop.signum is None:  # once: SLURM may send both at the limit
             stop.signum = signum
-            interrupts.stop(signum)  # at once, or once a finished job's row is written
+            raise_stop(signum)  # the runner kills the child, and says `interrupted`
 
     before = {sig: signal.signal(sig, stopped) for sig in (signal.SIGTERM, signal.SIGUSR2)}
     try:

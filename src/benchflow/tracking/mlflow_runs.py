@@ -406,18 +406,6 @@ def job_runs(client: Any, run: Any) -> tuple[list[Any], bool]:
     return sorted(children, key=lambda r: r.info.start_time), True
 
 
-_TRACKERS: dict[tuple[str | None, str, str], Tracker] = {}
-
-
-def tracker_for(cfg: MlflowConfig, project_dir: Path) -> Tracker:
-    """This process's Tracker for a store and experiment: made once (a client, and the
-    experiment looked up or created), not once per job of a sweep."""
-    key = (cfg.tracking_uri, cfg.experiment, str(project_dir.resolve()))
-    if key not in _TRACKERS:
-        _TRACKERS[key] = Tracker(cfg, project_dir)
-    return _TRACKERS[key]
-
-
 def safely(what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
     """Run a tracking call; on failure warn and go on (results are on disk)."""
     try:
