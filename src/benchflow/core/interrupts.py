@@ -32,11 +32,18 @@ class Stops:
 
     depth: int = 0  # how many `held` sections are open
     pending: int | None = None  # the signal held back, if any
+    last: int = signal.SIGINT  # the last signal that stopped the sweep
 
     def stop(self, signum: int, frame: Any = None) -> None:
+        self.last = signum
         if not self.depth:
             raise_stop(signum)
         self.pending = self.pending or signum
+
+    def again(self) -> NoReturn:
+        """The stop that ended a process (its child killed, its row written), raised for
+        the sweep as it came (a SIGTERM: Terminated)."""
+        raise_stop(self.last)
 
     @contextlib.contextmanager
     def held(self) -> Iterator[None]:

@@ -207,7 +207,7 @@ class Sweep:
                 self._record(job.num)
         if outcome.status is Status.INTERRUPTED:
             self.tracking.interrupted(job)
-            raise KeyboardInterrupt
+            self.stops.again()
 
     def _record(self, num: int, closed: bool = False) -> None:
         """Job `num`'s row, from the processes it ran (`closed`: a paired sweep decided
