@@ -128,6 +128,11 @@ CASES = [
         ("-m", "warmup=1,two"),
         ("warmup=two: not an integer", "allowed: an integer >= 0"),
     ),
+    Case(
+        "a sweep of no job",
+        ("-m", "model=llama", "seed=range(5,5)"),
+        ("seed=range(5,5) gives no value", "allowed: at least one value"),
+    ),
     Case("out of range: repeat", ("repeat=0",), ("repeat=0", ">= 1")),
     Case("out of range: warmup", ("warmup=-1",), ("warmup=-1", ">= 0")),
     Case("out of range: timeout", ("timeout_s=-5",), ("timeout_s=-5", "> 0")),

@@ -148,8 +148,7 @@ def _now_vs_recorded(
     from benchflow.core.cpus import child_env
     from benchflow.core.gpus import ENV_VISIBLE
     from benchflow.core.layout import JobDir
-    from benchflow.harness.child import versions
-    from benchflow.results.provenance import provenance, speed_env
+    from benchflow.results.provenance import provenance, speed_env, versions
     from benchflow.sweep.process import launch_env
 
     per_job_env = set(child_env([0], None)) | {ENV_VISIBLE}  # its CPU and GPU slots

@@ -13,13 +13,15 @@ import os
 import platform
 import subprocess
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from functools import cache
 from importlib import metadata
 from pathlib import Path
 
+from benchflow.config.schema import SUITE_MODEL_SOURCES
 from benchflow.core import machine
 from benchflow.core.gpus import ENV_VISIBLE
+from benchflow.results.child import Versions
 from benchflow.results.row import Hardware, Provenance
 
 # The environment variables that change how fast a job runs (thread pools, the XLA and
@@ -139,3 +141,81 @@ def job_env(names: Iterable[str] = (), environ: Mapping[str, str] | None = None)
     own variables); None: this process was spawned for its job, and os.environ is that."""
     environ = os.environ if environ is None else environ
     return speed_env(environ) | {k: environ[k] for k in sorted(names) if k in environ}
+
+
+def versions(model_source: str | None = None, pinned: Sequence[str] = ()) -> Versions:
+    """The versions the row records: Python, torch, torch_xla, benchflow, the suite's
+    library, and each package a toolchain pins (as this interpreter has them)."""
+
+    def ver(dist: str) -> str | None:
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            return None
+
+    import benchflow
+
+    out = {
+        "python": platform.python_version(),
+        "torch": ver("torch"),
+        "torch_xla": ver("torch_xla"),
+        # a toolchain's environment finds benchflow by a path entry: no installed version
+        "benchflow": ver("benchflow") or benchflow.__version__,
+    }
+    if model_source in SUITE_MODEL_SOURCES:  # the suite's library (suites.py: not imported
+        from benchflow.suite.suites import by_source  # for other jobs, it brings Hydra's)
+
+        if (suite := by_source(model_source)) and suite.package:
+            out[suite.package] = ver(suite.package)
+    for package in pinned:
+        out.setdefault(package, ver(package))
+    return out | torch_build()
+
+
+# torch/version.py's names -> the versions' keys: the build's git revision, and the CUDA
+# or ROCm it was built for (a CUDA wheel on a CPU-only host too).
+TORCH_BUILD = {"git_version": "torch_git", "cuda": "torch_cuda", "hip": "torch_hip"}
+
+
+def torch_build() -> dict[str, str]:
+    """What torch's build wrote in torch/version.py, read without importing torch (the
+    parent asks too): its git revision, and its CUDA or ROCm version where it has one.
+    Two builds of one version from different commits differ here."""
+    import ast
+    from importlib.util import find_spec
+
+    spec = find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        return {}
+    try:
+        tree = ast.parse((Path(spec.submodule_search_locations[0]) / "version.py").read_text())
+    except (OSError, SyntaxError):
+        return {}
+    out = {}
+    for node in tree.body:
+        target = node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
+        value = getattr(node, "value", None)
+        if not (isinstance(target, ast.Name) and target.id in TORCH_BUILD):
+            continue
+        if isinstance(value, ast.Constant) and isinstance(value.value, str) and value.value:
+            out[TORCH_BUILD[target.id]] = value.value  # None or "": the build has none
+    return out
+
+
+def gpu_info() -> dict[str, str | None] | None:
+    """The GPU a CUDA job runs on (None: none visible)."""
+    import torch
+
+    from benchflow.core.machine import nvidia_driver
+
+    if not torch.cuda.is_available():
+        return None
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    return {
+        "name": props.name,
+        "capability": f"{props.major}.{props.minor}",
+        "driver": nvidia_driver(),
+        "cuda": torch.version.cuda,
+        "cudnn": str(cudnn) if cudnn else None,
+    }

@@ -114,7 +114,7 @@ if sys.version_info >= (3, 10):
         out["no_torch"] = "%s: %s" % (type(exc).__name__, exc)
     else:
         try:
-            from benchflow.harness.child import torch_build
+            from benchflow.results.provenance import torch_build
             out.update(torch_build())
         except Exception as exc:
             out["no_harness"] = "%s: %s" % (type(exc).__name__, exc)

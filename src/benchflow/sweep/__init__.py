@@ -1,1 +1,1 @@
-"""The parent side of a sweep: Hydra task function, callbacks and progress display."""
+"""The parent side of a sweep: its plan, its one loop, its rows, MLflow runs and report."""

@@ -90,7 +90,12 @@ def run_step(
             outcome = run_isolated(
                 spec, job_file, job_dir.path, job_dir.process_prefix(n), env, zygote
             )
-            launched = outcome.launched or launching  # (a timeout's has no clock readings)
+            if outcome.launched is None:  # a timeout: the parent's clocks around it
+                ended = time.perf_counter()
+                outcome = dataclasses.replace(
+                    outcome, launched=launching, ended=ended, wall_time_s=ended - launching
+                )
+            launched = outcome.launched or launching
             outcome = dataclasses.replace(
                 outcome,
                 gap_s=launched - since,

@@ -1,24 +1,40 @@
 """A job's row from its processes (each one Outcome: runner/isolated.py), and its MLflow
-run: what the sweep's loop (sweep/run.py) records once a job's last process has ended."""
+run: what the sweep's loop (sweep/run.py) records once a job's last process has ended;
+the sweep's MLflow parent run, and its report at its end."""
 
 from __future__ import annotations
 
 import dataclasses
+import logging
+import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-from benchflow.config.schema import MlflowConfig
+from benchflow.config.schema import DEFAULT_BASELINE, MlflowConfig
 from benchflow.core.job import Job
 from benchflow.core.layout import JobDir, SweepDir
 from benchflow.core.status import Status
 from benchflow.results import phases
 from benchflow.results.child import ChildResult
-from benchflow.results.provenance import provenance
+from benchflow.results.environment import facts
+from benchflow.results.provenance import packages, provenance
 from benchflow.results.row import JobInfo, Provenance, ResultRow, build_row
 from benchflow.runner.isolated import Outcome
 from benchflow.runner.toolchain import environment
-from benchflow.tracking.mlflow_runs import Tracker, safely
-from benchflow.tracking.sync import job_params, log_job
+from benchflow.tracking.mlflow_runs import (
+    BASELINE_TAG,
+    KIND_SWEEP,
+    KIND_TAG,
+    SWEEP_DIR_TAG,
+    Tracker,
+    safely,
+)
+from benchflow.tracking.sync import close_interrupted, job_params, log_job, status_tags
+
+log = logging.getLogger(__name__)
+
+PACKAGES = "packages.txt"  # the parent run's artifact: every installed distribution
 
 
 def pooled(outcomes: Sequence[Outcome], processes: int) -> Outcome:
@@ -156,3 +172,83 @@ class Tracking:
         tracker = self._tracker(job.config.mlflow)
         if tracker is not None and (parent := self.folder.parent_run_id()):
             safely("end_run", tracker.end_run, parent, Status.INTERRUPTED)
+
+    def open_sweep(self, cfg: MlflowConfig, args: Sequence[str], baseline: str | None) -> None:
+        """The sweep's parent run, before its first job's: reopened where the folder is
+        being resumed; `args`: the command line's overrides."""
+        folder = self.folder
+        if (tracker := self._tracker(cfg)) is None:
+            return
+        earlier = folder.parent_run_id()
+        if earlier and folder.results.exists() and safely("reopen", tracker.reopen, earlier):
+            safely("tags", tracker.set_tags, earlier, {"benchflow.resumed": time.ctime()})
+            log.info("MLflow parent run %s (resumed) at %s", earlier, tracker.uri)
+            self._close_interrupted(tracker, earlier)
+            return
+        experiment = next((a.split("=", 1)[1] for a in args if _key(a) == "experiment"), None)
+        name = f"sweep {folder.path.parent.name} {folder.path.name}"
+        # Where the sweep ran, as tags (versions, CPUs, env: the jobs' runs have their own).
+        prov = provenance(self.project_dir)
+        tags = {KIND_TAG: KIND_SWEEP, SWEEP_DIR_TAG: str(folder.path), BASELINE_TAG: baseline}
+        tags |= {"command": prov.command, **facts(prov, per_job=False)}
+        run_id = safely(
+            "start_run",
+            tracker.start_run,
+            name + (f" ({experiment})" if experiment else ""),
+            params={"sweep.overrides": " ".join(args) or "(none)"},
+            tags=tags,
+        )
+        if run_id:
+            # The whole installed set, whose hash the rows carry as packages_sha256.
+            safely("packages", tracker.log_text, run_id, "\n".join(packages()) + "\n", PACKAGES)
+            folder.parent_run.write_text(run_id)
+            folder.tracking_uri.write_text(tracker.uri)
+            log.info("MLflow parent run %s at %s", run_id, tracker.uri)
+
+    def close_sweep(self, cfg: MlflowConfig, rows: list[ResultRow], made: Any) -> None:
+        """Every job has ended: the parent run's tags (the rows' statuses), its files and
+        the report's (`made`: report.output's report and files), and its end. A job run
+        still RUNNING lost its process (a worker or a node killed): logged from its row,
+        or ended KILLED."""
+        run_id = self.folder.parent_run_id()
+        if not run_id or (tracker := self._tracker(cfg)) is None:
+            return
+        self._close_interrupted(tracker, run_id)
+        safely("tags", tracker.set_tags, run_id, status_tags(rows))
+        safely("artifacts", tracker.log_files, run_id, [self.folder.results])
+        if made:
+            from benchflow.report.output import log_to_mlflow
+
+            report, files = made
+            safely("report logging", log_to_mlflow, report, files, tracker.uri, run_id)
+        safely("end_run", tracker.end_run, run_id, "ok")
+
+    def _close_interrupted(self, tracker: Tracker, run_id: str) -> None:
+        closed = safely("interrupted runs", close_interrupted, tracker, self.folder, run_id)
+        if closed and any(closed.values()):
+            log.info(
+                "MLflow: job runs left RUNNING by a process that ended first: %d logged from "
+                "their rows, %d ended KILLED (their jobs ran again, or have no row)",
+                closed["completed"],
+                closed["killed"],
+            )
+
+
+def report_sweep(rows: list[ResultRow], baseline: str | None, folder: SweepDir) -> Any:
+    """Print the sweep's report (stdout: the sweep's answer) and write its report/
+    folder; the report and its files."""
+    from benchflow.report import output, terminal
+    from benchflow.report.model import build_report
+    from benchflow.report.sources import Sweep, meta_of
+
+    report = build_report(rows, baseline or DEFAULT_BASELINE)
+    title = f"benchflow sweep {folder.path}"
+    terminal.print_terminal(report, title, full=output.full_report(folder.report))
+    meta = meta_of(Sweep(label=str(folder.path), rows=rows), report.baseline)
+    files = output.write(report, folder.report, title, meta)
+    log.info("report written to %s", folder.report)
+    return report, files
+
+
+def _key(arg: str) -> str:
+    return arg.lstrip("+~").split("=", 1)[0]

@@ -21,7 +21,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-from benchflow.config.schema import config_to_yaml
+from benchflow.config.schema import MlflowConfig, config_to_yaml
 from benchflow.core.files import write_json_atomic
 from benchflow.core.interrupts import Stops
 from benchflow.core.job import Job, Plan, Step, Warm
@@ -35,8 +35,9 @@ from benchflow.runner.pool import Pool, parent
 from benchflow.sweep import progress
 from benchflow.sweep.pairs import Stopping
 from benchflow.sweep.process import run_step, step_overrides
-from benchflow.sweep.record import Tracking, not_run, pooled_row
+from benchflow.sweep.record import Tracking, not_run, pooled_row, report_sweep
 from benchflow.sweep.resume import current_row
+from benchflow.tracking.mlflow_runs import safely
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +77,10 @@ class Sweep:
     def run(self, launch: Launch | None = None) -> ResultRow | None:
         """Run the sweep, here or through `launch`; the last row recorded (a single
         run's)."""
+        mlflow = self.plan.job(self.plan.steps[0].job if self.plan.steps else 0).config.mlflow
         with _logged(self.folder.path / LOG, self.verbose), self.stops.installed():
+            if not self.single:
+                self.tracking.open_sweep(mlflow, self.plan.sweep_args, self.plan.baseline)
             try:
                 self._begin()
                 rounds = max((s.round for s in self.plan.steps), default=-1) + 1
@@ -98,7 +102,19 @@ class Sweep:
                         self._record_not_run(dataclasses.replace(job, skip=self.aborted))
             finally:
                 self.pool.close_all()
+            if not self.single:
+                self._finish(mlflow)
         return self.last
+
+    def _finish(self, mlflow: MlflowConfig) -> None:
+        """The sweep's report, printed and written, and its MLflow parent run closed."""
+        rows = [r for r in self.rows if not r.superseded_by]
+        made = (
+            safely("report", report_sweep, rows, self.plan.baseline, self.folder) if rows else None
+        )
+        if (axis := self.plan.job(rows[0].job.num).config.pair if rows else None) is not None:
+            print(f"paired sweep: `benchflow report {self.folder.path} --pair {axis}` judges it")
+        self.tracking.close_sweep(mlflow, rows, made)
 
     def _begin(self) -> None:
         """What a resumed sweep keeps (its standing rows, the processes of jobs it had

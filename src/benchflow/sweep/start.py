@@ -1,5 +1,5 @@
 """A sweep's front door: every job planned and checked before any starts, then the
-sweep's folder, plan.json and the MLflow parent run.
+sweep's folder and plan.json.
 
 Hydra's sweeper (hydra_plugins/benchflow_sweeper) hands over the command line's grid,
 or a plan made elsewhere (`benchflow rerun` plans its jobs from their records), and
@@ -21,8 +21,6 @@ from benchflow.core.job import Job, Plan
 from benchflow.core.layout import SweepDir
 
 if TYPE_CHECKING:
-    from omegaconf import DictConfig
-
     from benchflow.config.compose import Composer
 
 
@@ -76,12 +74,10 @@ def plan_sweep(
     from warm processes). `grid` holds each job's overrides, as Hydra expands the
     command line; `given`, a plan made elsewhere, whose jobs run as planned, in their
     order (its jobs' overrides must still make a Hydra job: each is composed once here).
-    Raises SweepRefused naming every job with a bad value, or a sweep of no job
-    (`single`: a single run's one job, whose invalid combination is refused too)."""
+    Raises SweepRefused naming every job with a bad value (`single`: a single run's one
+    job, whose invalid combination is refused too)."""
     from benchflow.sweep.plan import plan_config
 
-    if not grid:
-        raise SweepRefused(["the sweep has no job (a value list or range that is empty)"])
     jobs: list[Job] = []
     errors: list[str] = []
     for num, overrides in enumerate(grid):
@@ -109,9 +105,8 @@ def plan_sweep(
     return Plan.of(jobs, plan_steps(jobs, forks, steps_from(jobs)), sweep_args)
 
 
-def begin(config: DictConfig, plan: Plan, folder: Path, single: bool) -> None:
-    """The sweep may run: its folder and plan.json, and (a sweep's) the MLflow parent run."""
-    from benchflow.sweep.callbacks import start_sweep
+def begin(plan: Plan, folder: Path) -> None:
+    """The sweep may run: its folder and plan.json."""
     from benchflow.sweep.process import ENV_SWEEP_PID
 
     sweep = SweepDir(folder)
@@ -119,5 +114,3 @@ def begin(config: DictConfig, plan: Plan, folder: Path, single: bool) -> None:
     sweep.write_plan(plan)
     # A launcher's local workers (joblib's) end with this process (process.tie_to_sweep).
     os.environ[ENV_SWEEP_PID] = str(os.getpid())
-    if not single:
-        start_sweep(config)

@@ -55,6 +55,14 @@ class BenchflowSweeper(Sweeper):
             jobs = [list(job.overrides) for job in given.jobs()]
         else:
             jobs = grid(self.params or {}, arguments, self.hydra_context.config_loader)
+        if not jobs:
+            empty = next((a for a in arguments if not grid({}, [a])), " ".join(arguments))
+            print(
+                f"benchflow: error: {empty} gives no value, so the sweep has no job; "
+                "allowed: at least one value for every key",
+                file=sys.stderr,
+            )
+            raise SystemExit(2)
         if self.single and len(jobs) > 1:
             swept = next(a for a in arguments if len(grid({}, [a])) > 1)
             print(
@@ -75,8 +83,13 @@ class BenchflowSweeper(Sweeper):
             for line in exc.lines:
                 print(f"  {line}", file=sys.stderr)
             raise SystemExit(2) from None
+        from benchflow.tracking.mlflow_runs import check_reachable
+
+        if problem := check_reachable(plan.jobs()[0].config.mlflow):
+            print(f"benchflow: error: {problem}; nothing was run.", file=sys.stderr)
+            raise SystemExit(2)
         folder = Path(config.hydra.sweep.dir)
-        begin(config, plan, folder, self.single)
+        begin(plan, folder)
         if not self.single:
             OmegaConf.save(config, folder / "multirun.yaml")  # as Hydra's own sweeper
         self._sweep_dir_for_every_worker(folder)
