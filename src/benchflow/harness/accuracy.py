@@ -1,12 +1,5 @@
-"""Comparing a backend's results with eager and with a float64 eager reference.
-
-Pure tensor arithmetic; the rule follows PyTorch's dynamo benchmarks (`same`):
-a leaf passes when it is allclose to eager at the job's tolerance, or (cosine
-mode) when its cosine similarity to eager is above 0.99, or when its RMSE
-against the float64 reference is at most `multiplier` x eager's own RMSE
-against it, plus tolerance/10. The multiplier is 3 for half-precision results,
-2 otherwise, and larger for tiny tensors of models listed in
-`require_larger_multiplier_for_smaller_tensor`.
+"""Comparing a backend's results with eager and with a float64 eager reference, by the rule
+of PyTorch's dynamo benchmarks (`same`; docs/accuracy.md).
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""Entry point of the isolated child process.
-
-The parent writes ``job.json`` (a JobSpec: the resolved config and where to put
-things); the child builds the model, times it, and writes its ChildResult atomically.
-An exception becomes ``status=failed`` with its traceback in the job's stderr
-log; a crash leaves no result.json, and the parent reports it from the exit code.
+"""Entry point of the isolated child process: it reads ``job.json`` (a JobSpec), builds and
+times the model, and writes its ChildResult atomically. An exception becomes
+``status=failed``; a crash leaves no result.json, and the parent reports its exit code.
 """
 
 from __future__ import annotations
@@ -50,10 +47,7 @@ AMP_DTYPES = {"amp": None, "amp_bf16": "bfloat16", "amp_fp16": "float16"}
 
 
 def preload() -> None:
-    """Import what every job's child imports once torch is there: the harness's own
-    modules, the built-in models, numpy's RNG. A zygote calls it before it forks, so
-    a forked job does not pay for them (60 ms a job here, a tenth of a tiny job's
-    wall). Imports only: nothing is built, seeded or started."""
+    """What every job's child imports after torch, for a zygote to import before it forks."""
     import numpy.random  # noqa: F401  (seed_everything)
 
     import benchflow.backends.probes
@@ -70,9 +64,7 @@ def preload() -> None:
 def _start(
     cfg: BenchConfig, backend: type[Backend], prebuilt: Prebuilt | None, records: bool = True
 ) -> tuple[_Job, float]:
-    """The job's device and threads, set up; the seconds its imports took. `prebuilt`:
-    what the warm process it forked from made (harness/prebuilt.py); `records`: its
-    first build is recorded (BENCHFLOW_BUILD_RECORD)."""
+    """The job's device and threads, set up; the seconds its imports took."""
     t_import = time.perf_counter()
     import scipy.stats  # noqa: F401  (the timing loop's interval: an import, not timed work)
     import torch
@@ -83,8 +75,7 @@ def _start(
     device = backend.make_device(cfg.accelerator.name)
     import_s = time.perf_counter() - t_import
     device.set_matmul_precision(cfg.matmul_precision)
-    # A CPU slot sets OMP_NUM_THREADS for a spawned child; a forked one loaded OpenMP
-    # before it got its environment, so the slot's size is set here too.
+    # A forked child loaded OpenMP before it got OMP_NUM_THREADS: the slot's size, set here.
     threads = cfg.num_threads or (len(os.sched_getaffinity(0)) if os.environ.get(ENV_CPUS) else 0)
     if threads:
         torch.set_num_threads(threads)
@@ -173,24 +164,20 @@ def run(
 
 @dataclasses.dataclass
 class _Job:
-    """What the child's passes share: the config, the backend, the device and the dtype,
-    and how a pass builds the model's step and runs it."""
+    """What the child's passes share, and how a pass builds the model's step and runs it."""
 
     cfg: BenchConfig
     backend: type[Backend]
     device: Any  # backends/device.Device
     prec: Precision
-    # What the warm process it forked from made; its first build takes it (once)
     prebuilt: Prebuilt | None = None
     records: bool = True  # its first build is recorded (prebuilt.record)
     shared: Prebuilt | None = None  # the one taken, as the row tells it (no model)
     move_s: float = 0.0  # the last build's cast and move
 
     def build(self, target: Any, dtype: Any, compiled: bool, batch_size: int | None) -> TimedStep:
-        """A fresh model and its timed step (`model.step`): the same seed gives the same
-        weights and inputs every time; `compiled`: prepared by the backend
-        (torch.compile, or as it is). The first takes the model built before the fork,
-        where one was built for this config (with its step, compiled)."""
+        """A fresh model (same seed: same weights and inputs) and its timed step, `compiled`
+        or not; the first build takes what was built before the fork for this config."""
         from benchflow.harness import prebuilt
         from benchflow.models.registry import load_model
         from benchflow.models.step import TimedStep
@@ -234,8 +221,7 @@ class _Job:
         return self.prec.step(s, autocast_type)
 
     def profile(self, step: Callable[[], Any], out: Path) -> dict[str, float] | None:
-        """profile=torch: the profiled pass (and the compile's, where asked); None where
-        no profile was asked for."""
+        """profile=torch: the profiled pass (and the compile's, where asked); else None."""
         if self.cfg.profile.name != "torch":
             return None
         from benchflow.harness.profiling import profile_compile, profile_pass
@@ -293,8 +279,7 @@ def _metrics(m: Any, batch_size: int) -> dict[str, Any]:
 
 
 def _timing(cfg: BenchConfig, m: Any, shared: Prebuilt | None) -> Timing:
-    """The row's `timing`: how the timing loop went (`m`: harness/timing.Measurement),
-    how this child was launched, and the build it took from the process it forked from."""
+    """The row's `timing`: the timing loop's, the launch's and the shared build's."""
     return Timing(
         steady_state=m.steady_state,
         unsteady_repeats=m.unsteady,
@@ -310,7 +295,6 @@ def _timing(cfg: BenchConfig, m: Any, shared: Prebuilt | None) -> Timing:
         host=_host(m.per_repeat),
         compile_cache=cfg.compile_cache,
         launch=os.environ.get("BENCHFLOW_LAUNCH", "spawn"),
-        # forked: what the zygote had imported (the rest was imported in the job)
         preloaded=[m for m in os.environ.get("BENCHFLOW_PRELOADED", "").split(",") if m],
         machine_checks=json.loads(os.environ.get(ENV_MACHINE_CHECKS) or "{}"),
         shared_build_s=shared.build_s if shared else None,
@@ -344,9 +328,7 @@ def _dump_counters(cfg: BenchConfig, backend: type[Backend], out_dir: Path) -> N
 
 
 def ir_pass(cfg: BenchConfig, backend: type[Backend]) -> None:
-    """Two steps of the job, for the IR dump: the parent set XLA_SAVE_TENSORS_FILE/_FMT
-    (and XLA_FLAGS for --xla_dump_to) for this process, so every graph synced is
-    written; the first step compiles, the second shows the steady-state graph."""
+    """Two steps for the IR dump: the first compiles, the second is the steady-state graph."""
     job, _ = _start(cfg, backend, None, records=False)
     device = job.device
     step = job.build(device.torch_device, job.prec.model_dtype, True, cfg.batch_size)
@@ -381,17 +363,12 @@ class Precision:
             return step()
 
 
-# Calls of the step in a job's own interpreter (harness/prebuilt.warm_here): the first
-# compiles; a model may change its own state in it (TorchBench's llama casts its KV
-# cache to its input's dtype), so that dynamo's guards fail and the second compiles again.
+# A model may change its own state in its first call (llama's KV cache cast): a second recompiles.
 FIRST_CALLS = 2
 
 
 def first_call_step(cfg: BenchConfig, prebuilt: Prebuilt | None) -> tuple[TimedStep, float]:
-    """The job's timed step built (from `prebuilt`, the model built before, where there
-    is one) and called FIRST_CALLS times, as the job's child sets up, makes and calls it
-    (`_start`, `_Job`: the job's device, matmul precision and thread count) under its
-    compiler settings; and those calls' seconds (harness/prebuilt.warm_here)."""
+    """The job's step, built and called FIRST_CALLS times as its child would; their seconds."""
     import torch
 
     threads = torch.get_num_threads()  # (the process's, as it was, after)
@@ -425,8 +402,7 @@ def _out_of_memory(exc: BaseException) -> bool:
 
 
 def compiler_settings(cfg: BenchConfig) -> AbstractContextManager[Any]:
-    """The job's `inductor.<key>=` settings (checked at planning: runner/knobs.py), set
-    with torch's own config API over everything the child compiles and runs."""
+    """The job's `inductor.<key>=` settings (runner/knobs.py) over all the child compiles."""
     settings = settings_of(cfg.inductor)
     if not settings:
         return nullcontext()
@@ -439,9 +415,7 @@ def compiler_settings(cfg: BenchConfig) -> AbstractContextManager[Any]:
 def main(
     argv: list[str], prebuilt: Prebuilt | None = None, environ: dict[str, str] | None = None
 ) -> int:
-    """The child: run the job file argv[0] and write its result. A child forked from a
-    warm process is given what that process made (`prebuilt`) and its environment as its
-    job started it (`environ`: the warm process's before its imports, and the job's)."""
+    """The child: run the job file argv[0] (`prebuilt`: its warm process's) and write its result."""
     if len(argv) != 1:
         print("usage: python -m benchflow.harness JOB.json", file=sys.stderr)
         return 2

@@ -1,19 +1,6 @@
-"""Was the GPU at full speed while a job timed? A probe (backends/probes.py's protocol)
-read around every timed repeat of a job on the GPU, as harness/load.py reads the host:
-
-- ``gpu_sm_clock_mhz``: the SM clock, the lower of the window's two readings;
-- ``gpu_temp_c``: the GPU's temperature, the higher of the two;
-- ``gpu_throttled``: 1 where the driver slowed the clocks for heat or a hardware
-  signal (a thermal or hardware slowdown, the power brake) at either reading, or
-  counted time in thermal violation over the window; else 0;
-- ``gpu_power_capped``: 1 where the clocks were held under the power limit at either
-  reading (recorded, not judged: a GPU kept busy by heavy kernels runs so by design);
-- ``gpu_thermal_violation_s`` / ``gpu_power_violation_s``: the driver's own count of
-  time spent throttled for heat / held under the power limit, over the window.
-
-results/load.py judges them with the host's figures. NVML (``nvidia-ml-py``) reads
-the GPU the job has (its UUID, as torch sees it), without a CUDA call; where NVML is
-missing, or a reading is not supported on the GPU, it records nothing for it.
+"""Was the GPU at full speed while a job timed? A probe read around every timed repeat of a
+GPU job, as harness/load.py reads the host: SM clock, temperature, throttling and power
+capping (docs/timing.md), read through NVML without a CUDA call; what it lacks is omitted.
 """
 
 from __future__ import annotations
@@ -26,9 +13,7 @@ from benchflow.core.gpus import nvml
 
 log = logging.getLogger(__name__)
 
-# The clock-event reasons that slow a GPU for reasons other than the work it runs:
-# nvmlClocksEventReason{HwSlowdown, SwThermalSlowdown, HwThermalSlowdown,
-# HwPowerBrakeSlowdown} (nvml.h; pynvml names them so too).
+# The clock-event reasons (nvml.h) that slow a GPU for reasons other than its work.
 THROTTLED = {0x8: "hw_slowdown", 0x20: "sw_thermal", 0x40: "hw_thermal", 0x80: "power_brake"}
 POWER_CAP = 0x4  # nvmlClocksEventReasonSwPowerCap
 
@@ -99,8 +84,7 @@ def window(before: Reading, after: Reading) -> dict[str, float]:
 
 
 def gpu_probe(device_kind: str) -> list[GpuProbe]:
-    """The probe of the job's GPU (a list: none where the job is not on a GPU, or NVML
-    cannot read it; the log says why)."""
+    """The probe of the job's GPU ([] off a GPU, or where NVML cannot read it)."""
     if device_kind != "cuda":
         return []
     lib, why = nvml()
@@ -115,9 +99,7 @@ def gpu_probe(device_kind: str) -> list[GpuProbe]:
 
 
 def _handle(lib: Any) -> Any:
-    """NVML's handle of the job's GPU, by the UUID torch gives it (NVML numbers every GPU
-    of the host, whatever CUDA_VISIBLE_DEVICES says); where torch gives none, the one
-    GPU NVML lists."""
+    """NVML's handle of the job's GPU, by torch's UUID (NVML ignores CUDA_VISIBLE_DEVICES)."""
     import torch
 
     props = torch.cuda.get_device_properties(torch.cuda.current_device())

@@ -1,25 +1,7 @@
-"""What else ran while a job timed: a probe (backends/probes.py's protocol) read around
-every timed repeat, whose deltas become per-repeat metrics of the row.
-
-- ``host_other_cpu_s``: CPU time other processes used on the whole host (the kernel's
-  per-CPU counters in /proc/stat, less this process's own CPU time);
-- ``host_other_cpu_own_s``: the same on the job's own cores (its CPU slot, with their
-  hyper-thread siblings), where another process takes time from the job itself;
-- ``host_steal_s``: the VM's steal time on those cores (the hypervisor ran another
-  guest there);
-- ``host_wait_s``: how long the job's threads were runnable but waiting for a CPU
-  (each thread's run delay, /proc/<pid>/task/<tid>/schedstat, in nanoseconds).
-
-/proc/stat counts in clock ticks (10 ms here), so a short repeat's host figures are
-coarse; the wait is exact. results/load.py says which repeats were contended and
-whether the host was quiet. Where /proc gives none of this (not Linux), the probe
-reports nothing.
-
-The host's speed is none of these: a VM can run slower for a minute with no other
-process in it and no steal counted (another guest on the same physical cores). So
-each process also times a fixed reference step, :func:`reference_step_s`, before and
-after its repeats: ``host_reference_s``, the same work on the same threads whatever
-the job, which two runs' rows can compare (results/load.py).
+"""What else ran while a job timed: a probe read around every timed repeat (others' CPU time
+on the host and on the job's cores, steal, the job's run delay), and a reference step timed
+before and after, since a VM can run slower with none of those counted (docs/timing.md).
+/proc/stat counts in clock ticks, so a short repeat's figures are coarse. Linux only.
 """
 
 from __future__ import annotations
@@ -35,9 +17,7 @@ _BUSY = (0, 1, 2, 5, 6)
 _STEAL = 7
 
 
-# The reference step: a float32 (128 x 512) @ (512 x 512) product on the job's threads,
-# about 0.5 ms here; timed in REFERENCE_BLOCKS blocks of REFERENCE_STEPS, the median
-# block kept (some 20 ms a call).
+# The reference step: a float32 matmul on the job's threads; the median block kept.
 REFERENCE_SHAPE = (128, 512, 512)
 REFERENCE_BLOCKS, REFERENCE_STEPS = 5, 4
 

@@ -1,28 +1,10 @@
-"""A warm process's work for the jobs that fork from it (runner/pool.py): a model built
-once (*built*: :func:`build_here`), or a job's step compiled once for its later
-processes (*compiled*: :func:`warm_here`). What it made (:class:`Prebuilt`) is handed to
-each child it forks (runner/zygote.py), whose first build takes it (:meth:`Prebuilt.for_`)
-instead of building again: each with its own copy (copy-on-write).
+"""A warm process's work for the jobs that fork from it (runner/pool.py): a model built once
+(:func:`build_here`) or a job's step compiled once (:func:`warm_here`), taken by each
+forked child's first build (:class:`Prebuilt`).
 
-The build runs as the job's child would run it: the allocator's settings, the matmul
-precision, the seed, then the model's construction, on one thread
-(models/registry.build_model): GNU OpenMP (libgomp, torch's CPU thread pool) cannot
-fork once it has run a parallel region on more than one thread (a child's next
-parallel region waits for pool threads that were not forked: it hangs), so the
-process that forks jobs must never have used more than one; and since every build
-runs on one, an op of the build whose result depends on the thread count gives the
-same bits in a shared build and in a job's own. Verify, the compile profile and IR
-passes build their own models.
-
-A compiled warm process builds the job's timed step from the model (the built one
-above it, or its own) and calls it, so that the job's later processes do not trace
-and compile it again (0.35-2.3 s a process here, Inductor's graph caches hit); the
-job's first process compiles cold in itself, and is the row's compile time. The calls
-run in a thread of their own, which ends before the process forks: libgomp's pool
-belongs to the thread that started it and goes with that thread, so the forking thread
-has never run a parallel region. What else the calls leave running (a compile-worker
-pool, any thread) makes the process unfit to fork (runner/zygote.pristine): the job's
-processes then compile as before (docs/isolation.md).
+libgomp's pool does not survive a fork once it ran a parallel region on several threads, so
+builds run on one thread (which gives a shared build a job's own bits) and a compiled one's
+calls run in a thread that ends before any fork (docs/isolation.md).
 """
 
 from __future__ import annotations
@@ -43,32 +25,26 @@ from typing import Any
 from benchflow.config.schema import BenchConfig
 from benchflow.models.sharing import build_key, step_key
 
-# How long warm_here waits for the threads its calls started to end (pristine refuses a
-# process with one left: its jobs then compile their own step).
-THREADS_GONE_S = 5.0
+THREADS_GONE_S = 5.0  # how long warm_here waits for the threads its calls started to end
 
 
 @dataclass
 class Prebuilt:
-    """What a warm process made: a model as built (models/registry.Built), before its
-    dtype cast and device move, and where it is a compiled one, the job's timed step."""
+    """What a warm process made: a model as built (before cast and move), or a timed step."""
 
     key: str  # the build key it was built for
     model: Any
     build_s: float
-    # Python's `random` after the build: a fork reseeds it in the child (os.register_at_fork
-    # in the random module), so a job forked from here would not find it as built
+    # Python's `random` after the build: a fork reseeds it in the child
     python_rng: Any = None
     pid: int = 0  # the process that built it
-    # warm_here: the job's timed step (models/step.TimedStep), placed, prepared and called
-    # (compiled); the step key it was made for; the seconds those calls took
+    # warm_here's: the timed step, placed, prepared and called; its key; the calls' seconds
     step: Any = None
     step_key: str | None = None
     step_s: float | None = None
 
     def for_(self, cfg: BenchConfig) -> Prebuilt | None:
-        """In a job's child: this, where it was built for `cfg` (and its step made for
-        this very config), with Python's `random` as the build left it; else None."""
+        """In a job's child: this if made for `cfg` (`random` as the build left it), else None."""
         if self.key != build_key(cfg) or (self.step is not None and self.step_key != step_key(cfg)):
             return None
         import random
@@ -78,9 +54,7 @@ class Prebuilt:
 
 
 def build_here(cfg: BenchConfig) -> Prebuilt:
-    """In a built warm process: the model of `cfg`, built as its job's child would build
-    it, before the dtype cast and device move. Raises what the build raises, and
-    RuntimeError if the build left a thread running (forking would then be unsafe)."""
+    """In a built warm process: the model of `cfg`, built as its job's child would build it."""
     import random
 
     import torch
@@ -112,10 +86,7 @@ FirstCall = Callable[[BenchConfig, "Prebuilt | None"], tuple[Any, float]]
 
 
 def warm_here(cfg: BenchConfig, first_call: FirstCall, built: Prebuilt | None) -> Prebuilt:
-    """In a compiled warm process: the job's timed step made from `built` (the model of
-    the warm process above, inherited; None or another key: built here) and called
-    (`first_call`: harness/child.first_call_step), in a thread that ends before this
-    returns (see the module). Raises what the step raises."""
+    """In a compiled warm process: the job's step, made and called in a thread that then ends."""
     import threading
 
     from benchflow.backends.inductor import stop_compile_threads
@@ -148,10 +119,8 @@ def warm_here(cfg: BenchConfig, first_call: FirstCall, built: Prebuilt | None) -
 def build_from_request(
     build: dict[str, Any], inherited: Prebuilt | None, first_call: FirstCall | None = None
 ) -> Prebuilt:
-    """In a warm process: build the model of the job file ``build["job"]`` (build_here;
-    with `first_call`, a compiled one: warm_here, from `inherited`) in that job's
-    environment and folder, its output (prints, log lines) to ``build["log"]``; the
-    process's environment, output and logging are as they were after."""
+    """In a warm process: build for the job file ``build["job"]`` in its environment and
+    folder, output to ``build["log"]``; the process's own are restored after."""
     from benchflow.core.job import JobSpec
 
     job = JobSpec.from_dict(json.loads(Path(build["job"]).read_text()))
@@ -188,17 +157,13 @@ def build_from_request(
         os.close(out)
 
 
-# BENCHFLOW_BUILD_RECORD=FILE: each job's child appends to FILE what its first build made
-# (hashes of the weights, the inputs and the RNG state after it, as placed on the job's
-# device; tensors off the CPU by dtype and shape only: a transfer would add to the
-# device's counters): how tests/test_prefork.py checks that a shared build and a job's
-# own agree.
+# BENCHFLOW_BUILD_RECORD=FILE: hashes of each job's first build, for tests/test_prefork.py
+# (tensors off the CPU by dtype and shape only: a transfer would add to device counters).
 ENV_RECORD = "BENCHFLOW_BUILD_RECORD"
 
 
 def record(model: Any, prebuilt: bool) -> None:
-    """With BENCHFLOW_BUILD_RECORD set, a build's record (`prebuilt`: it came from a
-    warm process)."""
+    """With BENCHFLOW_BUILD_RECORD set, a build's record (`prebuilt`: from a warm process)."""
     path = os.environ.get(ENV_RECORD)
     if not path:
         return

@@ -1,7 +1,6 @@
-"""The job's process, set up alike wherever its model is built: the RNGs seeded, the
-host allocator made steady, and the memory limit. The child (child.py) and a model's
-zygote (prebuilt.py) both call these before they build a model. And the child's tie
-to the process that started it (die_with_parent)."""
+"""The job's process, set up alike wherever its model is built (child.py, prebuilt.py):
+the RNGs seeded, the host allocator made steady, the memory limit; and the child's tie to
+the process that waits for it (die_with_parent)."""
 
 from __future__ import annotations
 
@@ -34,16 +33,8 @@ TRIM_THRESHOLD = 1024**3
 def steady_host_allocator() -> bool:
     """Make the host's malloc reuse freed memory instead of handing it back each step.
 
-    torch's CPU allocator asks glibc's malloc for every tensor. By default glibc maps a
-    block of 128 KiB or more anew (mmap) and unmaps it when freed, and gives back
-    (trims) free memory above the heap's top; it raises both thresholds only after the
-    process frees such a block, so whether a step's temporaries page-fault on every
-    call depends on what the process allocated before. Measured on a 2-core VM: llama
-    eval 106 ms/iter with 21k page faults a step, 88 ms with none;
-    pyhpc_isoneutral_mixing on Inductor 431-448 ms against 367-375 ms. Fixed thresholds
-    (blocks under 32 MiB come from the heap, which keeps up to 1 GiB free) give every
-    job the steady state; blocks of 32 MiB or more are still mapped per use. Returns
-    False where the C library has no mallopt (not glibc)."""
+    glibc raises its thresholds only after a large free, so a step's page faults would depend on
+    what ran before (docs/timing.md). False where there is no mallopt (not glibc)."""
     try:
         mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):
@@ -55,20 +46,14 @@ def steady_host_allocator() -> bool:
 
 
 def limit_memory(gb: float) -> None:
-    """memory_limit_gb: RLIMIT_DATA caps the heap and every private anonymous mapping
-    (Linux >= 4.7), which is where tensors live; compile workers inherit it."""
+    """memory_limit_gb: RLIMIT_DATA caps the heap and private mappings, where tensors live."""
     limit = int(gb * 1024**3)
     resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
     log.info("memory limit: %.2f GiB of data (RLIMIT_DATA)", gb)
 
 
-# Threads a process may hold and still fork jobs: allocator background threads of a
-# library that registers its own fork handlers. jemalloc's (pyarrow bundles a jemalloc
-# that starts one when pyarrow loads; scikit-learn loads pyarrow, and TorchBench's dlrm
-# imports scikit-learn): jemalloc takes its locks around the fork and, in the child,
-# sets its background threads to disabled (background_thread_postfork_child), so the
-# child allocates without one. Any other thread may hold a lock the child then waits
-# for forever (GNU OpenMP's pool, a PJRT client, compile workers).
+# Threads a process may hold and still fork: jemalloc's (pyarrow's) handles the fork itself.
+# Any other thread may hold a lock the child then waits for forever.
 FORK_SAFE_THREADS = frozenset({"jemalloc_bg_thd"})
 
 
@@ -78,9 +63,7 @@ def threads_unsafe_to_fork() -> int:
 
 
 def unsafe_threads() -> dict[int, str]:
-    """This process's threads but those of FORK_SAFE_THREADS' names: each one's name by
-    its id, Python's name for a Python thread, the kernel's (comm) for one a library
-    started."""
+    """This process's threads but FORK_SAFE_THREADS, each one's name by its id."""
     import threading
 
     python = {t.native_id: t.name for t in threading.enumerate()}
@@ -97,17 +80,13 @@ def unsafe_threads() -> dict[int, str]:
 
 
 ENV_PARENT = "BENCHFLOW_PARENT_PID"  # the process that waits for this job's child
-# In a forked job: the machine checks its zygote ran, as JSON (runner/zygote.py _CHECKS)
 ENV_MACHINE_CHECKS = "BENCHFLOW_MACHINE_CHECKS"
 PR_SET_PDEATHSIG = 1  # prctl(2): the signal this process gets when its parent dies
 
 
 def die_with_parent() -> None:
-    """SIGKILL this process when the process that waits for it dies (Linux's parent-death
-    signal), and exit now if that has happened already. A job's child runs in a session
-    of its own (so that a timeout kills its whole group), so nothing else ends it when
-    its waiter is SIGKILLed (a sweep killed mid-job, a worker node lost): a hanging job
-    would run forever. Its compile workers are its children, in its group."""
+    """SIGKILL this process when its waiter dies (exit now if it has): in a session of its
+    own, nothing else would end a hanging job."""
     expected = os.environ.get(ENV_PARENT)
     try:
         prctl = ctypes.CDLL(None, use_errno=True).prctl

@@ -1,11 +1,7 @@
-"""The profiled pass: torch.profiler over a few steps *after* the timed pass.
-
-Nothing of it runs while the timer does, so profiler overhead never reaches the
-reported times. Each profiling cycle (torch.profiler.schedule) writes a Chrome /
-Perfetto trace and a key_averages table; the last cycle's numbers become metrics,
-the runner's --profile-cuda-cpu(-individual-ops) equivalents, plus a trace
-analysis (seed 002): compiled regions and graph breaks from nested
-"Torch-Compiled Region" events, and on GPUs the idle gaps between kernels.
+"""The profiled pass: torch.profiler over a few steps *after* the timed pass, so that its
+overhead never reaches the reported times. Each cycle writes a trace and a key_averages
+table; the last cycle's numbers, and a trace analysis (compiled regions, graph breaks,
+GPU idle gaps), become metrics (docs/profiling.md).
 """
 
 from __future__ import annotations
@@ -157,10 +153,7 @@ def profile_compile(
     backend: str,
     out_dir: Path,
 ) -> dict[str, float]:
-    """Profile compilation itself: a warm-up compile of a tiny function first (so lazy
-    one-time initialization is not charged to the model), then a fresh model's first
-    call under its own record_function label (seed 002). Also writes dynamo's
-    compile_times() table, which profiler overhead does not distort."""
+    """Profile a fresh model's first call (after a tiny warm-up compile), and compile_times()."""
     import time
 
     from torch._dynamo.utils import compile_times

@@ -1,24 +1,6 @@
-"""The timed loop: cold start, warm-up, calibration, then the timed repeats.
-
-What each number means (seeds 000/001/003):
-- ``first_iter_time_s``: the very first step, synchronized; includes compilation.
-- ``total_time_s``: one repeat from the first step's start until the device has
-  finished the last one (mark_step per step, then a waiting synchronize).
-- ``trace_total_time_s`` (XLA only): host time spent inside the steps before the
-  sync, i.e. tracing; device execution is not in it.
-- counter deltas (XLA CompileTime/ExecuteTime, dynamo) per repeat.
-
-How many samples (:class:`Sampling`, docs/timing.md): a count the user gives is taken
-as it is. Left unset, ``iterations_per_run`` is calibrated so that one repeat lasts at
-least ``min_run_time_s``, and repeats are added until the median's 95% interval
-(results/intervals.py) is within ``target_ci`` of the median, or ``timed_budget_s`` is
-spent, or ``max_repeat`` is reached; the row says which rule stopped it.
-
-Steady state is checked, not assumed: a repeat in which XLA compiled, dynamo made
-a new graph or spent compile time, is named in ``Measurement.unsteady`` (the row
-gets ``timing.steady_state=false`` and the reason). ``adaptive_warmup`` keeps
-warming up, one synchronized step at a time, until no step compiles and the last
-few step times agree, with a cap.
+"""The timed loop: cold start, warm-up, calibration, then the timed repeats (docs/timing.md
+says what each interval means and how many samples a job takes). Steady state is checked,
+not assumed: a repeat in which anything compiled is named in ``Measurement.unsteady``.
 """
 
 from __future__ import annotations
@@ -55,11 +37,7 @@ def _default(name: str) -> Any:
 
 @dataclass(frozen=True)
 class Sampling:
-    """How many samples a job takes: the config's repeat, iterations_per_run, ...
-
-    ``repeat`` None: adaptive (at least FEWEST, then until precision, budget or cap);
-    a number: exactly that many, unless ``adaptive_repeat`` makes it a minimum.
-    ``iterations_per_run`` None: calibrated to ``min_run_time_s``; a number: as given."""
+    """How many samples a job takes (None: adaptive repeats, calibrated iterations_per_run)."""
 
     repeat: int | None = _default("repeat")
     iterations_per_run: int | None = _default("iterations_per_run")
@@ -82,15 +60,12 @@ class Sampling:
 
     @property
     def fewest(self) -> int:
-        """The repeats an adaptive rule takes before it may stop: those whose median has
-        an interval in a job's one process; VALUES_PER_PROCESS in each of several, whose
-        medians make the job's interval (results/intervals.py)."""
+        """The repeats an adaptive rule takes before it may stop (results/intervals.py)."""
         one = (self.processes or 1) == 1
         return max(self.repeat or 0, fewest_for_interval() if one else VALUES_PER_PROCESS)
 
 
-# Why the repeats stopped (the row's timing.stop): the count asked for was taken; the
-# median's interval reached target_ci; timed_budget_s was spent; max_repeat was reached.
+# Why the repeats stopped (the row's timing.stop).
 STOP_COUNT, STOP_PRECISION, STOP_BUDGET, STOP_CAP = "count", "precision", "budget", "cap"
 
 
@@ -158,10 +133,8 @@ def compiled(delta: dict[str, float]) -> str | None:
     return "; ".join(reasons) or None
 
 
-# Adaptive warm-up settles when nothing compiled for two windows of SETTLE_WINDOW steps
-# and the two windows' median step times agree within SETTLE_SPREAD: no trend is left.
-# Medians, not a max-min spread, so that a step a busy host preempted cannot keep the
-# warm-up going to its cap (one CI run saw 50 steps of 7-11 ms never settle on that).
+# Adaptive warm-up settles when nothing compiled for two windows whose medians agree within
+# SETTLE_SPREAD: medians, so that one preempted step cannot keep it going to its cap.
 SETTLE_WINDOW = 3
 SETTLE_STEPS = 2 * SETTLE_WINDOW
 SETTLE_SPREAD = 0.10
@@ -176,8 +149,7 @@ def settled(times: list[float]) -> bool:
 
 
 def _spin(seconds: float) -> None:
-    """Busy-wait on the host (the `slowdown` diagnostic): no sleep, whose wake-up is late
-    by a scheduler tick."""
+    """Busy-wait (the `slowdown` diagnostic): a sleep wakes a scheduler tick late."""
     end = time.perf_counter() + seconds
     while time.perf_counter() < end:
         pass
@@ -194,17 +166,14 @@ def _run(step: Callable[[], Any], device: Device, steps: int) -> float:
     return time.perf_counter() - start
 
 
-# A repeat never holds more steps than this, whatever the calibration finds.
 MAX_ITERATIONS_PER_RUN = 1_000_000
 
 
 def calibrate(
     step: Callable[[], Any], device: Device, min_run_time_s: float
 ) -> tuple[int, float, int]:
-    """The fewest steps per repeat whose run lasts at least `min_run_time_s`, found as
-    pyperf finds its loops: runs of growing length, each grown by what the last one fell
-    short (at most 10x), until one is long enough. Returns (steps per repeat, seconds
-    per step in the last run, steps taken)."""
+    """The fewest steps per repeat lasting `min_run_time_s`, found as pyperf finds its loops:
+    (steps per repeat, seconds a step in the last run, steps taken)."""
     n, taken = 1, 0
     while True:
         elapsed = _run(step, device, n)
@@ -228,11 +197,8 @@ def measure(
     on_first: Callable[[Any], None] | None = None,
     before_timed: Callable[[], float | None] = lambda: None,
 ) -> Measurement:
-    """Run and time `step`; the device is synchronized before every end timestamp.
-    `on_first` is handed the first step's output once it was timed (results/digest.py).
-    `before_timed` runs between the warm-up and the calibration (the compiler's workers
-    stopped: backends/inductor.stop_compile_workers); its seconds (None: it had nothing
-    to do) are `m.before_timed_s`, part of the warm-up's."""
+    """Run and time `step`, synchronized before every end timestamp. `on_first` gets the first
+    step's output (results/digest.py); `before_timed` runs after the warm-up, counted in it."""
     m = Measurement()
 
     before = [p.snapshot() for p in probes]
@@ -249,10 +215,8 @@ def measure(
     log.info("cold start (first iteration) %.4f s", m.first_iter_time_s)
 
     start = time.perf_counter()
-    # its steps may still compile; an adaptive warm-up's stop rule reads times
     _warm_up(m, step, device, warmup, probes, max_warmup if adaptive_warmup else None)
     m.before_timed_s = before_timed()
-    # the calibration, the host's reference steps, the timed repeats
     if sampling.iterations_per_run is None:
         m.iterations_per_run, step_s, m.calibration_steps = calibrate(
             step, device, sampling.min_run_time_s
@@ -295,8 +259,7 @@ def _warm_up(
     probes: list[Probe],
     max_warmup: int | None,
 ) -> None:
-    """`warmup` steps, then (adaptive: `max_warmup` given) one synchronized step at a time
-    until nothing compiles and the times agree, or `max_warmup` steps in all."""
+    """`warmup` steps; adaptive (`max_warmup`): then until nothing compiles and times agree."""
     out = None
     for _ in range(warmup):
         out = step()
@@ -331,23 +294,20 @@ def _repeat(
     """One timed repeat of `iterations` steps: its metrics (time, trace time, peak)."""
     traced = 0.0
     device.reset_peak_memory()
-    # As timeit (hence torch.utils.benchmark) does: no garbage-collector pass lands
-    # in a timed repeat (a full collect between repeats would cool the caches).
+    # As timeit does: no garbage-collector pass lands in a timed repeat.
     gc.disable()
     start = time.perf_counter()
     for _ in range(iterations):
         t0 = time.perf_counter()
-        # Keep the output alive until the step is cut (a lazy device prunes what
-        # nothing refers to), then drop it, as a plain loop would: holding it over
-        # the next step changes what the allocator can reuse.
+        # Alive until the step is cut (a lazy device prunes what nothing refers to), then
+        # dropped: held over the next step, it changes what the allocator can reuse.
         out = step()
         traced += time.perf_counter() - t0
         device.mark_step()
         del out
     device.synchronize()
     if slowdown:
-        # After the device finished, so that an asynchronous device (XLA, CUDA),
-        # whose host side overlaps its execution, is slowed as much as eager is.
+        # After the device finished, so that an asynchronous device is slowed as eager is.
         _spin(slowdown * (time.perf_counter() - start))
     total = time.perf_counter() - start
     gc.enable()

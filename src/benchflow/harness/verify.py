@@ -1,13 +1,6 @@
-"""`verify=true`: check the backend's results in the same job that timed it.
-
-The experiment runner's --verify replaces the timing; here the timed model is
-left alone and fresh, identically seeded copies are built for the check:
-1. eager twice, at the job's dtype on the native device (determinism);
-2. eager in float64 on the host (the reference);
-3. the backend under test, one step, on the job's device.
-Each is one call of the step that was timed (`model.step`). Eval compares every output
-leaf; train compares the loss and every gradient.
-The verdict is one of the seed's codes, with the measured errors as metrics.
+"""`verify=true`: check the backend's results in the same job that timed it, on fresh,
+identically seeded copies of the model (the timed one is left alone): eager twice, eager in
+float64, then the backend under test (docs/accuracy.md).
 """
 
 from __future__ import annotations
@@ -26,14 +19,12 @@ log = logging.getLogger(__name__)
 
 # build(device, dtype, compiled, batch_size) -> a fresh, seeded model's timed step
 Builder = Callable[[torch.device, "torch.dtype | None", bool, "int | None"], Any]
-# run(step, autocast_device_type) -> the step's output; autocast (for AMP jobs) on
-# that device type, none when it is None
+# run(step, autocast_device_type) -> the step's output (None: no autocast)
 Runner = Callable[[Any, "str | None"], Any]
 
 
 def results(step: Any, test: str, run: Runner, autocast: str | None) -> list[torch.Tensor]:
-    """One run of the timed step (`model.step`, the same one that was timed). Eval: every
-    output leaf. Train: the loss (when returned) and every gradient."""
+    """One run of the timed step: eval, every output leaf; train, the loss and gradients."""
     out = run(step, autocast)
     if test == "eval":
         return leaves(out)

@@ -1,7 +1,6 @@
-"""The interpreter a toolchain's job runs in (runner/toolchain.py builds or names it):
-the path entry that gives it benchflow's harness and nothing else of this environment,
-and, for an existing interpreter (`toolchain.python`, docs/your-torch.md), what it holds,
-asked once at planning by a process of its own.
+"""The interpreter a toolchain's job runs in (runner/toolchain.py): the path entry that
+gives it benchflow's harness and nothing else of this environment, and what an existing
+interpreter holds (docs/your-torch.md), asked once at planning.
 """
 
 from __future__ import annotations
@@ -20,8 +19,7 @@ from typing import Any
 from benchflow.config.errors import ConfigError
 from benchflow.core.layout import cache_root
 
-# What the child imports (torch_xla and a suite's library only where pinned): at this
-# environment's versions unless the toolchain pins them.
+# What the child imports, at this environment's versions unless the toolchain pins them.
 HARNESS = ("torch", "numpy", "scipy", "omegaconf", "pyyaml", "psutil", "orjson", "hydra-core")
 PROBE_TIMEOUT_S = 180.0  # a first `import torch` from a cold disk takes a while
 
@@ -35,10 +33,8 @@ def norm(name: str) -> str:
 
 
 def harness_path() -> str:
-    """A folder that holds the `benchflow` package and nothing else, for the child's
-    PYTHONPATH: a checkout's `src/`; for an installed benchflow (its folder is
-    site-packages, which holds the parent environment's packages too), a folder in the
-    cache with one link to the package."""
+    """A folder that holds the `benchflow` package and nothing else, for the child's PYTHONPATH:
+    a checkout's `src/`, else (site-packages holds every package) a cache folder with a link."""
     import benchflow
 
     package = Path(benchflow.__file__).resolve().parent
@@ -57,8 +53,7 @@ def harness_path() -> str:
 
 
 def last_lines(done: subprocess.CompletedProcess[str], count: int = 6) -> str:
-    """What a failed tool said last, from stderr or, where it said nothing there (as
-    compileall, which prints its errors), from stdout."""
+    """What a failed tool said last, from stderr, else stdout (compileall prints there)."""
     for stream in (done.stderr, done.stdout):
         said = [ln.strip() for ln in (stream or "").splitlines() if ln.strip()]
         if said:
@@ -71,8 +66,7 @@ class Unanswered(Exception):
 
 
 def ask(python: str, script: str, env: dict[str, str]) -> Any:
-    """Run `script` in `python` with `env` added to ours; the JSON it printed last.
-    Raises Unanswered where it could not be run or printed none."""
+    """Run `script` in `python` with `env` added; the JSON it printed last, or Unanswered."""
     try:
         done = subprocess.run(
             [python, "-c", script],
@@ -94,14 +88,12 @@ def ask(python: str, script: str, env: dict[str, str]) -> Any:
 
 
 def harness_env() -> dict[str, str]:
-    """The variables a toolchain's interpreter starts with: on its path benchflow's
-    folder first, then the user's own PYTHONPATH (their models' code)."""
+    """A toolchain's interpreter's variables: benchflow's folder, then the user's PYTHONPATH."""
     path = [harness_path(), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
     return {"PYTHONPATH": os.pathsep.join(path), "PYTHONNOUSERSITE": "1"}
 
 
-# Run by the interpreter itself, with the harness on its path. Valid in any Python, so
-# that one too old is told apart from one that fails; the last line is the answer.
+# Valid in any Python, so that one too old is told apart from one that fails.
 PROBE = """
 import json, sys
 out = {"python": "%d.%d.%d" % tuple(sys.version_info[:3])}
@@ -155,9 +147,7 @@ class Interpreter:
 
 
 def _supported() -> tuple[str, str]:
-    """(Python's, torch's) version specifiers benchflow supports: its own metadata
-    (pyproject.toml's requires-python and torch's lower bound), the one definition.
-    Without that metadata (benchflow not installed): Python 3.10 or later, any torch."""
+    """(Python's, torch's) version specifiers benchflow supports, from its own metadata."""
     from packaging.requirements import Requirement
 
     try:
@@ -186,8 +176,7 @@ def _fits(version: str, spec: str) -> bool:
 
 @functools.lru_cache(maxsize=16)
 def probe(python: str) -> Interpreter:
-    """Ask `python` what it holds. Raises ToolchainError, naming the key, the path and
-    what is missing, where it cannot run benchflow's jobs."""
+    """Ask `python` what it holds; ToolchainError where it cannot run benchflow's jobs."""
     key = f"toolchain.python={python}"
     if not os.path.exists(python):
         raise ToolchainError(

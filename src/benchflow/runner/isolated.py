@@ -1,9 +1,6 @@
-"""Spawn one job's child, wait for it with a real timeout, and classify the outcome.
-
-The child starts a new session, so on timeout or Ctrl-C the whole process group
-(compile workers included) is killed; descendants that left the group are found
-through psutil and killed too. Every outcome is an :class:`Outcome`, never an
-exception: one job's fate cannot take the sweep down.
+"""Spawn (or fork) one job's child, wait for it with a real timeout, and classify the outcome.
+The child has a session of its own, so that a timeout or Ctrl-C kills its whole group; every
+outcome is an :class:`Outcome`, never an exception: one job cannot take the sweep down.
 """
 
 from __future__ import annotations
@@ -36,20 +33,16 @@ STDERR_TAIL_CHARS = 2000
 
 @dataclass
 class Outcome:
-    """One process of a job, from its child's result to the job's row: what the child
-    wrote back, how it ended, and what the parent saw around it."""
+    """One process of a job: what its child wrote back, how it ended, what the parent saw."""
 
     status: Status
     error: str | None
     returncode: int | None
     wall_time_s: float
     result: ChildResult | None  # the child's result.json, when it wrote one
-    # This process's clock (time.perf_counter: CLOCK_MONOTONIC, as the child's) when
-    # the child was launched and when it was seen gone: the row's phases split the wall
-    # with the child's own clock readings.
+    # perf_counter at launch and end (the child's clock too): the row's phases split the wall
     launched: float | None = None
     ended: float | None = None
-    # What the parent saw around it (sweep/process.py)
     gap_s: float = 0.0  # the parent's work since the previous process's end
     cpu_wait_s: float = 0.0  # waiting for its CPU slot
     started_at: float | None = None  # epoch seconds, at its launch
@@ -57,15 +50,13 @@ class Outcome:
     cores: int = 0  # how many the slot holds
     gpu: str | None = None  # its GPU slot
     node: str | None = None  # where it ran (core/machine.node_name)
-    # The job's IR passes, after its first process (sweep/ir.py): their files, notes
-    # and seconds
+    # the job's IR passes, after its first process (sweep/ir.py)
     ir_files: list[str] = field(default_factory=list)
     ir_notes: list[str] = field(default_factory=list)
     ir_s: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        """As a sweep's journal keeps it (sweep/journal.py): its result is in the
-        process's own file."""
+        """As a job's journal keeps it (sweep/run.py): the result is in its own file."""
         out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "result"}
         return out | {"status": self.status.value}
 
@@ -100,10 +91,7 @@ def run_isolated(
     env: dict[str, str],
     zygote: Zygote | None = None,
 ) -> Outcome:
-    """Write `spec` to job_file and run ``python -m benchflow.harness job_file`` in its
-    toolchain's interpreter (runner/toolchain.launch), within its config's timeout_s, or
-    fork it from `zygote` (a warm process: runner/pool.py) where one is given and can;
-    logs go to job_dir/{log_prefix}{stdout,stderr}.log, the answer to its result_path."""
+    """Run `spec`'s job in its toolchain's interpreter or forked from `zygote`, within timeout_s."""
     result_path, timeout_s = Path(spec.result_path), spec.config.timeout_s
     result_path.unlink(missing_ok=True)
     write_json_atomic(job_file, spec.to_dict())
@@ -158,9 +146,7 @@ def _run_forked(
     paths: tuple[Path, Path, Path],
     env: dict[str, str],
 ) -> Outcome | None:
-    """The job as a child forked from `zygote` (run_isolated); None if it cannot fork
-    (it is then reported, and the caller spawns instead). `paths`: the child's result,
-    stdout and stderr."""
+    """The job as a child forked from `zygote`; None if it cannot fork (the caller spawns)."""
     result_path, stdout_path, stderr_path = paths
     try:
         start = time.perf_counter()
@@ -171,8 +157,7 @@ def _run_forked(
     try:
         returncode = zygote.wait(timeout_s)
     except ZygoteError as exc:
-        # The zygote died under the job (killed, or chosen by the OOM killer): the job
-        # goes with it, the next job gets a new zygote.
+        # the zygote died under the job: the job goes with it, the next gets a new one
         psutil.wait_procs(kill_group(pid), timeout=5)
         wall = time.perf_counter() - start
         error = f"crashed with its preforked interpreter ({exc}); rerun it with retry=failed"

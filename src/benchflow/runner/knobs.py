@@ -1,13 +1,6 @@
-"""A job's compiler settings (`inductor.<key>=`: config/schema.py KNOBS), checked
-against the job's own torch before any work: a process of the job's interpreter lists
-torch._inductor.config's keys and what each takes, once per interpreter and sweep
-(about 2 s here: it imports torch), and only where a job sets one. The child sets them
-with torch's own config API (harness/child.py: compiler_settings).
-
-torch's config module (torch.utils._config_module) holds each key's type; that is what
-a value is checked against: bool, int, float, str, None, a list, or one of a Literal's
-values. A key whose type is anything else (a callable, a class) takes any value the
-command line can give, and torch's own use of it decides.
+"""A job's compiler settings (`inductor.<key>=`), checked against the job's own torch before
+any work: its interpreter lists torch._inductor.config's keys and types, once, only where a
+job sets one. A key of a type the command line cannot give takes any value; torch decides.
 """
 
 from __future__ import annotations
@@ -24,9 +17,7 @@ from benchflow.core.job import Job
 from benchflow.runner.interpreter import ToolchainError, Unanswered, ask
 from benchflow.runner.toolchain import launch
 
-# Run by the job's interpreter; the last line is the answer: torch's version and, for
-# each key, the names of the types it takes and the values of its Literal (both empty:
-# any value).
+# The answer: torch's version, and each key's type names and Literal values (none: any).
 PROBE = """
 import json, types, typing
 import torch
@@ -109,9 +100,7 @@ def inductor_keys(python: str, env: tuple[tuple[str, str], ...] = ()) -> Inducto
 
 
 def check_knobs(jobs: Sequence[Job]) -> None:
-    """Every `inductor.<key>=` a job that runs sets, checked against its own torch
-    (its toolchain's interpreter). Raises ConfigError naming the key, the value and
-    what is allowed, with "did you mean" for a misspelt key."""
+    """Every `inductor.<key>=` a job sets, checked against its own torch (ConfigError)."""
     for job in jobs:
         settings = settings_of(job.config.inductor)
         if job.invalid or job.skip or not settings:

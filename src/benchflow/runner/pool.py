@@ -1,22 +1,7 @@
-"""The warm processes of a sweep's own process (core/job.Warm), owned by one object.
-
-A warm process is an interpreter at a stage, from which a job's processes fork:
-*imported* (a zygote of a kind: runner/zygote.py), *built* (forked from that one, it
-has built a model once for the jobs of its build key: harness/prebuilt.build_here) or
-*compiled* (forked from the built one, or the imported one, it has compiled and called
-a job's step for the job's later processes: harness/prebuilt.warm_here). Each is made
-from its parent when the first process that needs it comes (the parent made first,
-the same way), on that process's CPU slot; every kind's imported zygote forks from its
-environment's ``torch`` one, so torch is imported once. The sweep closes each after
-the last process the plan forks from it (sweep/run.py); where free memory falls under
-a quarter of the machine's, the least recently used built or compiled ones go before
-another is built (a later process that needs one makes it again).
-
-A warm process that cannot be made (its build failed or outlived the timeout, or it
-left a thread running: the zygote says why and exits) is not tried again: its
-processes fork from its parent and do that work themselves, reporting what happens
-as their own; a kind's zygote whose torch one cannot be made starts from scratch;
-where none can be made, the processes are spawned.
+"""The warm processes of a sweep's own process (core/job.Warm), owned by one object: each
+forked from the one above it (imported, built, compiled: runner/zygote.py,
+harness/prebuilt.py) when the first process that needs it comes, on that process's slot.
+One that cannot be made is not tried again: its processes do its work themselves.
 """
 
 from __future__ import annotations
@@ -37,15 +22,12 @@ MIN_FREE = 0.25  # of the machine's memory: under it, the least recently used bu
 
 
 def build_request(job_file: Path, env: dict[str, str], log_file: Path) -> dict[str, Any]:
-    """What a built or compiled warm process is made from: the job file of the process
-    that first needs it, that process's environment and this process's folder; its
-    output goes to `log_file` (runner/zygote.py's protocol)."""
+    """A built or compiled warm process's request: the first asking process's job, env and log."""
     return {"job": str(job_file), "env": env, "cwd": str(Path.cwd()), "log": str(log_file)}
 
 
 def parent(warm: Warm) -> Warm | None:
-    """The warm process `warm` is forked from (None: the environment's torch zygote,
-    started from scratch)."""
+    """The warm process `warm` is forked from (None: it is started from scratch)."""
     if warm.step:
         return Warm(warm.zygote, warm.build)
     if warm.build:
@@ -62,9 +44,7 @@ class Pool:
         self._failed: dict[Warm, str] = {}  # could not be made, and why
 
     def get(self, warm: Warm, request: dict[str, Any], timeout_s: float) -> Zygote | None:
-        """The warm process `warm`, or the deepest of its ancestors that can be made
-        (None: none can, the process is spawned); made now where it is not running.
-        `request`: build_request, of the process that asks for it."""
+        """`warm`, or the deepest ancestor that can be made (None: the process is spawned)."""
         found: Warm | None = warm
         while found is not None:
             if (zygote := self._made(found, request, timeout_s)) is not None:
@@ -123,8 +103,7 @@ class Pool:
             self.close(warm)
 
     def _make_room(self, keep: Zygote | None) -> None:
-        """Before a build: the least recently used built and compiled warm processes go
-        while memory is short (but `keep`, the one the build forks from)."""
+        """Before a build: the least recently used builds go while memory is short."""
         while _short_of_memory():
             gone = next(
                 (w for w, z in self._live.items() if w.stage != "imported" and z is not keep),

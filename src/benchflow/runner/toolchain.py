@@ -1,25 +1,8 @@
-"""A toolchain's environment (docs/toolchains.md, docs/your-torch.md), and the interpreter a
-job of that toolchain runs in: benchflow's own, one built with uv for the toolchain's pins,
-or an existing one the user names (`toolchain.python`).
-
-- Built for pins: the packages the harness imports (`HARNESS`), at the versions this
-  environment has, with the toolchain's pins on top (torch, torch_xla, a suite's
-  library). Not mlflow, Hydra's launchers or the report's libraries: the child never
-  imports them. Under `<cache>/toolchains/<key>/` ($BENCHFLOW_CACHE_DIR, default
-  ~/.cache/benchflow), the key a hash of the requirements and the Python version, so a
-  second sweep with the same pins reuses it; uv installs from its own cache with
-  hardlinks, so packages the environments share are stored once.
-- An existing interpreter: probed once at planning (`resolve`, runner/interpreter.py: it
-  must run, be recent enough, hold torch and import the harness), and recorded as it
-  is: torch's version and git revision (`ToolchainConfig.build`), its package list in
-  the same kind of folder.
-- Locked: `requirements.lock` in that folder is what the environment holds (uv's
-  freeze, or the interpreter's distributions); its hash is the rows' `packages_sha256`
-  and `lock_sha256`.
-- benchflow itself is not installed there: the child finds it by a path entry on a
-  folder that holds the `benchflow` package and nothing else (runner/interpreter.py), so the
-  child imports no package from the parent's environment (the user's own PYTHONPATH,
-  their models' code, follows it).
+"""A toolchain's environment and the interpreter its jobs run in (docs/toolchains.md,
+docs/your-torch.md): benchflow's own, one built with uv for the pins, or an existing one
+(`toolchain.python`, probed once at planning). A built one holds only what the child
+imports, under `<cache>/toolchains/<key>/` (a hash of what it holds, so that a later sweep
+reuses it); its `requirements.lock` is what the rows hash.
 """
 
 from __future__ import annotations
@@ -76,8 +59,7 @@ class Environment:
 
 
 def requirements(toolchain: ToolchainConfig) -> list[str]:
-    """The environment's requirements, `name==version`, sorted: HARNESS at this
-    environment's versions, the pins over them."""
+    """The environment's requirements: HARNESS at this environment's versions, pins over them."""
     pins = {norm(k): str(v) for k, v in toolchain.pins.items()}
     out = dict(pins)
     for name in HARNESS:
@@ -87,8 +69,7 @@ def requirements(toolchain: ToolchainConfig) -> list[str]:
 
 
 def key_of(toolchain: ToolchainConfig) -> str:
-    """The environment's folder name: for pins, a hash of the Python version and the
-    requirements; for an existing interpreter, of its path and what it holds."""
+    """The environment's folder name: a hash of what it holds (or of an interpreter and build)."""
     if toolchain.python is not None:
         lines = [f"interpreter=={toolchain.python}", f"build=={toolchain.build}"]
     else:
@@ -102,8 +83,7 @@ def root() -> Path:
 
 
 def environment(toolchain: ToolchainConfig) -> Environment | None:
-    """The toolchain's environment where it is built; None for the project's own (or
-    one not built yet)."""
+    """The toolchain's environment; None for the project's own, or one not built yet."""
     if toolchain.is_project:
         return None
     env = Environment(toolchain.name, root() / key_of(toolchain))
@@ -124,10 +104,8 @@ def uv() -> str:
 
 
 def resolve(toolchain: ToolchainConfig) -> ToolchainConfig:
-    """The toolchain as jobs run it: for an existing interpreter, its absolute path,
-    what it holds (`build`) and, where the user gave no name, one from its torch.
-    Raises ToolchainError where the interpreter cannot run jobs, or does not hold the
-    build given (`toolchain.build` on the command line)."""
+    """The toolchain as jobs run it (an interpreter's absolute path, `build` and name);
+    ToolchainError where it cannot run jobs or does not hold the `toolchain.build` given."""
     if toolchain.python is None:
         return toolchain
     python = os.path.abspath(os.path.expanduser(toolchain.python))
@@ -147,8 +125,7 @@ def _release(version: str) -> str:
 
 
 def lacks(toolchain: ToolchainConfig, package: str) -> tuple[str, str] | None:
-    """Why the toolchain's environment cannot give a job `package`, and how to add it;
-    None where it can. torch_xla must be of torch's release (it is built against one)."""
+    """Why the toolchain's environment lacks `package`, and how to add it (None: it has it)."""
     if toolchain.pins:
         if package in toolchain.pins:
             return None
@@ -197,8 +174,7 @@ def _project_dists(package: str) -> list[metadata.Distribution]:
 def build(
     toolchain: ToolchainConfig, say: Callable[[str], None] = print
 ) -> tuple[Environment, float]:
-    """The toolchain's environment, built where it is not yet (seconds it took: 0.0 when
-    it was there). Raises ToolchainError naming the package uv could not install."""
+    """The toolchain's environment, built where it is not yet, and the seconds it took."""
     assert not toolchain.is_project
     folder = root() / key_of(toolchain)
     env = Environment(toolchain.name, folder)
@@ -232,9 +208,7 @@ def _record_interpreter(found: Interpreter, folder: Path) -> None:
 
 
 def _record_packages(found: Interpreter, folder: Path) -> None:
-    """The interpreter's package list as its lock, rewritten (atomically) where a
-    package was added or changed since: the folder is keyed by the interpreter and its
-    torch, not by everything it holds, and the rows' hashes must be of what it holds."""
+    """The interpreter's packages as its lock, rewritten where changed (its key omits them)."""
     text = "\n".join(found.packages) + "\n"
     lock = folder / LOCK
     if not lock.is_file() or lock.read_text() != text:
@@ -269,11 +243,7 @@ COMPILE_ERROR = re.compile(r"^\*\*\* Error compiling '(.+)'\.\.\.$", re.M)
 
 
 def compile_bytecode(python: Path, sources: list[Path], listing: Path) -> list[str]:
-    """Compile `sources` to bytecode with `python` (in parallel). A file that is not
-    valid in that Python (torch ships some in a newer Python's syntax, for newer
-    interpreters only) is left as it is: Python would compile it only if it were
-    imported, and fail there as here. Returns those files; raises ToolchainError
-    where compileall itself failed."""
+    """Compile `sources` with `python`; returns those not valid in it (never imported), as is."""
     listing.write_text("\n".join(map(str, sources)) + "\n")
     cmd = [str(python), "-m", "compileall", "-q", "-j", "0", "-i", str(listing)]
     done = subprocess.run(cmd, capture_output=True, text=True)
@@ -284,11 +254,8 @@ def compile_bytecode(python: Path, sources: list[Path], listing: Path) -> list[s
 
 
 def share_bytecode(site: Path) -> list[Path]:
-    """The project environment's compiled bytecode, linked into `site` for each module
-    whose source is the very same file (one inode: both environments hardlink uv's
-    cache), so that the build compiles only the toolchain's own packages (torch's 2,600
-    modules take 10 s). A .pyc is checked against its source's time and size at import,
-    and Python gives its code the importing path. Returns the sources left to compile."""
+    """The project environment's bytecode, linked into `site` for each module whose source is
+    the same inode, so that the build compiles only the toolchain's own; the rest, returned."""
     import sysconfig
 
     ours = Path(sysconfig.get_paths()["purelib"])
@@ -314,10 +281,7 @@ def share_bytecode(site: Path) -> list[Path]:
 
 
 def _run(cmd: list[str], toolchain: ToolchainConfig) -> str:
-    # Hardlinks from uv's cache. Bytecode is compiled at the build (share_bytecode, then
-    # compile_bytecode for the rest): where Python may not write it
-    # (PYTHONDONTWRITEBYTECODE), each job's process would compile what it imports,
-    # about 3 s a process.
+    # hardlinks from uv's cache; bytecode is compiled at the build, not in each job's process
     env = {"UV_LINK_MODE": "hardlink", **os.environ}
     done = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if done.returncode != 0:
@@ -333,8 +297,7 @@ def _run(cmd: list[str], toolchain: ToolchainConfig) -> str:
 
 
 def launch(toolchain: ToolchainConfig) -> tuple[str, dict[str, str]]:
-    """(the interpreter, variables to add) a job of this toolchain starts with: this
-    process's own for the project's toolchain."""
+    """(the interpreter, variables to add) a job of this toolchain starts with."""
     if toolchain.is_project:
         return sys.executable, {}
     env = environment(toolchain)
@@ -344,6 +307,5 @@ def launch(toolchain: ToolchainConfig) -> tuple[str, dict[str, str]]:
 
 
 def interpreter(key: str) -> tuple[str, dict[str, str]]:
-    """(the interpreter, variables to add) of the environment of `key` (key_of): what
-    a job, or a zygote (runner/zygote.py), of that toolchain starts with."""
+    """(the interpreter, variables to add) a job or zygote of `key`'s environment uses."""
     return str(Environment(key, root() / key).python), harness_env()

@@ -1,28 +1,12 @@
 """A warm process (runner/pool.py): an interpreter that has done work a job's processes
 share, and forks each of them on request.
 
-Each forked child is still its own process (its own session, so the parent's timeout
-kills its whole group) and runs the same ``benchflow.harness.child.main`` a spawned one
-runs. A zygote of a *kind* (KINDS: the backend says which, ``Backend.zygote``) has
-imported torch and its backend's stack and run the machine's checks, nothing more: no
-graph compiled, no cache written, no thread or process started, no CUDA context and
-no PJRT client (``pristine`` checks it before the first fork; a zygote that fails says
-why and exits, and its jobs are spawned). Every kind's zygote is forked from its
-environment's ``torch`` one (a double fork: it belongs to no job and no zygote), so
-torch is imported once a sweep. A zygote forked with a ``build`` (runner/pool.py) is
-a deeper warm process: *built* (a model, harness/prebuilt.build_here) or *compiled*
-(a job's step, harness/prebuilt.warm_here); what it made is handed to each child it
-forks (``Held``). A toolchain other than the project's has zygotes of its own, from its
-environment's interpreter (a zygote's *name* is its kind, or ``kind@<key>``: ``named``).
-docs/isolation.md says what each kind saves and why each rule holds.
-
-Protocol: every zygote talks to its parent over a Unix socket the parent listens on,
-one typed message a JSON line (``encode``, ``decode``), one job at a time: the parent
-sends ``ForkJob``, the zygote answers ``Forked``, then ``Exited`` when the child ends
-(negative: killed by that signal, as Popen); or ``ForkZygote``, answered ``Forked``
-once the new zygote is forked, which then connects and says ``Ready`` (or
-``NotReady``, why) after its imports and build. A zygote whose parent is gone (its end
-of the socket closed) kills the job it runs and exits.
+A forked child is its own process (own session: a timeout kills its group) running the same
+``benchflow.harness.child.main`` a spawned one runs. A zygote has imported torch and its
+kind's stack (KINDS) and nothing more: no thread, child, CUDA context or PJRT client
+(``pristine``; else its jobs are spawned); a built or compiled one hands what it made to
+each child (``Held``). Protocol: one JSON line a message over a Unix socket the parent
+listens on. docs/isolation.md says why each rule holds.
 """
 
 from __future__ import annotations
@@ -59,13 +43,8 @@ from benchflow.harness.process import (
 
 log = logging.getLogger(__name__)
 
-# What each kind preloads before it forks: modules, and written as calls
-# ("module.function()") checks whose answers stay in memory (a machine check returns
-# whether it answered from the machine's cache; None: no check, as Inductor's cache
-# keys). The compile stack is imported, never used; Inductor's C++ toolchain check
-# (7-35 s here, in every Inductor job's first call otherwise) runs with a scratch
-# Inductor cache. Every kind imports BASE_MODULES first (scipy.stats: the timing loop's
-# interval; its OpenBLAS, as numpy's, starts an idle thread pool at import).
+# What each kind preloads: modules, and "module.function()" checks whose answers stay in
+# memory. BASE_MODULES' OpenBLAS threads are the only ones a zygote may fork with.
 BASE_MODULES = ("torch", "scipy.stats")
 COMPILE_STACK = (*BASE_MODULES, "torch._dynamo", "torch._inductor.compile_fx")
 KINDS = {
@@ -75,8 +54,7 @@ KINDS = {
     "xla": (*BASE_MODULES, "torch_xla", "torch_xla._dynamo.dynamo_bridge", "torch._dynamo"),
 }
 BASE = "torch"  # the kind every other kind is forked from
-# A zygote may preload several kinds' ("inductor+xla"): a model's build shared by jobs
-# of different kinds forks from one (sweep/steps.py).
+# "inductor+xla": one zygote for a build shared by jobs of several kinds (sweep/steps.py)
 KIND_SEP = "+"
 TOOLCHAIN_SEP = "@"  # a zygote's name: its kind, then its toolchain environment's key
 ENV_PRELOADED = "BENCHFLOW_PRELOADED"  # in a forked child: what was imported before it
@@ -89,8 +67,7 @@ class ZygoteError(RuntimeError):
 
 
 def named(kind: str, toolchain_key: str | None = None) -> str:
-    """The name of the zygote of `kind` in the environment of `toolchain_key`
-    (runner/toolchain.key_of; None: this interpreter's)."""
+    """The zygote of `kind` in `toolchain_key`'s environment (None: this interpreter's)."""
     return kind if toolchain_key is None else f"{kind}{TOOLCHAIN_SEP}{toolchain_key}"
 
 
@@ -101,20 +78,17 @@ def split(name: str) -> tuple[str, str | None]:
 
 
 def base_of(name: str) -> str:
-    """The name of the zygote a zygote of `name` forks from: the same environment's."""
+    """The zygote a zygote of `name` forks from: its environment's torch one."""
     return named(BASE, split(name)[1])
 
 
 def preloads(kind: str) -> tuple[str, ...]:
-    """What a zygote of `kind` preloads, in order: KINDS' entry, or for kinds joined by
-    KIND_SEP each one's in turn, once."""
+    """What a zygote of `kind` preloads, in order (each of its KIND_SEP kinds', once)."""
     return tuple(dict.fromkeys(p for k in kind.split(KIND_SEP) for p in KINDS[k]))
 
 
 def union(names: list[str]) -> str:
-    """The name of the zygote that preloads what every zygote of `names` preloads (all of
-    one toolchain environment), with no kind whose preloads another one's hold:
-    ``torch``, ``inductor`` and ``xla`` give ``inductor+xla``."""
+    """The zygote preloading what all `names` preload (torch, inductor, xla: inductor+xla)."""
     keys = {split(n)[1] for n in names}
     assert len(keys) == 1, f"zygotes of several environments: {names}"
     kinds = {k for n in names for k in split(n)[0].split(KIND_SEP)}
@@ -142,8 +116,7 @@ class ForkJob:
 
 @dataclass(frozen=True)
 class ForkZygote:
-    """To a zygote: fork a zygote of kind `zygote` that connects to `socket` and imports
-    on `cpus`; with `build` (runner/pool.build_request), a built or compiled one."""
+    """To a zygote: fork a zygote of kind `zygote` (with `build`: a built or compiled one)."""
 
     zygote: str
     socket: str
@@ -162,8 +135,7 @@ class Ready:
 
 @dataclass(frozen=True)
 class NotReady:
-    """From a zygote: it will not fork (`pristine`'s answer, or its build's error); it
-    exits."""
+    """From a zygote: it will not fork (`pristine`'s answer, or its build's error)."""
 
     not_ready: str
 
@@ -201,10 +173,8 @@ def decode(line: bytes) -> Message:
 
 
 class Lines:
-    """Lines read from a file descriptor into a buffer of our own, so that select() can
-    watch the descriptor: a buffered reader may hold a second line (a job's exit code
-    right behind its pid) where select() cannot see it. The zygote watches the parent's
-    requests so while a job runs: they turn readable then only when the parent is gone."""
+    """Lines read from a descriptor into our own buffer: a buffered reader may hold a second
+    line (an exit code behind its pid) where select() cannot see it."""
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
@@ -242,10 +212,7 @@ class Zygote:
         base: Zygote | None = None,
         build: dict[str, Any] | None = None,
     ) -> None:
-        """A zygote of `name` (its kind, in its toolchain's environment: ``named``),
-        forked from `base` (a running zygote of that environment) or started afresh;
-        `build`: a built or compiled one. `cores`: where its imports and build run (the
-        CPU slot of the process that asked for it: never beside a timed process)."""
+        """A zygote of `name`, from `base` or afresh, importing on `cores` (not a timed slot)."""
         self.name, self.kind = name, split(name)[0]
         self.proc: subprocess.Popen[bytes] | None = None
         self.build_s: float | None = None
@@ -306,8 +273,7 @@ class Zygote:
         return None if line is None else decode(line)
 
     def wait_ready(self, timeout: float = 300.0) -> float:
-        """Block until the zygote has done its imports (and build); how long they took.
-        Raises ZygoteError where it will not fork (NotReady: why)."""
+        """Block until the zygote has done its imports (and build); how long they took."""
         if not self._ready:
             msg = self._read(timeout)
             if isinstance(msg, NotReady):
@@ -379,17 +345,13 @@ class Held:
     """What a zygote's process holds for the processes it forks, handed to each."""
 
     environ: dict[str, str]  # before its imports (a zygote forked from another: that one's)
-    # The machine checks it ran (KINDS' "module.function()" entries): whether the answer
-    # came from the machine's cache, and how long the check took (the row's
-    # timing.machine_checks)
+    # the machine checks it ran: from the cache or not, how long (timing.machine_checks)
     checks: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     prebuilt: Any = None  # a built or compiled warm process's (harness/prebuilt.Prebuilt)
 
 
 def serve(kind: str, conn: socket.socket, build: Any = None, held: Held | None = None) -> None:
-    """Be a zygote of `kind` (with `build`, a built or compiled warm process) over `conn`:
-    preload, build, say Ready, then fork what the parent asks for until it is gone.
-    `held`: what the zygote this one was forked from holds (None: started afresh)."""
+    """Be a zygote of `kind` over `conn`: preload, build, say Ready, fork until the parent goes."""
     t0 = time.perf_counter()
     held = dataclasses.replace(held) if held else Held(dict(os.environ))
     allowed = os.sched_getaffinity(0)
@@ -451,15 +413,12 @@ def _connected(path: str) -> socket.socket:
 def _preload_all(
     preload: tuple[str, ...], watch: Threads, checks: dict[str, dict[str, Any]]
 ) -> int:
-    """Import the kind's modules, and what every job imports next; returns how many
-    threads may be running that fork leaves behind (the base's BLAS threads)."""
+    """Import the kind's modules; how many threads (the base's BLAS ones) may be left running."""
     with contextlib.ExitStack() as for_the_imports:  # variables unset after them
-        # torch_xla must not pick a PJRT device for every child at import (a user's
-        # own PJRT_SELECT_DEFAULT_DEVICE is kept).
+        # torch_xla must not pick one PJRT device for every child at import
         if "torch_xla" in preload and "PJRT_SELECT_DEFAULT_DEVICE" not in os.environ:
             for_the_imports.enter_context(variable("PJRT_SELECT_DEFAULT_DEVICE", "0"))
-        # torch 2.8 and older start Inductor's compile-worker pool when its async_compile
-        # is imported; torch's own switch leaves it to the job's first compile.
+        # torch <= 2.8 starts Inductor's compile-worker pool at import without it
         if "TORCH_WARM_POOL" not in os.environ:
             for_the_imports.enter_context(variable("TORCH_WARM_POOL", "0"))
         threads = watch.allow_running()  # a zygote forked from the base: 1 (fork keeps one)
@@ -476,8 +435,7 @@ def _preload_all(
 
 
 def _preload(name: str, checks: dict[str, dict[str, Any]]) -> None:
-    """Import a module, or call a check ("module.function()", see KINDS: it returns True
-    when it answered from the machine's cache), kept in `checks`."""
+    """Import a module, or call a check ("module.function()", KINDS) kept in `checks`."""
     if not name.endswith("()"):
         importlib.import_module(name)
         return
@@ -491,8 +449,7 @@ def _preload(name: str, checks: dict[str, dict[str, Any]]) -> None:
 
 @contextlib.contextmanager
 def _scratch_inductor_cache() -> Iterator[None]:
-    """Inductor's cache (the source and library a check builds, their locks) in a folder
-    of this zygote's own, removed after; the variable as it was."""
+    """Inductor's cache in a folder of this zygote's own, removed after."""
     folder = tempfile.mkdtemp(prefix="benchflow-zygote-inductor-")
     try:
         with variable(INDUCTOR_CACHE, folder):
@@ -502,8 +459,7 @@ def _scratch_inductor_cache() -> Iterator[None]:
 
 
 def _build(build: dict[str, Any], inherited: Any) -> Any:
-    """A built warm process's model, or a compiled one's step (harness/prebuilt.py), made
-    from `inherited`: what the warm process above it made."""
+    """A built zygote's model or a compiled one's step (harness/prebuilt.py)."""
     from benchflow.harness.child import first_call_step
     from benchflow.harness.prebuilt import build_from_request
 
@@ -512,9 +468,7 @@ def _build(build: dict[str, Any], inherited: Any) -> Any:
 
 
 def _fork_zygote(request: ForkZygote, held: Held, conn: socket.socket) -> int:
-    """Fork a zygote of another kind that belongs to neither this zygote nor a job (a
-    double fork); its pid. It closes its copy of this zygote's `conn`, so that the
-    parent sees this one's end when it exits."""
+    """Double-fork a zygote of another kind, which closes its copy of `conn`; its pid."""
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -572,15 +526,12 @@ def _run_child(request: ForkJob, preloaded: tuple[str, ...], zygote_pid: int, he
     sys.argv = [sys.executable, "-m", "benchflow.harness", request.job]
     from benchflow.harness.child import main
 
-    # its environment as its job started it: torch_xla's import adds to XLA_FLAGS, which
-    # a spawned job would not have had when it started
+    # the environment as a spawned job starts with (torch_xla's import adds to XLA_FLAGS)
     return main([request.job], held.prebuilt, {**held.environ, **request.env})
 
 
 def _exit_after(run: Callable[..., int], *args: Any) -> NoReturn:
-    """In a forked process (a job, or a zygote): `run(*args)`, then exit with its code (1
-    where it raised, its traceback on stderr), whatever happens: never back into the
-    code that forked it."""
+    """In a forked process: `run(*args)`, then exit: never back into the code that forked it."""
     code = 1
     try:
         code = run(*args)
@@ -596,8 +547,7 @@ def _exit_after(run: Callable[..., int], *args: Any) -> NoReturn:
 
 
 def _wait_child(pid: int, requests: Lines) -> int | None:
-    """The job's exit code (negative: the signal that killed it, as Popen), or None if
-    the parent went away first."""
+    """The job's exit code (as Popen's), or None if the parent went away first."""
     pidfd = os.pidfd_open(pid)
     try:
         while pidfd not in select.select([pidfd, requests.fd], [], [])[0]:
@@ -610,8 +560,7 @@ def _wait_child(pid: int, requests: Lines) -> int | None:
 
 
 def kill_group(pid: int) -> list[psutil.Process]:
-    """SIGKILL a job's process group and every descendant that left it; returns the
-    descendants, for the caller to wait on once the job's own process is reaped."""
+    """SIGKILL a job's group and every descendant that left it; returns the descendants."""
     try:
         descendants = psutil.Process(pid).children(recursive=True)
     except psutil.NoSuchProcess:
@@ -638,11 +587,8 @@ NVML_CHECK = "PYTORCH_NVML_BASED_CUDA_CHECK"  # torch's own fork-safe availabili
 
 @contextlib.contextmanager
 def cuda_asked_through_nvml() -> Iterator[None]:
-    """While a zygote preloads and builds: torch.cuda.is_available() answered through
-    NVML (NVML_CHECK=1), then NVML released, the variable as it was. Importing Inductor
-    asks it, and its default answer initializes the driver where there is a GPU, which
-    leaves the zygote unfit to fork (every job was spawned on an H200); torch caches no
-    device count before CUDA is initialized, so a forked job counts its slot's GPUs."""
+    """While a zygote preloads and builds: torch.cuda.is_available() answered through NVML, then
+    NVML released. Inductor's import asks it; the default answer initializes the driver."""
     try:
         with variable(NVML_CHECK, "1"):
             yield
@@ -651,9 +597,7 @@ def cuda_asked_through_nvml() -> Iterator[None]:
 
 
 def release_nvml() -> int:
-    """Undo every NVML initialization in this process (torch's NVML device count leaves
-    it so, the NVIDIA device files open, which no job must inherit); how many. Nothing
-    where NVML's library was never loaded."""
+    """Undo every NVML initialization (open device files no job must inherit); how many."""
     import ctypes
 
     try:
@@ -667,8 +611,7 @@ def release_nvml() -> int:
 
 
 def nvidia_files(fd_dir: str = "/proc/self/fd") -> list[str]:
-    """The NVIDIA device files this process has open (the CUDA driver opens them at its
-    first call)."""
+    """The NVIDIA device files this process has open."""
     found = set()
     with contextlib.suppress(OSError):
         for fd in os.listdir(fd_dir):
@@ -680,11 +623,8 @@ def nvidia_files(fd_dir: str = "/proc/self/fd") -> list[str]:
 
 
 def pristine(threads: int, watch: Threads | None = None) -> dict[str, Any]:
-    """This process's state, as a zygote must fork it: no thread besides the `threads`
-    it had once torch was imported, no child process, no CUDA context and no NVIDIA
-    device file open (a forked child could not use the driver, and torch would keep its
-    device count), no PJRT client (torch_xla's own test, which creates none). Raises
-    ZygoteError naming what is not so (each thread beyond, where `watch` says)."""
+    """This process's state, as a zygote must fork it (no thread beyond `threads`, no child, CUDA
+    context, NVIDIA device file or PJRT client); ZygoteError naming what is not so."""
     torch, torch_xla = sys.modules.get("torch"), sys.modules.get("torch_xla")
     now = threads_unsafe_to_fork()
     state: dict[str, Any] = {
@@ -704,9 +644,7 @@ def pristine(threads: int, watch: Threads | None = None) -> dict[str, Any]:
 
 
 class Threads:
-    """The threads a zygote may fork with (those running once its base modules were
-    imported), and which preload (or the build) started each of the others: a zygote
-    that will not fork names them (on the H200 the warning said only "threads: 2")."""
+    """The threads a zygote may fork with, and which step started each other one."""
 
     def __init__(self) -> None:
         self.allowed: set[int] = set()
@@ -729,8 +667,7 @@ class Threads:
                 self.started_in.setdefault(tid, step)
 
     def beyond(self) -> str:
-        """' (name from step, ...)': each thread beyond the allowed ones, by its name and
-        the step that started it ('later': none of them); '' where none is known."""
+        """' (name from step, ...)' for each thread beyond the allowed ones; '' if none."""
         names = [
             f"{name!r} from {self.started_in.get(tid, 'later')}"
             for tid, name in unsafe_threads().items()

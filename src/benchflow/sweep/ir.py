@@ -1,12 +1,6 @@
-"""IR dumps: short extra passes of a job, one per format, with torch_xla's own dump.
-
-torch_xla writes the graph of every sync to XLA_SAVE_TENSORS_FILE in the format
-XLA_SAVE_TENSORS_FMT, read once per process, so each format gets its own child
-(two steps: compile, then steady state), apart from the timed child so dumping
-never slows the timed steps. Each child forks from the job's imported warm process
-where the job forks (torch_xla reads these variables at the first sync, not at
-import), so a pass costs its two steps, not an interpreter's start. Files get stable names:
-ir/graphs.<format>, and ir/xla_dump/ for XLA's --xla_dump_to.
+"""IR dumps: short extra passes of a job, one per format, with torch_xla's own dump. torch_xla
+reads XLA_SAVE_TENSORS_FMT once per process, so each format gets its own untimed child,
+which may fork from the job's imported warm process (it reads the variables at first sync).
 """
 
 from __future__ import annotations
@@ -32,10 +26,7 @@ log = logging.getLogger(__name__)
 def ir_passes(
     job: Job, job_dir: JobDir, env: dict[str, str], zygote: Zygote | None = None
 ) -> tuple[list[str], list[str], float]:
-    """The IR passes the job asked for and its backend has: separate, untimed children
-    after its first timed one, each with `env` (its CPU slot's), the XLA ones forked
-    from `zygote` (its imported warm process) where there is one. Returns their files,
-    their notes and how long they took (0: none applied)."""
+    """The job's IR passes, untimed, after its first process: (files, notes, seconds)."""
     cfg, backend, start = job.config, backends.get(job.backend), time.perf_counter()
     xla_ir = bool(cfg.ir.formats or cfg.ir.xla_dump) and backend.has_xla_ir()
     inductor_code = cfg.ir.inductor_code and backend.generates_code
@@ -64,9 +55,7 @@ def dump_ir(
     base_env: dict[str, str],
     zygote: Zygote | None,
 ) -> tuple[list[str], list[str]]:
-    """Run the IR passes (children with `base_env` added, such as their CPU slot, each
-    forked from `zygote`, or spawned); returns (files written, relative to job_dir;
-    notes)."""
+    """Run the XLA IR passes; returns (files written, relative to job_dir; notes)."""
     ir_dir = JobDir(job_dir).ir
     ir_dir.mkdir(exist_ok=True)
     passes: list[tuple[str | None, bool]] = [
@@ -115,10 +104,7 @@ def _ir_spec(job: JobSpec, result: Path) -> JobSpec:
 def dump_inductor_code(
     job: JobSpec, job_dir: Path, base_env: dict[str, str]
 ) -> tuple[list[str], list[str]]:
-    """One more pass with TORCH_COMPILE_DEBUG into a fresh Inductor cache, so the
-    generated code is written, not served from the cache; keeps each graph's
-    output_code.py as ir/inductor/output_code_<n>.py (AOTInductor's C++,
-    output_code.cpp, as output_code_<n>.cpp)."""
+    """A pass with TORCH_COMPILE_DEBUG and a fresh cache (so that code is written, not served)."""
     out = JobDir(job_dir).inductor_code
     out.mkdir(parents=True, exist_ok=True)
     debug_dir = out / ".debug"

@@ -1,20 +1,7 @@
-"""A paired sweep (`pair=AXIS`): the sweep's two values of one axis, A and B, compared
-job by job as it runs, each pair stopped once its change is decided.
-
-Its jobs run one process a round (sweep/steps.py), A's and B's of the same settings one
-right after the other, so that the host's drift between rounds drops out of their ratio
-(report/pairs.py); B runs first in every other round (Stopping.swaps), so that an
-effect of running second falls on both sides alike. After the rounds that are looks
-(results/intervals.looks: 3, 5, 8, ... and the budget, `processes`), the sweeper judges
-each pair that both sides ran ok this far, as `benchflow report SWEEP --pair AXIS`
-will: the paired t-test at the look's share of the false-alarm level
-(results/intervals.sequential_test), by the sweep's `pair_threshold`. A pair whose
-change is a regression or an improvement past the threshold, or lies within it, is
-decided; so is one that no look up to the budget could decide (its change within the
-threshold, its spread too wide for the band: results/intervals.out_of_reach). Its two
-jobs are recorded then from the processes they have, and run no more. As asv's `continuous` and
-pyperf's `compare_to` would, but the sweep stops sampling what is already clear, as
-nvbench and google-benchmark stop on a noise criterion, with the looks accounted for.
+"""A paired sweep (`pair=AXIS`): its two values of one axis, A and B, compared job by job as
+it runs, each pair stopped once decided (docs/reports.md). A's and B's processes run back
+to back each round, so that the host's drift drops out of their ratio; after each look a
+pair is judged as `benchflow report --pair` will, the looks accounted for.
 """
 
 from __future__ import annotations
@@ -44,8 +31,7 @@ class Pair:
         return self.a.num, self.b.num
 
     def described(self) -> str:
-        """What the sweep's notes call it: "NAME: job 1 (slowdown=0.05) against job 0
-        (slowdown=null)"."""
+        """As the notes name it: "NAME: job 1 (slowdown=0.05) against job 0 (slowdown=null)"."""
         axis = self.a.config.pair
         a, b = (
             next((o.lstrip("+~") for o in job.overrides if _key(o) == axis), "?")
@@ -59,8 +45,7 @@ def _key(override: str) -> str:
 
 
 def axis_of(jobs: Sequence[Job]) -> str | None:
-    """The sweep's `pair=` (None: not a paired sweep). Raises ConfigError where its jobs
-    name more than one."""
+    """The sweep's `pair=` (None: not a paired sweep); ConfigError where jobs differ."""
     named = {job.config.pair for job in jobs}
     if len(named) > 1:
         values = ", ".join(sorted(str(v) for v in named))
@@ -69,8 +54,7 @@ def axis_of(jobs: Sequence[Job]) -> str | None:
 
 
 def pairs_of(jobs: Sequence[Job]) -> list[Pair]:
-    """The sweep's pairs ([]: not a paired sweep). Raises ConfigError, naming the axes
-    there are, where `pair=` is not an axis of the sweep with two values."""
+    """The sweep's pairs ([]: none); ConfigError where `pair=` is not an axis of two values."""
     axis = axis_of(jobs)
     if axis is None:
         return []
@@ -103,16 +87,12 @@ def pairs_of(jobs: Sequence[Job]) -> list[Pair]:
 
 
 def steps_from(jobs: Sequence[Job]) -> dict[int, int]:
-    """Each B of the sweep's pairs, with its A, whose first process's steps per repeat B's
-    processes run (core/job.Step.steps_from): both sides time the same loop. Calibrated
-    apart, A and B of one A/A pair came out 25 and 26 steps, or 2 and 3, and their times
-    1-3% apart in every round: a difference of the loop, which pairing does not take out."""
+    """Each B with its A, whose steps per repeat B runs: loops calibrated apart would differ."""
     return {pair.b.num: pair.a.num for pair in pairs_of(jobs)}
 
 
 def _timed(outcomes: Sequence[Outcome], upto: int) -> Timed | None:
-    """The job's processes 0..upto-1 as a sample, as a row pools them (results/pooled.py)
-    (None: one is missing or not ok)."""
+    """The job's first `upto` processes pooled as a row pools them (None: one not ok)."""
     summaries: list[dict[str, Any]] = []
     repeats: list[float] = []
     for outcome in outcomes[:upto]:
@@ -129,11 +109,8 @@ def _timed(outcomes: Sequence[Outcome], upto: int) -> Timed | None:
 def decided(
     pairs: Sequence[Pair], ran: Mapping[int, Sequence[Outcome]], done: int, budget: int, family: int
 ) -> list[tuple[Pair, str]]:
-    """After `done` rounds: each pair of `pairs` whose change is decided at this look,
-    with its verdict (none where `done` is not a look, or is the budget: every job ends
-    there anyway), its p-value taken over the `family` of the sweep's pairs as the
-    report will (judge_paired); and each pair that no look up to the budget could
-    decide (results/intervals.out_of_reach), with why. `ran`: each job's processes."""
+    """After `done` rounds: each pair decided at this look, judged over the sweep's `family` as
+    the report will, or out of reach; with its verdict. None at the budget: all end there."""
     if done not in looks(budget) or done >= budget:
         return []
     from benchflow.report.compare import INSUFFICIENT, SUSPICIOUS, judge_paired
@@ -155,8 +132,7 @@ def decided(
 
 @dataclass
 class Stopping:
-    """A paired sweep's stopping between its rounds: its pairs, and the jobs of those
-    decided (closed: recorded from the processes they have, never run again)."""
+    """A paired sweep's stopping between rounds: its pairs, and the jobs of those decided."""
 
     pairs: list[Pair]
     closed: set[int]
@@ -168,9 +144,7 @@ class Stopping:
         return cls([Pair(plan.job(a), plan.job(b)) for a, b in sorted(found)], set())
 
     def swaps(self, index: int) -> dict[int, int]:
-        """Round `index`'s order: in every other round each open pair's B runs in A's
-        place and A in B's (ABBA), so that whatever the second of two jobs run back to
-        back pays (about 1% here: benchmarks/RESULTS.md) falls on each side alike."""
+        """Round `index`'s order: every other round A and B swap (ABBA): each runs second alike."""
         if index % 2 == 0:
             return {}
         out: dict[int, int] = {}

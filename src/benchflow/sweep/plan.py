@@ -1,10 +1,6 @@
-"""Plan: a composed config becomes a resolved, checked :class:`Job`, once per job.
-
-Resolution makes the `auto` choices (accelerator, xla, model source), looks the
-backend up in the registry (which refuses combinations that cannot exist), and
-applies the suite's rules (dtype, batch size, skip lists). Nothing here imports
-torch: the sweeper plans the whole grid before any job starts (an existing interpreter
-named as a toolchain is asked what it holds in a process of its own, once).
+"""Plan: a composed config becomes a resolved, checked :class:`Job`, once per job: the `auto`
+choices made, the backend looked up, the suite's rules applied. Nothing here imports torch:
+the sweeper plans the whole grid before any job starts.
 """
 
 from __future__ import annotations
@@ -44,11 +40,7 @@ def backend_of(cfg: BenchConfig) -> type[backends.Backend]:
 
 
 def resolve(cfg: BenchConfig) -> BenchConfig:
-    """Resolve the `auto` choices and check that the choices fit together.
-
-    Raises InvalidCombination naming both keys when they do not, and ConfigError for
-    what this machine cannot run at all (accelerator=cuda with no GPU).
-    """
+    """Resolve the `auto` choices; check that they fit together and that this machine runs them."""
     if cfg.baseline not in backends.baseline_choices():
         raise ConfigError(
             f"baseline={cfg.baseline!r} is not allowed; allowed values: "
@@ -98,13 +90,8 @@ def resolve(cfg: BenchConfig) -> BenchConfig:
 
 
 def _resolve_model_source(cfg: BenchConfig) -> tuple[ModelConfig, SuiteConfig]:
-    """model.source auto -> factory (model.target is set), torchbench (when TorchBench
-    has the model) or builtin.
-
-    The TorchBench root is written into the config as an absolute path, so the
-    child, the fingerprint and the row all name the checkout that ran. A suite's own
-    model (huggingface, timm) is left as it is, once it is known to be its suite's.
-    """
+    """model.source auto -> factory, torchbench or builtin. The TorchBench root is made absolute,
+    so that the child, the fingerprint and the row name the checkout."""
     if cfg.model.source in SUITE_MODEL_SOURCES:
         _check_suite_model(cfg)
         return cfg.model, cfg.suite
@@ -163,8 +150,7 @@ def _factory(cfg: BenchConfig) -> ModelConfig:
 
 
 def _check_suite_model(cfg: BenchConfig) -> None:
-    """A huggingface or timm model runs under its own suite, whose rules give its batch
-    size, and must be one its suite lists."""
+    """A huggingface or timm model runs under its own suite, which must list it."""
     from benchflow.suite.suites import by_source, models_in
 
     name, source = cfg.model.name, cfg.model.source
@@ -189,8 +175,7 @@ def _check_suite_model(cfg: BenchConfig) -> None:
 
 
 def job_name(cfg: BenchConfig) -> str:
-    """Readable run name: model·backend·test, plus the non-default axes that distinguish it;
-    the compiler settings it sets after the backend: `inductor[freezing,cpp.threads=1]`."""
+    """Readable name: model·backend[settings]·test and the non-default axes."""
     label = backend_of(cfg).label
     if settings := settings_of(cfg.inductor) | dynamic_settings(cfg.dynamo):
         shown = (k if v is True else f"{k}={setting_text(v)}" for k, v in settings.items())
@@ -204,8 +189,7 @@ def job_name(cfg: BenchConfig) -> str:
 
 
 def _untaken(cfg: BenchConfig, backend: type[backends.Backend]) -> tuple[BenchConfig, list[str]]:
-    """The config less the settings its backend does not take (Backend.takes), and a note
-    for each: a sweep's job runs without them, a single run is refused."""
+    """The config less the settings its backend does not take, and a note for each."""
     notes = []
     if settings_of(cfg.inductor) and not backend.takes(INDUCTOR):
         takers = "|".join(b.dynamo for b in backends.REGISTRY.values() if b.takes(INDUCTOR))
@@ -240,9 +224,7 @@ def _untaken(cfg: BenchConfig, backend: type[backends.Backend]) -> tuple[BenchCo
 
 
 def _mode_untaken(cfg: BenchConfig, backend: type[backends.Backend]) -> str | None:
-    """Why the job's dynamo.mode does not apply to it (None: it does, or none is set):
-    a mode is a preset of Inductor's settings, and reduce-overhead's one setting is
-    CUDA graphs, which a CPU job never captures."""
+    """Why the job's dynamo.mode does not apply (reduce-overhead: CUDA graphs, GPU only)."""
     mode = cfg.dynamo.mode
     if mode in (None, "default"):
         return None
@@ -263,9 +245,7 @@ def _mode_untaken(cfg: BenchConfig, backend: type[backends.Backend]) -> str | No
 
 
 def _skip_lists(cfg: BenchConfig, backend: type[backends.Backend]) -> list[str]:
-    """The suite's skip lists this job honours beyond every job's: its backend's
-    (AOTInductor: export's), and with inductor.freezing=true the device's freezing list,
-    as the dynamo benchmarks skip them with --export-aot-inductor and --freezing."""
+    """The suite's skip lists this job honours beyond every job's (backend's, freezing)."""
     lists = [f"skip.{name}" for name in backend.suite_skips]
     if settings_of(cfg.inductor).get("freezing") is True:
         lists.append(f"skip.freezing.{cfg.accelerator.name}")
@@ -282,17 +262,14 @@ def _not_shared(cfg: BenchConfig) -> str | None:
 
 
 def plan_job(composed: Any, num: int, overrides: Sequence[str], *, single: bool = False) -> Job:
-    """One composed config -> its Job. Raises ConfigError for a bad value (the sweep
-    must not start); an invalid combination is a Job that never runs (`invalid`),
-    except for a single run (`single`), where it is an error too."""
+    """One composed config -> its Job (ConfigError: a bad value; invalid: a Job never run)."""
     return plan_config(parse(composed), num, overrides, single=single)
 
 
 def plan_config(
     cfg: BenchConfig, num: int, overrides: Sequence[str], *, single: bool = False
 ) -> Job:
-    """:func:`plan_job` for a config already parsed and checked (benchflow.config.validate.parse,
-    or a sweep's fast composition, benchflow.config.compose)."""
+    """:func:`plan_job` for a config already parsed and checked (config/validate.py)."""
     # first, so that an invalid pair's row names its toolchain as a valid job's would
     cfg = dataclasses.replace(cfg, toolchain=resolve_toolchain(cfg.toolchain))
     try:

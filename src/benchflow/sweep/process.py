@@ -1,7 +1,6 @@
-"""One process of a job (a step of the plan), run on its CPU slot: forked from its warm
-process (runner/pool.py) or spawned, within its timeout; the job's IR passes after
-its first. Wherever it runs (the sweep's own process, or a launcher's worker: `task`),
-what comes back is one :class:`~benchflow.runner.isolated.Outcome`.
+"""One process of a job, run on its CPU slot: forked from its warm process (runner/pool.py)
+or spawned, within its timeout; the job's IR passes after its first. Here or in a launcher's
+worker (`task`), what comes back is one :class:`~benchflow.runner.isolated.Outcome`.
 """
 
 from __future__ import annotations
@@ -37,11 +36,8 @@ LOGS = {"imported": "zygote.log", "built": "build.log", "compiled": "step.log"}
 
 
 def process_config(cfg: BenchConfig, steps: int | None = None) -> BenchConfig:
-    """What each of the job's processes is told: the adaptive rule's budget and cap
-    shared among them; `steps`, where the first process calibrated its steps per repeat,
-    that count, which a later process takes as given (as pyperf's worker processes run
-    the loops its first one calibrated): every repeat of the job is as long. (The
-    fields set here are models/sharing.PER_PROCESS: a compiled step is shared across them.)"""
+    """What each of the job's processes is told: the adaptive budget and cap shared among them,
+    and `steps`, the first's calibrated count, so that every repeat is as long (PER_PROCESS)."""
     processes = cfg.process_count
     if processes == 1:
         return cfg
@@ -64,10 +60,8 @@ def run_step(
     pool: Pool | None = None,
     steps: int | None = None,
 ) -> Outcome:
-    """Process `n` (from 0) of the job, forked from `warm` (a warm process of `pool`) or
-    spawned; `since`: the parent's clock (time.perf_counter) its gap counts from (the
-    previous process's end); `steps`: the steps per repeat it runs (the job's first
-    process's, or a paired sweep's A's). Never raises for the job's own failures."""
+    """Process `n` of the job, forked from `warm` or spawned; `since`: when its gap starts
+    (perf_counter); `steps`: its steps per repeat. Never raises for the job's own failures."""
     cfg = job.config
     try:
         asked = time.perf_counter()
@@ -114,8 +108,7 @@ def run_step(
                     job, job_dir, env, ir_zygote
                 )
     except KeyboardInterrupt:
-        # Ctrl-C or SIGTERM before its child started (its slot, its warm process): its
-        # progress line is out, so it is under way for the user and gets its row.
+        # a stop before its child started: its progress line is out, so it gets its row
         return interrupted(0.0)
     count = cfg.process_count
     log.info(
@@ -131,10 +124,7 @@ def run_step(
 
 
 def compile_cache_env(job: Job, job_dir: JobDir) -> dict[str, str]:
-    """compile_cache=cold: a fresh Inductor cache for this job (and XLA's in-memory one,
-    which dies with the child), so compile times never depend on what ran before.
-    warm: one cache shared by every job ($BENCHFLOW_CACHE_DIR, default
-    ~/.cache/benchflow), Inductor's and XLA's persistent one, as a second run sees."""
+    """compile_cache=cold: a fresh cache for this job; warm: one shared, as a second run sees."""
     backend = backends.get(job.backend)
     if job.config.compile_cache == "cold":
         return backend.cache_env(str(job_dir.compile_cache), persistent=False)
@@ -142,8 +132,7 @@ def compile_cache_env(job: Job, job_dir: JobDir) -> dict[str, str]:
 
 
 def launch_env(job: Job, job_dir: JobDir) -> dict[str, str]:
-    """The variables the job's settings give its child: its compile caches
-    (compile_cache_env), XLA_FLAGS (`xla.flags`) and its `env.` variables."""
+    """The variables the job's settings give its child: compile caches, XLA_FLAGS, `env.`."""
     cfg = job.config
     env = compile_cache_env(job, job_dir)
     if cfg.xla.flags:
@@ -163,8 +152,7 @@ SET_BY = {
 
 
 def why_not_env(name: str) -> str | None:
-    """Why `env.<name>=` cannot be set (None: it can): not a variable's name, or one
-    benchflow sets itself."""
+    """Why `env.<name>=` cannot be set (None: it can)."""
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
         return f"env.{name}: not an environment variable's name; allowed: letters, digits, _"
     if name in SET_BY:
@@ -188,8 +176,7 @@ def step_overrides(n: int, steps: int | None) -> list[str]:
 
 
 def task(plan_dir: Path, num: int, job_dir: Path) -> Outcome:
-    """A launcher's worker: the process of job `num` that ENV_STEP names, as planned in
-    the sweep folder `plan_dir`'s plan.json, spawned, in its Hydra job folder."""
+    """A launcher's worker: the process of job `num` that ENV_STEP names, spawned."""
     from benchflow.core.layout import SweepDir
 
     tie_to_sweep()
@@ -207,13 +194,8 @@ def task(plan_dir: Path, num: int, job_dir: Path) -> Outcome:
 
 
 def tie_to_sweep(poll_s: float = 0.5) -> None:
-    """In a launcher's worker process that the sweep's process started (joblib's loky
-    workers): exit when the sweep's process is gone. Such a worker outlives a SIGKILLed
-    sweep by minutes (loky keeps idle workers 300 s), and one in a job would go on to run
-    it beside a resumed sweep. A watching thread (once per worker), not a parent-death
-    signal: that fires when the *thread* that started the worker ends, not the process.
-    Nothing where the worker's parent is not the sweep (Ray, SLURM: their daemons end
-    their own)."""
+    """In a loky worker the sweep started: exit when the sweep is gone, or it would run its job
+    beside a resumed sweep. A thread: a parent-death signal fires when a *thread* ends."""
     sweep_pid = os.environ.get(ENV_SWEEP_PID)
     if not sweep_pid or os.getppid() != int(sweep_pid):
         return

@@ -56,8 +56,7 @@ def note(text: str) -> None:
 
 
 def duplicate(job: Job, first: Job, total: int) -> None:
-    """A job planned twice (its fingerprint an earlier job's): launched once, as the
-    first; said before the sweep launches anything."""
+    """A job planned twice (an earlier job's fingerprint): run once, as the first."""
     _console().print(
         f"[{job.num + 1}/{total}] [dim]{escape(' '.join(job.overrides))}: the same job as "
         f"[{first.num + 1}/{total}] ({escape(' '.join(first.overrides))}), run once as it[/]",

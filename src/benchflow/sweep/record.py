@@ -1,6 +1,5 @@
-"""A job's row from its processes (each one Outcome: runner/isolated.py), and its MLflow
-run: what the sweep's loop (sweep/run.py) records once a job's last process has ended;
-the sweep's MLflow parent run, and its report at its end."""
+"""A job's row from its processes' Outcomes and its MLflow run, as sweep/run.py records
+them; the sweep's MLflow parent run, and its report at its end."""
 
 from __future__ import annotations
 
@@ -38,9 +37,7 @@ PACKAGES = "packages.txt"  # the parent run's artifact: every installed distribu
 
 
 def pooled(outcomes: Sequence[Outcome], processes: int) -> Outcome:
-    """The processes' outcomes as the job's: the first that did not end ok, else one ok
-    outcome with their results pooled (results/pooled.py). Its wall: the processes' own
-    walls added up (a job's processes lie across the sweep's rounds)."""
+    """The job's outcome: its first not ok, else its results pooled, its wall their sum."""
     first, last = outcomes[0], outcomes[-1]
     if processes == 1:
         return last
@@ -59,8 +56,7 @@ def pooled(outcomes: Sequence[Outcome], processes: int) -> Outcome:
 def pooled_row(
     job: Job, job_dir: JobDir, ran: Sequence[Outcome], notes: list[str], info: JobInfo
 ) -> ResultRow:
-    """The job's row from its processes `ran` (in order, from the first), with `notes`;
-    `info`: the row's `job` as far as the sweep knows it (attempt, MLflow run)."""
+    """The job's row from its processes `ran`, with `notes`; `info`: the row's `job`."""
     outcome = pooled(ran, job.config.process_count)
     first = ran[0]
     info.notes += [*first.ir_notes, *notes]
@@ -81,8 +77,6 @@ def pooled_row(
         launched=outcome.launched,
         ended=outcome.ended,
     )
-    # In-child model work: building, moving, compiling, timing and checking the model;
-    # the rest of the child's wall (imports, exit) is overhead.
     info.wall_time_s = outcome.wall_time_s
     info.model_work_s = phases.model_work(info.phases)
     info.overhead_s = outcome.wall_time_s - info.model_work_s if child else None
@@ -108,8 +102,7 @@ def not_run(job: Job, info: JobInfo) -> ResultRow:
 
 
 def _check_rerun(job: Job, info: JobInfo, prov: Provenance, child: ChildResult | None) -> None:
-    """A rerun's row says which row it reran, which speed facts of the environment
-    differ from that row's, and whether it reproduced that row's output digest."""
+    """A rerun's row: the row it reran, the speed facts that differ, the digest's check."""
     from benchflow.results.digest import OTHER_CONFIG, check
     from benchflow.results.environment import differences
     from benchflow.suite.tolerance import tolerance
@@ -130,9 +123,7 @@ def _check_rerun(job: Job, info: JobInfo, prov: Provenance, child: ChildResult |
 
 
 class Tracking:
-    """A sweep's MLflow runs: one per job, under the sweep's parent run (none for a
-    single run), each tracking store opened once. A failed call is a warning: the
-    results are on disk (`benchflow sync` logs them later)."""
+    """A sweep's MLflow runs, one per job. A failed call warns: `benchflow sync` logs it later."""
 
     def __init__(self, folder: SweepDir, project_dir: Path) -> None:
         self.folder, self.project_dir = folder, project_dir
@@ -156,8 +147,7 @@ class Tracking:
         return run_id
 
     def log(self, job: Job, row: ResultRow, job_dir: JobDir, replaced: Sequence[ResultRow]) -> None:
-        """The job's row, files and params in its run; the runs of the rows it replaced
-        marked superseded."""
+        """The job's row, files and params in its run; those of the rows it replaced, superseded."""
         tracker, run_id = self._tracker(job.config.mlflow), row.job.mlflow_run_id
         if tracker is None or not run_id:
             return
@@ -174,8 +164,7 @@ class Tracking:
             safely("end_run", tracker.end_run, parent, Status.INTERRUPTED)
 
     def open_sweep(self, cfg: MlflowConfig, args: Sequence[str], baseline: str | None) -> None:
-        """The sweep's parent run, before its first job's: reopened where the folder is
-        being resumed; `args`: the command line's overrides."""
+        """The sweep's parent run, before its first job's (reopened where resumed)."""
         folder = self.folder
         if (tracker := self._tracker(cfg)) is None:
             return
@@ -187,7 +176,6 @@ class Tracking:
             return
         experiment = next((a.split("=", 1)[1] for a in args if _key(a) == "experiment"), None)
         name = f"sweep {folder.path.parent.name} {folder.path.name}"
-        # Where the sweep ran, as tags (versions, CPUs, env: the jobs' runs have their own).
         prov = provenance(self.project_dir)
         tags = {KIND_TAG: KIND_SWEEP, SWEEP_DIR_TAG: str(folder.path), BASELINE_TAG: baseline}
         tags |= {"command": prov.command, **facts(prov, per_job=False)}
@@ -199,17 +187,13 @@ class Tracking:
             tags=tags,
         )
         if run_id:
-            # The whole installed set, whose hash the rows carry as packages_sha256.
             safely("packages", tracker.log_text, run_id, "\n".join(packages()) + "\n", PACKAGES)
             folder.parent_run.write_text(run_id)
             folder.tracking_uri.write_text(tracker.uri)
             log.info("MLflow parent run %s at %s", run_id, tracker.uri)
 
     def close_sweep(self, cfg: MlflowConfig, rows: list[ResultRow], made: Any) -> None:
-        """Every job has ended: the parent run's tags (the rows' statuses), its files and
-        the report's (`made`: report.output's report and files), and its end. A job run
-        still RUNNING lost its process (a worker or a node killed): logged from its row,
-        or ended KILLED."""
+        """The parent run's tags, files and report, its end, and job runs still RUNNING closed."""
         run_id = self.folder.parent_run_id()
         if not run_id or (tracker := self._tracker(cfg)) is None:
             return
@@ -235,8 +219,7 @@ class Tracking:
 
 
 def report_sweep(rows: list[ResultRow], baseline: str | None, folder: SweepDir) -> Any:
-    """Print the sweep's report (stdout: the sweep's answer) and write its report/
-    folder; the report and its files."""
+    """Print the sweep's report and write its report/ folder; the report and its files."""
     from benchflow.report import output, terminal
     from benchflow.report.model import build_report
     from benchflow.report.sources import Sweep, meta_of

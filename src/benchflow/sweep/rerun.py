@@ -1,14 +1,6 @@
-"""`benchflow rerun WHAT`: recorded jobs, planned again from their records.
-
-A recorded job is its row and the resolved config it ran with: the job folder's
-``config.yaml`` (also each MLflow job run's artifact), or the sweep's ``plan.json``.
-The rerun's jobs are planned from those configs, not from the command line that made
-them, so the same row gives the same fingerprint (unless extra overrides change it),
-and each carries its origin (core/job.py Origin) so that its new row can say what it
-reran, what differs in its environment, and whether its output digest was reproduced.
-
-The rerun's Plan is handed to the sweeper (hydra.sweeper.plan=FILE), which runs it
-instead of expanding a grid.
+"""`benchflow rerun WHAT`: recorded jobs, planned again from the resolved config each ran
+with, not the command line, so that the same row gives the same fingerprint; its Origin
+lets the new row say what it reran and what differs.
 """
 
 from __future__ import annotations
@@ -50,9 +42,7 @@ class Recorded:
 
 
 def find(what: str, tracking_uri: str | None, project_dir: Path) -> list[Recorded]:
-    """The recorded jobs WHAT names: a row_id, a results.jsonl line, a sweep folder, a
-    results.jsonl or result.json file, or an MLflow run id (a sweep's parent run: all
-    its jobs). `row:<id>` and `run:<id>` say which kind an id is."""
+    """The recorded jobs WHAT names: a row or run id, a results.jsonl line, a folder or a file."""
     text = what.strip()
     if text.startswith("{"):
         return [_from_line(text)]
@@ -111,8 +101,7 @@ def _from_path(path: Path) -> list[Recorded]:
 
 
 def _config_of(row: ResultRow, sweep_dir: Path | None) -> BenchConfig:
-    """The resolved config a row's job ran with: its folder's config.yaml, else the
-    sweep's plan.json entry of the same job."""
+    """The resolved config a row's job ran with: config.yaml, else its plan.json entry."""
     config = JobDir(Path(row.job.dir)).config if row.job.dir else None
     if config is not None and config.is_file():
         return config_from_yaml(config)
@@ -130,8 +119,7 @@ def _config_of(row: ResultRow, sweep_dir: Path | None) -> BenchConfig:
 def _by_row_id(
     row_id: str, tracking_uri: str | None, project_dir: Path, *, mlflow: bool
 ) -> list[Recorded]:
-    """The row with this id in a sweep under ./multirun, else (mlflow) the MLflow job run
-    whose `benchflow.logged` tag is it."""
+    """The row with this id under ./multirun, else (mlflow) the MLflow job run it tags."""
     for results in sorted((project_dir / "multirun").glob("**/results.jsonl")):
         with results.open() as f:
             lines = [line for line in f if row_id in line]
@@ -144,8 +132,7 @@ def _by_row_id(
 
 
 def _from_run(run_id: str | None, uri: str, row_id: str | None = None) -> list[Recorded]:
-    """An MLflow job run (its result.json and config.yaml artifacts), or a parent run's
-    job runs; run_id None: the job run whose `benchflow.logged` tag is row_id."""
+    """An MLflow job run, or a parent run's job runs (run_id None: the one row_id tags)."""
     from mlflow.tracking import MlflowClient
 
     from benchflow.tracking.mlflow_runs import job_runs
@@ -202,8 +189,7 @@ def _recorded_run(client: Any, run_id: str, tmp: Path) -> Recorded:
 def plan(
     records: Sequence[Recorded], extras: Sequence[str], config_dirs: Sequence[str]
 ) -> list[Job]:
-    """One job per record, from its recorded config; `extras` (key=value) change it
-    exactly as they would change the job's composition (`changes`)."""
+    """One job per record, from its recorded config, changed by `extras` (`changes`)."""
     from omegaconf import OmegaConf
 
     from benchflow.sweep.plan import plan_job
@@ -216,8 +202,7 @@ def plan(
             OmegaConf.update(node, key, value, merge=False, force_add=False)
         job = plan_job(node, num, [*recorded, *extras])
         if not extras:
-            # The record stands as it ran: re-resolving a resolved config changes
-            # nothing, except where the machine did (a TorchBench root that moved).
+            # as it ran: re-resolving changes only what the machine did
             job = dataclasses.replace(
                 job,
                 name=rec.row.job.name or job.name,
@@ -245,9 +230,7 @@ def plan(
 def changes(
     recorded: Sequence[str], extras: Sequence[str], config_dirs: Sequence[str]
 ) -> dict[str, Any]:
-    """The leaves `extras` change in a job's composed config: Hydra composes the job's
-    recorded overrides with and without them, and the difference is applied to the
-    recorded config. So `dynamo=inductor` changes the dynamo node as a sweep would."""
+    """The leaves `extras` change in a job's composed config, as they would in a sweep's."""
     if not extras:
         return {}
     before = _composed(tuple(recorded), tuple(config_dirs))
@@ -257,8 +240,7 @@ def changes(
 
 @functools.cache
 def _composed(overrides: tuple[str, ...], config_dirs: tuple[str, ...]) -> dict[str, Any]:
-    """A job's composed config, flat ({"dynamo.name": ...}), without the hydra node (a
-    cache of Hydra's composition: callers do not change what it returns)."""
+    """A job's composed config, flat, without the hydra node (cached: do not change it)."""
     from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException
     from omegaconf import OmegaConf

@@ -1,14 +1,7 @@
-"""Resume and retry: which recorded jobs a sweep run into the same folder runs again.
-
-A job is identified by its fingerprint (the resolved config less the keys that do
-not change what is measured, see core/job.py); whether a job with a row runs again
-is its status's answer (core/status.py). A sweep run again into
-a folder that holds rows keeps each job whose current row the retry policy keeps,
-and runs the rest; a rerun's row supersedes the earlier ones (they stay in
-results.jsonl, marked ``superseded_by``; their MLflow runs are tagged and moved to
-MLflow's deleted state, from which they can be restored).
-
-Torch-free and Hydra-free: the CLI uses `find_sweep` before Hydra starts.
+"""Resume and retry: which recorded jobs a sweep run into the same folder runs again
+(docs/resume.md). A job is its fingerprint (core/job.py); whether one with a row runs again
+is its status's answer (core/status.py). Torch- and Hydra-free: the CLI calls `find_sweep`
+before Hydra starts.
 """
 
 from __future__ import annotations
@@ -49,8 +42,7 @@ def defining(args: Sequence[str]) -> list[str]:
 
 
 def find_sweep(root: Path, args: Sequence[str]) -> tuple[Path | None, list[Path]]:
-    """(newest sweep folder under root whose recorded overrides define the same jobs,
-    every sweep folder seen)."""
+    """(the newest sweep folder under root that defines the same jobs, every one seen)."""
     want = defining(args)
     seen = sorted(root.glob("*/*/plan.json"), key=lambda p: p.stat().st_mtime, reverse=True)
     for plan_file in seen:

@@ -1,12 +1,7 @@
-"""A sweep's one loop: the plan's steps (sweep/steps.py), round by round; each job's row
-written once, when its last process has ended, or one did not end ok.
-
-The steps run here, one after another, each forked from its warm process (runner/pool.py);
-under a launcher of Hydra's (`launch`: Ray, SLURM, joblib) each round's steps are handed
-to it, one batch per process index, and each comes back as its Outcome. Either way this
-process keeps every job's processes (`ran`), writes each one to the job's journal as it
-ends (processes.json: what a resumed sweep keeps of a job it had not recorded), and
-records the row: result.json, results.jsonl and the job's MLflow run.
+"""A sweep's one loop: the plan's steps (sweep/steps.py), round by round, run here (forked:
+runner/pool.py) or handed to a Hydra launcher in batches. Each process is written to its
+job's journal as it ends (what a resumed sweep keeps); each job's row is written once, when
+its last process has ended or one did not end ok.
 """
 
 from __future__ import annotations
@@ -47,8 +42,7 @@ LOG = "benchflow.log"  # the sweep's log: every line of the machinery (the termi
 
 
 class Sweep:
-    """One sweep's state, passed down: its plan and folder, its warm processes, each
-    job's processes so far, the rows, and the clock between processes."""
+    """One sweep's state: plan, folder, warm processes, processes run, rows and clock."""
 
     def __init__(
         self,
@@ -75,8 +69,7 @@ class Sweep:
     # --- the loop ----------------------------------------------------------------------
 
     def run(self, launch: Launch | None = None) -> ResultRow | None:
-        """Run the sweep, here or through `launch`; the last row recorded (a single
-        run's)."""
+        """Run the sweep, here or through `launch`; the last row recorded (a single run's)."""
         mlflow = self.plan.job(self.plan.steps[0].job if self.plan.steps else 0).config.mlflow
         with _logged(self.folder.path / LOG, self.verbose), self.stops.installed():
             if not self.single:
@@ -117,8 +110,7 @@ class Sweep:
         self.tracking.close_sweep(mlflow, rows, made)
 
     def _begin(self) -> None:
-        """What a resumed sweep keeps (its standing rows, the processes of jobs it had
-        not recorded), the jobs planned twice, and the rows of those that never run."""
+        """What a resumed sweep keeps, the jobs planned twice, and the rows of those not run."""
         ran = {s.job for s in self.plan.steps}
         for job in self.plan.jobs():
             previous = current_row(self.rows, job.fingerprint)
@@ -187,15 +179,13 @@ class Sweep:
             config_to_yaml(job.config, job_dir.config)
 
     def _steps(self, step: Step) -> int | None:
-        """The steps per repeat the step's process runs: its job's first process's (a
-        later process), or its A's (a paired sweep's B); None: it calibrates its own."""
+        """Steps per repeat for the process: its job's first's or its A's (None: it calibrates)."""
         first = self.ran.get(step.job if step.process else step.steps_from or -1, [])
         result = first[0].result if first and first[0].status is Status.OK else None
         return result.timing.iterations_per_run if result and result.timing else None
 
     def _last_uses(self, todo: Sequence[Step]) -> dict[Warm, int]:
-        """Each warm process the round's steps fork from (or from a process made from
-        it), with the place of the last of them; none that a later round needs."""
+        """Each warm process the round uses, with its last use; none that a later round needs."""
         later = (
             {
                 w
@@ -212,8 +202,8 @@ class Sweep:
     # --- each process's end, and each job's row ------------------------------------------
 
     def _add(self, step: Step, outcome: Outcome) -> None:
-        """Keep the process (in the job's journal too); record the job where this was its
-        last process or did not end ok. A stop (Ctrl-C, SIGTERM) waits until then."""
+        """Keep the process (in its journal too); record the job where it was its last or did not
+        end ok. A stop (Ctrl-C, SIGTERM) waits until then."""
         job = self.plan.job(step.job)
         with self.stops.held():
             ran = self.ran.setdefault(job.num, [])
@@ -226,8 +216,7 @@ class Sweep:
             self.stops.again()
 
     def _record(self, num: int, closed: bool = False) -> None:
-        """Job `num`'s row, from the processes it ran (`closed`: a paired sweep decided
-        it before its last round)."""
+        """Job `num`'s row (`closed`: a paired sweep decided it before its last round)."""
         job, ran = self.plan.job(num), self.ran[num]
         job_dir, total = self._dir(job), job.config.process_count
         notes = []
@@ -259,16 +248,14 @@ class Sweep:
         self._keep(job, not_run(job, self._info(job)))
 
     def _info(self, job: Job) -> JobInfo:
-        """The row's `job`, as the sweep knows it before the row: its folder, its attempt
-        and its MLflow run, opened."""
+        """The row's `job`: its folder, attempt and MLflow run, opened."""
         info = JobInfo.of(job, str(self._dir(job).path))
         info.attempt = sum(r.job.fingerprint == job.fingerprint for r in self.rows) + 1
         info.mlflow_run_id = self.tracking.start(job)
         return info
 
     def _keep(self, job: Job, row: ResultRow) -> None:
-        """The row in the job's result.json and results.jsonl (earlier rows of the job
-        superseded there and in MLflow), and its MLflow run; the progress line."""
+        """The row in result.json, results.jsonl and MLflow (earlier ones superseded); progress."""
         job_dir = self._dir(job)
         job_dir.path.mkdir(parents=True, exist_ok=True)
         write_json_atomic(job_dir.result, row.to_dict())
@@ -305,9 +292,7 @@ def _chain(warm: Warm) -> list[Warm]:
 
 
 def _batches(steps: Sequence[Step]) -> list[list[Step]]:
-    """A round's steps as a launcher of Hydra's takes them: runs of consecutive job
-    numbers (it numbers the jobs of a batch from the first), one process of a job each
-    (a later one's steps per repeat come from the first's), in the round's order."""
+    """A round's steps in batches of consecutive job numbers, one process index a batch."""
     out: list[list[Step]] = []
     for index in sorted({s.process for s in steps}):
         for step in (s for s in steps if s.process == index):
@@ -319,8 +304,7 @@ def _batches(steps: Sequence[Step]) -> list[list[Step]]:
 
 
 def _journal(job_dir: JobDir, fingerprint: str) -> list[Outcome]:
-    """The processes an earlier launch of the sweep ran of a job it did not record (its
-    journal, processes.json), from the first, as far as each ended ok."""
+    """What an earlier launch ran of a job it did not record, as far as each ended ok."""
     try:
         data = json.loads(job_dir.rounds.read_text())
         if data.get("fingerprint") != fingerprint or data.get("recorded"):
@@ -350,8 +334,7 @@ def _write_journal(job_dir: JobDir, fingerprint: str, ran: list[Outcome], record
 
 
 def _started() -> float:
-    """When this process started, on time.perf_counter's clock: a sweep's first gap is
-    the command's start-up and planning."""
+    """When this process started, on perf_counter's clock (the first gap is the start-up)."""
     import psutil
 
     return time.perf_counter() - (time.time() - psutil.Process().create_time())
@@ -359,9 +342,7 @@ def _started() -> float:
 
 @contextlib.contextmanager
 def _logged(path: Path, verbose: bool) -> Iterator[None]:
-    """Every log line of the sweep's process to `path`; on the terminal, warnings and
-    errors only, unless `verbose` (hydra.verbose=true): the terminal shows the jobs'
-    progress and the report, not the machinery."""
+    """All log lines to `path`; on the terminal only warnings (unless `verbose`) and progress."""
     root = logging.getLogger()
     handler = logging.FileHandler(path)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))

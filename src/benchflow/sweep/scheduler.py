@@ -1,16 +1,7 @@
-"""A job that a scheduler runs as a job of its own (SLURM, through Hydra's submitit
-launcher) and stops with SIGTERM: at its time limit, or at `scancel` (or a preemption).
-
-There, nothing of benchflow's sweep process catches the signal (that is another
-process, on the login node), and submitit's own handler lets SIGTERM pass, so
-SLURM's SIGKILL `KillWait` seconds later would leave no row, and the sweep's process
-would wait for a result that never comes; on SIGUSR2, the time limit's warning that
-submitit asks SLURM for, submitit raises in the middle of the job, and the sweep's
-process gets that error instead of a row. `catch_stop` turns the SIGTERM into the
-interruption a Ctrl-C is in a sweep's own process: the job's child is killed and the
-job is recorded, and `cause` says which stop it was, from SLURM itself:
-`scontrol show job` gives `Reason=TimeLimit` while a job ends at its time limit (the
-state is COMPLETING then, TIMEOUT after), and no reason for a cancellation.
+"""A job a scheduler runs as a job of its own (SLURM, through submitit) and stops with
+SIGTERM or SIGUSR2. submitit lets SIGTERM pass and raises on SIGUSR2 mid-job, so either
+would leave no row: `catch_stop` makes them the interruption a Ctrl-C is, and `cause` asks
+SLURM which stop it was (docs/launchers.md).
 """
 
 from __future__ import annotations
@@ -42,10 +33,8 @@ class Stop:
 
 @contextlib.contextmanager
 def catch_stop() -> Iterator[Stop]:
-    """In a SLURM job: SIGTERM (a stop) and SIGUSR2 (submitit's warning that the time
-    limit is `signal_delay_s` away, on which submitit itself would raise in the middle
-    of the job) raise KeyboardInterrupt while the job runs: the runner kills the child
-    and says `interrupted`, and `cause` says why. Elsewhere, nothing."""
+    """In a SLURM job: SIGTERM and SIGUSR2 (the time limit's warning) raise KeyboardInterrupt
+    while the job runs, so that the runner kills the child. Elsewhere, nothing."""
     stop = Stop()
     if slurm_job() is None:
         yield stop
@@ -65,9 +54,7 @@ def catch_stop() -> Iterator[Stop]:
 
 
 def cause(job_id: str, signum: int | None) -> tuple[Status, str]:
-    """Why SLURM stopped job `job_id` (`signum`: the signal it sent): its time limit,
-    reached or announced (a timeout), or anything else (scancel, a preemption:
-    interrupted, so a resume runs it again)."""
+    """Why SLURM stopped job `job_id`: its time limit, or else interrupted (a resume reruns it)."""
     fields = _job_fields(job_id)
     limit = fields.get("TimeLimit", "?")
     if signum == signal.SIGUSR2:

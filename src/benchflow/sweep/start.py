@@ -1,10 +1,6 @@
-"""A sweep's front door: every job planned and checked before any starts, then the
-sweep's folder and plan.json.
-
-Hydra's sweeper (hydra_plugins/benchflow_sweeper) hands over the command line's grid,
-or a plan made elsewhere (`benchflow rerun` plans its jobs from their records), and
-runs the :class:`~benchflow.core.job.Plan` this returns (sweep/run.py). A refused
-sweep stops here, before its folder exists.
+"""A sweep's front door: every job planned and checked before any starts, then the sweep's
+folder and plan.json. Hydra's sweeper hands over the grid (or a plan made elsewhere) and
+runs the Plan this returns (sweep/run.py); a refused sweep stops before its folder exists.
 """
 
 from __future__ import annotations
@@ -40,10 +36,7 @@ def read_plan(path: str | Path) -> Plan:
 def grid(
     params: Mapping[str, Any], arguments: Sequence[str], config_loader: Any = None
 ) -> list[list[str]]:
-    """A sweep's jobs, each as its overrides: the sweeper's params (an experiment's
-    grid, hydra.sweeper.params), then the command line's, expanded as Hydra's basic
-    sweeper does (the product of each key's values, in their order; a key given in
-    both takes the command line's values)."""
+    """A sweep's jobs' overrides: params, then the command line, expanded as Hydra's sweeper."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
 
@@ -69,13 +62,8 @@ def plan_sweep(
     forks: bool = True,
     single: bool = False,
 ) -> Plan:
-    """Every job of the sweep, planned (sweep/plan.py) and numbered in the order it runs,
-    and its steps (sweep/steps.py; `forks`: its processes run in this process, forked
-    from warm processes). `grid` holds each job's overrides, as Hydra expands the
-    command line; `given`, a plan made elsewhere, whose jobs run as planned, in their
-    order (its jobs' overrides must still make a Hydra job: each is composed once here).
-    Raises SweepRefused naming every job with a bad value (`single`: a single run's one
-    job, whose invalid combination is refused too)."""
+    """Every job of the sweep, planned and in run order, and its steps (`forks`: forked here);
+    `given`: a plan made elsewhere, run as planned. SweepRefused names every bad job."""
     from benchflow.sweep.plan import plan_config
 
     jobs: list[Job] = []
@@ -112,5 +100,5 @@ def begin(plan: Plan, folder: Path) -> None:
     sweep = SweepDir(folder)
     sweep.path.mkdir(parents=True, exist_ok=True)
     sweep.write_plan(plan)
-    # A launcher's local workers (joblib's) end with this process (process.tie_to_sweep).
+    # a launcher's local workers end with this process (process.tie_to_sweep)
     os.environ[ENV_SWEEP_PID] = str(os.getpid())

@@ -12,10 +12,8 @@ from benchflow.sweep import progress
 
 
 def build_toolchains(jobs: Sequence[Job]) -> None:
-    """The environment of each toolchain that a job that runs uses, built where it is
-    not yet, with a line for each build. Raises ToolchainError (runner/interpreter.py)
-    naming the toolchain and what uv could not install, or a name that stands for two
-    environments (the report tells toolchains apart by name)."""
+    """The environment of each toolchain a running job uses, built where it is not yet.
+    ToolchainError where one name stands for two environments (reports go by name)."""
     keys: dict[str, str] = {}  # a toolchain's name -> its environment's key
     toolchains = []  # one of each environment, in the order first needed
     for job in jobs:

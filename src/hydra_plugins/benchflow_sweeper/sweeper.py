@@ -1,9 +1,6 @@
-"""benchflow's sweeper: the command line's grid (or a plan made elsewhere: `plan`,
-hydra.sweeper.plan=PATH, from `benchflow rerun`) planned and checked before any job
-starts (a refused sweep leaves no folder), then run by benchflow's loop
-(benchflow.sweep.run). With Hydra's basic launcher the loop runs every process in this
-process; with any other (joblib, Ray, SLURM) it hands each round's processes to that
-launcher, whose workers run them (benchflow.sweep.process.task).
+"""benchflow's sweeper: the grid (or a plan from `benchflow rerun`) planned and checked
+before any job starts, then run by benchflow's loop (sweep/run.py): here under Hydra's basic
+launcher, else handed to the launcher's workers a round at a time (sweep/process.task).
 """
 
 from __future__ import annotations
@@ -16,8 +13,7 @@ from hydra.core.plugins import Plugins
 from hydra.plugins.sweeper import Sweeper
 from omegaconf import OmegaConf, open_dict
 
-# Launchers (their modules) whose workers run in a working folder of their own: a Ray
-# worker in its node's.
+# Launchers whose workers run in a working folder of their own (a Ray worker: its node's).
 ELSEWHERE = ("hydra_plugins.hydra_ray_launcher",)
 
 
@@ -102,8 +98,7 @@ class BenchflowSweeper(Sweeper):
         return []
 
     def _launch(self, first: int, overrides: list[list[str]]) -> list[Any]:
-        """Jobs `first`, `first + 1`, ... each with its overrides, through the launcher:
-        each one's Outcome (raises what a job's task raised, as Hydra's sweeper does)."""
+        """Jobs `first`, `first + 1`, ... through the launcher: each one's Outcome."""
         size = self.max_batch_size or len(overrides)
         out = []
         for start in range(0, len(overrides), size):
@@ -112,14 +107,8 @@ class BenchflowSweeper(Sweeper):
         return out
 
     def _sweep_dir_for_every_worker(self, sweep_dir: Path) -> None:
-        """The sweep's folder as an absolute path in every job's config. Hydra composes
-        each job's config again (load_sweep_config), so a relative hydra.sweep.dir
-        (multirun/<date>/<time>) is resolved in the job's own working folder; a Ray
-        worker runs in its node's (`ray start`'s), not this one, and would write its
-        files there. The master config's hydra overrides are the base of every job's
-        composition: the absolute folder is added there, not to the jobs' own
-        overrides (which name each job). Only for the launchers whose workers work
-        elsewhere (SLURM's start in the submitting folder)."""
+        """The sweep's folder, absolute, in the master config's hydra overrides: Hydra composes
+        each job's config again, and a relative hydra.sweep.dir would resolve in a Ray worker's."""
         launcher = type(self.launcher).__module__
         if sweep_dir.is_absolute() or not launcher.startswith(ELSEWHERE):
             return
