@@ -404,11 +404,12 @@ def test_a_ray_worker_node_killed_mid_sweep_loses_no_row(tmp_path: Path) -> None
 
 
 def _job_running_in(cwd: Path) -> bool:
-    """A job's process (its zygote, or its child forked from one) works in `cwd`."""
+    """A job's process (a launcher's worker spawns each: `python -m benchflow.harness
+    JOB`) works in `cwd`."""
     import psutil
 
     for proc in psutil.process_iter(["cwd", "cmdline"]):
-        command = " ".join(proc.info["cmdline"] or [])
-        if proc.info["cwd"] == str(cwd) and "benchflow" in command and "ray" not in command:
+        command = proc.info["cmdline"] or []
+        if proc.info["cwd"] == str(cwd) and "benchflow.harness" in command:
             return True
     return False

@@ -32,7 +32,7 @@ class Stops:
 
     depth: int = 0  # how many `held` sections are open
     pending: int | None = None  # the signal held back, if any
-    last: int = signal.SIGINT  # the last signal that stopped the sweep
+    last: int | None = None  # the signal that stopped the sweep (None: none has)
 
     def stop(self, signum: int, frame: Any = None) -> None:
         self.last = signum
@@ -43,7 +43,7 @@ class Stops:
     def again(self) -> NoReturn:
         """The stop that ended a process (its child killed, its row written), raised for
         the sweep as it came (a SIGTERM: Terminated)."""
-        raise_stop(self.last)
+        raise_stop(self.last or signal.SIGINT)
 
     @contextlib.contextmanager
     def held(self) -> Iterator[None]:

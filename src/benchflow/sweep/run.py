@@ -211,8 +211,8 @@ class Sweep:
             _write_journal(self._dir(job), job.fingerprint, ran, recorded=False)
             if outcome.status is not Status.OK or len(ran) == job.config.process_count:
                 self._record(job.num)
-        if outcome.status is Status.INTERRUPTED:
-            self.tracking.interrupted(job)
+        if outcome.status is Status.INTERRUPTED and self.stops.last is not None:
+            self.tracking.interrupted(job)  # the sweep's own stop: it ends here
             self.stops.again()
 
     def _record(self, num: int, closed: bool = False) -> None:
