@@ -61,6 +61,9 @@ def _sweep(jobs: int, *extra: str, timeout_s: int = TIMEOUT_S) -> list[str]:
         "warmup=0",
         "hydra/launcher=joblib",
         "hydra.launcher.n_jobs=2",
+        # rows written as each batch of 4 is back (a batch's processes, in their jobs'
+        # journals as they end, are kept by a resume all the same)
+        "hydra.sweeper.max_batch_size=4",
         "cpus_per_job=1",
         f"timeout_s={timeout_s}",
         "memory_limit_gb=3",
@@ -243,11 +246,9 @@ def test_a_resume_ends_the_runs_a_kill_left_running(early_sweeps: EarlySweeps) -
 
     from benchflow.tracking.sync import KILLED_TAG, LOGGED_TAG
 
-    said = re.search(
-        r"(\d+) logged from their rows, (\d+) ended KILLED",
-        got["again"].stdout + got["again"].stderr,
-    )
-    assert said and int(said[1]) >= 1 and int(said[2]) >= 1, got["again"].stdout[-3000:]
+    log = (got["sweep"] / "benchflow.log").read_text()  # the sweep's log
+    said = re.search(r"(\d+) logged from their rows, (\d+) ended KILLED", log)
+    assert said and int(said[1]) >= 1 and int(said[2]) >= 1, log[-3000:]
     client = MlflowClient(f"sqlite:///{got['cwd'] / 'mlflow.db'}")
     logged = client.get_run(got["logged"])
     assert logged.info.status == "FINISHED" and LOGGED_TAG in logged.data.tags

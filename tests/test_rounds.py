@@ -285,6 +285,14 @@ def test_each_job_runs_one_process_a_round_and_a_launcher_gets_runs_of_jobs() ->
         [(4, 1)],
         [(4, 2)],
     ]
+    # hydra.sweeper.max_batch_size=2: the sweep records each batch's rows once it is back
+    assert [[(s.job, s.process) for s in b] for b in _batches(first, 2)] == [
+        [(0, 0), (1, 0)],
+        [(2, 0), (3, 0)],
+        [(4, 0)],
+        [(4, 1)],
+        [(4, 2)],
+    ]
     twice = [_job(0), _job(1, repeat=3), _job(2), _job(3, processes=2, seed=7)]
     assert duplicates_of(twice) == {2: 0}
     assert {s.job for s in plan_steps(twice, False, {})} == {0, 1, 3}

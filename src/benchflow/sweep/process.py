@@ -6,6 +6,7 @@ worker (`task`), what comes back is one :class:`~benchflow.runner.isolated.Outco
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import math
 import os
@@ -24,6 +25,7 @@ from benchflow.core.job import Job, JobSpec, Warm
 from benchflow.core.layout import JobDir, cache_root
 from benchflow.core.machine import node_name
 from benchflow.core.status import Status
+from benchflow.results.child import ChildResult
 from benchflow.runner.isolated import Outcome, interrupted, run_isolated
 from benchflow.runner.pool import Pool, build_request
 from benchflow.sweep import progress, scheduler
@@ -190,7 +192,48 @@ def task(plan_dir: Path, num: int, job_dir: Path) -> Outcome:
         )
     if outcome.status is Status.INTERRUPTED and (slurm_job := scheduler.slurm_job()):
         outcome.status, outcome.error = scheduler.cause(slurm_job, stop.signum)
+    # In the job's journal now (the sweep writes it again once the launcher's batch is
+    # back): a sweep killed meanwhile keeps it, and its progress, said here.
+    job = plan.job(num)
+    if len(ran := journal(JobDir(job_dir), job.fingerprint)) == int(n):
+        write_journal(JobDir(job_dir), job.fingerprint, [*ran, outcome], recorded=False)
+    count, status = job.config.process_count, outcome.status.value
+    said = f"[{num + 1}/{plan.total}] {job.name} (process {int(n) + 1} of {count}): {status}"
+    progress.note(f"{said} in {outcome.wall_time_s:.1f} s")
     return outcome
+
+
+def journal(job_dir: JobDir, fingerprint: str) -> list[Outcome]:
+    """A job's journal (processes.json): the processes a launch of the sweep ran of a job
+    it has not recorded yet, from the first, as far as each ended ok. A resumed sweep
+    keeps them, and runs only the rest."""
+    try:
+        data = json.loads(job_dir.rounds.read_text())
+        if data.get("fingerprint") != fingerprint or data.get("recorded"):
+            return []
+        saved = [data["processes"][str(n)] for n in range(len(data["processes"]))]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return []
+    kept: list[Outcome] = []
+    for n, entry in enumerate(saved):
+        result_path, _ = job_dir.process_files(n)
+        try:
+            result = ChildResult.from_dict(json.loads(result_path.read_text()))
+            outcome = Outcome.from_dict(entry, result)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            break
+        if outcome.status is not Status.OK:
+            break
+        kept.append(outcome)
+    return kept
+
+
+def write_journal(job_dir: JobDir, fingerprint: str, ran: list[Outcome], recorded: bool) -> None:
+    """The job's processes so far into its journal (`recorded`: its row is written)."""
+    job_dir.path.mkdir(parents=True, exist_ok=True)
+    processes = {str(n): outcome.to_dict() for n, outcome in enumerate(ran)}
+    data = {"fingerprint": fingerprint, "recorded": recorded, "processes": processes}
+    write_json_atomic(job_dir.rounds, data)
 
 
 def tie_to_sweep(poll_s: float = 0.5) -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import logging
 import shutil
 import time
@@ -22,14 +21,13 @@ from benchflow.core.interrupts import Stops
 from benchflow.core.job import Job, Plan, Step, Warm
 from benchflow.core.layout import JobDir, SweepDir
 from benchflow.core.status import Status
-from benchflow.results.child import ChildResult
 from benchflow.results.io import read_rows, record_row
 from benchflow.results.row import JobInfo, ResultRow
 from benchflow.runner.isolated import Outcome
 from benchflow.runner.pool import Pool, parent
 from benchflow.sweep import progress
 from benchflow.sweep.pairs import Stopping
-from benchflow.sweep.process import run_step, step_overrides
+from benchflow.sweep.process import journal, run_step, step_overrides, write_journal
 from benchflow.sweep.record import Tracking, not_run, pooled_row, report_sweep
 from benchflow.sweep.resume import current_row
 from benchflow.tracking.mlflow_runs import safely
@@ -68,7 +66,7 @@ class Sweep:
 
     # --- the loop ----------------------------------------------------------------------
 
-    def run(self, launch: Launch | None = None) -> ResultRow | None:
+    def run(self, launch: Launch | None = None, batch: int | None = None) -> ResultRow | None:
         """Run the sweep, here or through `launch`; the last row recorded (a single run's)."""
         mlflow = self.plan.job(self.plan.steps[0].job if self.plan.steps else 0).config.mlflow
         with _logged(self.folder.path / LOG, self.verbose), self.stops.installed():
@@ -85,7 +83,7 @@ class Sweep:
                     steps.sort(key=lambda s: swaps.get(s.job, s.job))  # (stable: a job's order)
                     if rounds > 1 and steps:
                         progress.note(f"round {r + 1} of {rounds}: each job's process {r + 1}")
-                    self._round(steps, launch)
+                    self._round(steps, launch, batch)
                     for num in sorted(self.stopping.look(r + 1, rounds, self.ran)):
                         self._record(num, closed=True)
                 for num in sorted(n for n, ran in self.ran.items() if ran and n not in self.done):
@@ -118,7 +116,7 @@ class Sweep:
                 progress.kept(previous, job.num, self.plan.total, job.config.retry)
                 self.done.add(job.num)
             elif job.num in ran:
-                self.ran[job.num] = _journal(self._dir(job), job.fingerprint)
+                self.ran[job.num] = journal(self._dir(job), job.fingerprint)
         for job in self.plan.jobs():
             if job.num in self.done or job.num in ran:
                 continue
@@ -129,7 +127,7 @@ class Sweep:
                 progress.duplicate(job, first, self.plan.total)
                 self.done.add(job.num)
 
-    def _round(self, steps: Sequence[Step], launch: Launch | None) -> None:
+    def _round(self, steps: Sequence[Step], launch: Launch | None, batch: int | None) -> None:
         """Run a round's steps, here or through `launch`, and keep each outcome."""
         todo = [s for s in steps if s.process >= len(self.ran.get(s.job, ()))]  # (resumed)
         if launch is None:
@@ -141,16 +139,16 @@ class Sweep:
                     if last.get(warm) == i:
                         self.pool.close(warm)  # no later process forks from it
             return
-        for batch in _batches(todo):
+        for chunk in _batches(todo, batch):
             if self.aborted:
                 return
-            for s in batch:
+            for s in chunk:
                 self._config(self.plan.job(s.job))
             overrides = [
                 [*self.plan.job(s.job).overrides, *step_overrides(s.process, self._steps(s))]
-                for s in batch
+                for s in chunk
             ]
-            for step, outcome in zip(batch, launch(batch[0].job, overrides), strict=True):
+            for step, outcome in zip(chunk, launch(chunk[0].job, overrides), strict=True):
                 self._add(step, outcome)
 
     def _run_here(self, step: Step) -> Outcome:
@@ -208,7 +206,7 @@ class Sweep:
         with self.stops.held():
             ran = self.ran.setdefault(job.num, [])
             ran.append(outcome)
-            _write_journal(self._dir(job), job.fingerprint, ran, recorded=False)
+            write_journal(self._dir(job), job.fingerprint, ran, recorded=False)
             if outcome.status is not Status.OK or len(ran) == job.config.process_count:
                 self._record(job.num)
         if outcome.status is Status.INTERRUPTED and self.stops.last is not None:
@@ -233,7 +231,7 @@ class Sweep:
             )
         row = pooled_row(job, job_dir, ran, notes, self._info(job))
         self._keep(job, row)
-        _write_journal(job_dir, job.fingerprint, ran, recorded=True)
+        write_journal(job_dir, job.fingerprint, ran, recorded=True)
         shutil.rmtree(job_dir.compile_cache, ignore_errors=True)  # MBs of generated code
 
     def _record_not_run(self, job: Job) -> None:
@@ -291,46 +289,25 @@ def _chain(warm: Warm) -> list[Warm]:
     return out
 
 
-def _batches(steps: Sequence[Step]) -> list[list[Step]]:
-    """A round's steps in batches of consecutive job numbers, one process index a batch."""
+def _batches(steps: Sequence[Step], size: int | None = None) -> list[list[Step]]:
+    """A round's steps as a launcher of Hydra's takes them: batches of consecutive job
+    numbers (it numbers a batch's jobs from its first), one process of a job each (a
+    later one's steps per repeat come from the first's), at most `size` long (None: no
+    limit; hydra.sweeper.max_batch_size), in the round's order."""
     out: list[list[Step]] = []
     for index in sorted({s.process for s in steps}):
         for step in (s for s in steps if s.process == index):
-            if out and out[-1][-1].process == index and out[-1][-1].job + 1 == step.job:
+            last = out[-1] if out else None
+            if (
+                last
+                and last[-1].process == index
+                and last[-1].job + 1 == step.job
+                and (size is None or len(last) < size)
+            ):
                 out[-1].append(step)
             else:
                 out.append([step])
     return out
-
-
-def _journal(job_dir: JobDir, fingerprint: str) -> list[Outcome]:
-    """What an earlier launch ran of a job it did not record, as far as each ended ok."""
-    try:
-        data = json.loads(job_dir.rounds.read_text())
-        if data.get("fingerprint") != fingerprint or data.get("recorded"):
-            return []
-        saved = [data["processes"][str(n)] for n in range(len(data["processes"]))]
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return []
-    kept: list[Outcome] = []
-    for n, entry in enumerate(saved):
-        result_path, _ = job_dir.process_files(n)
-        try:
-            result = ChildResult.from_dict(json.loads(result_path.read_text()))
-            outcome = Outcome.from_dict(entry, result)
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            break
-        if outcome.status is not Status.OK:
-            break
-        kept.append(outcome)
-    return kept
-
-
-def _write_journal(job_dir: JobDir, fingerprint: str, ran: list[Outcome], recorded: bool) -> None:
-    job_dir.path.mkdir(parents=True, exist_ok=True)
-    processes = {str(n): outcome.to_dict() for n, outcome in enumerate(ran)}
-    data = {"fingerprint": fingerprint, "recorded": recorded, "processes": processes}
-    write_json_atomic(job_dir.rounds, data)
 
 
 def _started() -> float:

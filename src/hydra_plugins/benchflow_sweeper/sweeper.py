@@ -92,19 +92,15 @@ class BenchflowSweeper(Sweeper):
         project = Path(config.hydra.runtime.cwd)
         verbose = bool(config.hydra.verbose)
         sweep = Sweep(plan, folder, project, single=self.single, verbose=verbose)
-        row = sweep.run(None if here else self._launch)
+        row = sweep.run(None if here else self._launch, self.max_batch_size)
         if self.single and row is not None and row.status.went_wrong:
             raise SystemExit(1)  # a single run's failure: non-zero, as any command's
         return []
 
     def _launch(self, first: int, overrides: list[list[str]]) -> list[Any]:
-        """Jobs `first`, `first + 1`, ... through the launcher: each one's Outcome."""
-        size = self.max_batch_size or len(overrides)
-        out = []
-        for start in range(0, len(overrides), size):
-            chunk = overrides[start : start + size]
-            out += [r.return_value for r in self.launcher.launch(chunk, first + start)]
-        return out
+        """Jobs `first`, `first + 1`, ... each with its overrides, through the launcher:
+        each one's Outcome (raises what a job's task raised, as Hydra's sweeper does)."""
+        return [r.return_value for r in self.launcher.launch(overrides, first)]
 
     def _sweep_dir_for_every_worker(self, sweep_dir: Path) -> None:
         """The sweep's folder, absolute, in the master config's hydra overrides: Hydra composes
