@@ -24,10 +24,6 @@ def current_row(rows: Sequence[ResultRow], fingerprint: str) -> ResultRow | None
     return None
 
 
-def attempts(rows: Sequence[ResultRow], fingerprint: str) -> int:
-    return sum(row.job.fingerprint == fingerprint for row in rows)
-
-
 def defining(args: Sequence[str]) -> list[str]:
     """The overrides that define a sweep's jobs (sorted: order does not change the set)."""
     keep = []

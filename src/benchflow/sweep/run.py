@@ -64,8 +64,6 @@ class Sweep:
         self.last: ResultRow | None = None
         self.stops = Stops()  # Ctrl-C and SIGTERM, held while a row is written
 
-    # --- the loop ----------------------------------------------------------------------
-
     def run(self, launch: Launch | None = None, batch: int | None = None) -> ResultRow | None:
         """Run the sweep, here or through `launch`; the last row recorded (a single run's)."""
         mlflow = self.plan.job(self.plan.steps[0].job if self.plan.steps else 0).config.mlflow
@@ -100,9 +98,7 @@ class Sweep:
     def _finish(self, mlflow: MlflowConfig) -> None:
         """The sweep's report, printed and written, and its MLflow parent run closed."""
         rows = [r for r in self.rows if not r.superseded_by]
-        made = (
-            safely("report", report_sweep, rows, self.plan.baseline, self.folder) if rows else None
-        )
+        made = rows and safely("report", report_sweep, rows, self.plan.baseline, self.folder)
         if (axis := self.plan.job(rows[0].job.num).config.pair if rows else None) is not None:
             print(f"paired sweep: `benchflow report {self.folder.path} --pair {axis}` judges it")
         self.tracking.close_sweep(mlflow, rows, made)
@@ -196,8 +192,6 @@ class Sweep:
         )
         last = {w: i for i, s in enumerate(todo) if s.warm for w in _chain(s.warm)}
         return {w: i for w, i in last.items() if w not in later}
-
-    # --- each process's end, and each job's row ------------------------------------------
 
     def _add(self, step: Step, outcome: Outcome) -> None:
         """Keep the process (in its journal too); record the job where it was its last or did not
