@@ -1,11 +1,8 @@
 """The backend registry: every backend is a module of this package (see base.py).
 
-Importing the package imports each module, and each registers its class. No torch
-here: the parent plans and validates with the classes' attributes. Adding a
-backend = one module here + one ``conf/dynamo/<option>.yaml`` (docs/adding-a-backend.md).
-
-Lookups: :func:`get` (by label), :func:`of_row` (a recorded row's dynamo/xla),
-:func:`select` (the `dynamo=`/`xla=`/accelerator choices of a job, checked).
+Importing the package imports each module, and each registers its class; no torch here.
+Adding a backend = one module here + one ``conf/dynamo/<option>.yaml``
+(docs/adding-a-backend.md).
 """
 
 from __future__ import annotations

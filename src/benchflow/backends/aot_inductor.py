@@ -2,10 +2,9 @@
 by Inductor, loaded, and called on the inputs (the dynamo benchmarks'
 --export-aot-inductor, the Inductor dashboard's `aotinductor`).
 
-The export and the compile happen at the first call, whose inputs the export traces
-with, so they are the job's cold start like any backend's compile; the seconds each
-took are counted apart (backends/probes.ExportProbe) for the row's
-`cold_aot_export_time_s` and `cold_aot_compile_time_s`.
+The export and the compile happen at the first call (the export traces its inputs), so
+they are the job's cold start like any backend's compile, each counted apart
+(backends/probes.ExportProbe).
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """What a backend is: one class per option, stating everything the stages ask of it.
 
 A backend is what a report's column names: eager PyTorch, lazy XLA, or a
-``torch.compile`` backend. Each module of this package defines one subclass of
-:class:`Backend` and registers it with :func:`register`. The class attributes are
-known without importing torch (the parent validates and plans from them); the
-methods that need torch import it themselves and run only in the job's child.
+``torch.compile`` backend. Its class attributes need no torch (the parent plans from
+them); the methods that need torch import it and run only in the job's child.
 """
 
 from __future__ import annotations
@@ -22,11 +20,8 @@ XLA_DEVICE = "PJRT"
 NO_XLA = "none"
 
 
-# torch_xla variables a child forked after torch_xla's import may still set: the IR
-# dump's are read at the first sync, XLA_FLAGS when the PJRT client is created (the
-# forked child adds its flags to those the import set, as a spawned child's import
-# adds them to its own), the persistent cache's when the computation cache is made,
-# at the first compile (torch_xla.runtime.initialize_cache sets them there too).
+# torch_xla variables a child forked after torch_xla's import may still set: torch_xla
+# reads them later (at the first sync, the PJRT client's creation, the first compile).
 XLA_PERSISTENT_CACHE = ("XLA_PERSISTENT_CACHE_PATH", "XLA_PERSISTENT_CACHE_READ_ONLY")
 XLA_ENV_READ_LATER = frozenset(
     {"XLA_SAVE_TENSORS_FILE", "XLA_SAVE_TENSORS_FMT", "XLA_FLAGS", *XLA_PERSISTENT_CACHE}
@@ -48,9 +43,8 @@ class Backend:
     # torch._inductor.config's settings apply (inductor.<key>=)
     generates_code: ClassVar[bool] = False
     compile_zygote: ClassVar[str] = "dynamo"  # the zygote (runner/zygote.py KINDS) it compiles in
-    # Compiles the model ahead of its first call from an export of it (torch.export):
-    # its step calls the compiled model on the inputs (the dynamo benchmarks'
-    # --export-aot-inductor), not a compiled step function
+    # Compiles an export of the model ahead of its first call (--export-aot-inductor):
+    # its step calls the compiled model, not a compiled step function
     exports: ClassVar[bool] = False
     trains: ClassVar[bool] = True  # can time test=train
     # The suite's skip lists (conf/suite/*.yaml `skip.<list>`) its jobs honour beyond
@@ -67,10 +61,8 @@ class Backend:
     @classmethod
     def takes(cls, key: str) -> bool:
         """Does a measured setting (a dotted key, or a section) apply to its jobs? The
-        `inductor` section (torch._inductor.config) only where it compiles with Inductor,
-        dynamic shapes (`dynamo.dynamic*`) only under torch.compile, its `mode` (a preset of
-        Inductor's settings) only where it compiles with Inductor, `xla.flags` only on
-        the XLA device."""
+        `inductor` section and `dynamo.mode` only with Inductor, dynamic shapes only under
+        torch.compile, `xla.flags` only on the XLA device."""
         from benchflow.config.schema import DYNAMIC, INDUCTOR, MODE_KEY, XLA_FLAGS_KEY
 
         if key in DYNAMIC:
@@ -86,11 +78,10 @@ class Backend:
 
     @classmethod
     def zygote(cls, env: dict[str, str], trains: bool = False) -> str:
-        """The preforked interpreter its jobs fork from (runner/zygote.py): torch_xla
-        preloaded only for XLA backends whose environment does not change what torch_xla
-        reads at import; the compile stack for backends that compile (`compile_zygote`:
-        Inductor's adds its C++ toolchain check), and for training (building a
-        torch.optim optimizer imports torch._dynamo: 5 s here, per job)."""
+        """The preforked interpreter its jobs fork from (runner/zygote.py): torch_xla's
+        where the environment leaves its import alone; the compile stack for backends that
+        compile (`compile_zygote`) and for training (a torch.optim optimizer imports
+        torch._dynamo)."""
         read_at_import = [
             k for k in env if k.startswith(("XLA_", "PJRT_")) and k not in XLA_ENV_READ_LATER
         ]

@@ -71,13 +71,10 @@ class CudaDevice(Device):
 class XlaDevice(Device):
     """Lazy XLA through PJRT: ops are traced; sync() compiles and launches the graph.
 
-    `mark_step` cuts the graph per iteration (as a training loop does) and
-    launches it asynchronously. `synchronize` launches what is pending and then
-    waits for *every* launched execution. ``torch_xla.sync(wait=True)`` alone is
-    not enough: on torch_xla 2.9's PJRT CPU client it returns once the pending
-    graph is launched, before graphs launched by earlier ``sync()`` calls finish
-    (measured: 0.5 ms against 75 ms of execution still running), so
-    ``xm.wait_device_ops()`` follows it. See docs/timing.md.
+    `mark_step` cuts the graph per iteration and launches it asynchronously;
+    `synchronize` waits for *every* launched execution, with ``xm.wait_device_ops()``:
+    ``torch_xla.sync(wait=True)`` alone returns before earlier graphs finish
+    (docs/timing.md).
     """
 
     kind = "xla"
@@ -103,9 +100,8 @@ class XlaDevice(Device):
     }
 
     def set_matmul_precision(self, precision: str) -> None:
-        """Both torch's and torch_xla's, as the experiment runner sets them (it sets both
-        to high unless told otherwise). The C call, not torch_xla.backends', which logs
-        a warning each time."""
+        """Both torch's and torch_xla's, as the experiment runner sets them; torch_xla's by
+        its C call, since torch_xla.backends' logs a warning each time."""
         super().set_matmul_precision(precision)
         self._xla._XLAC._xla_set_mat_mul_precision(self.XLA_MATMUL_PRECISION[precision])
 

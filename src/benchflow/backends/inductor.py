@@ -15,19 +15,12 @@ class Inductor(DynamoBackend):
 
 
 # --- Inductor's C++ toolchain check, once per machine --------------------------------
-# Inductor's first compile asks which vector ISAs the CPU claims (AVX2, AVX-512, ...)
-# and, for each, builds a test library and loads it in a fresh Python that imports
-# torch: 7-35 s here, every process (its answer is cached in memory only). The answer
-# depends only on the CPU, the compiler, torch and the Python that loads the library,
-# so the inductor zygote keeps it on disk, keyed by those, under the cache root
-# (core/layout.cache_root). Where every ISA the CPU claims builds and loads, the zygote
-# sets Inductor's own switch for that answer (config.cpp.vec_isa_ok = True, which
-# TORCHINDUCTOR_VEC_ISA_OK=1 also sets), on a first run as on a later one, so that the
-# kernels and Inductor's cache keys are the same either way; otherwise it runs the check
-# each time, as Inductor does. The switch does not answer the checks past the ISA
-# itself (AVX-512's bf16; AMX's tiles and fp16: a build and a load each, 2-3 s): each
-# of Inductor's test builds (`VecISA.check_build`, by its flags and code) is answered
-# from the same file, and run and kept there only where it is not.
+# Inductor's first compile builds and loads a test library per vector ISA the CPU
+# claims, every process (docs/isolation.md). The answer depends only on the CPU, the
+# compiler, torch and Python, so the inductor zygote keeps it on disk under the cache
+# root: where every ISA works it sets Inductor's own switch (config.cpp.vec_isa_ok, on
+# a first run as on a later one, so kernels and cache keys match), and each of the
+# further test builds (`VecISA.check_build`) is answered from the same file.
 ISA_CHECK = "benchflow.backends.inductor.check_vec_isa()"  # the inductor zygote's preload
 # ... and the hashes of the installs that key Inductor's caches (below)
 CACHE_KEYS = "benchflow.backends.inductor.compute_cache_keys()"
@@ -82,8 +75,7 @@ def check_vec_isa() -> bool:
     original = cpu_vec_isa.VecISA.check_build
 
     def check_build(isa: Any, code: str) -> bool:
-        # Inductor's own test build and load (a compile, and a fresh Python that imports
-        # torch: 2-3 s each), answered as it answered on this machine before
+        # Inductor's own test build and load, answered as it answered on this machine before
         what = f"{isa._arch_flags} {hashlib.sha256(code.encode()).hexdigest()[:16]}"
         if what not in builds:
             builds[what] = bool(original(isa, code))
@@ -119,18 +111,12 @@ def _all_isas_valid() -> None:
 
 
 # --- Inductor's compile workers, stopped before the timed repeats --------------------
-# On CUDA, Inductor compiles Triton kernels in a pool of worker processes that it starts
-# at a job's first compile (a sidecar process and `compile_threads` workers, one per
-# core of the job) and stops only after a minute unused. On an H200 (torch 2.11) every
-# Inductor job's timed repeats had about one core of other CPU on the job's own cores
-# (host_other_cpu_own_s 0.03-0.08 s a 50 ms repeat), and none with one compile thread
-# (no pool): the pool still starting. Every job is a fresh process, so every job's
-# repeats would run beside it; the job's child stops it once the warm-up has ended
-# (harness/timing.measure: `before_timed`). A later compile starts a new one.
+# On CUDA, Inductor's pool of Triton compile workers, started at a job's first compile,
+# runs beside the job's timed repeats on its own cores (docs/gpu.md); the child stops it
+# once the warm-up has ended (harness/timing.measure: `before_timed`).
 def stop_compile_workers() -> float | None:
-    """Shut down the compile-worker pools Inductor started in this process (torch's
-    own shutdown_compile_workers); the seconds that took, None where none was running
-    (on a CPU Inductor compiles in a thread pool, which is idle once it has compiled)."""
+    """Shut down the compile-worker pools Inductor started in this process; the seconds
+    that took, None where none was running (on a CPU: a thread pool, idle once done)."""
     import sys
     import time
 
@@ -145,10 +131,8 @@ def stop_compile_workers() -> float | None:
 
 
 def stop_compile_threads() -> None:
-    """Stop the threads a compile leaves idle in this process, which a process that
-    forks must not hold (harness/prebuilt.warm_here): Inductor's compile thread pool
-    (kept for the next compile: its C++ kernels load there, from a warm cache too) and
-    tqdm's monitor (its progress bar's); a later compile starts them again."""
+    """Stop the idle threads a compile leaves (Inductor's pool, tqdm's monitor), which a
+    process that forks must not hold (harness/prebuilt.warm_here)."""
     import sys
 
     stop_compile_workers()
@@ -164,19 +148,11 @@ def stop_compile_threads() -> None:
 
 
 # --- the installs' keys and the C++ kernels' header, once per zygote -------------------
-# Inductor keys its caches (the FX graph cache, AOTAutograd's) by hashes of installed
-# files: torch's sources (`torch_key`) and Triton's (`triton_key`, with its compiler
-# library), each computed at a process's first compile and kept in that process's memory.
-# They are the same in every process of an environment, and cost 0.35 s of every
-# Inductor job's first call here (0.25 s Triton's, 0.1 s torch's), from a warm cache or
-# a cold one; PyTorch's dynamo benchmarks, many models in one process, pay them once.
-# So does the header Inductor precompiles for its C++ kernels (cpp_prefix.h): each
-# process's first kernel runs the preprocessor over it and hashes the output, 0.12 s
-# here in two subprocesses, to find its precompiled copy (about 120 MB, under
-# /tmp/torchinductor_<user>, whatever TORCHINDUCTOR_CACHE_DIR says), and builds that
-# copy where it is missing (3 s here: a machine's first Inductor job paid it). The
-# inductor zygote computes all three once, and its forked jobs find them computed (a
-# spawned job computes its own).
+# Inductor keys its caches by hashes of torch's and Triton's installed files, and finds
+# its C++ kernels' precompiled header (cpp_prefix.h) by hashing it: each is the same in
+# every process of an environment, yet every process pays it at its first compile, as
+# PyTorch's dynamo benchmarks (many models in one process) do once. The inductor zygote
+# computes them once and its forked jobs find them computed (docs/isolation.md).
 def compute_cache_keys() -> None:
     """Compute torch's and (where installed) Triton's keys, kept by their functions, and
     the C++ kernels' precompiled header (_cpu_header)."""
@@ -191,11 +167,8 @@ def compute_cache_keys() -> None:
 
 def _cpu_header() -> None:
     """Ask Inductor for its C++ kernels' precompiled header as its first CPU kernel will
-    (torch 2.9's CppPythonBindingsCodeCache.load_async: the same header, command line
-    and flags), so that the answer is kept by its function (`_precompile_header`, a
-    functools.cache) and built on disk where it is missing. Where a torch asks otherwise,
-    the job misses it and asks itself, as without this; where it has no such function,
-    nothing is done."""
+    (torch 2.9's CppPythonBindingsCodeCache.load_async), so that its function's cache
+    keeps the answer; a torch that asks otherwise (or has no such function) is left be."""
     try:
         from torch._inductor import codecache, config
         from torch._inductor.cpp_builder import CppBuilder, CppTorchDeviceOptions

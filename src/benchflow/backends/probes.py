@@ -69,9 +69,8 @@ _SYMBOL = re.compile(r"'[su]\d+'")
 
 def dynamic_graphs() -> dict[str, float]:
     """`dynamo_dynamic_graphs`: how many of the graphs dynamo compiled (of the last 64 it
-    keeps metrics of) have an input of symbolic size: 0 unless a size was dynamic.
-    Nothing where the job's torch keeps no such metrics (a toolchain's other release):
-    decided by the metrics' fields, so that every snapshot has the same keys."""
+    keeps) have an input of symbolic size. Nothing where the job's torch keeps no such
+    metrics, decided by their fields so that every snapshot has the same keys."""
     try:
         from torch._dynamo.utils import CompilationMetrics, get_compilation_metrics
     except ImportError:
@@ -93,8 +92,7 @@ EXPORT_METRICS = {"export": "aot_export_time_s", "compile": "aot_compile_time_s"
 
 
 class ExportProbe:
-    """What an exporting backend spent exporting the model and compiling its export,
-    apart (the cold call holds both)."""
+    """An exporting backend's export and compile seconds, apart (the cold call holds both)."""
 
     def snapshot(self) -> dict[str, float]:
         return {EXPORT_METRICS[k]: v for k, v in EXPORT_SPENT.items()}

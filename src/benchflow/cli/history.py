@@ -117,8 +117,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def sweeps_of(specs: Sequence[str], tracking_uri: str | None) -> list[Sweep]:
-    """Each SOURCE as sweeps: a folder that holds sweeps gives every one under it, an
-    MLflow experiment every sweep in it."""
+    """Each SOURCE as sweeps: every one under a folder, or in an MLflow experiment."""
     from benchflow.core.layout import SweepDir
     from benchflow.report.sources import experiment_name, experiment_sweeps, load, split
     from benchflow.tracking.mlflow_runs import default_tracking_uri

@@ -1,11 +1,8 @@
 """`benchflow models`: every model benchflow can run here, and whether it can.
 
-Reads config and the TorchBench checkout's files only (no torch, no model
-import): benchflow's models from conf/model/, the user's from their config folders
-(`--config-dir DIR`, as for a sweep), TorchBench models from the checkout,
-each checked against the suite's skip lists, its metadata.yaml and the packages
-its requirements.txt names. `suite=huggingface|timm` lists that suite's models
-instead (benchflow.cli.suite_models).
+Reads config and the TorchBench checkout's files only (no torch, no model import):
+each model checked against the suite's skip lists, its metadata.yaml and its
+requirements. `suite=huggingface|timm` lists that suite's (cli/suite_models.py).
 """
 
 from __future__ import annotations

@@ -226,9 +226,8 @@ def _refused(args: argparse.Namespace) -> str | None:
 
 @dataclasses.dataclass
 class _Judged:
-    """What the command reports on: the candidate's report, and the changes it is judged
-    by (None: a plain report), with the title, the output folder's name and what the
-    changes are against."""
+    """What the command reports on: the candidate's report and the changes it is judged
+    by (None: a plain report), with its title, folder and what the changes are against."""
 
     report: Report
     changes: list[Change] | None
@@ -350,8 +349,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _verdict(changes: list[Change], against: str, diffs: list[Difference], threshold: float) -> int:
-    """A comparison's exit code (1: a regression of a row or of a configuration's
-    geomean), and its last line."""
+    """A comparison's exit code (1: a row's or a configuration's regression), and last line."""
     from benchflow.report.compare import overall
 
     configurations = overall(changes)

@@ -142,9 +142,8 @@ def _register(jobs_overrides: Sequence[str], torchbench_root: str | None) -> Non
 def _now_vs_recorded(
     rows: Sequence[ResultRow], jobs: Sequence[Job], project: Path
 ) -> list[Difference]:
-    """What differs between the recorded environment and the one a job started now
-    would have, in the facts known before a job runs (not the CPUs a job gets, its GPU,
-    nor the variables benchflow sets for each job)."""
+    """What differs between the recorded environment and a job's now, in the facts known
+    before a job runs (less what benchflow sets for each job)."""
     from benchflow.core.cpus import child_env
     from benchflow.core.gpus import ENV_VISIBLE
     from benchflow.core.layout import JobDir

@@ -1,10 +1,7 @@
 """`benchflow [-m] key=value ...`: the sweep's command line. Its arguments are checked
-here, before Hydra composes anything (a refused command starts nothing and leaves no
-folder); then Hydra runs with benchflow's config tree and its sweeper plugin, which
-hands the sweep to benchflow.sweep.start.
-
-Nothing heavy is imported here: --help, --cfg job and config errors never load
-torch, torch_xla or mlflow. Each job's child process imports those itself.
+here, before Hydra composes anything (a refused command leaves no folder); then Hydra
+runs with benchflow's config tree and sweeper plugin (benchflow.sweep.start). Nothing
+heavy is imported here: --help, --cfg job and config errors never load torch or mlflow.
 """
 
 from __future__ import annotations
@@ -55,9 +52,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if single:
         args = _single(args)
 
-    # SIGTERM (a scheduler, `kill`) takes Ctrl-C's path: the running job's process group
-    # is killed and recorded as `interrupted`; a resume finishes the rest. While the
-    # sweep runs, both wait while a finished job's row is written (core/interrupts.py).
+    # SIGTERM (a scheduler, `kill`) takes Ctrl-C's path: the running job is recorded as
+    # `interrupted`, a resume finishes the rest (core/interrupts.py).
     before = signal.signal(signal.SIGTERM, raise_stop)
     try:
         _hydra(args)
@@ -133,11 +129,9 @@ def _hydra(args: list[str]) -> None:
 
 
 def _show_jobs(overrides: list[str], args: list[str], multirun: bool) -> int:
-    """--cfg job: the job as it would run, planned as a run plans it (the `auto` choices,
-    the suite's dtype and batch size resolved; a bad value refused), with only the suite
-    rules that name its model. Hydra's own --cfg job prints the config before planning
-    (dtype: null) with every suite rule (~250 lines), and with -m refuses a sweep's
-    values. With -m: each job of the sweep, a YAML document each."""
+    """--cfg job: each job as it would run, planned as a run plans it, with only the
+    suite rules that name its model (Hydra's own prints the config before planning, with
+    every rule, and refuses -m). With -m: a YAML document per job."""
     from hydra import initialize_config_dir
 
     from benchflow.config.store import CONF_DIR, user_config_dirs
@@ -155,8 +149,7 @@ def _show_jobs(overrides: list[str], args: list[str], multirun: bool) -> int:
 
 
 def _grid(given: list[str], searchpath: list[str]) -> list[list[str]]:
-    """A sweep's jobs, as its sweeper makes them (sweep/start.grid): an experiment's grid
-    and the command line's values."""
+    """A sweep's jobs, as its sweeper makes them (sweep/start.grid)."""
     from hydra import compose
 
     from benchflow.sweep.start import grid
@@ -260,8 +253,7 @@ def _check_config_dirs(args: list[str]) -> None:
 
 
 def _check_launcher(args: list[str]) -> None:
-    """hydra/launcher=X whose plugin is not installed: say how to get it (Hydra's own
-    message only lists the launchers it found)."""
+    """hydra/launcher=X whose plugin is not installed: say how to get it (Hydra does not)."""
     import importlib.util
 
     for arg in args:
@@ -277,11 +269,9 @@ def _check_launcher(args: list[str]) -> None:
 
 
 def _knob_override(arg: str) -> str:
-    """`inductor.<key>=value` names a key of torch's config, `env.NAME=value` a variable:
-    keys the schema cannot list. Hydra gets them as `++inductor.<key>=value` (add or
-    override), so that they need no `+` and sweep as any key does (runner/knobs.py
-    checks Inductor's against the job's torch). An XLA flag's or a variable's one value
-    with an `=` in it is quoted for Hydra."""
+    """`inductor.<key>=value` and `env.NAME=value` (keys the schema cannot list) go to
+    Hydra as `++...`, so that they need no `+` and sweep as any key does; one value with
+    an `=` in it is quoted for Hydra."""
     key, sep, value = arg.partition("=")
     # `xla.flags=--xla_cpu_use_thunk_runtime=false`: an `=` in the value is Hydra's
     # grammar error unless quoted; one value (no comma) is quoted here
@@ -292,9 +282,8 @@ def _knob_override(arg: str) -> str:
 
 
 def _check_keys(args: list[str]) -> None:
-    """An override of a key the schema does not have, `+key=` too (Hydra would add it to
-    the config, and the typed schema drop it): one message with the allowed keys (Hydra's
-    own says only that the key is not in the config)."""
+    """An override of a key the schema does not have, `+key=` too: one message with the
+    allowed keys (Hydra's own names none, and would add a `+key`)."""
     from benchflow.config.store import groups as config_groups
 
     groups = config_groups(args)
@@ -310,11 +299,9 @@ def _check_keys(args: list[str]) -> None:
 
 
 def _check_types(args: list[str]) -> None:
-    """A value of another type than its key's (`warmup=two`, or one of a sweep's
-    `warmup=1,two`): one line with the type allowed, where Hydra's merge exits 1 with a
-    stack of its own. Values as Hydra's parser reads them, judged as its merge judges
-    them (keys.wrong_type); sweep functions (`range(...)`) and interpolations (`${...}`)
-    are left to Hydra, and so is a line its grammar refuses."""
+    """A value of another type than its key's (`warmup=two`, `warmup=1,two`): one line
+    with the type allowed, where Hydra prints a stack. Judged as Hydra's merge would
+    (keys.wrong_type); sweep functions, interpolations and bad grammar are left to Hydra."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.core.override_parser.types import ChoiceSweep
     from hydra.errors import OverrideParseException
@@ -345,10 +332,8 @@ def _value_text(value: object) -> str:
 
 
 def _check_choices(args: list[str], torchbench_root: str | None) -> None:
-    """A group option that does not exist (`dynamo=inductr`, `model=BERT_pytorch` with no
-    TorchBench checkout): one line with "did you mean" and the options there are, where
-    Hydra prints a stack of its own and exits 1. Sweep functions (`range(...)`,
-    `glob(...)`) are left to Hydra."""
+    """A group option that does not exist (`dynamo=inductr`): one line with "did you
+    mean" and the options, where Hydra prints a stack. Sweep functions are left to Hydra."""
     import difflib
 
     from hydra.core.config_store import ConfigStore
@@ -401,9 +386,8 @@ def _exit(message: str) -> None:
 
 
 def _check_yaml(args: list[str]) -> None:
-    """A chosen config file (benchflow's or the user's) that is not valid YAML, or sets a
-    key the schema does not have: one message naming the file, before Hydra (which would
-    print a parser traceback, or name the key without what is allowed)."""
+    """A chosen config file that is not valid YAML, or sets a key the schema does not
+    have: one message naming the file, before Hydra's traceback."""
     from benchflow.config.store import config_dirs
     from benchflow.config.store import groups as config_groups
 

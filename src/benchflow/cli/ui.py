@@ -1,16 +1,9 @@
-"""`benchflow ui`: the MLflow UI on 127.0.0.1 over the store the runs used.
+"""`benchflow ui`: the MLflow UI on 127.0.0.1 over the store the runs used, with links that
+open the runs table ("Model training"), not MLflow 3's GenAI view.
 
-By default that is the embedded store of the directory you run from (mlflow.db and
-mlartifacts/, as the sweeps write them). The UI is MLflow's own server process;
-benchflow only picks the store and the address, and prints where to look: MLflow 3
-opens an experiment in its GenAI (traces) view unless the link asks for the "Model
-training" view, which has the runs table, so the links printed here ask for it.
-
-`mlflow ui` runs as a child in its own session, not in place of this process: MLflow
-starts a uvicorn server, its workers and (if enabled) a job runner, and a SIGTERM to
-the `mlflow` process alone can leave them running (seen with --workers 2: sent while
-the workers were still starting, it left mlflow, uvicorn and the workers running).
-Stopping this process stops all of them, and a signal that only reaches it is enough.
+`mlflow ui` runs as a child in its own session, not in place of this process: a
+SIGTERM to `mlflow` alone can leave its uvicorn server and workers running, while
+stopping this process stops all of them.
 """
 
 from __future__ import annotations
@@ -163,9 +156,8 @@ def _with_descendants(procs: Sequence[psutil.Process]) -> list[psutil.Process]:
 
 
 def _send(group: int, procs: Sequence[psutil.Process], sig: int) -> None:
-    """`sig` to the server's process group (members no longer in the tree included) and
-    to each process of the tree outside it (MLflow's job runs have sessions of their
-    own); once to each: uvicorn takes a second signal as "force exit"."""
+    """`sig` once to the server's process group and to each process of the tree outside
+    it (uvicorn takes a second signal as "force exit")."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(group, sig)
     for p in procs:
@@ -185,10 +177,9 @@ def _group_exists(pgid: int) -> bool:
 
 
 def _shut_down(server: subprocess.Popen[bytes], signum: int | None, sigs: _Signals) -> None:
-    """Stop the server and everything it started: SIGTERM to all of it, whatever the
-    signal was (uvicorn's workers print a KeyboardInterrupt traceback for a SIGINT), wait
-    up to GRACE_S (less if another signal comes), then SIGKILL what is left. With no
-    signal (the server ended by itself), only kill what it left behind."""
+    """Stop the server and everything it started: SIGTERM to all of it (a SIGINT makes
+    uvicorn's workers print tracebacks), up to GRACE_S, then SIGKILL what is left. With
+    no signal (the server ended by itself), only kill what it left behind."""
     procs = _with_descendants([psutil.Process(server.pid)]) if server.poll() is None else []
     if signum is not None:
         _send(server.pid, procs, signal.SIGTERM)
@@ -214,8 +205,7 @@ def _shut_down(server: subprocess.Popen[bytes], signum: int | None, sigs: _Signa
 
 def serve(cmd: list[str]) -> int:
     """Run `mlflow ui` until it exits or a stop signal comes; either way no process it
-    started is left. Returns its exit code, or 128 + the number of the signal that ended
-    it (143: SIGTERM, 130: SIGINT), as a shell reports a process a signal ended."""
+    started is left. Returns its exit code, or 128 + the signal's number, as a shell does."""
     sigs = _Signals()
     # Handlers before the server starts: a signal that comes while it starts is recorded
     # (and acted on below), not lost with the server left running.
@@ -270,8 +260,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for link in experiment_links(store, url):
         print(f"benchflow ui: runs of experiment {link}")
     sys.stdout.flush()
-    # MLflow's job runner (GenAI judges and scorers: about ten more processes) is not
-    # needed to browse runs and slows the start (measured on 2 CPUs, one worker: 14-20 s
-    # with it, 10-12 s without). A value set by the user wins.
+    # MLflow's job runner (GenAI judges and scorers) is not needed to browse runs and
+    # slows the start; a value set by the user wins.
     os.environ.setdefault("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")
     return serve(cmd)

@@ -1,20 +1,9 @@
 """A sweep's jobs, each composed and typed fast, with Hydra's semantics.
 
-Hydra composes every job from scratch: its defaults list (each group option's file
-merged onto the schema), then the job's value overrides (``seed=3``): 110-200 ms a job
-on this VM, and parsing the result into the schema another 30 ms. A sweep of 1,000
-jobs (benchmarks/harness_bench.py's) would take minutes before its first job starts,
-to check every job's values. In a grid most jobs differ only in those values, so a
-:class:`Composer` composes each distinct set of *group* choices (``model=llama
-dynamo=none``: a *base*) once, through Hydra's own loader, and applies a job's value
-overrides to the base's typed BenchConfig, each value converted by the schema's own
-OmegaConf node, then checked (check_values). No DictConfig is made per job.
-
-Whatever is not certain to come out the same takes Hydra's composition: an override of
-a ``hydra.`` key, one that is not a plain ``key=value`` on a leaf of the schema
-(``+key``, ``~key``, ``++key``, a dict, an interpolation, a key under ``suite.rules``),
-and a base holding interpolations. Any error in the fast path is left to Hydra's
-composition to raise, so the messages are Hydra's own.
+Hydra composing every job from scratch takes minutes for a large sweep, and most jobs
+of a grid differ only in values: a :class:`Composer` composes each set of group choices
+(a *base*) once, then applies a job's values to its typed BenchConfig through the
+schema's own nodes. Anything less certain, and any error, takes Hydra's composition.
 """
 
 from __future__ import annotations
@@ -45,9 +34,8 @@ class _Unsure(Exception):
 
 
 class Composer:
-    """Composes and types the jobs of one sweep (`master`: the sweep's config, as Hydra's
-    launcher gets it) from a few bases. `counts` says how each job was made: typed (from
-    a base) or full (Hydra's composition)."""
+    """Composes and types the jobs of one sweep (`master`: its config) from a few bases;
+    `counts` says how many were typed from a base and how many Hydra composed."""
 
     def __init__(self, loader: Any, master: DictConfig) -> None:
         self.loader = loader
@@ -88,9 +76,8 @@ class Composer:
         return cfg
 
     def _typed_base(self, groups: Groups) -> BenchConfig | None:
-        """The base's BenchConfig, types checked (not values: each job's are), or None
-        where a job's values could change more than their own keys (interpolations)
-        or where the base alone does not parse (a job's override may complete it)."""
+        """The base's BenchConfig, types checked (values are each job's), or None where
+        it holds interpolations or does not parse alone."""
         if groups not in self._typed:
             base = self._base(groups)
             found = None
@@ -129,9 +116,8 @@ class Composer:
         return _replaced(cfg, key.split("."), converted)
 
     def _leaf(self, key: str) -> Node | None:
-        """The schema's node for `key` where it is a leaf a value is set on: a field
-        holding a value or a list (not a section, nor a key inside a free-form mapping
-        such as suite.rules); else None."""
+        """The schema's node for `key` where it is a leaf holding a value or a list (not a
+        section, nor a key inside a mapping such as suite.rules); else None."""
         cls: Any = BenchConfig
         node: Any = self._schema
         for part in key.split("."):
@@ -155,9 +141,8 @@ class Composer:
         return composed
 
     def _split(self, overrides: Sequence[str]) -> tuple[Groups, list[Override]] | None:
-        """A job's overrides as Hydra's defaults list sorts them: group overrides (its
-        base) and value overrides, each in the job's order. None: a `hydra.` key or a
-        sweep (compose the job in full)."""
+        """A job's overrides as Hydra sorts them: its group overrides (its base) and value
+        overrides. None: a `hydra.` key or a sweep (compose the job in full)."""
         groups: list[str] = []
         values: list[Override] = []
         for line in overrides:

@@ -47,11 +47,9 @@ TYPE_WORDS: dict[type, tuple[str, str]] = {
 
 
 def wrong_type(key: str, value: object) -> str | None:
-    """Why `value` (as Hydra's override parser reads the command line: 3, 'two', None,
-    a list) cannot be the schema's `key` ('not an integer; allowed: an integer >= 0'),
-    judged by OmegaConf's own conversion onto the key's field, as Hydra's merge would
-    judge it: `warmup=3`, `warmup='3'` and `repeat=null` pass. None where it can, or
-    where `key` names no value of the schema (a section, a mapping's key, no key)."""
+    """Why `value` (as Hydra's override parser reads it) cannot be the schema's `key`
+    ('not an integer; allowed: an integer >= 0'), judged by OmegaConf's own conversion
+    as Hydra's merge would; None where it can, or where `key` names no schema value."""
     from omegaconf import OmegaConf
     from omegaconf.errors import ValidationError
 

@@ -18,36 +18,29 @@ from typing import Any, NamedTuple, get_type_hints
 
 from omegaconf import MISSING
 
-# Choices of the keys that have a fixed set of values. A choice list is defined here
-# once; validation, --help and the bad-input messages read it. (Backends are the
-# exception: `dynamo=` is whatever the backend registry holds, see benchflow.backends.)
+# Each fixed set of choices, defined once for validation, --help and the bad-input
+# messages (`dynamo=` is whatever benchflow.backends registers).
 XLA_CHOICES = ("auto", "none", "PJRT")
 ACCELERATOR_CHOICES = ("auto", "cpu", "cuda")
 TEST_CHOICES = ("eval", "train")
 RETRY_CHOICES = ("failed", "none", "all")
 DTYPE_CHOICES = ("float32", "float64", "bfloat16", "float16", "amp", "amp_bf16", "amp_fp16")
 MATMUL_PRECISION_CHOICES = ("highest", "high", "medium")
-# Where a model comes from: auto picks factory (model.target is set), torchbench
-# (TorchBench has it) or builtin (model.builtin is set). A suite's own models
-# (huggingface, timm) carry their suite's name as their source.
+# Where a model comes from (auto: factory, torchbench or builtin); a suite's own models
+# carry their suite's name.
 SUITE_MODEL_SOURCES = ("huggingface", "timm")
 MODEL_SOURCE_CHOICES = ("auto", "builtin", "torchbench", "factory", *SUITE_MODEL_SOURCES)
 SIZE_CHOICES = ("tiny", "small", "base", "large")
-# Processes that time a job by default (where its repeats are adaptive): the fewest
-# whose medians give Student's t interval two degrees of freedom (results/intervals.py),
-# so that the variance between processes is inside every interval (docs/timing.md).
+# Processes that time a job with adaptive repeats: the fewest whose medians give a t
+# interval two degrees of freedom, so that the variance between processes is inside it.
 DEFAULT_PROCESSES = 3
-# The rounds a paired sweep (`pair=AXIS`) may take where `processes` is not given: its
-# budget. It looks after rounds 3, 5 and 8 (results/intervals.looks) and closes each pair
-# decided by then (sweep/pairs.py).
+# A paired sweep's budget of rounds where `processes` is not given (docs/reports.md).
 PAIRED_ROUNDS = 8
-# The smallest change of time that counts: report --compare's and --pair's, history's,
-# bisect's and a paired sweep's default (pair_threshold).
+# The smallest change of time that counts, for every comparison's default.
 THRESHOLD = 0.05
 FIRST_LOOK = 3  # the rounds before a paired sweep first judges a pair: Student's t, df 2
-# The fewest repeats each of a job's several processes takes before its share of the
-# budget may end them (pyperf's 3 values per worker): the process's median is then one
-# sample of the job's interval, not a 95% interval of its own.
+# The fewest repeats each of a job's several processes takes (pyperf's 3 values per
+# worker): its median is one sample of the job's interval.
 VALUES_PER_PROCESS = 3
 # The timed step (`model.step`, benchflow.models.step): what each value times.
 STEPS = {
@@ -75,9 +68,8 @@ class AtLeast(NamedTuple):
         return f"{'>' if self.exclusive else '>='} {self.low:g}"
 
 
-# The keys whose numbers have a least value (null, where a key allows it, always passes).
-# Validation checks them; a wrong type's message names them (benchflow.config.keys).
-# cpus_per_job and num_threads have ranges of the host's, checked by validation alone.
+# The keys whose numbers have a least value (null always passes where allowed); the
+# host-dependent ranges (cpus_per_job, num_threads) are validation's alone.
 LOWER_BOUNDS = {
     "memory_limit_gb": AtLeast(0, exclusive=True),
     "repeat": AtLeast(1),
@@ -100,20 +92,15 @@ LOWER_BOUNDS = {
 }
 
 
-# Field metadata. A field marked UNMEASURED changes how a job is run or reported, not
-# what it measures: it is left out of the fingerprint, of a configuration's identity
-# in reports, of what defines a sweep for resume, and of the MLflow params. Every
-# other field is measured. BULKY: measured, but too large for params and the row's
-# flat `config` (the suite's rule lists): in the fingerprint and config.yaml only.
+# Field metadata. UNMEASURED: changes how a job is run or reported, not what it
+# measures, so it is in no fingerprint, identity or MLflow param. BULKY: measured, but
+# in the fingerprint and config.yaml only (too large for params and the flat `config`).
 UNMEASURED = {"measured": False}
 BULKY = {"bulky": True}
-# OPTIONAL: measured, but left out while unset (None, or a section at its defaults), so
-# that adding such a field changes neither the fingerprints of the rows written before
-# it nor their `config`.
+# OPTIONAL: left out while unset, so adding such a field changes no older row's fingerprint.
 OPTIONAL = {"optional": True}
-# MAPPING: a section whose keys are not the schema's (`inductor.freezing`: a key of
-# torch's config, checked at planning by runner/knobs.py; `env.NAME`). Measured, left
-# out while empty, and in the flat settings one dotted key per setting.
+# MAPPING: a section of keys that are not the schema's (`inductor.*`, `env.*`), one
+# dotted key per setting.
 MAPPING = {"optional": True, "mapping": True}
 INDUCTOR = "inductor"  # the section of torch._inductor.config keys
 ENV = "env"  # the section of a job's own environment variables
@@ -391,10 +378,8 @@ def _at_default(value: Any) -> bool:
 
 
 def settings_of(section: dict[str, Any]) -> dict[str, Any]:
-    """A MAPPING section's settings by dotted key: Hydra nests `inductor.cpp.threads=1`
-    as {"cpp": {"threads": 1}}; torch's config names it `cpp.threads`. A null is no
-    setting (torch's default stands), as null is the default everywhere in the schema:
-    `-m inductor.freezing=null,true` sweeps plain Inductor against freezing."""
+    """A MAPPING section's settings by dotted key (Hydra nests `cpp.threads`); a null
+    is no setting, so `-m inductor.freezing=null,true` sweeps Inductor against freezing."""
     out: dict[str, Any] = {}
     for key, value in section.items():
         if isinstance(value, dict):
@@ -434,9 +419,8 @@ def measured_flat(cfg: BenchConfig) -> Settings:
 
 
 def is_measured(key: str) -> bool:
-    """Is a dotted key (an override's key, e.g. ``mlflow.experiment`` or ``dtype``)
-    measured? A key outside the schema (``experiment``, ``hydra.*``) is not a setting
-    of the job: False. Inside a measured dict field (``suite.rules.x``): True."""
+    """Is a dotted key (``dtype``, ``mlflow.experiment``) measured? Outside the schema
+    (``hydra.*``): False; inside a measured dict field (``suite.rules.x``): True."""
     node: Any = BenchConfig
     for part in key.split("."):
         if not is_dataclass(node):
@@ -449,8 +433,8 @@ def is_measured(key: str) -> bool:
 
 
 def config_to_yaml(cfg: BenchConfig, path: Path) -> None:
-    """A job's config.yaml: its resolved config as plain YAML (config_from_yaml reads it).
-    Not through OmegaConf.structured, which took ~35 ms a job of a sweep's parent."""
+    """A job's config.yaml: its resolved config as plain YAML (config_from_yaml reads it),
+    not through OmegaConf.structured, which is slow for a sweep's parent."""
     import dataclasses
 
     import yaml
@@ -468,11 +452,8 @@ def config_from_yaml(path: Path) -> BenchConfig:
 
 def config_from_dict(data: dict[str, Any]) -> BenchConfig:
     """A config written with dataclasses.asdict (job.json, plan.json, config.yaml), typed
-    again. What asdict wrote needs no conversion: each section's dataclass is made from
-    its keys, every value checked against its field's type (1 ms; a job's child paid
-    30-100 ms for OmegaConf's merge onto the schema). Anything else (a file a person
-    edited, a key the schema dropped, a value of another type) takes that merge, which
-    converts what it can and names what it cannot."""
+    again: directly where every value has its field's type (OmegaConf's merge is slow);
+    anything else takes that merge, which converts what it can and names what it cannot."""
     try:
         return _from_asdict(BenchConfig, data)  # type: ignore[no-any-return]
     except (TypeError, ValueError):

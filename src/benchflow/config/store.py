@@ -1,11 +1,9 @@
 """Where benchflow's config lives, the user's config folders, and the schema's registration.
 
-benchflow's own tree is `conf/` at the top of a checkout; a wheel carries the same
-tree as package data (`benchflow/conf`, pyproject.toml's force-include). The user adds
-folders of their own with Hydra's `--config-dir DIR` (or `hydra.searchpath=[file://DIR]`):
-their options join benchflow's groups (`model/`, `experiment/`, `suite/`, `dynamo/`, ...).
-Hydra searches benchflow's tree first, so a user option named like one of benchflow's
-would be ignored without a word: :func:`shadowed` finds those, and the CLI refuses them.
+benchflow's tree is `conf/` in a checkout, `benchflow/conf` in a wheel. The user's
+folders (`--config-dir DIR`, `hydra.searchpath`) join its groups; Hydra searches
+benchflow's first, so a user option named like one of benchflow's would be ignored
+without a word: the CLI refuses those.
 """
 
 from __future__ import annotations
@@ -94,14 +92,8 @@ def problem(argv: Sequence[str]) -> str | None:
 
 
 def register(models: Iterable[str] = (), source: str = "torchbench") -> None:
-    """The schema, plus a `model` group option for each of `models` without a YAML file
-    here, with model.source=`source`: TorchBench's (found by
-    benchflow.models.torchbench_index.register_torchbench) or a suite's (huggingface,
-    timm: benchflow.suite.suites.register_suite_models).
-
-    So `model=<any TorchBench model>` composes with no YAML file per model, and
-    Hydra's "available options" for an unknown model list them too.
-    """
+    """The schema, plus a `model` option with model.source=`source` for each of `models`
+    without a YAML file (TorchBench's, or a suite's)."""
     cs = ConfigStore.instance()
     cs.store(name="benchflow_schema", node=BenchConfig)
     own = {p.stem for p in (CONF_DIR / "model").glob("*.yaml")}

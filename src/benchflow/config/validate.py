@@ -1,9 +1,6 @@
-"""Validation at the edge: a composed config becomes a typed, checked BenchConfig (each
-key alone: its type, choices and range; resolving the `auto` choices and checking how
-keys go together is the plan stage's, benchflow.sweep.plan).
-
-Every error names the key, the bad value and what is allowed, so the user can fix
-the command line without reading code. Nothing here imports torch.
+"""Validation at the edge: a composed config becomes a typed BenchConfig, each key
+checked alone (how keys go together is benchflow.sweep.plan's). Every error names the
+key, the bad value and what is allowed. Nothing here imports torch.
 """
 
 from __future__ import annotations
@@ -52,8 +49,7 @@ def _at_least(key: str, value: float | None, bound: AtLeast) -> None:
 
 
 def _check_toolchain(tc: ToolchainConfig) -> None:
-    """A toolchain's pins are exact releases (what uv installs, and what its environment's
-    key hashes)."""
+    """A toolchain's pins are exact releases (what uv installs and its environment's key hashes)."""
     from packaging.version import InvalidVersion, Version
 
     for package, version in tc.pins.items():
@@ -121,7 +117,7 @@ def check_values(cfg: BenchConfig) -> None:
             f"(the CPUs this host gives benchflow) or null (all of them)"
         )
     # More threads than the job's cores only oversubscribe them: OpenMP's pools then
-    # time the scheduler, not the model (measured: 0.5 ms -> 218 ms/iter on inductor).
+    # time the scheduler, not the model.
     usable = cfg.cpus_per_job or cores
     if cfg.num_threads is not None and not 1 <= cfg.num_threads <= usable:
         where = f"cpus_per_job={cfg.cpus_per_job}" if cfg.cpus_per_job else "this host"
@@ -143,8 +139,7 @@ def check_values(cfg: BenchConfig) -> None:
 
 
 def _check_pair(cfg: BenchConfig) -> None:
-    """A paired sweep's own settings (its axis is checked against the sweep's jobs by
-    sweep/pairs.py)."""
+    """A paired sweep's own settings (its axis is sweep/pairs.py's to check)."""
     if cfg.pair is None:
         return
     if not cfg.interleave:

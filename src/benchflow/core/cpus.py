@@ -1,18 +1,11 @@
 """CPU slots: jobs that run at once on one host never time on the same cores.
 
-A host's CPUs (this process's affinity: a SLURM or cgroup allocation is respected)
-are cut into slots of ``cpus_per_job`` cores; ``null`` means one slot of all of
-them. Before its child starts, a job takes a free slot with an exclusive
-``flock`` on one lock file per core (all of the slot's, or none), in a host-wide folder
-(``$BENCHFLOW_CPU_LOCK_DIR``, default ``<tmp>/benchflow-cpus-<uid>``). Its child is
-pinned to those cores and runs that many threads. With no free slot the job waits,
-so a parallel launcher (or a second sweep on the same host) can never make two
-timed jobs share cores: ``hydra.launcher.n_jobs=2`` runs two jobs at once only with
-``cpus_per_job`` at most half the cores. The kernel drops a lock when its holder
-dies, so a crashed sweep leaves nothing stale.
-
-Hydra's launchers have no such notion (joblib, submitit and Ray each limit how many
-jobs run, not which cores they use), hence this module.
+This process's CPUs are cut into slots of ``cpus_per_job`` cores (``null``: one slot of
+all). Before its child starts, a job takes a free slot with an ``flock`` on one lock
+file per core in a host-wide folder (``$BENCHFLOW_CPU_LOCK_DIR``), waiting where none
+is free, and its child is pinned to those cores; the kernel drops a dead holder's lock.
+Hydra's launchers limit how many jobs run, not which cores they use: hence this module
+(docs/launchers.md).
 """
 
 from __future__ import annotations
@@ -76,8 +69,7 @@ def _holder(path: Path) -> str:
 
 
 def _try_lock(folder: Path, names: list[str], owner: str) -> list[int] | None:
-    """All of the lock files `names` (`cpu3`, `gpu0`) or none: one lock file per core,
-    so slots of different sizes (two sweeps with different cpus_per_job) still exclude
+    """All of the lock files `names` or none: one per core, so slots of any size exclude
     each other."""
     fds: list[int] = []
     for name in names:
@@ -110,9 +102,8 @@ def first_free(
     waiting: str,
     on_wait: Callable[[str], None] | None = None,
 ) -> Iterator[int]:
-    """Hold the first of `choices` (each a list of lock names, all held or none) that is
-    free, for the block, waiting for one where none is; yields its index. `waiting`
-    begins the line `on_wait` is told once, with who holds them."""
+    """Hold the first free one of `choices` (lock names, all or none) for the block,
+    waiting for one; yields its index. `on_wait` is told once: `waiting`, who holds them."""
     folder = lock_dir()
     folder.mkdir(parents=True, exist_ok=True)
     told = False

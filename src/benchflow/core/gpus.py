@@ -1,23 +1,10 @@
 """GPU slots: a job on the GPU (``accelerator=cuda``) has a GPU of its own, as a CPU
 slot gives it cores of its own (core/cpus.py).
 
-The GPUs benchflow may use are those ``CUDA_VISIBLE_DEVICES`` names (indices or UUIDs,
-as the user wrote them), or, where it is unset, every GPU the NVIDIA driver lists,
-numbered from 0. Before its child starts, a cuda job takes a free one with an
-exclusive ``flock`` on ``gpu<name>.lock`` in the CPU slots' lock folder (after its CPU
-slot, always in that order), and waits where none is free; its child sees that GPU
-alone (``CUDA_VISIBLE_DEVICES=<name>``: the job's ``cuda:0``). So two jobs never share
-a GPU, whatever the launcher and however many sweeps share the host: on one GPU they
-run one after another.
-
-Where the driver's GPUs cannot be counted (no NVML, no /proc entry), all of them are
-one slot and ``CUDA_VISIBLE_DEVICES`` is left as it was: jobs still never overlap.
-The lock names a GPU as the sweep does: two sweeps on one host, one naming a GPU by
-its index and the other by its UUID, do not see each other's lock.
-
-NVML is read through ``nvidia-ml-py`` (``pynvml``), NVIDIA's own binding; it needs
-the driver's library, so on a host with no NVIDIA driver :func:`nvml` says why not
-and nothing here fails.
+Before its child starts, a cuda job takes a free GPU (of ``CUDA_VISIBLE_DEVICES``, else
+the driver's) with an ``flock`` beside the CPU slots' locks, after its CPU slot, and its
+child sees that GPU alone (docs/gpu.md). A lock names a GPU as its sweep does, so an
+index and a UUID do not see each other's lock.
 """
 
 from __future__ import annotations
@@ -37,8 +24,7 @@ _PROC_GPUS = Path("/proc/driver/nvidia/gpus")
 
 
 def nvml() -> tuple[ModuleType | None, str]:
-    """pynvml, initialized (nvmlInit is counted: each call is matched by the caller's
-    nvmlShutdown), or None and why not."""
+    """pynvml, initialized (the caller matches it with nvmlShutdown), or None and why not."""
     try:
         import pynvml
     except ImportError as exc:
@@ -51,8 +37,7 @@ def nvml() -> tuple[ModuleType | None, str]:
 
 
 def driver_count() -> int | None:
-    """How many GPUs the NVIDIA driver lists (NVML; else /proc's one folder per GPU);
-    None where neither says."""
+    """How many GPUs the NVIDIA driver lists (NVML, else /proc); None where neither says."""
     lib, _ = nvml()
     if lib is not None:
         try:
@@ -68,10 +53,9 @@ def driver_count() -> int | None:
 
 
 def visible(environ: Mapping[str, str], count: int | None) -> list[str]:
-    """The GPUs a job may be given, by the names its CUDA_VISIBLE_DEVICES will carry:
-    the variable's entries where it is set (CUDA reads them up to the first invalid
-    one: an empty or negative entry), else 0..count-1 for the driver's `count`;
-    [ALL] where that is unknown."""
+    """The GPUs a job may be given, by the names its CUDA_VISIBLE_DEVICES will carry: the
+    variable's entries up to the first invalid one (as CUDA reads them), else
+    0..count-1; [ALL] where that is unknown."""
     value = environ.get(ENV_VISIBLE)
     if value is not None:
         names = []
@@ -93,9 +77,8 @@ def gpu_slot(
     on_wait: Callable[[str], None] | None = None,
     names: list[str] | None = None,
 ) -> Iterator[str]:
-    """Hold a free GPU for the block (waiting for one where none is); yields its name
-    (ALL: every GPU, CUDA_VISIBLE_DEVICES kept). `names`: the GPUs to choose from (by
-    default :func:`visible`'s)."""
+    """Hold a free GPU of `names` (default: :func:`visible`'s) for the block, waiting for
+    one; yields its name (ALL: every GPU, CUDA_VISIBLE_DEVICES kept)."""
     if names is None:
         counted = None if ENV_VISIBLE in os.environ else driver_count()  # NVML: only if asked
         names = visible(os.environ, counted)

@@ -1,10 +1,8 @@
 """Ctrl-C and SIGTERM, held back while a job's row is written.
 
-A sweep stops on Ctrl-C or SIGTERM by raising KeyboardInterrupt (Terminated for a
-SIGTERM) in its process: the running child is killed and its job recorded as
-`interrupted` (runner/isolated.py). A signal that comes once the child has ended and
-before its row is written would lose a finished job's result: while a sweep runs, its
-:class:`Stops` hold such a stop until the row is in results.jsonl, and raise it there.
+A sweep stops by raising KeyboardInterrupt (Terminated for a SIGTERM): the running
+child is killed and recorded as `interrupted`. A stop between a child's end and its
+row would lose a finished result, so :class:`Stops` holds it until the row is written.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """A planned job: its resolved config, the overrides that made it, and its identity.
 
-The sweeper plans every job once (benchflow.sweep.plan), and each process of a job as
-a :class:`Step` that forks from a :class:`Warm` process, and writes them to
-``plan.json`` (:class:`Plan`); a process's child is told what to run in ``job.json``
-(:class:`JobSpec`).
+The sweeper plans every job, and each of its processes as a :class:`Step` forked from a
+:class:`Warm` process, into ``plan.json`` (:class:`Plan`); a child reads its
+``job.json`` (:class:`JobSpec`).
 """
 
 from __future__ import annotations
@@ -119,12 +118,9 @@ class JobSpec:
 
 @dataclass(frozen=True)
 class Warm:
-    """A warm process: an interpreter at a stage, from which a job's process forks
-    (runner/pool.py). *Imported*: a zygote of `zygote` (its kind's modules imported, in
-    its toolchain's environment: runner/zygote.named); *built*: forked from that one, it
-    has built the model of `build` (models/sharing.build_key); *compiled*: forked from
-    the built one (or the imported one), it has compiled and called the job's step of
-    `step` (models/sharing.step_key)."""
+    """A warm process from which a job's process forks (runner/pool.py): a zygote of
+    `zygote` (its kind's modules imported), then one that has built the model of `build`,
+    then one that has compiled the step of `step` (models/sharing.py)."""
 
     zygote: str
     build: str | None = None
@@ -172,10 +168,9 @@ class Step:
 @dataclass(frozen=True)
 class Plan:
     """plan.json: every job of a sweep, planned before any runs, its steps in run order
-    (each job's processes, interleaved in rounds: sweep/steps.py), and the command
-    line's overrides (how resume=true finds the folder). Read back from the file, a
-    job's config is typed only when asked for (`job`: ~30 ms a job, and a launcher's
-    worker needs its own job only)."""
+    (sweep/steps.py), and the command line's overrides (how resume=true finds the
+    folder). Read back, a job's config is typed only when asked for (it is slow, and a
+    launcher's worker needs its own job only)."""
 
     entries: tuple[dict[str, Any], ...]  # each a Job.to_dict(), as plan.json holds it
     steps: tuple[Step, ...] = ()

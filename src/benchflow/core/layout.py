@@ -1,8 +1,7 @@
 """Where everything of a sweep lives on disk: the one owner of every file name.
 
-A sweep folder (``multirun/<date>/<time>``) holds the plan, the rows, the MLflow
-pointers and the report; each job has a folder of its own (Hydra's job dir, named
-by the job number) with its config, the child's files and its row.
+A sweep folder holds the plan, the rows, the MLflow pointers and the report; each job
+has a folder of its own (Hydra's job dir) with its config, the child's files and its row.
 """
 
 from __future__ import annotations
@@ -18,8 +17,7 @@ from benchflow.core.job import Plan
 
 def cache_root() -> Path:
     """benchflow's cache outside any sweep ($BENCHFLOW_CACHE_DIR, default
-    ~/.cache/benchflow): compile_cache=warm's compilers' caches, and facts of the
-    machine that take long to learn and never change on it (backends/inductor.py)."""
+    ~/.cache/benchflow): warm compile caches, and slow-to-learn facts of the machine."""
     return Path(os.environ.get("BENCHFLOW_CACHE_DIR") or Path.home() / ".cache" / "benchflow")
 
 

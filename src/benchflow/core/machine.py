@@ -9,9 +9,8 @@ import sys
 from functools import cache
 from pathlib import Path
 
-# The CPU features that decide which kernels run (oneDNN, Inductor's C++ and XLA's CPU
-# code pick their paths by them): without avx512_bf16 or amx_bf16, bfloat16 matmuls have
-# no native path. x86's names as /proc/cpuinfo's `flags` spells them; arm's from `Features`.
+# The CPU features that decide which kernels run (oneDNN, Inductor's C++ and XLA pick
+# their paths by them), as /proc/cpuinfo spells them (x86 `flags`, arm `Features`).
 KERNEL_FEATURES = (
     "avx2",
     "fma",
@@ -116,9 +115,8 @@ def cuda_present() -> bool:
 
 
 def node_name() -> str:
-    """Where this process runs, as its launcher names it (a row's `job.node`): the Ray
-    node in a Ray worker (`ray:<node id>`: two nodes of a cluster may share a host), the
-    SLURM node in a SLURM job (`slurm:<node>`), else the host's name."""
+    """Where this process runs, as its launcher names it (a row's `job.node`):
+    `ray:<node id>` (two Ray nodes may share a host), `slurm:<node>`, else the host name."""
     ray = sys.modules.get("ray")  # imported by the Ray launcher's worker, never here
     if ray is not None and ray.is_initialized():
         return f"ray:{ray.get_runtime_context().get_node_id()}"

@@ -45,8 +45,7 @@ class Status(str, Enum):
 
     @property
     def went_wrong(self) -> bool:
-        """A failure or an interruption: a single run (no -m) exits non-zero, and
-        fail_fast stops the sweep."""
+        """A failure or an interruption: a single run exits non-zero, fail_fast stops the sweep."""
         return self.is_failure or self is Status.INTERRUPTED
 
     def runs_again(self, retry: str) -> bool:

@@ -8,8 +8,7 @@ MISSING = "-"  # a number that applies but is not there (the job did not run)
 
 
 def format_interval(low: float | None, high: float | None) -> str:
-    """A time's 95% interval, in each bound's unit: "1.20 ms to 1.31 ms"; "-" where there
-    is none (under 6 repeats)."""
+    """A time's 95% interval, in each bound's unit: "1.20 ms to 1.31 ms"; "-" where none."""
     if low is None or high is None:
         return "-"
     return f"{format_time(low)} to {format_time(high)}"

@@ -1,13 +1,10 @@
 """The first release that regressed, by binary search between a good and a bad toolchain
 (`benchflow bisect`, docs/toolchains.md#bisect).
 
-The releases of one package (torch, most often) between the good toolchain's pin and
-the bad one's come from the package registry (PyPI's JSON API: final releases with a
-wheel for this Python on this platform) or from the user. Each step is one real job in
-its release's environment, judged against the good toolchain's job as `report
---compare` judges a row (report/compare.py: a test on the samples and the threshold):
-a significant regression past the threshold, or a job that did not end ok, is bad;
-anything else is good. A release judged with too little data to tell is said so.
+The releases between the two pins come from PyPI (final releases with a wheel for this
+interpreter) or from the user. Each step is a real job in its release's environment,
+judged against the good toolchain's as `report --compare` judges a row: a significant
+regression, or a job that did not end ok, is bad; too little data to tell is said so.
 """
 
 from __future__ import annotations
@@ -33,10 +30,9 @@ class Step:
 
 
 def search(releases: Sequence[str], judge: Callable[[str], Step]) -> tuple[int, int, list[Step]]:
-    """Binary search over `releases` (oldest first; the good one before them, the bad
-    one after): (the index of the last good release, -1 for the good toolchain; the
-    index of the first bad one, len(releases) for the bad toolchain; the steps, in the
-    order judged). Assumes one boundary, as bisection does."""
+    """Binary search over `releases` (oldest first, between the good and the bad): (the
+    last good index, -1 for the good toolchain; the first bad, len(releases) for the
+    bad toolchain; the steps as judged). Assumes one boundary, as bisection does."""
     low, high = -1, len(releases)
     steps: list[Step] = []
     while high - low > 1:
@@ -51,8 +47,7 @@ def search(releases: Sequence[str], judge: Callable[[str], Step]) -> tuple[int, 
 
 
 def _wheel_fits(filename: str) -> bool:
-    """A wheel this interpreter can install: pure Python, or for this CPython on this
-    platform (manylinux x86-64 here)."""
+    """A wheel this interpreter can install: pure Python, or this CPython's on this platform."""
     if not filename.endswith(".whl"):
         return False
     tag = f"cp{sys.version_info.major}{sys.version_info.minor}"

@@ -1,9 +1,8 @@
 """Where a history's times changed, and what changed with them.
 
-Each series' times are searched for change points (results/changepoints.py); each one
-found is explained by the environment facts that differ between the run just before it
-and the run just after (results/environment.py: the same facts `report --compare`
-names), and by the commands that run those two again (`benchflow rerun`).
+Each change point (results/changepoints.py) is explained by the environment facts that
+differ between the runs either side (results/environment.py), and by the commands
+that run those two again (`benchflow rerun`).
 """
 
 from __future__ import annotations
@@ -59,8 +58,7 @@ def rerun_command(point: Point) -> str:
 
 
 def find(series: Sequence[Series], sweeps: int, threshold: float) -> list[Change]:
-    """Every series' significant change points, newest first; `sweeps`: how many the
-    history holds."""
+    """Every series' significant change points, newest first, over `sweeps` sweeps."""
     out = []
     for s in series:
         timed = s.timed()

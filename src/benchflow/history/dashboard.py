@@ -1,13 +1,7 @@
-"""A history as one HTML file to look at (no server, nothing fetched: the plots are
-inline SVG), laid out as PyTorch's HUD lays out its dashboard:
-
-- each backend configuration over the sweeps: its passrate, geomean speedup over the
-  baseline (with its 95% interval), mean compile time and memory ratio, each sweep's
-  summary as `benchflow report` gives it (report/model.py: one definition);
-- each model: its jobs' times per sweep, the 95% interval drawn as a band, the change
-  points as dashed lines at the first sweep after them;
-- the open change points, newest first: a series' latest one (an earlier one was
-  followed by another level), each linking to its model's plot.
+"""A history as one HTML file to look at (no server, nothing fetched: inline SVG), laid
+out as PyTorch's HUD's dashboard: the open change points, each configuration's summary
+over the sweeps (report/model.py's definitions), and each model's times with their
+intervals and change points (docs/history.md).
 """
 
 from __future__ import annotations
@@ -204,8 +198,7 @@ def to_html(
     baseline: str,
     title: str,
 ) -> str:
-    """The dashboard: the open change points first, then each configuration, then
-    each model."""
+    """The dashboard: the open change points, then each configuration, then each model."""
     opened = open_changes(changes)
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'>",

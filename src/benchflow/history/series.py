@@ -1,11 +1,8 @@
 """A history: many sweeps' rows, one series per job.
 
-A job is its fingerprint (core/job.py: the resolved config less what does not change
-what is measured), so the rows of one job line up across sweeps, and a job whose
-configuration changed is another series. The sweeps are ordered by when they ran
-(their first job's start), or by a recorded fact with an order of its own (a
-package's version, a commit's place in a checkout's history: `ordered`); each sweep
-gives a series at most one point, its current row of that job.
+A job is its fingerprint (core/job.py), so its rows line up across sweeps and a changed
+configuration is another series. The sweeps are ordered by when they ran, or by a fact
+with an order of its own (`ordered`); each gives a series at most one point.
 """
 
 from __future__ import annotations
@@ -36,8 +33,7 @@ class Point:
 
     @functools.cached_property
     def headline(self) -> Headline:
-        """The row's headline numbers, read once (the series, the search for change
-        points and the dashboard all ask)."""
+        """The row's headline numbers, read once (series, change points, dashboard ask)."""
         return headline_of(self.row)
 
     @property

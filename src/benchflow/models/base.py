@@ -1,9 +1,7 @@
 """The shape every benchmarked model has, built-in or TorchBench.
 
-It mirrors TorchBench's ``BenchmarkModel``: a module with example inputs, default
-batch sizes per test, and the model's own ``train()`` / ``eval()`` step. The
-harness never reaches inside a model; it only swaps the module for a compiled one
-with :meth:`set_module` and calls the step.
+It mirrors TorchBench's ``BenchmarkModel``; the harness never reaches inside a model,
+it only swaps the module for a compiled one (:meth:`set_module`) and calls the step.
 """
 
 from __future__ import annotations
@@ -20,9 +18,8 @@ class BenchModel(abc.ABC):
 
     DEFAULT_TRAIN_BSIZE: ClassVar[int]
     DEFAULT_EVAL_BSIZE: ClassVar[int]
-    # Size knob: preset name -> constructor hyper-parameters. "small" is the
-    # default and keeps a 2-core CPU sweep to minutes; larger presets approach
-    # the real architectures' sizes.
+    # Size preset -> constructor hyper-parameters ("small", the default, keeps a CPU
+    # sweep to minutes; larger ones approach the real architectures).
     SIZES: ClassVar[dict[str, dict[str, Any]]]
 
     def __init__(
@@ -57,8 +54,7 @@ class BenchModel(abc.ABC):
         self.batch_size = batch_size or (
             self.DEFAULT_TRAIN_BSIZE if test == "train" else self.DEFAULT_EVAL_BSIZE
         )
-        # Built on the host so that weights and inputs do not depend on the
-        # device's RNG, then moved (`place`): the seed's rule for XLA devices.
+        # Built on the host so that weights and inputs do not depend on the device's RNG.
         self.model: nn.Module = self.build_module(**self.SIZES[size])
         self.example_inputs: tuple[Any, ...] = self.make_inputs(self.model, self.batch_size)
 

@@ -1,15 +1,9 @@
-"""A user's own model from a factory function (`model.target=module:function`).
+"""A user's own model from a factory function (`model.target=module:function`,
+docs/your-code.md).
 
-The factory builds on the host and returns ``(module, example_inputs)`` or
-``(module, example_inputs, loss_fn)``; no subclassing. It may take any of the
-keyword parameters ``batch_size``, ``test`` (eval | train) and ``size`` (model.size):
-benchflow passes those its signature names. Inputs are a tuple or list (positional),
-a dict (keyword arguments) or one tensor. ``loss_fn(outputs)`` makes the training
-step's scalar loss; without one, the outputs are reduced as the dynamo benchmarks do.
-
-It is held as a suite's model is (models/held.py), behind the interface every model
-has, so the timed step, every backend, verify, profiling and IR treat it as they
-treat a built-in model.
+The factory returns ``(module, example_inputs[, loss_fn])``, no subclassing, and gets
+whichever of ``batch_size``, ``test`` and ``size`` its signature names. It is held as a
+suite's model is (models/held.py), so every stage treats it as a built-in model.
 """
 
 from __future__ import annotations
@@ -33,8 +27,7 @@ def build(
     batch_size: int | None,
     size: str,
 ) -> HeldModel:
-    """The factory's model for one job, held as a suite's model is (models/held.py), as
-    built (HeldModel.place casts and moves it)."""
+    """The factory's model for one job, held as built (models/held.py)."""
     fn = load(target)
     takes = inspect.signature(fn).parameters
     if batch_size is not None and "batch_size" not in takes:

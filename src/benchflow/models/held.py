@@ -1,12 +1,9 @@
-"""A module held with its inputs and its loss, behind the interface the harness uses:
-a suite's model (huggingface, timm) or a user's factory model (model.target).
+"""A module held with its inputs and its loss, behind TorchBench's interface: a suite's
+model (huggingface, timm) or a user's factory model (model.target).
 
-The module and its inputs are built on the host, seeded, in float32 (as PyTorch's
-runners build them), then cast to the job's dtype and moved to its device. The
-interface is TorchBench's: ``get_module()`` / ``set_module()``, ``example_inputs``,
-``batch_size``, and the model's own ``eval()`` / ``train()``; ``compute_loss`` is
-the model's training loss (the suite runner's, or the factory's), which the timed
-step uses in place of the default reduction (benchflow.models.step).
+Built on the host, seeded, in float32 (as PyTorch's runners build them), then cast and
+moved; ``compute_loss`` is the model's own training loss, which the timed step uses in
+place of the default reduction (benchflow.models.step).
 """
 
 from __future__ import annotations

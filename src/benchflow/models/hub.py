@@ -1,11 +1,8 @@
 """Which suite models cannot be built offline, importable without torch.
 
-benchflow builds huggingface and timm models from their configurations with random
-weights and never downloads anything. PyTorch's huggingface.py fetches a few
-configurations from the Hugging Face Hub instead of using a config class's
-defaults, and its LLM entries (names with an owner, `meta-llama/...`) load a
-checkpoint: those cannot run here. The parent lists them (`benchflow models`), the
-child skips them naming the download.
+benchflow never downloads anything; PyTorch's huggingface.py fetches a few
+configurations from the Hub and its LLM entries (`meta-llama/...`) load a checkpoint,
+so those cannot run here: `benchflow models` lists them, the child skips them.
 """
 
 from __future__ import annotations

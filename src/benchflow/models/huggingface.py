@@ -1,17 +1,9 @@
 """suite=huggingface: a transformers model built offline from its config class, with
 inputs made as PyTorch's benchmarks/dynamo/huggingface.py makes them.
 
-- The model is ``<Class>(<Class>.config_class())``: the default configuration, random
-  weights (nothing is downloaded; see benchflow.models.hub for the names that would
-  need the Hub). Sequence-classification models of the GPT-2 family, RoBERTa and
-  Marian get ``pad_token_id=0`` (a batch larger than one needs a pad token); the KV
-  cache is off.
-- Inputs (a dict, passed as keywords): random ``input_ids`` of shape (batch, sequence
-  length) over the vocabulary (all zeros for RoBERTa; BART's last token is its EOS),
-  ``decoder_input_ids`` equal to them for T5, MT5 and M2M100, and the labels the class
-  name asks for, in both tests: the runner always includes them, so the model's
-  forward also computes its loss.
-- The training loss is the model's own (its first output), as the runner's.
+The model is ``<Class>(<Class>.config_class())``: default configuration, random weights,
+nothing downloaded (benchflow.models.hub). Its inputs always include the labels, as the
+runner's do, so the forward also computes the loss it trains on (docs/huggingface-timm.md).
 """
 
 from __future__ import annotations

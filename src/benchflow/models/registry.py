@@ -61,8 +61,7 @@ def _factory(cfg: BenchConfig) -> Built:
 
 
 def _in(module: str) -> Builder:
-    """The `load` function of a suite's model module, imported when a job needs it (it
-    imports transformers or timm)."""
+    """A suite's model module's `load`, imported only when a job needs it (transformers, timm)."""
 
     def load(cfg: BenchConfig) -> Built:
         built: Built = importlib.import_module(module).load(cfg)
@@ -83,11 +82,9 @@ BUILDERS: dict[str, Builder] = {
 
 def build_model(cfg: BenchConfig) -> Built:
     """The job's model as built, before its dtype and device (seed first), on one thread
-    of torch's CPU pool, wherever it is built (a job's child, or a model's zygote for
-    share_build), so a build never depends on the job's thread count: an op whose
-    result does (a large reduction, a matmul in a constructor) gives the same bits in
-    every job of a build key. A process that forks jobs after a build must also never
-    have run a parallel region on more than one thread (harness/prebuilt.py)."""
+    wherever it is built, so that every job of a build key gets the same bits whatever
+    its thread count (a process that forks jobs after a build must never have run a
+    parallel region on more: harness/prebuilt.py)."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:

@@ -1,9 +1,8 @@
 """What a job's model build depends on: jobs with the same build key get the same
 model, weights and inputs, so one build can serve them all (share_build=true).
 
-The build runs the seed and the model's own construction, on the host (TorchBench
-on CUDA builds on the GPU: not shared), before the job's dtype cast and device move
-(``place``). Nothing here imports torch: the sweep orders its jobs by this key.
+The build is the seed and the model's construction on the host, before ``place``.
+Nothing here imports torch: the sweep orders its jobs by this key.
 """
 
 from __future__ import annotations
@@ -23,10 +22,8 @@ def build_device(cfg: BenchConfig) -> str:
 
 
 def build_key(cfg: BenchConfig) -> str | None:
-    """The key of a resolved config's build (None: it cannot be built apart from its job,
-    on the host). What the build reads: the model's settings, its suite (TorchBench's
-    checkout, the rules a suite's loss reads), the test, the batch size, the seed and
-    the float32 matmul precision; the dtype too, as the suite resolved it."""
+    """The key of a resolved config's build: everything the build reads (None: it cannot
+    be built apart from its job, on the host)."""
     if build_device(cfg) != "cpu":
         return None
     what = {
@@ -51,9 +48,8 @@ PER_PROCESS = ("processes", "timed_budget_s", "max_repeat", "iterations_per_run"
 
 
 def step_key(cfg: BenchConfig) -> str:
-    """The key of a job's timed step as compiled (harness/prebuilt.warm_here): its whole
-    resolved config but what each process is told apart (PER_PROCESS). A job's later
-    processes take the step its own interpreter compiled only where their keys match."""
+    """The key of a job's compiled step (harness/prebuilt.warm_here): its resolved config
+    but PER_PROCESS; a later process takes a compiled step only where the keys match."""
     what = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in PER_PROCESS}
     return _digest(what)
 

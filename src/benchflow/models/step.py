@@ -1,27 +1,9 @@
-"""The timed step: the work one iteration of a job does (`model.step`).
+"""The timed step: the work one iteration of a job does (`model.step`, docs/timed-step.md).
 
-- ``module`` (the default): the module that ``get_module()`` returns, called on the
-  example inputs it returns with it, as PyTorch/XLA's experiment runner and PyTorch's
-  dynamo benchmarks (whose numbers the HUD shows) time a TorchBench model:
-  - eval: ``module(*inputs)`` (``module(**inputs)`` for a dict, as the dynamo
-    benchmarks call it) under ``torch.no_grad()``, the module in eval mode;
-  - train: zero the gradients, forward, reduce the outputs to a scalar loss as the
-    dynamo benchmarks do (``torch._dynamo.testing.reduce_to_scalar_loss``: each
-    tensor's mean, averaged over a tuple, list or dict), backward, optimizer step.
-    A model whose suite runner defines its own loss says so with ``compute_loss``
-    (huggingface: the model's own loss; timm: the reduction, scaled for some models).
-    The optimizer is the experiment runner's: Adam, or SGD for the models it lists
-    (:data:`SGD_MODELS`), both with lr=0.01.
-  A compiling backend compiles this whole step function, as both references compile
-  their ``model_iter_fn``; ``no_grad`` stays outside it, as their ``pick_grad`` does.
-- ``torchbench``: the model's own ``eval()`` / ``train()`` (TorchBench's interface,
-  which the built-in models implement too), its module swapped for the backend's
-  (``set_module``). For some TorchBench models this is other work than the module's
-  forward: lennard_jones's ``eval()`` adds forces by ``vmap(jacrev(model))``,
-  BERT_pytorch's two NLL losses.
-
-The step is built in the job's child, after the model and its inputs were moved to
-the device and cast; nothing here runs in the parent.
+``module`` (the default) calls ``get_module()``'s module on its example inputs as
+PyTorch/XLA's experiment runner and the dynamo benchmarks do, the whole step function
+compiled as they compile their ``model_iter_fn``; ``torchbench`` calls the model's own
+``eval()`` / ``train()``. Built in the job's child; nothing here runs in the parent.
 """
 
 from __future__ import annotations
@@ -36,8 +18,7 @@ from benchflow.config.schema import STEP_CHOICES
 from benchflow.models.errors import ModelSkipped
 
 # TorchBench models the experiment runner trains with SGD instead of Adam (its
-# TRAIN_WITH_SGD, taken from PyTorch's benchmarks/dynamo/common.py: they might run out
-# of memory with Adam's state).
+# TRAIN_WITH_SGD: Adam's state might not fit).
 SGD_MODELS = frozenset(
     {
         "BERT_pytorch",
@@ -90,8 +71,7 @@ def split_inputs(name: str, inputs: Any) -> Inputs:
 
 
 def reduce_to_scalar_loss(out: Any) -> torch.Tensor:
-    """The dynamo benchmarks' training loss (their compute_loss), here so that a job that
-    trains need not import torch._dynamo for it."""
+    """The dynamo benchmarks' training loss, here so a job need not import torch._dynamo."""
     from torch._dynamo.testing import reduce_to_scalar_loss as reduce
 
     return reduce(out)  # type: ignore[no-any-return]
@@ -194,10 +174,8 @@ class TimedStep:
         return self._run()
 
     def mark_batch_dynamic(self) -> None:
-        """dynamo.dynamic_batch=true: in each input tensor, the first dimension of the
-        batch size marked dynamic (torch._dynamo.maybe_mark_dynamic), as the dynamo
-        benchmarks' --dynamic-batch-only marks it; a model with no such dimension, or a
-        batch of 1 (dynamo keeps a size of 1 static), is skipped, saying why."""
+        """dynamo.dynamic_batch=true: each input's first batch-sized dimension marked dynamic,
+        as --dynamic-batch-only does; a model without one, or a batch of 1, is skipped."""
         import torch._dynamo
         from torch.utils._pytree import tree_leaves
 

@@ -1,9 +1,8 @@
 """`model.target=module:function`: finding a user's model factory, without importing torch.
 
-The parent checks that the module can be found before any job starts; the job's child
-imports it. Both look from the folder the sweep was launched in as well, so a file
-beside the user's command (`mymodels.py`, `model.target=mymodels:build`) is found
-whether benchflow runs as `python -m benchflow` or as the installed `benchflow` script.
+The parent checks that the module can be found; the child imports it. Both look from
+the launch folder too, so a file beside the user's command is found however benchflow
+runs.
 """
 
 from __future__ import annotations
@@ -33,8 +32,7 @@ def _launch_folder_on_path() -> None:
 
 
 def problem(target: str) -> str | None:
-    """Why `target` cannot be a factory, checked without importing it (its top-level
-    package only is looked up), or None."""
+    """Why `target` cannot be a factory, checked without importing it; or None."""
     try:
         module, _ = split(target)
     except ValueError as exc:
@@ -65,10 +63,8 @@ def load(target: str) -> Callable[..., Any]:
 
 
 def declared_batch_size(builtin: str, test: str) -> int | None:
-    """A built-in model's default batch size for `test` (`pkg.mod:Class`'s
-    DEFAULT_EVAL_BSIZE or DEFAULT_TRAIN_BSIZE, as models/base.py reads it), read from
-    its source without importing it (torch); None where the class does not state it as
-    a plain number in its own body."""
+    """A built-in model's DEFAULT_EVAL_BSIZE or DEFAULT_TRAIN_BSIZE, read from its source
+    without importing torch; None where its class body does not state a plain number."""
     import ast
 
     module, sep, name = builtin.partition(":")

@@ -1,15 +1,7 @@
 """suite=timm: a timm model built offline, with inputs made as PyTorch's
-benchmarks/dynamo/timm_models.py makes them.
-
-- ``timm.create_model(name, pretrained=False, ...)`` with the runner's arguments (three
-  input channels, no dropout, the model's own classifier): random weights, nothing
-  downloaded.
-- Input: one batch of random images of the model's input size (timm's
-  ``resolve_data_config``; the test size for inference), integers in [0, 256) made
-  float and standardized.
-- The training loss is the dynamo benchmarks' reduction of the output, divided by
-  1000 for the models in ``scaled_compute_loss`` (their loss is large enough to upset
-  gradient checks).
+benchmarks/dynamo/timm_models.py makes them: ``timm.create_model(pretrained=False)``
+with the runner's arguments, one batch of random images of its input size, and the
+runner's loss, scaled for ``scaled_compute_loss`` models (docs/huggingface-timm.md).
 """
 
 from __future__ import annotations

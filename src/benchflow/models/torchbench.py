@@ -1,21 +1,8 @@
 """Load a real TorchBench model in the isolated child, with TorchBench's own interface.
 
-``torchbenchmark.models.<name>.Model(test=, device=, batch_size=, extra_args=)``
-is built on the host (or on CUDA for accelerator=cuda), as the seed prescribes,
-then moved. What is timed is `model.step` (benchflow.models.step): the module that
-``get_module()`` returns, on its inputs, or the model's own ``train()``/``eval()``.
-
-Quirks handled here, each covered by a fixture test:
-- the checkout's top-level ``utils`` package clashes with any other ``utils``;
-- ``eval()`` returns a tuple for most models, a bare tensor for some;
-- inputs come as a tuple, a list or a dict of keyword arguments; a model may keep its
-  module in a plain object (BERT_pytorch's trainer) and its inputs in attributes of its
-  own (lennard_jones's ``norms``): every attribute is moved, and the module in place;
-- llama's ``train()`` *returns* NotImplementedError instead of raising it;
-- models list unsupported devices in metadata.yaml (``not_implemented``);
-- a missing package or a download at load time must say so plainly.
-Loading patches ``torch.manual_seed`` and may set a default device for the whole
-process: that is why it only ever happens in a job's own child process.
+Built on the host (on CUDA for accelerator=cuda), then moved; TorchBench's quirks are
+handled here, each covered by a fixture test. Loading patches ``torch.manual_seed`` and
+may set a default device for the whole process: hence only ever in a job's own child.
 """
 
 from __future__ import annotations
@@ -83,8 +70,7 @@ class TorchBenchModel:
         accelerator: str,
         batch_size: int | None,
     ) -> None:
-        """The model as TorchBench builds it, on the host (on CUDA for accelerator=cuda);
-        `place` casts and moves it."""
+        """The model as TorchBench builds it (on CUDA for accelerator=cuda); `place` moves it."""
         reason = not_implemented(root, name, accelerator, test)
         if reason:
             raise ModelSkipped(reason)
@@ -110,12 +96,8 @@ class TorchBenchModel:
         return self
 
     def _move_state(self, device: torch.device, dtype: torch.dtype | None) -> None:
-        """Move every tensor and module the model keeps, so its own step runs there.
-
-        Models keep inputs and targets in attributes of their own (lennard_jones:
-        drs, training_energies), not only in example_inputs. An optimizer is
-        rebuilt over the moved parameters (moving to XLA makes new ones).
-        """
+        """Move every tensor and module the model keeps, so its own step runs there; an
+        optimizer is rebuilt over the moved parameters (moving to XLA makes new ones)."""
         optimizer = self.tb.get_optimizer() if self.test == "train" else None
         for attr, value in list(vars(self.tb).items()):
             new = moved(value, device, dtype)

@@ -1,8 +1,7 @@
 """Finding TorchBench and reading what it says about its models, without importing it.
 
-The parent uses this to validate, to list models and to apply metadata skips;
-only the isolated child imports torchbenchmark (loading a model changes global
-torch state: it patches torch.manual_seed, some models set a default device).
+The parent validates, lists and skips models from it; only the isolated child imports
+torchbenchmark, since loading a model changes global torch state.
 """
 
 from __future__ import annotations

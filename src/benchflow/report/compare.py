@@ -1,42 +1,11 @@
 """Baseline sweep against candidate sweep: each row's verdict, and the regression gate.
 
-A row both sides timed is judged on its samples and a minimum effect (`threshold`, 5%
-by default), together (docs/reports.md):
-
-- a test of the two sides' samples gives a p-value (results/intervals.compare_times):
-  Welch's t on the log process medians where both sides ran in more than one process,
-  else Mann-Whitney U on the raw per-repeat samples; the p-values of all the rows
-  compared are adjusted together by Benjamini-Hochberg, so that at most 5% of the rows
-  called changed are false alarms;
-- the change is the ratio of the times (candidate / baseline), with its 95% interval.
-
-regression: significant (adjusted p < 0.05) and slower than 1 + threshold;
-improvement: significant and faster than 1 / (1 + threshold);
-no significant change: the ratio's interval lies within ±threshold: any change there
-is smaller than the threshold, with 95% confidence;
-insufficient data: neither can be said: the sample sizes could never reach p < 0.05
-(3 against 3 repeats in one process each), or the interval is wider than the threshold
-allows.
-A regression or an improvement where a side ran on a busy host, or where the host ran
-its reference step at another speed for one side than for the other (results/load.py)
-by enough to account for the change, is `suspicious`: it is shown with why, and does
-not fail the gate. A change past the threshold even once the host's own change is
-taken off its interval stays a regression (or improvement), and says how the host
-moved. A job
-that passed in the baseline and not in the candidate (a failure, a crash, a timeout, or
-accuracy that broke) is *broken* and fails the gate. Models only one side ran are
-listed, never dropped, and do not fail it.
-
-Each configuration is judged too, on the geometric mean of its rows' changes over the
-models both sides timed (results/intervals.geomean_change_test: Welch's t on the mean
-log ratio), by the same rule and threshold, its p-values adjusted over the
-configurations: a configuration can be a significant regression though none of its
-rows is on its own (many small slowdowns), and then fails the gate as a row does.
-
-Paired (`report --pair AXIS`, report/pairs.py): the two sides are one sweep's A and B,
-whose processes ran round by round; each row is tested on its rounds' log ratios (a
-paired t-test), each configuration on the rounds' mean over its models, and judged by
-the same rule.
+A row both sides timed is judged on a test of its samples (results/intervals.py, its
+p-values adjusted over the rows by Benjamini-Hochberg) together with a minimum effect,
+`threshold`; each configuration is judged the same way on its geomean over models, so
+that many small slowdowns can fail the gate though no row does. A change the host's
+load or speed could account for is `suspicious` and does not fail it. Verdicts and the
+paired form (`--pair`, report/pairs.py) are in docs/reports.md.
 """
 
 from __future__ import annotations
@@ -97,9 +66,7 @@ class Change:
     @property
     def ratio(self) -> float | None:
         """candidate time / baseline time: > 1 is slower. Paired by round, the change its
-        test is on (the geometric mean of the ratios of the rounds it counted: its
-        interval's center), so that the change judged against the threshold is the one
-        tested."""
+        test is on, so that the change judged against the threshold is the one tested."""
         if self.paired and self.tested and self.tested.estimate is not None:
             return self.tested.estimate
         if self.base and self.cand and self.base.time_s and self.cand.time_s:
@@ -195,10 +162,8 @@ def _speed_words(speed: float | None) -> str:
 def _beyond_host(
     ratio: float, ci: Interval | None, upper: float, lower: float, host: float
 ) -> bool:
-    """Is the change beyond what the host's own change of speed (`host`: its reference
-    step's ratio, candidate over baseline) could have made of it, with 95% confidence?
-    The host can slow (or speed) a job as much as it did its reference step: the ratio's
-    interval, less that, must still lie past the threshold."""
+    """Does the ratio's interval still lie past the threshold once the host's own change
+    of speed (`host`: its reference step's ratio) is taken off it?"""
     if ci is None:
         return False
     if ratio > upper:
@@ -213,10 +178,8 @@ def compare(
     paired: bool = False,
     budget: int | None = None,
 ) -> list[Change]:
-    """One change per (model, test, configuration) that either side has; `paired`: the
-    two sides are one sweep's A and B, their processes paired by round (report/pairs.py);
-    `budget`: that sweep was a paired sweep (pair=AXIS) of so many rounds, which judged
-    its pairs as it went: each is tested at the look where it stopped (sequential_test)."""
+    """One change per (model, test, configuration) either side has; `paired`: paired by
+    round (report/pairs.py); `budget`: a paired sweep's rounds."""
     if threshold < 0:
         raise ValueError(f"threshold must be >= 0, got {threshold}")
     b, c = base.lookup(), cand.lookup()
@@ -260,12 +223,9 @@ def compare(
 
 
 def judge_paired(cand: Timed, base: Timed, threshold: float, budget: int, family: int = 1) -> str:
-    """One pair's verdict at a look of a paired sweep (sweep/pairs.py), by the rule and
-    test `report --pair` judges its row by: the look's sequential test on the rounds so
-    far, and the change it is on. `family`: the pairs the report will adjust
-    together; the p-value is taken times their number (Bonferroni), which is never less
-    than the report's Benjamini-Hochberg value for it, so that a pair decided here as a
-    regression or an improvement is one in the report too."""
+    """One pair's verdict at a look of a paired sweep (sweep/pairs.py), by `report
+    --pair`'s rule. `family`: the pairs the report adjusts together; Bonferroni over them
+    is never below the report's BH value, so a pair decided here is decided there too."""
     test = paired_ratio_test(cand, base, budget=budget)
     ratio = test.estimate or statistics.median(cand.repeats) / statistics.median(base.repeats)
     q = None if test.p_value is None else min(1.0, test.p_value * family)
@@ -274,9 +234,8 @@ def judge_paired(cand: Timed, base: Timed, threshold: float, budget: int, family
 
 @dataclass
 class Overall:
-    """One configuration's change over the models both sides timed (as the HUD averages
-    only over models that ran on both sides): the geomean of candidate / baseline, its
-    test (results/intervals.geomean_change_test) and verdict, judged as a row's is."""
+    """One configuration's change over the models both sides timed (as the HUD's): the
+    geomean of candidate / baseline, its test and its verdict, judged as a row's is."""
 
     config: str
     models: int
@@ -296,11 +255,8 @@ class Overall:
 
 
 def overall(changes: list[Change]) -> list[Overall]:
-    """Per configuration, the geomean of the ratios of the rows both sides timed, and its
-    verdict: regression, improvement, no significant change or insufficient data by the
-    rows' rule and threshold, the p-values adjusted over the configurations (a family
-    of their own: the rows' adjustment is over the rows); suspicious where a row of it
-    ran on a busy host."""
+    """Per configuration, the geomean of its rows' ratios and its verdict by the rows'
+    rule, adjusted over the configurations; suspicious where a row ran on a busy host."""
     by_config: dict[str, list[Change]] = {}
     for ch in changes:
         if ch.ratio is not None and ch.base and ch.cand and ch.base.passed and ch.cand.passed:

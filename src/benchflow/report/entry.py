@@ -31,9 +31,8 @@ class Config:
 
     @property
     def label(self) -> str:
-        """The backend and each axis's value; a compiler setting (`inductor.*`,
-        `dynamo.dynamic*`) only where set: `inductor inductor.freezing=true`, and plain
-        `inductor` beside it."""
+        """The backend and each axis's value; a compiler setting only where set
+        (`inductor inductor.freezing=true` beside plain `inductor`)."""
         shown = (f"{k}={v}" for k, v in self.axes if not (v == "-" and is_knob(k)))
         return " ".join([self.backend, *shown])
 
@@ -129,9 +128,8 @@ def make_entry(row: ResultRow, config: Config) -> Entry:
     )
 
 
-# A row's median is biased, not just uncertain, and kept out of the geomean (named in
-# the summary), when a timed repeat compiled, or when a repeat lasts a few timer ticks.
-# Noise is no flag: the median's interval carries it.
+# A median is biased, and kept out of the geomean, when a timed repeat compiled or lasted
+# under this many timer ticks (noise is no flag: the interval carries it).
 RESOLUTION_FACTOR = 1000
 
 

@@ -1,27 +1,11 @@
 """What a report says, computed from result rows (no I/O, no plotting, no torch).
 
 A report has one *entry* per (model, test, configuration) and one *summary* per
-configuration. A configuration is the backend (``eager``, ``lazy_xla`` or the
-dynamo backend) plus every other swept axis whose value differs between the
-rows (e.g. ``dtype=float32``); axes every row shares are left out of the label.
-
-Definitions (the PyTorch HUD's, restated in docs/reports.md):
-- passed: the job ran (``status=ok``) and accuracy did not fail: the code is
-  ``PASS``, or ``VERIFIER_SKIPPED`` when the sweep did not ask for ``verify``
-  (counted as passing, and the summary says how many were verified).
-- passrate: passed models / models that have a row, ``skipped`` rows excluded.
-- speedup: baseline median per-iteration time / this configuration's, per model,
-  where both passed, with its 95% interval (results/intervals.py: the ratio of two
-  medians); the geomean is over those models, with its interval, and the summary
-  names every model it leaves out and why. A noisy row stays in: its interval carries
-  the doubt. Left out are the rows whose median is biased, not just uncertain: a timed
-  repeat compiled (not steady), or a repeat lasted under 1000 timer ticks.
-- compile time: the cold-start step's excess over a steady step
-  (``first_iter_time_s - median per_iter_time_s``, at least 0): what tracing and
-  compiling added to the first call, for every backend alike.
-- memory compression ratio: baseline peak memory / this configuration's peak,
-  mean over models where both passed. The device allocator's peak where the
-  device has one (CUDA, XLA on TPU/GPU); else the process's peak host RSS.
+configuration. A configuration is the backend plus every other swept axis whose value
+differs between the rows (e.g. ``dtype=float32``). Passed, passrate, speedup, compile
+time and memory compression ratio are the PyTorch HUD's (docs/reports.md). A noisy row
+stays in the geomean (its interval carries the doubt); a biased one (a timed repeat
+compiled, or lasted under 1000 timer ticks) is left out and named.
 """
 
 from __future__ import annotations
@@ -61,9 +45,8 @@ Meta = dict[str, str | int | None]
 
 
 def row_axes(row: ResultRow) -> dict[str, str]:
-    """A row's measured settings, as text (its recorded `config`; rows written before
-    schema 2 have only their overrides, of which the measured ones count, and the step).
-    The toolchain is one axis, its name (`project` where the row records none)."""
+    """A row's measured settings, as text (its `config`; before schema 2, its measured
+    overrides and the step). The toolchain is one axis, its name."""
     if row.config is not None:
         out = {
             k: _text(v)
@@ -90,9 +73,8 @@ def varying_axes(
     rows: Sequence[ResultRow], settings: Sequence[dict[str, str]] | None = None
 ) -> list[str]:
     """Measured settings whose value differs between two rows of the same model and test
-    (absent counts as a value). The suite's rules may give each model its own dtype or
-    batch size; that alone makes no new configuration. `settings`: the rows' `_axes`,
-    where the caller has them."""
+    (absent counts as a value); a suite's per-model dtype or batch size makes no new
+    configuration. `settings`: the rows' `_axes`, where the caller has them."""
     groups: dict[tuple[str, str], list[dict[str, str]]] = {}
     for i, row in enumerate(rows):
         key = (row.model_name, row.test)
@@ -200,9 +182,8 @@ def _invalid(row: ResultRow) -> Invalid:
 
 @dataclass(frozen=True)
 class Baseline:
-    """What a report's speedups are over: a backend (each configuration over the same
-    axes with that backend), or, given a toolchain, that toolchain (each configuration
-    over itself run with that toolchain: a release against another)."""
+    """What a report's speedups are over: a backend (the same axes with that backend), or
+    a toolchain (each configuration over itself run with it: a release against another)."""
 
     backend: str
     toolchain: str | None = None
@@ -218,9 +199,8 @@ class Baseline:
 
     def reference(self, config: Config) -> Config:
         """The configuration whose row is `config`'s baseline: the same axes with the
-        baseline's backend at its compiler's defaults (no `inductor.*` or dynamic-shape
-        setting), less what that backend does not take (`xla.flags` over eager), so
-        that `inductor inductor.freezing=true` is compared with plain Inductor, or eager."""
+        baseline's backend at its compiler's defaults, less what it does not take, so that
+        `inductor inductor.freezing=true` is compared with plain Inductor, or eager."""
         if self.toolchain:
             return config.with_axis(TOOLCHAIN_AXIS, self.toolchain)
         backend = backends.REGISTRY.get(self.backend)
@@ -236,9 +216,8 @@ def build_report(
     baseline: str = DEFAULT_BASELINE,
     baseline_toolchain: str | None = None,
 ) -> Report:
-    """Entries (a later row for the same model/test/configuration wins), speedups, summaries.
-    Rows of invalid combinations stand for no configuration: listed apart. The speedups
-    are over `baseline` (a backend), or with `baseline_toolchain`, over that toolchain."""
+    """Entries (a later row of a model/test/configuration wins), speedups over `baseline`
+    or `baseline_toolchain`, and summaries; invalid combinations are listed apart."""
     base = Baseline(backends.baseline_label(baseline), baseline_toolchain)
     invalid = [_invalid(r) for r in rows if r.status is Status.INVALID]
     # Oldest first: a rerun replaces an earlier row, and column order follows the
@@ -351,8 +330,7 @@ def _speedups(entries: list[Entry], base: Baseline) -> list[str]:
 
 
 def _host_notes(entries: list[Entry]) -> list[str]:
-    """The notes of entries timed on a busy host or while its speed moved, and the
-    report's notes on how many."""
+    """The report's notes on entries timed on a busy host or while its speed moved."""
     notes: list[str] = []
     busy = [e for e in entries if e.host and not e.host.quiet]
     for e in busy:
@@ -432,8 +410,7 @@ def _geomean_ci(in_geomean: list[Entry]) -> Interval | None:
 
 def _machine_checks_run(rows: Sequence[ResultRow]) -> list[str]:
     """A note for each machine check a zygote of the sweep ran rather than read from the
-    machine's cache (runner/zygote.py): a cold machine's first sweep pays it once,
-    before its first job of that kind."""
+    machine's cache (runner/zygote.py): a cold machine's first sweep pays it once."""
     took: dict[str, float] = {}
     for row in rows:
         for name, check in (row.timing.machine_checks if row.timing else {}).items():

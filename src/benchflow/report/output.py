@@ -77,10 +77,8 @@ SUMMARY_STATS: dict[str, Callable[[Summary], float | None]] = {
 
 
 def _metric_name(text: str) -> str:
-    """MLflow names allow letters, digits, _ - . space / only, and at most
-    MAX_ENTITY_KEY_LENGTH characters: a configuration's label too long for that (a
-    heterogeneous sweep's differs in many keys) keeps its start and gets a hash of the
-    whole, so that two long labels never share a name."""
+    """A label as an MLflow name (letters, digits, _ - . space /, at most
+    MAX_ENTITY_KEY_LENGTH): one too long keeps its start and gets a hash of the whole."""
     from mlflow.utils.validation import MAX_ENTITY_KEY_LENGTH
 
     name = re.sub(r"[^A-Za-z0-9_\-. /]", "_", text)
@@ -94,9 +92,8 @@ def _metric_name(text: str) -> str:
 def log_to_mlflow(
     report: Report, files: Sequence[Path], tracking_uri: str, parent_run_id: str
 ) -> None:
-    """Report files under the parent run's `report/`; summary numbers (the geomean with
-    its 95% interval) as parent metrics; each job run's speedup over the baseline as
-    `headline.speedup_vs_<baseline>`, with its interval's `_ci_low` and `_ci_high`."""
+    """Report files under the parent run's `report/`, summary numbers as its metrics, and
+    each job run's `headline.speedup_vs_<baseline>` with its interval."""
     import time
 
     from mlflow.entities import Metric

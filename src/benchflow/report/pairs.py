@@ -1,15 +1,10 @@
 """One sweep's A and B: the rows of the two values of one of its axes, as the two sides
 of a comparison whose processes pair by round (`benchflow report SWEEP --pair AXIS`).
 
-A sweep with `AXIS=a,b` among its values runs both variants' processes round by round
-(interleave=true, the default: sweep/rounds.py), so the i-th process of the A job and
-of its B job ran minutes apart at most, one right after the other; the host's drift
-between rounds is common to both and drops out of their ratio, where two sweeps run
-apart carry all of it. A is the value the sweep ran first (its first job's), B the
-other; each side's rows lose the axis, so that the configurations match, and
-report/compare.py judges B against A with the paired tests (results/intervals.py). A
-paired sweep (pair=AXIS: sweep/pairs.py) stopped each pair at a look once decided: its
-rows are judged at their look's level, by the sweep's threshold unless one is given.
+An interleaved sweep runs both values' processes round by round, so the host's drift
+drops out of each pair's ratio. A is the value the sweep ran first; both sides' rows
+lose the axis, and report/compare.py judges B against A with the paired tests
+(docs/reports.md).
 """
 
 from __future__ import annotations

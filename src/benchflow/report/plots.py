@@ -1,13 +1,7 @@
-"""The report's plots, with matplotlib's object API (no pyplot state, no display).
-
-- speedup: per-model bars for every configuration but the baseline, the baseline
-  at 1.0, and each configuration's geomean as a dashed line in its colour;
-- times: per-model median per-iteration time for every configuration, log scale,
-  with the IQR over the repeats as error bars.
-A job that ran without a number (it failed, or its pair was invalid) gets a grey "n/a"
-instead of a bar; a (model, configuration) the sweep never ran leaves its slot empty.
-The legends sit to the right of the axes, at a fixed place: matplotlib's "best"
-placement tests every artist and took most of a 40-configuration report's time.
+"""The report's plots, with matplotlib's object API (no pyplot state, no display):
+per-model speedup bars with each configuration's geomean, and per-model times (log
+scale, IQR error bars). A job that ran without a number gets a grey "n/a"; one never
+run leaves its slot empty. Legends sit at a fixed place: matplotlib's "best" is slow.
 """
 
 from __future__ import annotations
@@ -18,8 +12,7 @@ from typing import Any
 from benchflow.report.entry import Entry
 from benchflow.report.model import Report
 
-# Past this width (inches; 3,300 px at the PNG's 110 dpi) the models' labels turn 45°
-# instead: a 40-model, 4-backend sweep stays one readable picture.
+# Past this width (inches) the models' labels turn 45° instead, so a picture stays readable.
 MAX_WIDTH_IN = 30.0
 
 
@@ -34,8 +27,7 @@ def _label(model: str, test: str, tests: set[str]) -> str:
     return model if len(tests) == 1 else f"{model}\n({test})"
 
 
-# Past this many bars, bars are too thin to carry a label: no value or "n/a" text
-# on each (a thousand-configuration sweep's plots took seconds to lay them out).
+# Past this many bars, bars are too thin to carry a value or "n/a" label.
 MAX_LABELLED_BARS = 200
 
 

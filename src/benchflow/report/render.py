@@ -130,8 +130,7 @@ def invalid_rows(report: Report) -> list[list[str]]:
 
 
 def side_cell(e: Entry | None, full: bool = True) -> str:
-    """One side of a comparison: its median (`full`: with its interval and repeats), or
-    why it has none."""
+    """One side of a comparison: its median (`full`: with interval, repeats), or why none."""
     if e is None:
         return "-"
     if e.time_s is None or not e.passed:
@@ -157,8 +156,7 @@ def change_cells(c: Change) -> list[str]:
 
 
 def time_rows(report: Report) -> list[list[str]]:
-    """The sweep's seconds by phase (all jobs, then each job's share of it), then each
-    job's, in the order they ran."""
+    """The sweep's seconds by phase, then each job's, in the order they ran."""
     totals = report.phase_totals()
     whole = sum(totals.values())
     lines = [
@@ -213,8 +211,7 @@ def definitions(report: Report) -> str:
 
 
 def overall_lines(changes: Sequence[Change]) -> list[str]:
-    """Per configuration, the geomean change over the models both sides timed, and its
-    verdict."""
+    """Per configuration, the geomean change over the models both sides timed, and its verdict."""
     return [
         f"{o.config}: {o.verdict}, geomean change {o.detail} over the {o.models} model(s) "
         "both sides timed"

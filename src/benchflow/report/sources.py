@@ -1,18 +1,9 @@
 """Where a report's rows come from: a sweep folder, a results file, or MLflow.
 
-- a folder with ``results.jsonl`` (a sweep) or ``result.json`` (a single run);
-- a ``results.jsonl`` / ``result.json`` file;
-- an MLflow run id: a sweep's parent run (its child runs' rows), or one job's run;
-- an MLflow experiment, by name or id: every job run in it.
-``run:<id>`` and ``experiment:<name>`` say which explicitly.
-
-MLflow rows are the ``results.jsonl`` artifact of a sweep's parent run (logged when
-the sweep ends) and the ``result.json`` artifact every job run carries, so a report
-from MLflow is the same as one from the folder, on any machine that can reach
-the tracking store. An experiment is read a sweep at a time (``experiment_sweeps``):
-its sweep runs' ``results.jsonl``, then the job runs that no such file holds (a
-sweep stopped before its end, a run outside any sweep); one search of the sweep runs
-and a file a sweep, not a search and a file a job.
+A source is a folder or file holding ``results.jsonl`` or ``result.json``, an MLflow
+run id (a sweep's parent run, or one job's), or an MLflow experiment (``run:<id>`` and
+``experiment:<name>`` say which). MLflow holds the folder's own files as artifacts, so
+a report from MLflow is the same as one from the folder.
 """
 
 from __future__ import annotations
@@ -170,8 +161,7 @@ def _rows_of(client: Any, runs: list[Any]) -> list[ResultRow]:
 
 
 def _sweep_rows(client: Any, run: Any) -> list[ResultRow] | None:
-    """A sweep run's rows from its results.jsonl; None where it has none (the sweep did
-    not reach its end)."""
+    """A sweep run's rows from its results.jsonl; None where the sweep did not end."""
     local = _local_artifact(run, "results.jsonl")
     if local is not None:
         return read_rows(local)
@@ -224,8 +214,7 @@ LONE_RUNS = f"tags.`{PARENT_TAG}` IS NULL AND tags.`{KIND_TAG}` IS NULL"
 
 
 def _lone_runs(client: Any, experiment_id: str, sweeps: set[str]) -> list[Any]:
-    """The job runs of no sweep run (`sweeps`: the experiment's sweep runs, whose job
-    runs are read with them)."""
+    """The job runs of none of the experiment's sweep runs (`sweeps`)."""
     try:
         return search_all(client, experiment_id, LONE_RUNS)
     except Exception:  # a server older than IS NULL in search filters: every run, filtered here
@@ -237,9 +226,8 @@ def _lone_runs(client: Any, experiment_id: str, sweeps: set[str]) -> list[Any]:
 
 
 def experiment_sweeps(name: str, uri: str) -> list[Sweep]:
-    """An MLflow experiment's rows, a sweep each: its sweep runs' results.jsonl (a sweep
-    run without one: its job runs' result.json), and the job runs outside any sweep
-    run, split into their sweeps by their job folders."""
+    """An MLflow experiment's rows, a sweep each: its sweep runs' results.jsonl (else
+    their job runs'), then the job runs of no sweep run, split by their job folders."""
     client = _client(uri)
     exp = _experiment(client, name, uri)
     with bulk():
@@ -299,8 +287,7 @@ def by_sweep(rows: list[ResultRow]) -> dict[str, list[ResultRow]]:
 
 
 def split(sweep: Sweep) -> list[Sweep]:
-    """A source that holds several sweeps' rows as one sweep each (by their job
-    folders); a source of one sweep as it is."""
+    """A source that holds several sweeps' rows as one sweep each (by their job folders)."""
     groups = by_sweep(sweep.rows)
     if len(groups) < 2:
         return [sweep]

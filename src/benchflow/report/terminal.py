@@ -102,9 +102,8 @@ def where(full: Sequence[Path]) -> str:
 def fit(
     header: Sequence[str], rows: Sequence[Sequence[str]], give: Sequence[tuple[str, int]]
 ) -> list[list[str]]:
-    """The rows with the cells of `give`'s columns cut (an ellipsis where they were) so
-    that the table is at most WIDTH wide: each column, in turn, gives what is still over,
-    down to its width in `give`. Nothing is cut where the table fits."""
+    """The rows with `give`'s columns cut, in turn, down to their widths there (an
+    ellipsis where cut), until the table is at most WIDTH wide."""
     widths = [max(map(len, column)) for column in zip(header, *rows, strict=False)]
     over = sum(widths) + BETWEEN * (len(header) - 1) - WIDTH
     for name, least in give:

@@ -1,23 +1,11 @@
 """Change points in a series of times (one value a sweep, in the sweeps' order): where a
 job's time stepped to another level and stayed there.
 
-Two stages, each a library's (docs/history.md says why these):
-
-1. **Candidates: a penalized piecewise-constant fit**, ruptures' PELT search with the
-   least-squares cost (``KernelCPD`` with the linear kernel: the same cuts as
-   ``Pelt(model="l2")``, in C), on the logs of the times in units of the series' own
-   noise. The noise is the median absolute deviation of the differences between
-   neighbours (scipy.stats.median_abs_deviation, scaled to a normal's standard
-   deviation, divided by √2 since a difference holds two points' noise): a step is one
-   difference among many, so it does not inflate the scale it is judged by. The penalty
-   for each extra segment is ``PENALTY`` times the log of the length (the BIC's form),
-   so a longer history needs a stronger step. asv finds steps the same way: a penalized
-   piecewise-constant fit.
-2. **Each candidate tested**: Welch's t on the logs of the points on either side, up to
-   the neighbouring candidates (results/intervals.welch_log_ratio, scipy.stats), the
-   p-values of one series adjusted together (Benjamini-Hochberg), and kept where the
-   adjusted p is below 0.05 and the step is past the minimum effect (``threshold``), as
-   `report --compare` judges one pair of sweeps.
+Two stages, each a library's (docs/history.md says why these): candidates from a
+penalized piecewise-constant fit (ruptures' PELT, least squares, as asv does) on the
+logs in units of the series' own noise, with a BIC-like penalty; then each candidate
+tested by Welch's t on the points either side, its p-values adjusted over the series
+(Benjamini-Hochberg) and judged with the minimum effect as `report --compare` is.
 """
 
 from __future__ import annotations
@@ -54,7 +42,8 @@ class ChangePoint:
 
 
 def noise_scale(logs: Sequence[float]) -> float:
-    """The series' noise, one point's, robust to its steps (see the module's doc)."""
+    """The series' noise, one point's: the MAD of neighbours' differences, scaled to a
+    normal's standard deviation over √2, so that a step does not inflate it."""
     import numpy as np
     from scipy.stats import median_abs_deviation
 
@@ -77,9 +66,7 @@ def candidates(values: Sequence[float], penalty: float = PENALTY) -> list[int]:
     if scale <= 0:  # flat to the last digit but for steps: any step is one
         scale = max(float(np.ptp(logs)) * 1e-3, 1e-12)
     signal = ((logs - np.median(logs)) / scale).reshape(-1, 1)
-    # KernelCPD's linear kernel is the least-squares cost, its penalized search PELT, in
-    # C: the same cuts as ruptures.Pelt(model="l2"), hundreds of times faster (5 s at
-    # 1,000 points for Pelt, 3 ms for this).
+    # KernelCPD's linear kernel: the same cuts as ruptures.Pelt(model="l2"), in C, far faster.
     fit = ruptures.KernelCPD(kernel="linear", min_size=MIN_SIZE, jump=1).fit(signal)
     return [int(b) for b in fit.predict(pen=penalty * float(np.log(n)))[:-1]]
 

@@ -1,9 +1,8 @@
 """What the child writes to its result.json (``child_result.json``) and the parent reads
 back: :class:`ChildResult`, the child's part of the row (results/row.py).
 
-A child that timed its model writes every field; one that raised, was skipped or ran
-an IR pass writes only status, error, versions and child_wall_s (``from_dict`` reads
-either). A child that died writes nothing, and the parent says why from its exit.
+A child that did not time its model writes only status, error, versions and
+child_wall_s; one that died writes nothing, and the parent says why from its exit.
 """
 
 from __future__ import annotations
@@ -15,8 +14,7 @@ from typing import Any
 
 from benchflow.core.status import Status
 
-# Of the row (results/row.py) and of the child's part of it: the child and the parent
-# are the same checkout, the version says which rows a reader is given.
+# Of the row and of the child's part of it (the child and the parent are one checkout).
 SCHEMA_VERSION = 5
 
 # Per-repeat series (`per_iter_time_s`: one value per repeat) and scalars (the cold
@@ -79,13 +77,11 @@ class Timing:
     shared_build_s: float | None = None
     # ... and the pid of the interpreter that built it
     shared_build_pid: int | None = None
-    # a job's later process: seconds the calls that compiled the step it forked with took
-    # in the job's own interpreter (harness/prebuilt.warm_here; null: it compiled its own
-    # step)
+    # a job's later process: seconds the step it forked with took to compile in the job's
+    # own interpreter (harness/prebuilt.warm_here; null: it compiled its own)
     shared_step_s: float | None = None
     timer_resolution_s: float | None = None
-    # seconds Inductor's compile-worker pool took to stop, after the warm-up and before
-    # the timed repeats (backends/inductor.stop_compile_workers); null: none was running
+    # seconds Inductor's compile workers took to stop before the timed repeats (null: none)
     compile_workers_stopped_s: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -104,17 +100,14 @@ class Timing:
 def process_values(
     processes: list[dict[str, Any]] | None, key: str = "median_s"
 ) -> tuple[float, ...]:
-    """Each process's per-iteration time of `key` (its median, "median_s", or its fastest
-    repeat, "fastest_s"), from `Timing.processes`; () unless every process has one
-    (results/intervals.Timed: the processes as samples)."""
+    """Each process's `key` from `Timing.processes`; () unless every process has one."""
     values = [p.get(key) for p in processes or ()]
     return tuple(float(v) for v in values if v) if all(values) else ()
 
 
 def process_facts(processes: list[dict[str, Any]] | None) -> tuple[tuple[float, bool], ...]:
     """Each process's reference step time and whether its host was quiet, from
-    `Timing.processes`; () unless every process has both (rows from before they were
-    kept, a child without the probe)."""
+    `Timing.processes`; () unless every process has both."""
     facts = [(p.get("host_reference_s"), p.get("quiet")) for p in processes or ()]
     kept = tuple((float(ref), bool(quiet)) for ref, quiet in facts if ref and quiet is not None)
     return kept if len(kept) == len(facts) else ()
@@ -122,9 +115,8 @@ def process_facts(processes: list[dict[str, Any]] | None) -> tuple[tuple[float, 
 
 @dataclass(frozen=True)
 class ChildTimings:
-    """Where the child's time went, in seconds (results/phases.py defines each phase;
-    imports are not model work), and the child's clock (CLOCK_MONOTONIC, which the
-    parent shares) when it started and when it wrote its result."""
+    """Where the child's time went, in seconds (results/phases.py), and its monotonic
+    clock (the parent's too) when it started and when it wrote its result."""
 
     import_s: float = 0.0
     build_s: float = 0.0

@@ -1,14 +1,9 @@
 """A small digest of a job's first output, and whether a rerun reproduced it.
 
-The child summarizes the first step's output (the cold call, read back after it was
-timed): for each of the first MAX_LEAVES tensors in it, its shape and dtype and a few
-statistics in float64. An eager job's digest is eager's output; any other job's is its
-backend's. No extra model run is made for it: that would cost a model build per job.
-
-A rerun reproduced a digest when the shapes and dtypes are the same and every statistic
-is within the suite's accuracy tolerance of the original, as `allclose` would judge
-two tensors: |new - old| <= tol x (1 + |old|). A different library or CPU may change
-the last bits of a result; the rerun then says which facts differ (results/environment.py).
+The child summarizes the first step's output, with no extra model run: the shape,
+dtype and a few float64 statistics of its first MAX_LEAVES tensors. A rerun reproduced
+it when shapes and dtypes match and every statistic is within the suite's tolerance,
+as `allclose` judges; else it says which facts differ (results/environment.py).
 """
 
 from __future__ import annotations

@@ -1,16 +1,8 @@
 """Which facts of a row's provenance make two results comparable: the one definition.
 
-The rule, in a sentence: **two results are comparable when they ran on the same CPU
-(model and kernel features) or GPU, with as many CPUs, the same torch, torch_xla and
-Python, the same locked and installed packages, the same TorchBench checkout and the
-same speed settings in the environment**. Each of those is a *speed* fact below; a
-difference in one may make a job faster or slower whatever the code does. Host names,
-benchflow's commit (the code under test), the command and the memory size may differ.
-
-Each fact has a name, which is also the MLflow tag that holds it (so that the UI can
-show it as a column, filter and group by it). A side of a comparison may hold rows of
-several machines: each side's fact is the set of the values its rows recorded, and a
-fact a side never recorded ("not recorded") differs from one that it did.
+Two results are comparable when every *speed* fact below matches (hardware, versions,
+packages, speed settings); host names, benchflow's commit and the command may differ.
+Each fact's name is also its MLflow tag; "not recorded" differs from any value.
 """
 
 from __future__ import annotations

@@ -1,15 +1,6 @@
-"""The few numbers a row is compared on, read once from a row for the report, the
-progress line and MLflow alike (no torch, no I/O).
-
-- time: median per-iteration seconds over the timed repeats (pooled over the job's
-  processes), with their quartiles and the time's 95% interval (results/intervals.py:
-  over the process medians where more than one process timed it, else the median's
-  over the repeats, None below 6);
-- compile: the cold-start step's excess over a steady step (``first_iter_time_s -
-  median``, at least 0), only for backends whose first call compiles; of it, the
-  export for a backend that exports the model first (AOTInductor);
-- peak memory: the device allocator's peak where the device has one, else the
-  process's peak host RSS (labelled, so the two are never compared).
+"""The few numbers a row is compared on (time, compile time, peak memory), read once
+from a row for the report, the progress line and MLflow alike; no torch, no I/O
+(docs/reports.md).
 """
 
 from __future__ import annotations
@@ -140,8 +131,7 @@ def headline_of(row: ResultRow) -> Headline:
 
 
 def _interval(summary: dict[str, float], row: ResultRow) -> tuple[float, float] | None:
-    """The time's 95% interval: as the child (or the pooling of its processes) recorded
-    it, else (rows before schema 4) from its samples, by the same definition."""
+    """The time's 95% interval as recorded, else (rows before schema 4) from its samples."""
     if "ci_low" in summary and "ci_high" in summary:
         return float(summary["ci_low"]), float(summary["ci_high"])
     ci = time_interval(timed_of(row))
@@ -149,8 +139,7 @@ def _interval(summary: dict[str, float], row: ResultRow) -> tuple[float, float] 
 
 
 def references(row: ResultRow) -> list[float]:
-    """Each process's reference step time (harness/load.py), or the one process's; []
-    for rows that did not time it."""
+    """Each process's reference step time (harness/load.py); [] for rows without one."""
     processes = row.timing.processes if row.timing else None
     each = [p.get("host_reference_s") for p in processes or ()] or [row.scalar("host_reference_s")]
     return [float(s) for s in each if s] if all(each) else []

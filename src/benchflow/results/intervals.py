@@ -1,36 +1,10 @@
 """How sure a number is: every interval and test benchflow reports, defined once.
 
-A job timed in more than one process (``processes``, 3 by default where the repeats
-are adaptive) is judged by its processes: each process's median is one sample, since
-what differs between processes (memory layout, thread placement, the host's state)
-moves a whole process's times together and is most of the noise. A job timed in one
-process is judged by its repeats, and says so. :class:`Timed` holds both; each function
-below names its method and takes it from scipy.stats (docs/timing.md and
-docs/reports.md say what each means, in one sentence each):
-
-- :func:`time_interval`: a job's time. By processes: Student's t interval of the mean
-  of the log process medians (``scipy.stats.ttest_1samp``), exponentiated: where the
-  typical process's median lies. By repeats: :func:`median_ci`, the median's
-  distribution-free interval from order statistics (the binomial method behind
-  ``scipy.stats.quantile_test``), which assumes only independent draws of one
-  distribution (what the timing loop's steady state is checked for; 6 samples at 95%).
-- :func:`compare_times`: two jobs' times (a speedup, a slowdown). By processes:
-  Welch's t-test on the log process medians (``scipy.stats.ttest_ind``,
-  ``equal_var=False``), whose interval of the difference of the mean logs,
-  exponentiated, is the interval of the ratio. By repeats: the Mann-Whitney U test on
-  the raw per-repeat samples (as asv and google-benchmark's compare.py do), with the
-  ratio of medians' interval from the percentile bootstrap (``scipy.stats.bootstrap``),
-  each sample resampled on its own, and :func:`min_p_value`, the smallest p-value those
-  sample sizes can reach, so that a comparison that could never be significant says so.
-- :func:`geomean_ratio_ci`: the geometric mean over models of such ratios, by the
-  bootstrap, every model's two samples (process medians, or repeats) resampled on their
-  own: what the measurement noise of each model makes of the summary (the models are
-  fixed, not a sample).
-- :func:`adjust`: the Benjamini-Hochberg procedure over the rows of one comparison
-  (``scipy.stats.false_discovery_control``): it bounds the share of false alarms among
-  the rows called changed at the level asked for.
-
-scipy is imported inside each function: the parent's other paths never pay for it.
+A job timed in more than one process is judged by its processes (each process's
+median is one sample: what differs between processes moves a whole process's times
+together and is most of the noise); a job timed in one process by its repeats, and
+says so. Each function names its method, taken from scipy.stats (docs/timing.md,
+docs/reports.md). scipy is imported inside each function: other paths never pay for it.
 """
 
 from __future__ import annotations
@@ -53,10 +27,8 @@ SEED = 0  # bootstrap resampling is seeded: the same rows give the same report
 
 @dataclass(frozen=True)
 class Timed:
-    """One job's times as a sample to reason from: its per-repeat per-iteration times
-    (pooled over its processes), and each process's median where it ran in more than
-    one (then the process is the unit of replication), and its fastest repeat (what a
-    paired test compares round by round: paired_figures)."""
+    """One job's times as a sample: its per-repeat times (pooled over its processes),
+    and each process's median and fastest repeat where it ran in more than one."""
 
     repeats: tuple[float, ...]
     process_medians: tuple[float, ...] = ()
@@ -103,17 +75,14 @@ class Interval:
         return self.low <= value <= self.high
 
     def rel_half_width(self, center: float) -> float:
-        """The interval's larger distance from `center`, relative to it (the precision a
-        sampling rule targets: 0.02 means within ±2% of the median)."""
+        """The interval's larger distance from `center`, relative to it (0.02: ±2%)."""
         if center <= 0:
             return math.inf
         return max(center - self.low, self.high - center) / center
 
 
 def median_ci(values: Sequence[float], level: float = LEVEL) -> Interval | None:
-    """The median's confidence interval from order statistics; None for fewer samples
-    than the level needs (6 at 95%: the widest interval, smallest to largest, covers
-    the median with probability 1 - 2·0.5^n)."""
+    """The median's order-statistics interval; None under the samples `level` needs (6 at 95%)."""
     import numpy as np
     from scipy.stats import quantile_test
 
@@ -127,9 +96,8 @@ def median_ci(values: Sequence[float], level: float = LEVEL) -> Interval | None:
 
 
 def median_ci_rel(values: Sequence[float], level: float = LEVEL) -> float | None:
-    """The median's interval as a share of the median (its larger half-width: 0.02 is
-    ±2%), the precision the sampling rule targets and the row's `timing.ci_rel`; None
-    where the values have no interval."""
+    """The median's interval as a share of the median (the row's `timing.ci_rel`, what
+    the sampling rule targets); None where the values have no interval."""
     import statistics
 
     ci = median_ci(values, level)
@@ -143,8 +111,7 @@ def fewest_for_interval(level: float = LEVEL) -> int:
 
 
 def log_t_interval(values: Sequence[float], level: float = LEVEL) -> Interval | None:
-    """Student's t interval of the mean of log(values), exponentiated (the interval of
-    their geometric mean); None under 2 values or for a value that is not positive."""
+    """Student's t interval of their geometric mean; None under 2 values or for one <= 0."""
     import numpy as np
     from scipy.stats import ttest_1samp
 
@@ -181,8 +148,8 @@ class Test:
 
 
 def compare_times(num: Timed, den: Timed, level: float = LEVEL) -> Test:
-    """num against den: by processes when both ran in more than one (Welch's t on the
-    log process medians), else by their repeats (Mann-Whitney U, bootstrap ratio)."""
+    """num against den: Welch's t on the log process medians where both ran in more
+    than one process, else Mann-Whitney U on the repeats with a bootstrap ratio interval."""
     if num.by_process and den.by_process:
         a, b = num.process_medians, den.process_medians
         return welch_log_ratio(
@@ -200,9 +167,8 @@ def compare_times(num: Timed, den: Timed, level: float = LEVEL) -> Test:
 def welch_log_ratio(
     num: Sequence[float], den: Sequence[float], what: str, level: float = LEVEL
 ) -> Test:
-    """Welch's t test of the logs of two samples of times (at least 2 each): its p-value,
-    and the interval of the ratio of their geometric means (its CI of the difference of
-    the mean logs, exponentiated)."""
+    """Welch's t test of the logs of two samples of times (at least 2 each): its p-value
+    and the interval of the ratio of their geometric means."""
     import numpy as np
 
     a, b = np.asarray(num, dtype=float), np.asarray(den, dtype=float)
@@ -221,13 +187,10 @@ def welch_log_ratio(
 
 
 def geomean_change_test(pairs: Sequence[tuple[Timed, Timed]], level: float = LEVEL) -> Test:
-    """A configuration's change over models: the geometric mean over models of num_i's
-    time / den_i's, tested as Welch's t is for one model, extended to the mean of the
-    models' log-ratio differences (each model's two samples independent; Welch-
-    Satterthwaite degrees of freedom): its p-value against no change, and the interval
-    of the geomean ratio. Each model's samples are both sides' process medians where
-    both ran in more than one process, else their repeats. scipy tests one difference of
-    means, not a mean of several, hence this."""
+    """A configuration's change over models: Welch's t extended to the mean of the
+    models' log-ratio differences (Welch-Satterthwaite degrees of freedom), its p-value
+    and the geomean ratio's interval. scipy tests one difference of means, not a mean of
+    several, hence this."""
     import numpy as np
     from scipy.stats import t as student
 
@@ -257,11 +220,9 @@ def geomean_change_test(pairs: Sequence[tuple[Timed, Timed]], level: float = LEV
 def paired_ratio_test(
     num: Timed, den: Timed, level: float = LEVEL, budget: int | None = None
 ) -> Test:
-    """num against den process by process: the i-th process of each ran in the same round
-    of an interleaved sweep (sweep/steps.py), one after the other, so the host's drift
-    from round to round is common to the pair and drops out of its ratio. Student's t
-    on the rounds' log ratios (a paired t-test): its p-value against no change, and the
-    interval of their geometric mean; `budget`: a paired sweep's rounds (sequential_test)."""
+    """num against den process by process, a paired t-test on the rounds' log ratios:
+    the i-th processes ran in the same round of an interleaved sweep (sweep/steps.py), so
+    the host's drift drops out of their ratio. `budget`: a paired sweep's rounds."""
     return paired_geomean_test([(num, den)], level, budget)
 
 
@@ -294,11 +255,8 @@ def _paired_what(rounds: int, left_out: int, models: str, look: str = "") -> str
 
 
 def _round_logs(pairs: Sequence[tuple[Timed, Timed]], rounds: int) -> tuple[Any, int]:
-    """Each of the first `rounds` rounds' mean over the pairs of log(num's process
-    figure / den's: paired_figures), as a numpy array, over the rounds each pair counts
-    (results/load.paired_rounds: a round whose two processes found the host busy for
-    one and quiet for the other, or at two speeds, is no pair); and how many rounds no
-    pair counted."""
+    """Each of the first `rounds` rounds' mean log ratio over the pairs that count it
+    (results/load.paired_rounds), and how many rounds no pair counted."""
     import numpy as np
 
     logs = np.full((len(pairs), rounds), np.nan)
@@ -314,19 +272,16 @@ def _round_logs(pairs: Sequence[tuple[Timed, Timed]], rounds: int) -> tuple[Any,
 
 
 def paired_figures(timed: Timed) -> tuple[float, ...]:
-    """Each process's figure in a paired test: its fastest repeat, where every process
-    has one (rows from before it was kept: its median). A repeat is a window of steps
-    (harness/timing.py) and the host only ever slows one, so the window it left alone is
-    the process's speed; the median of three moves as soon as two are disturbed
-    (docs/reports.md, where the replayed figures are)."""
+    """Each process's figure in a paired test: its fastest repeat where every process has
+    one, else its median. The host only ever slows a window of steps, so the one it left
+    alone is the process's speed (docs/reports.md)."""
     fastest = timed.process_fastest
     return fastest if len(fastest) == len(timed.process_medians) else timed.process_medians
 
 
 def _round_facts(num: Timed, den: Timed, rounds: int) -> list[tuple[bool, float]] | None:
-    """Each of the first `rounds` rounds' (both processes found the host alike: both
-    quiet or both busy, num's reference step / den's); None where a side's processes
-    lack them (rows from before they were kept)."""
+    """Each of the first `rounds` rounds' (both processes found the host alike, num's
+    reference step / den's); None where a side's processes lack them."""
     sides = (num, den)
     if any(len(t.process_quiet) < rounds or len(t.process_references) < rounds for t in sides):
         return None
@@ -340,8 +295,7 @@ def _round_facts(num: Timed, den: Timed, rounds: int) -> list[tuple[bool, float]
 
 
 def _one_sample_t(logs: Any, level: float, what: str) -> Test:
-    """Student's t on log ratios (a numpy array) against 0, and their geometric mean's
-    interval; none under 2 of them."""
+    """Student's t on log ratios against 0, and their geometric mean's interval."""
     import numpy as np
     from scipy.stats import ttest_1samp
 
@@ -358,10 +312,8 @@ def _one_sample_t(logs: Any, level: float, what: str) -> Test:
 
 
 def looks(budget: int) -> tuple[int, ...]:
-    """The rounds after which a paired sweep of `budget` rounds judges its pairs: the
-    first after FIRST_LOOK (Student's t with 2 degrees of freedom), then each about half
-    as many rounds again (3, 5, 8, 12, ...), and the budget. Few looks: each spends its
-    own share of the false-alarm level (look_alpha), so every look costs the others."""
+    """The rounds after which a paired sweep judges its pairs: 3, 5, 8, 12, ... and the
+    budget. Few, since each spends its own share of the false-alarm level (look_alpha)."""
     out = [FIRST_LOOK]
     while (following := math.ceil(out[-1] * 1.5)) < budget:
         out.append(following)
@@ -370,14 +322,10 @@ def looks(budget: int) -> tuple[int, ...]:
 
 @functools.cache
 def look_alpha(rounds: int, budget: int, alpha: float = ALPHA) -> float:
-    """The false-alarm level the look after `rounds` rounds is tested at: the
-    O'Brien-Fleming-type spending function of Lan and DeMets (1983),
-    a(t) = 2 - 2 Phi(z_(1 - alpha/2) / sqrt(t)) at t = rounds / budget, gives each look
-    a(t) less what the earlier looks took, so that little is spent early (when few
-    rounds can mislead) and most at the budget. Each look is tested at its share alone;
-    by Bonferroni's inequality the chance of a false alarm at any look, however the
-    looks' statistics go together, is at most their sum, `alpha` (conservative: the
-    exact group-sequential bounds would take the looks' correlation into account)."""
+    """The false-alarm level the look after `rounds` rounds is tested at: its share of
+    the O'Brien-Fleming-type spending function of Lan and DeMets (1983), little early
+    and most at the budget. By Bonferroni the looks' false alarms sum to at most `alpha`
+    (conservative: it ignores the looks' correlation)."""
     from scipy.stats import norm
 
     z = norm.ppf(1 - alpha / 2)
@@ -392,11 +340,9 @@ def look_alpha(rounds: int, budget: int, alpha: float = ALPHA) -> float:
 
 
 def sequential_test(pairs: Sequence[tuple[Timed, Timed]], rounds: int, budget: int) -> Test:
-    """The pairs' paired test at the look of a paired sweep that their `rounds` reached
-    (the last look at or before them: a sweep records a pair where it stopped, at a
-    look), over that look's rounds and at its level, look_alpha. Its p-value is scaled
-    to the sweep's level, p * ALPHA / look_alpha (capped at 1): p < ALPHA exactly where
-    the look's own test is significant, so that reports judge it by the usual rule."""
+    """The pairs' paired test at the last look their `rounds` reached, at its level
+    (look_alpha). Its p-value is scaled by ALPHA / look_alpha (capped at 1), so that
+    reports judge it by the usual p < ALPHA rule."""
 
     at = max((r for r in looks(budget) if r <= rounds), default=0)
     models = f", {len(pairs)} models" if len(pairs) > 1 else ""
@@ -413,17 +359,10 @@ def sequential_test(pairs: Sequence[tuple[Timed, Timed]], rounds: int, budget: i
 
 
 def out_of_reach(num: Timed, den: Timed, rounds: int, budget: int, threshold: float) -> str:
-    """Why a paired sweep's pair, undecided at the look its `rounds` reached, cannot be
-    decided by its `budget` ("" where it can): its change lies within ±threshold, so no
-    look can call it past the threshold unless it moves, and at its rounds' spread the
-    budget's interval (the last look's level, over `budget` rounds) would still be wider
-    than the band, so no look can call it within the band either. A futility rule
-    (non-binding): a pair stopped by it is judged at its look as any other, so it can
-    only take chances of a false alarm away, never add one (look_alpha's bound holds).
-    On the per-round ratios of 117 A/A pairs of this VM's sweeps (benchmarks/RESULTS.md)
-    it stopped them after 5.1 rounds on average instead of 8.0 and, with 5% added to
-    each, called as many regressions as without it (83); on rounds drawn at random
-    (tests/test_intervals.py), 1% fewer."""
+    """Why an undecided pair cannot be decided by its `budget` ("" where it can): its
+    change lies within ±threshold, and at its spread the budget's interval would still
+    be wider than the band. A non-binding futility rule: a pair stopped by it is judged
+    at its look as any other, so it never adds a false alarm (benchmarks/RESULTS.md)."""
     import numpy as np
     from scipy.stats import t
 
@@ -446,8 +385,7 @@ def out_of_reach(num: Timed, den: Timed, rounds: int, budget: int, threshold: fl
 
 
 def _samples(num: Timed, den: Timed) -> tuple[tuple[float, ...], tuple[float, ...]]:
-    """A model's two samples, as a geomean over models takes them: both sides' process
-    medians where both ran in more than one process, else their repeats."""
+    """A model's two samples: both sides' process medians where both have them, else repeats."""
     if num.by_process and den.by_process:
         return num.process_medians, den.process_medians
     return num.repeats, den.repeats
@@ -460,9 +398,7 @@ def _medians_ratio(num, den, axis=-1):  # type: ignore[no-untyped-def]
 
 
 def ratio_ci(num: Sequence[float], den: Sequence[float], level: float = LEVEL) -> Interval | None:
-    """The interval of median(num) / median(den), two independent samples; None when
-    either has fewer than 2 values (no resampling can vary it) or a median is not
-    positive."""
+    """The bootstrap interval of median(num) / median(den); None under 2 values a side."""
     import numpy as np
 
     a, b = np.asarray(num, dtype=float), np.asarray(den, dtype=float)
@@ -472,12 +408,10 @@ def ratio_ci(num: Sequence[float], den: Sequence[float], level: float = LEVEL) -
 
 
 def geomean_ratio_ci(pairs: Sequence[tuple[Timed, Timed]], level: float = LEVEL) -> Interval | None:
-    """The interval of the geometric mean over models of num_i's time / den_i's time:
-    where every model ran in more than one process on both sides, Student's t on the
-    mean log ratio (geomean_change_test, as one model's speedup is Welch's t: a
-    bootstrap of 3 process medians can only reshuffle them); else a percentile
-    bootstrap with each model's two samples (process medians, or repeats) resampled on
-    their own. None when a model has fewer than 2 values on a side or none is given."""
+    """The interval of the geometric mean over models of num_i's time / den_i's: by
+    processes, geomean_change_test's (a bootstrap of 3 process medians can only
+    reshuffle them); else a percentile bootstrap of each model's two samples. None when
+    a model has fewer than 2 values on a side or none is given."""
     import numpy as np
 
     if pairs and all(num.by_process and den.by_process for num, den in pairs):
@@ -531,8 +465,8 @@ def mann_whitney(base: Sequence[float], cand: Sequence[float]) -> float | None:
 
 
 def min_p_value(n_base: int, n_cand: int) -> float:
-    """The smallest two-sided p-value the U test can give for these sample sizes: that
-    of two samples that do not overlap at all (3 against 3: 0.1, never below 0.05)."""
+    """The smallest two-sided p-value the U test can give for these sample sizes (3
+    against 3: 0.1), so that a comparison that can never be significant says so."""
     from scipy.stats import mannwhitneyu
 
     if n_base < 1 or n_cand < 1:

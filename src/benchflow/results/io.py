@@ -1,17 +1,9 @@
-"""Files that must never be left half-written.
+"""Files that must never be left half-written (whole files: ``benchflow.core.files``).
 
-- whole files (result.json, plan.json): ``benchflow.core.files``.
-- ``append_jsonl``: one ``os.write`` of a whole line under an exclusive lock
-  (``results.jsonl.lock``), fsynced, so concurrent writers (parallel launchers) never
-  interleave. A writer killed mid-line (SIGKILL in the write, a full disk, power loss)
-  leaves a torn last line: readers ignore it, and the next append cuts it off (kept in
-  ``results.jsonl.torn``) before it writes.
-- ``record_row``: a :class:`ResultRow`, the same way, and a rerun job's earlier rows
-  are marked ``superseded_by`` (whole-file atomic rewrite under the same lock): the
-  history stays, as written (an older schema's rows too), and exactly one row per job
-  is current.
-- ``read_jsonl``: a reader that reports and skips lines it cannot parse;
-  ``read_rows``: the same, typed, also skipping objects that are no row.
+``append_jsonl`` writes a whole line in one ``os.write`` under an exclusive lock, so
+parallel writers never interleave; a torn last line is ignored by readers and cut off
+by the next append. ``record_row`` marks a rerun job's earlier rows ``superseded_by``,
+so one row per job is current. Readers skip, and log, what they cannot parse.
 """
 
 from __future__ import annotations
@@ -36,9 +28,8 @@ log = logging.getLogger(__name__)
 
 
 def loads(text: str | bytes) -> Any:
-    """A row's JSON: orjson (2-3x json's speed on rows; a history reads tens of
-    thousands), else json, which also reads the NaN and Infinity that json.dumps writes
-    and orjson refuses, and raises json.JSONDecodeError on what is not JSON."""
+    """A row's JSON: orjson (faster, for histories of many rows), else json, which also
+    reads the NaN and Infinity orjson refuses, and raises json.JSONDecodeError."""
     try:
         return orjson.loads(text)
     except orjson.JSONDecodeError:
@@ -47,11 +38,8 @@ def loads(text: str | bytes) -> Any:
 
 @contextlib.contextmanager
 def bulk() -> Iterator[None]:
-    """Python's cycle collector paused while many rows are read, and what was read kept
-    out of its later collections (gc.freeze): a row holds no cycles (reference counting
-    frees it), and each collection walks every object still alive, so reading 50,000
-    rows took 16 s with it and 6 s without (benchmarks/RESULTS.md), and the work on them
-    afterwards (a history's series and dashboard) as much again."""
+    """Python's cycle collector paused while many rows are read, and what was read frozen
+    out of later collections: rows hold no cycles (benchmarks/RESULTS.md)."""
     was = gc.isenabled()
     gc.disable()
     try:
@@ -97,10 +85,8 @@ def _append_line(path: Path, data: dict[str, Any]) -> None:
 
 
 def _repair_torn_tail(path: Path, fd: int) -> bool:
-    """Before an append, under the writers' lock: a file that does not end with a newline
-    has a torn last line, from a writer killed mid-line (SIGKILL, power loss). A fragment
-    that is not JSON is cut off the file and kept in `<path>.torn`; one that is whole
-    JSON gets its newline. False where the tail is left as it was."""
+    """Before an append, under the lock: a torn last line is cut off into `<path>.torn`,
+    or given its newline where it is whole JSON. False where the tail is left as it was."""
     size = os.fstat(fd).st_size
     if not size or os.pread(fd, 1, size - 1) == b"\n":
         return True
@@ -133,9 +119,8 @@ def append_jsonl(path: Path, data: dict[str, Any]) -> None:
 
 
 def record_row(path: Path, row: ResultRow) -> list[ResultRow]:
-    """Append `row`; earlier current rows of the same job (same fingerprint) are marked
-    ``superseded_by`` = the new row's id, in place (the file is rewritten atomically).
-    Returns the rows it superseded. Unparseable lines are kept as they are."""
+    """Append `row`, marking the job's earlier current rows ``superseded_by`` it (an atomic
+    rewrite that keeps unparseable lines); returns the rows it superseded."""
     with _locked(path):
         if path.exists():  # a torn last line is cut off before the file is read
             fd = os.open(path, os.O_RDWR | os.O_APPEND)
@@ -143,9 +128,8 @@ def record_row(path: Path, row: ResultRow) -> list[ResultRow]:
                 _repair_torn_tail(path, fd)
             finally:
                 os.close(fd)
-        # Under the lock no one appends. Most jobs have no earlier row: one search of the
-        # file's bytes for the job's fingerprint, and one append; a rerun's job (its
-        # fingerprint found) reads the file whole.
+        # Most jobs have no earlier row: one search of the bytes for the fingerprint, and
+        # one append; only a rerun's job reads the file whole.
         needle = _line({"fingerprint": row.job.fingerprint})[1:-1].encode()
         if not path.exists() or needle not in path.read_bytes():
             _append_line(path, row.to_dict())

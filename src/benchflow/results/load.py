@@ -1,22 +1,11 @@
 """Was the host quiet while a job timed? The rule, from the per-repeat figures the
-child's load probe records (harness/load.py): what a contended repeat is, and when a
-job counts as timed on a quiet host (docs/timing.md).
+child's load probe records (harness/load.py, harness/gpu_load.py; docs/timing.md).
 
-A repeat is *contended* when other processes used more than a quarter of the job's
-own cores over it (``host_other_cpu_own_s``), or the hypervisor stole more than a
-tenth of them (``host_steal_s``). The job's own threads waiting for each other (XLA's
-pools on CPU do, all the time) is not contention: its wait is recorded, not judged.
-The host was *quiet* for the job when at most a tenth of its repeats were contended.
-Load on other cores is recorded too (``other_cpu_cores``: how many cores other
-processes kept busy on average), not judged: a CPU slot keeps other jobs off the
-job's cores on purpose.
-
-On a GPU (harness/gpu_load.py), a repeat is *throttled* when the driver slowed the
-GPU's clocks for heat or a hardware signal over it (``gpu_throttled``); a job is quiet
-only where at most a tenth of its repeats were throttled, too, so every verdict that
-reads a busy host reads a throttled GPU the same way. The SM clock (median over the
-repeats), the highest temperature and the share of repeats held under the power limit
-are recorded, not judged.
+A repeat is *contended* when other processes used more than a quarter of the job's own
+cores over it, or the hypervisor stole more than a tenth; on a GPU, *throttled* when the
+driver slowed its clocks. The host was *quiet* for the job when at most a tenth of its
+repeats were either. The job's own threads' waits, load on other cores and the GPU's
+clocks, temperature and power are recorded, not judged.
 """
 
 from __future__ import annotations
@@ -32,10 +21,8 @@ from benchflow.results.child import pick
 OTHER_OWN_LIMIT = 0.25  # of the job's cores' time in a repeat (/proc/stat ticks: coarse)
 STEAL_LIMIT = 0.10
 QUIET_SHARE = 0.10  # the most repeats that may be contended on a quiet host
-# Two runs' host speeds differ when their reference steps (harness/load.py; the
-# geometric mean over a job's processes) are more than this apart: on this VM the
-# step ran at two speeds about 20-25% apart for a minute at a time, and within one
-# speed its processes' references were within a few percent (docs/timing.md).
+# Two runs' host speeds differ when their reference steps (harness/load.py) are more
+# than this apart (docs/timing.md).
 SPEED_LIMIT = 0.10
 # The most of a paired comparison's rounds that may be left out as disturbed (paired_rounds)
 DISTURBED_SHARE = 0.25
@@ -51,16 +38,12 @@ def speed_spread(references_s: list[float]) -> float | None:
 
 
 def paired_rounds(rounds: Sequence[tuple[bool, float]]) -> list[bool]:
-    """Which rounds of a paired comparison count (results/intervals.py), from each
-    round's (its two processes found the host alike: both quiet or both busy, the
-    candidate's reference step / the baseline's): those where they did and the host ran
-    at one speed for both, the reference ratio within SPEED_LIMIT of its median over the
-    rounds. What breaks a pair is the host treating its two processes differently: a
-    load both share drops out of their ratio, as the host's drift does; and the median,
-    not 1, since two toolchains may run the reference step itself at different speeds.
-    Rounds are left out only as exceptions, at most a quarter of them (DISTURBED_SHARE):
-    a host that treated more of them unevenly was unsettled throughout, and every round
-    counts (the row's notes say where the host was busy or changed speed)."""
+    """Which rounds of a paired comparison count, from each round's (both processes
+    found the host alike, candidate's reference step / baseline's): those where they did,
+    at one speed (within SPEED_LIMIT of the median ratio, since two toolchains may run the
+    reference step itself at different speeds); a load both share drops out of their
+    ratio. At most DISTURBED_SHARE are left out; a host that treated more unevenly was
+    unsettled throughout, and every round counts."""
     typical = statistics.median(ratio for _, ratio in rounds) if rounds else 1.0
     counted = [alike and abs(ratio / typical - 1) <= SPEED_LIMIT for alike, ratio in rounds]
     if counted.count(False) > int(len(rounds) * DISTURBED_SHARE):

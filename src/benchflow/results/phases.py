@@ -1,17 +1,9 @@
 """Where a job's seconds went: the one definition of the phases every row accounts for.
 
-A row's ``job.phases`` splits the time from the end of the previous job's child (or
-the command's start, for a process's first job) to the end of this job's last child
-into the phases below, in seconds; they add up to that span (``gap`` + the child's
-wall + ``ir``), so a sweep's wall is the sum of its rows' phases plus what the parent
-did after its last job (the summary and the report).
-
-Measured where each happens: ``gap`` and ``ir`` in the parent; ``start`` from the
-parent's launch to the child's entry (CLOCK_MONOTONIC, one clock for every process
-on a host) plus the child's imports; the model's phases in the child;
-``teardown`` from the child's result written to the parent seeing it gone;
-``other`` is the rest of the child's wall (logging set-up, versions, counter dumps,
-the output digest), so nothing goes unaccounted.
+A row's ``job.phases`` splits every second from the end of the previous job's child to
+the end of this job's into the phases below, each measured where it happens, so that a
+sweep's wall is the sum of its rows' phases plus the parent's work after its last job;
+``other`` is the rest of the child's wall, so nothing goes unaccounted (docs/results.md).
 """
 
 from __future__ import annotations
@@ -51,10 +43,9 @@ def breakdown(
     launched: float | None = None,
     ended: float | None = None,
 ) -> dict[str, float]:
-    """The phases of one job. `child`: the child's own phases (import, build, move,
-    compile, warmup, timed, profile, verify; None: it reported none, so its whole wall
-    is `other`); `entered`/`done`: the child's clock when it started and when it wrote
-    its result; `launched`/`ended`: the parent's, around the child."""
+    """The phases of one job. `child`: the child's own phases (None: its whole wall is
+    `other`); `entered`/`done`: the child's clock at its start and its result;
+    `launched`/`ended`: the parent's, around the child."""
     out = dict.fromkeys(PHASES, 0.0)
     out["gap"], out["ir"] = max(gap, 0.0), ir
     if child is None or None in (entered, done, launched, ended):
@@ -75,6 +66,5 @@ def model_work(phases: dict[str, float]) -> float:
 
 
 def overhead(phases: dict[str, float]) -> float:
-    """The child's time that is not the model's own work: start (imports), teardown,
-    other."""
+    """The child's time that is not the model's own work: start, teardown, other."""
     return sum(phases.get(k, 0.0) for k in IN_CHILD if k not in MODEL_WORK)

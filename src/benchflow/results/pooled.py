@@ -1,15 +1,11 @@
 """processes=N: one job timed in N fresh processes, its samples pooled (as pyperf's
-worker processes are), so that what differs between processes (the allocator's and
-the address space's layout, thread placement) is inside the interval, not hidden by
-one process's luck.
+workers are), so that what differs between processes is inside the interval, not
+hidden by one process's luck.
 
-The pooled result is the first process's in all but its samples: the cold first call
-(the compile time), the digest, the accuracy check are that process's; every per-repeat
-series is the processes' series one after another, and the summaries, the steadiness
-and the host's load are taken over the pool. The time's interval is the processes':
-Student's t over their medians' logs (results/intervals.time_interval), since the
-repeats of one process vary together. `timing.processes` keeps each process's own
-count, median and stop.
+The pooled result is the first process's in all but its samples (cold call, digest,
+accuracy); the series, summaries, steadiness and host load are the pool's, and the
+interval is over the process medians (results/intervals.time_interval).
+`timing.processes` keeps each process's own figures.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """Where and how a result was made: host, hardware, code, locked environment, command.
 
-The parent's part is read here, without torch, once per process (`provenance`); the
-child adds what only it sees (harness/child.py: versions, its CPUs and GPU, and its
-environment's speed settings, `speed_env`). results/environment.py says which of
-these facts make two results comparable.
+The parent's part is read here, without torch, once per process; the child adds what
+only it sees (harness/child.py). results/environment.py says which facts matter.
 """
 
 from __future__ import annotations
@@ -135,10 +133,8 @@ def _command_line() -> str:
 
 
 def job_env(names: Iterable[str] = (), environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The job's speed settings, and the variables `names` (its `env.` settings), as it
-    was started (not what imports added since): `environ`, a forked child's as its job
-    started it (runner/zygote.py: its warm process's before the imports, with the job's
-    own variables); None: this process was spawned for its job, and os.environ is that."""
+    """The job's speed settings and its `env.` variables `names`, as it was started:
+    `environ` for a forked child (runner/zygote.py), else os.environ."""
     environ = os.environ if environ is None else environ
     return speed_env(environ) | {k: environ[k] for k in sorted(names) if k in environ}
 
@@ -178,9 +174,7 @@ TORCH_BUILD = {"git_version": "torch_git", "cuda": "torch_cuda", "hip": "torch_h
 
 
 def torch_build() -> dict[str, str]:
-    """What torch's build wrote in torch/version.py, read without importing torch (the
-    parent asks too): its git revision, and its CUDA or ROCm version where it has one.
-    Two builds of one version from different commits differ here."""
+    """torch/version.py's git revision and CUDA or ROCm version, without importing torch."""
     import ast
     from importlib.util import find_spec
 

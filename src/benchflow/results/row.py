@@ -21,27 +21,12 @@ status and provenance. What result.json holds, and each line of results.jsonl:
  digest: {of, leaves: [{shape, dtype, mean, ...}]} (a job that timed),  Digest
  superseded_by (only once a later attempt of the same job replaced it)}
 
-The child writes its part (results/child.py, ChildResult) and the parent adds the
-rest (`build_row`); a field the run never reached is left out of ``job`` and of
-``experiment``'s sources, as the rows before these records were typed did.
-
-schema_version 2 added `backend`, `config` and the `invalid` status; rows without a
-version are 1, and `ResultRow.from_dict` gives them the same fields: the backend from
-experiment.dynamo/xla, an invalid combination from `skipped` + its error's prefix
-(see benchflow.core.status.status_of), and `config` None (not recorded).
-schema_version 3 added `experiment.step` (`model.step`: module | torchbench). Rows
-before it timed the model's own eval()/train(): `from_dict` gives them "torchbench",
-in `experiment` and in `config`, so that a report never puts them in one column with
-rows that timed the module.
-schema_version 4 made `repeat` and `iterations_per_run` adaptive and calibrated by
-default (docs/timing.md): `timing` says how the sampling ran (adaptive, stop,
-iterations_per_run, calibrated), and each summary holds the median's 95% interval
-(ci_low, ci_high) where it has 6 repeats or more. `ci_rel` before it was 1.96·s/√n,
-not the median's interval: readers ignore it in older rows.
-schema_version 5 took out `timing.spans`, `timing.held`, `timing.shared_build_at` and
-`timing.shared_builds`: the clocks of each process's regions and the holds on the
-builds made beside it, which no build beside a timed job needs since none runs (readers
-skip them in older rows).
+The child writes its part (results/child.py) and the parent adds the rest (`build_row`);
+a field the run never reached is left out. `from_dict` reads older rows as these:
+2 added `backend`, `config` and the `invalid` status (from `skipped` + its error's
+prefix: core/status.status_of); 3 added `experiment.step` (older rows: "torchbench");
+4 made repeats adaptive and calibrated (older rows' `ci_rel` is ignored); 5 took out
+`timing.spans`, `held`, `shared_build_at` and `shared_builds` (skipped in older rows).
 """
 
 from __future__ import annotations
@@ -123,8 +108,7 @@ _NULLABLE = ("mlflow_run_id", "overhead_s", "returncode")
 
 @dataclass(kw_only=True)
 class JobInfo:
-    """The row's `job`: which job, and what the parent saw of its run. Filled in as the
-    job goes (task.py: execute, then record), so not frozen."""
+    """The row's `job`: which job, and what the parent saw of its run (filled in as it goes)."""
 
     name: str = ""
     num: int = 0
@@ -212,8 +196,7 @@ class Hardware:
 @dataclass(frozen=True, kw_only=True)
 class Provenance:
     """Where and how the row was made (results/provenance.py): the parent's part (host,
-    code, lock and package set, TorchBench checkout) and the child's (versions, the
-    CPUs and GPU it ran on, the environment variables that change speed)."""
+    code, packages) and the child's (versions, hardware, speed-relevant environment)."""
 
     host: str | None = None
     cpu_model: str | None = None

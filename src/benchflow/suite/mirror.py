@@ -1,13 +1,9 @@
 """Turn a suite's upstream files into benchflow's mirror, conf/suite/<suite>.yaml.
 
-Upstream uses YAML anchors and lists nested inside lists (`- *DETECTRON2_MODELS`)
-and `- ~` for an empty list (timm_models.yaml); the mirror holds the same data with
-every list flattened and every empty list written as ``[]``, so Hydra reads it as
-plain data. Keys benchflow does not know are kept in the mirror and reported, never
-dropped. A suite with a models list (huggingface, timm: one batch size per model,
-which PyTorch's runner uses for training and inference alike) has it written into
-``batch_size.training`` and ``batch_size.inference``, where rules.py reads
-torchbench's per-test sizes.
+Upstream's anchors, nested lists and `- ~` become flat lists and ``[]``, so Hydra reads
+plain data; unknown keys are kept and reported, never dropped. A suite's models list
+(one batch size per model) is written into ``batch_size.training`` and ``.inference``,
+where rules.py reads torchbench's.
 """
 
 from __future__ import annotations

@@ -1,23 +1,9 @@
 """The suite's rules for one job: dtype, batch size, and whether to skip it.
 
-Applied as PyTorch/XLA's experiment runner applies torchbench.yaml (seed 003):
-- inference runs in bfloat16, unless the model is in
-  dtype.force_amp_for_fp16_bf16_models (AMP, off a CPU) or
-  dtype.force_fp16_for_bf16_models (float16); training uses AMP off a CPU (bfloat16
-  AMP for dtype.amp_dtype_bfloat16) and float32 on one: the runner never autocasts on
-  a CPU (TRAINING_ON_CPU);
-- the batch size is batch_size.{training,inference}[model] (for huggingface and
-  timm: their models list's), divided by batch_size.divisors[model] as their runners
-  divide it, unless the user set one; dont_change_batch_size wins over both (such
-  models cannot run another);
-- only_fp32 (huggingface.yaml) keeps a model in float32 for both tests;
-- skip.all, skip.test.<training|inference>, skip.device.<accelerator> and
-  skip.multiprocess skip the job, naming the list; so do skip.control_flow and
-  skip.export_not_supported for dynamo=aot_inductor, and skip.freezing.<accelerator>
-  with inductor.freezing=true, as the dynamo benchmarks apply them with
-  --export-aot-inductor and --freezing; suite.skip_lists=false ignores them all (the
-  runner's --no-skip); suite.fast=true also skips `slow`/`very_slow`.
-An explicit dtype= from the user always wins. Nothing here imports torch.
+Applied as PyTorch/XLA's experiment runner applies torchbench.yaml (seed 003), with
+the dynamo benchmarks' per-backend skip lists (docs/suites.md, docs/huggingface-timm.md,
+docs/compiler-settings.md). An explicit dtype= from the user always wins. Nothing here
+imports torch.
 """
 
 from __future__ import annotations
@@ -37,9 +23,8 @@ DTYPE_RULE = (
     "off a CPU), training in float32 on a CPU and in AMP off one, float32 for the suite's "
     "only_fp32 models and the built-in suite; dtype= given wins"
 )
-# Training on a CPU: float32, as PyTorch/XLA's experiment runner (it never autocasts on a
-# CPU) and PyTorch's CPU dashboards; AMP there is bfloat16 autocast, whose speed differs
-# about 20x between CPUs with and without AVX-512 BF16: dtype=amp asks for it.
+# Training on a CPU: float32, as the experiment runner (it never autocasts on a CPU) and
+# PyTorch's CPU dashboards; AMP's speed there depends on AVX-512 BF16 (dtype=amp asks).
 TRAINING_ON_CPU = "float32"
 
 
@@ -138,10 +123,8 @@ def _is_aarch64() -> bool:
 
 
 def rules_for(rules: dict[str, Any], model: str) -> dict[str, Any]:
-    """The part of a suite's rules that names `model`: each list that holds it (as
-    [model]) and each table's entry for it (batch_size.inference: {model: 8}); the rest
-    left out (what `--cfg job` shows of a suite's hundreds of lines). Every value in a
-    suite's rules is a list of models or a table by model."""
+    """The part of a suite's rules that names `model` (what `--cfg job` shows): each list
+    that holds it, as [model], and each table's entry for it."""
     found = _naming(rules, model)
     return found if isinstance(found, dict) else {}
 

@@ -1,8 +1,7 @@
 """The suites PyTorch's benchmarks/dynamo tracks, each defined once: which upstream
 files it mirrors, where its mirror lives, and what builds its models.
 
-Nothing here imports torch, transformers or timm: the parent plans, lists and
-registers models from the mirrors alone.
+Nothing here imports torch, transformers or timm: the parent works from the mirrors.
 """
 
 from __future__ import annotations
@@ -80,17 +79,14 @@ def model_names(suite: Suite) -> list[str]:
 
 
 def named(args: Sequence[str]) -> list[Suite]:
-    """The suites with models of their own that a command line chooses (`suite=timm`,
-    `suite=huggingface,timm` in a sweep)."""
+    """The suites with models of their own that a command line chooses (`suite=timm`)."""
     chosen = {v.strip() for a in args if a.startswith("suite=") for v in a[6:].split(",")}
     return [s for s in SUITES.values() if s.name in chosen and s.source]
 
 
 def register_suite_models(args: Sequence[str]) -> None:
     """The models of each suite the command line chooses as `model` options with their
-    source, so `suite=huggingface model=BertForMaskedLM` composes with no YAML file
-    per model. Only those: `--help` and Hydra's list of options for an unknown model
-    stay the default suite's."""
+    source (only those: `--help` stays the default suite's)."""
     from benchflow.config.store import register
 
     for suite in named(args):

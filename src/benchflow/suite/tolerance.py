@@ -1,10 +1,8 @@
 """Accuracy tolerances of the suites whose runners define their own (PyTorch's
 huggingface.py and timm_models.py), from the lists in their mirrors.
 
-torchbench's rule is `tolerance`'s own (below); a suite here is looked up by name
-there. Each function returns (tolerance, cosine). Lists the
-runners read only under options benchflow has no counterpart for (max-autotune,
-freezing, xpu) are left out, so those models get the plain rule.
+Each function returns (tolerance, cosine); torchbench's rule is `tolerance`'s own. Lists
+read only under options benchflow lacks (max-autotune, freezing, xpu) are left out.
 """
 
 from __future__ import annotations

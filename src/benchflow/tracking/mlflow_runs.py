@@ -1,11 +1,8 @@
 """MLflow logging, done by the parent so that every job has a run, whatever its fate.
 
-One sweep is one parent run; each job is a child run created before the child
-process starts and closed after it ends: FINISHED, FAILED (failed, crashed,
-timeout) or KILLED (interrupted). MlflowClient is used directly, with no global
-"active run" state, so concurrent launchers cannot cross their runs.
-
-Tracking problems never fail a job: the result is already on disk.
+One sweep is one parent run; each job a child run, opened before its child starts and
+closed after it ends. MlflowClient is used directly, with no global "active run", so
+concurrent launchers cannot cross their runs. Tracking problems never fail a job.
 """
 
 from __future__ import annotations
@@ -23,8 +20,7 @@ log = logging.getLogger(__name__)
 
 # The sweep's parent run's tag naming its `baseline=` (what its report's speedups are over).
 BASELINE_TAG = "benchflow.baseline"
-# What a run that is not a job's is: a sweep's parent run, a history's run. Job runs
-# carry no such tag.
+# What a run that is not a job's is (a sweep's parent run, a history's run).
 KIND_TAG = "benchflow.kind"
 KIND_SWEEP = "sweep"
 KIND_HISTORY = "history"
@@ -33,10 +29,8 @@ SWEEP_DIR_TAG = "sweep_dir"  # a sweep run's folder
 
 
 def check_reachable(cfg: MlflowConfig, timeout_s: float = 5.0) -> str | None:
-    """Why runs cannot be logged to mlflow.tracking_uri (None: they can, as far as can be
-    known before a job): a scheme MLflow has no store for, or a server URI where no
-    MLflow server answers. Asked before any job starts: MLflow's own client would fail
-    every job's logging, or retry a dead server for minutes, job after job."""
+    """Why runs cannot be logged to mlflow.tracking_uri (None: they can): asked before any
+    job, as MLflow's client would fail or retry for minutes, job after job."""
     import urllib.error
     import urllib.request
 
@@ -64,11 +58,8 @@ def check_reachable(cfg: MlflowConfig, timeout_s: float = 5.0) -> str | None:
 
 
 def _unknown_scheme(uri: str) -> str | None:
-    """The URI's scheme, when MLflow has no tracking store for it. The schemes are MLflow's
-    own registry's (its built-in stores, and plugins' entry points). Importing MLflow costs
-    ~2 s, so this is asked only for a tracking_uri with a scheme while mlflow.enabled (a
-    plain path, or no tracking_uri, never imports it here); a sweep that goes on imports
-    MLflow anyway for its parent run."""
+    """The URI's scheme, when MLflow's registry (built-in stores and plugins) has no
+    tracking store for it. A plain path never imports MLflow here: the import is slow."""
     from urllib.parse import urlparse
 
     if not urlparse(uri).scheme:  # a path: MLflow's file store
@@ -95,13 +86,10 @@ def default_tracking_uri(project_dir: Path) -> str:
 def seed_sqlite_store(uri: str) -> bool:
     """Make a new SQLite store a copy of an empty one at MLflow's schema head.
 
-    MLflow creates a new SQLite store by running each of its schema migrations, about
-    1.7 CPU-seconds and the first thing every sweep in a new folder waits for. The
-    migrated, empty database is kept once per MLflow version under the cache
-    (core/layout.cache_root) and copied; MLflow then opens it as a store whose tables
-    exist (it still checks their revision, and makes its Default experiment as for a new
-    one). True when the store was seeded; False, and MLflow creates it as before, when
-    the URI is not a file of SQLite, the file exists, or anything here fails."""
+    MLflow creates a new store by running every schema migration, which each sweep in a
+    new folder would wait for; the migrated, empty database is kept once per MLflow
+    version under the cache root and copied. True when the store was seeded; False (and
+    MLflow creates it as before) otherwise, or when anything here fails."""
     import os
     import shutil
 
@@ -177,10 +165,9 @@ HTTP_DEFAULTS = {
 }
 
 
-# SQLite lets one writer at a time; MLflow's sessions wait 20 s for the lock (PRAGMA
-# busy_timeout), then raise "database is locked". Jobs of a parallel launcher log at
-# the same moments (start, end), so a call that met the lock is tried again: it was one
-# transaction, rolled back.
+# SQLite lets one writer at a time and MLflow gives up on its lock after 20 s; jobs of a
+# parallel launcher log at the same moments, so a call that met the lock (one
+# transaction, rolled back) is tried again.
 LOCK_RETRY_S = 120.0
 
 
@@ -295,9 +282,8 @@ class Tracker:
         tags: dict[str, Any] | None = None,
         last_tags: dict[str, Any] | None = None,
     ) -> None:
-        """Metrics (scalars at step 0; each series as its metric's history, the repeat as
-        the step), params and tags, in as few of MLflow's log_batch calls as its limits
-        allow (a job's: one); `last_tags` go in the last call."""
+        """Metrics (a series as its metric's history, the repeat as the step), params and
+        tags, in as few log_batch calls as MLflow's limits allow; `last_tags` go last."""
         import itertools
         import time
 
@@ -329,8 +315,7 @@ class Tracker:
             self.client.log_batch(run_id, metrics=m, params=p, tags=t, synchronous=True)
 
     def log_tree(self, run_id: str, files: dict[str, Path]) -> None:
-        """{artifact path: local file} in one upload: linked (copied across file systems)
-        into one folder, logged as a whole."""
+        """{artifact path: local file} in one upload: linked into one folder, logged whole."""
         import os
         import shutil
 

@@ -1,9 +1,8 @@
 """MLflow for a job's run, and `benchflow sync SWEEP_DIR`: upload what a sweep
 could not log (the server was down, the network went away) once the server is back.
 
-Results never depend on MLflow: they are on disk first. A job's run is complete when
-its last tag, `benchflow.logged` = the row's `row_id`, is set; sync (re)logs every
-current row whose run is missing or incomplete, so running it twice adds nothing.
+A job's run is complete once its last tag, `benchflow.logged`, is set; sync (re)logs
+every current row whose run is missing or incomplete, so running it twice adds nothing.
 """
 
 from __future__ import annotations
@@ -29,9 +28,8 @@ def log_job(
     job_dir: Path,
     params: Settings | None = None,
 ) -> bool:
-    """Everything a job's run holds, in three calls: its files (one upload), then one
-    log_batch of its params, metrics and tags, whose last tag, `benchflow.logged` = the
-    row's `row_id`, says it is complete; then its end."""
+    """Everything a job's run holds, in three calls: its files, one log_batch (whose last
+    tag, `benchflow.logged`, says it is complete), then its end."""
     metrics, series = job_metrics(row)  # the curated few; the rest: result.json
     tracker.log_tree(run_id, job_artifacts(JobDir(job_dir)))
     tags = {
@@ -98,12 +96,10 @@ KILLED_TAG = "benchflow.killed"  # why a job run was ended KILLED by a later pro
 
 
 def close_interrupted(tracker: Tracker, sweep: SweepDir, parent_id: str) -> dict[str, int]:
-    """A resumed sweep's first act in MLflow: the job runs its predecessor left RUNNING
-    when it was killed (SIGKILL, a lost node: nothing ended them). A run whose row was
-    recorded is logged in full from that row and ended with its status, as `sync` does;
-    one with no current row (killed before its row was written) is ended KILLED, tagged
-    why, and deleted (restorable, as a superseded run is): its job runs again, in a run
-    of its own. Returns how many of each."""
+    """A resumed sweep's first act in MLflow: end the job runs a killed predecessor left
+    RUNNING. One whose row was recorded is logged from it, as `sync` does; one without is
+    ended KILLED, tagged why, and deleted (restorable): its job runs again in a new run.
+    Returns how many of each."""
     from benchflow.tracking.mlflow_runs import PARENT_TAG, search_all
 
     rows = {r.job.mlflow_run_id: r for r in read_rows(sweep.results) if r.job.mlflow_run_id}
