@@ -31,9 +31,12 @@ $(UV):
 # onnx for some TorchBench models) on request: `make setup EXTRAS="ray suites xla
 # torchbench"`. `uv sync` is exact (it removes
 # what it is not asked for), so every sync here names them all, and the stamp holds the
-# extras it was made with: asking for others syncs again, as a newer lock does.
-EXTRAS ?= ray suites xla
+# extras it was made with: asking for others syncs again, as a newer lock does. Without
+# EXTRAS= a target keeps the extras .venv was made with (the stamp's) beside the
+# default ones; only an EXTRAS= that leaves one out removes it.
 STAMP := $(VENV)/.synced
+DEFAULT_EXTRAS := ray suites xla
+EXTRAS ?= $(sort $(DEFAULT_EXTRAS) $(shell cat $(STAMP) 2>/dev/null))
 
 # --compile-bytecode: the packages' bytecode written once, in parallel, at install;
 # without it the first processes to import torch each compile it (a fresh clone's

@@ -467,7 +467,7 @@ def test_commands_that_start_jobs_run_as_written(tmp_path: Path) -> None:
 
 def make_setup_extras() -> set[str]:
     """The extras `make setup` installs: the Makefile's EXTRAS, its one definition."""
-    (value,) = re.findall(r"^EXTRAS \?= (.+)$", (REPO / "Makefile").read_text(), re.M)
+    (value,) = re.findall(r"^DEFAULT_EXTRAS := (.+)$", (REPO / "Makefile").read_text(), re.M)
     return set(value.split())
 
 
@@ -521,6 +521,28 @@ def test_make_setup_syncs_again_when_the_extras_change() -> None:
     assert f'!= "{other}"' in dry(f"EXTRAS={other}")
     for extra in other.split():
         assert f"--extra {extra}" in dry(f"EXTRAS={other}")
+
+
+def test_a_target_without_extras_keeps_those_the_venv_was_made_with(tmp_path: Path) -> None:
+    """After `make setup EXTRAS="ray suites xla torchbench"`, a target run without
+    EXTRAS= (make slurm-up, make test) syncs to the same list, so uv's exact sync
+    removes nothing; an EXTRAS= that leaves one out removes it (a dry run on a stamp of
+    the test's own)."""
+    stamp = tmp_path / ".synced"
+
+    def asked(*args: str) -> str:
+        out = subprocess.run(
+            ["make", "-n", "setup", f"STAMP={stamp}", *args],
+            cwd=REPO, capture_output=True, text=True, check=True,
+        ).stdout  # fmt: skip
+        (line,) = [x for x in out.splitlines() if "sync --locked" in x and "echo" in x]
+        return " ".join(x for x in line.split() if not x.startswith("-") and x != "\\")
+
+    stamp.write_text("ray suites torchbench xla\n")
+    assert asked().endswith("ray suites torchbench xla\";"), asked()
+    assert asked("EXTRAS=ray suites xla").endswith("ray suites xla\";")
+    stamp.unlink()  # a fresh clone: the default list
+    assert asked().endswith("ray suites xla\";"), asked()
 
 
 # --- every setting and every flag has a line in the docs -------------------------------

@@ -91,6 +91,16 @@ with torch.no_grad():
     want = module(norms)
 out["holder"] = {"same": torch.equal(got, want), "dtype": str(got.dtype),
                  "norms": str(s.model.tb.norms.dtype), "module": type(module).__name__}
+held = {}
+for kind in ("module", "torchbench"):
+    s = step("tb_holder_inputs", "eval", kind, dtype=torch.bfloat16)
+    try:
+        got = s()
+        held[kind] = [str(t.dtype) for t in (got if isinstance(got, tuple) else (got,))]
+    except RuntimeError as exc:  # the module cast and not its inputs: a dtype mismatch
+        held[kind] = str(exc)[:200]
+held["inputs"] = str(s.model.tb.model.inputs.dtype)
+out["holder_inputs"] = held
 print(json.dumps(out))
 """
 
@@ -151,6 +161,19 @@ def test_a_module_held_by_a_plain_object_with_inputs_in_attributes(
         "dtype": "torch.bfloat16",
         "norms": "torch.bfloat16",  # the model's own attribute was cast with the module
         "module": "Sequential",
+    }
+
+
+def test_a_model_keeping_its_module_and_inputs_in_a_plain_object_runs_in_the_jobs_dtype(
+    probe: dict[str, Any],
+) -> None:
+    """nvidia_deeprecommender's shape: what get_module() returns, module and inputs, sits
+    in a holder that is no module; both are cast, for the module step and the model's
+    own eval() (before: "mat1 and mat2 must have the same dtype")."""
+    assert probe["holder_inputs"] == {
+        "module": ["torch.bfloat16"],
+        "torchbench": ["torch.bfloat16"],
+        "inputs": "torch.bfloat16",
     }
 
 

@@ -59,6 +59,28 @@ def _classify_load_error(name: str, exc: BaseException) -> BaseException:
     return exc
 
 
+def _move_attrs(obj: object, device: torch.device, dtype: torch.dtype | None) -> None:
+    """Move each tensor and module `obj` keeps; and, in a holder of the model's own that
+    is no module (BERT_pytorch keeps a trainer in self.model, nvidia_deeprecommender its
+    encoder and inputs), each that the holder keeps."""
+    for attr, value in list(vars(obj).items()):
+        new = moved(value, device, dtype)
+        if new is not value:
+            setattr(obj, attr, new)
+        elif _is_holder(value):
+            _move_attrs(value, device, dtype)
+
+
+def _is_holder(value: object) -> bool:
+    """An instance of a class of TorchBench's models' own, neither a module nor a tensor."""
+    kind = type(value)
+    return (
+        kind.__module__.startswith("torchbenchmark.models.")
+        and hasattr(value, "__dict__")
+        and not isinstance(value, (nn.Module, torch.Tensor, type))
+    )
+
+
 class TorchBenchModel:
     """A TorchBench BenchmarkModel behind benchflow's BenchModel interface."""
 
@@ -99,12 +121,9 @@ class TorchBenchModel:
         """Move every tensor and module the model keeps, so its own step runs there; an
         optimizer is rebuilt over the moved parameters (moving to XLA makes new ones)."""
         optimizer = self.tb.get_optimizer() if self.test == "train" else None
-        for attr, value in list(vars(self.tb).items()):
-            new = moved(value, device, dtype)
-            if new is not value:
-                setattr(self.tb, attr, new)
-        # The module may sit inside a non-Module holder (BERT_pytorch keeps a trainer
-        # in self.model): move what get_module() returns, in place, as well.
+        _move_attrs(self.tb, device, dtype)
+        # What get_module() returns is what is timed: its module moved in place, wherever
+        # the model keeps it
         module, _ = self.tb.get_module()
         if isinstance(module, nn.Module):
             moved(module, device, dtype)

@@ -1,11 +1,14 @@
 """The warm processes of a sweep's own process (core/job.Warm), owned by one object: each
 forked from the one above it (imported, built, compiled: runner/zygote.py,
-harness/prebuilt.py) when the first process that needs it comes, on that process's slot.
-One that cannot be made is not tried again: its processes do its work themselves.
+harness/prebuilt.py) when the first process that needs it comes, on that process's slot
+(the first process's imported one is started as the sweep begins: its imports overlap
+the opening of the sweep's MLflow run). One that cannot be made is not tried again: its
+processes do its work themselves.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from pathlib import Path
 from typing import Any
@@ -57,8 +60,7 @@ class Pool:
             return None
         zygote = self._live.pop(warm, None)
         if zygote is not None and zygote.alive():
-            self._live[warm] = zygote  # the most recently used now
-            return zygote
+            return self._ready(warm, zygote, timeout_s)  # (the most recently used now)
         if zygote is not None:  # it died (killed, the OOM killer): made again
             zygote.close()
         above = parent(warm)
@@ -71,17 +73,12 @@ class Pool:
         build = None
         if warm.stage != "imported":
             build = request | {"stage": warm.stage, "key": warm.step or warm.build}
-        zygote = None
         try:
             zygote = Zygote(warm.zygote, cores, base=base, build=build)
-            zygote.wait_ready(timeout_s)
         except (ZygoteError, OSError) as exc:
-            log.warning(
-                "no %s warm process %s (%s): its processes do without", warm.stage, warm.zygote, exc
-            )
-            self._failed[warm] = str(exc)
-            if zygote is not None:
-                zygote.close()
+            self._fail(warm, None, exc)
+            return None
+        if (zygote := self._ready(warm, zygote, timeout_s)) is None:
             return None
         if build is not None:
             log.info(
@@ -90,8 +87,34 @@ class Pool:
                 zygote.pid,
                 zygote.build_s or 0.0,
             )
+        return zygote
+
+    def _ready(self, warm: Warm, zygote: Zygote, timeout_s: float) -> Zygote | None:
+        """`zygote` once it has done its imports (and build), kept as `warm`'s."""
+        try:
+            zygote.wait_ready(timeout_s)
+        except (ZygoteError, OSError) as exc:
+            self._fail(warm, zygote, exc)
+            return None
         self._live[warm] = zygote
         return zygote
+
+    def _fail(self, warm: Warm, zygote: Zygote | None, exc: Exception) -> None:
+        log.warning(
+            "no %s warm process %s (%s): its processes do without", warm.stage, warm.zygote, exc
+        )
+        self._failed[warm] = str(exc)
+        if zygote is not None:
+            zygote.close()
+
+    def start(self, warm: Warm) -> None:
+        """Start the imported process at the root of `warm`'s chain, without waiting for
+        its imports: the sweep's first process's, while the sweep opens its MLflow run."""
+        while (above := parent(warm)) is not None:
+            warm = above
+        if warm not in self._live and warm not in self._failed:
+            with contextlib.suppress(ZygoteError, OSError):  # (tried again, and said why,
+                self._live[warm] = Zygote(warm.zygote)  # when the process comes)
 
     def close(self, warm: Warm) -> None:
         """No later process forks from `warm`: it goes."""

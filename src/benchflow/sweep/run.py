@@ -68,9 +68,11 @@ class Sweep:
         """Run the sweep, here or through `launch`; the last row recorded (a single run's)."""
         mlflow = self.plan.job(self.plan.steps[0].job if self.plan.steps else 0).config.mlflow
         with _logged(self.folder.path / LOG, self.verbose), self.stops.installed():
-            if not self.single:
-                self.tracking.open_sweep(mlflow, self.plan.sweep_args, self.plan.baseline)
             try:
+                if launch is None and (first := self._first_warm()) is not None:
+                    self.pool.start(first)
+                if not self.single:
+                    self.tracking.open_sweep(mlflow, self.plan.sweep_args, self.plan.baseline)
                 self._begin()
                 rounds = max((s.round for s in self.plan.steps), default=-1) + 1
                 for r in range(rounds):
@@ -102,6 +104,15 @@ class Sweep:
         if (axis := self.plan.job(rows[0].job.num).config.pair if rows else None) is not None:
             print(f"paired sweep: `benchflow report {self.folder.path} --pair {axis}` judges it")
         self.tracking.close_sweep(mlflow, rows, made)
+
+    def _first_warm(self) -> Warm | None:
+        """The warm process the first process to run forks from (None: none does)."""
+        for step in self.plan.steps:
+            job = self.plan.job(step.job)
+            previous = current_row(self.rows, job.fingerprint)
+            if previous is None or previous.status.runs_again(job.config.retry):
+                return step.warm
+        return None
 
     def _begin(self) -> None:
         """What a resumed sweep keeps, the jobs planned twice, and the rows of those not run."""
