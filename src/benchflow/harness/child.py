@@ -280,6 +280,9 @@ def _metrics(m: Any, batch_size: int) -> dict[str, Any]:
 
 def _timing(cfg: BenchConfig, m: Any, shared: Prebuilt | None) -> Timing:
     """The row's `timing`: the timing loop's, the launch's and the shared build's."""
+    from benchflow.results.load import host_load
+
+    load = host_load(m.per_repeat, len(os.sched_getaffinity(0)))  # on this job's cores
     return Timing(
         steady_state=m.steady_state,
         unsteady_repeats=m.unsteady,
@@ -292,7 +295,7 @@ def _timing(cfg: BenchConfig, m: Any, shared: Prebuilt | None) -> Timing:
         iterations_per_run=m.iterations_per_run,
         calibrated=m.calibrated,
         calibration_steps=m.calibration_steps,
-        host=_host(m.per_repeat),
+        host=load.to_dict() if load else None,  # what else ran over the timed repeats
         compile_cache=cfg.compile_cache,
         launch=os.environ.get("BENCHFLOW_LAUNCH", "spawn"),
         preloaded=[m for m in os.environ.get("BENCHFLOW_PRELOADED", "").split(",") if m],
@@ -303,14 +306,6 @@ def _timing(cfg: BenchConfig, m: Any, shared: Prebuilt | None) -> Timing:
         timer_resolution_s=time.get_clock_info("perf_counter").resolution,
         compile_workers_stopped_s=m.before_timed_s,
     )
-
-
-def _host(per_repeat: dict[str, list[float]]) -> dict[str, Any] | None:
-    """What else ran over the timed repeats (results/load.py), on this job's cores."""
-    from benchflow.results.load import host_load
-
-    load = host_load(per_repeat, len(os.sched_getaffinity(0)))
-    return load.to_dict() if load else None
 
 
 def _dump_counters(cfg: BenchConfig, backend: type[Backend], out_dir: Path) -> None:
@@ -390,15 +385,9 @@ def first_call_step(cfg: BenchConfig, prebuilt: Prebuilt | None) -> tuple[TimedS
 def _out_of_memory(exc: BaseException) -> bool:
     if isinstance(exc, MemoryError):
         return True
-    text = str(exc)
     # torch's CPU allocator, CUDA's caching allocator (torch.OutOfMemoryError), XLA's
-    return (
-        any(
-            marker in text
-            for marker in ("can't allocate memory", "out of memory", "RESOURCE_EXHAUSTED")
-        )
-        or type(exc).__name__ == "OutOfMemoryError"
-    )
+    text, markers = str(exc), ("can't allocate memory", "out of memory", "RESOURCE_EXHAUSTED")
+    return any(m in text for m in markers) or type(exc).__name__ == "OutOfMemoryError"
 
 
 def compiler_settings(cfg: BenchConfig) -> AbstractContextManager[Any]:

@@ -167,8 +167,7 @@ def record(model: Any, prebuilt: bool) -> None:
     path = os.environ.get(ENV_RECORD)
     if not path:
         return
-    line: dict[str, Any] = {"job": sys.argv[-1], "parent_pid": os.getppid()}
-    line["prebuilt"] = prebuilt
+    line: dict[str, Any] = {"job": sys.argv[-1], "parent_pid": os.getppid(), "prebuilt": prebuilt}
     try:
         line |= _hashes(model)
     except Exception as exc:  # a record, never the job's failure

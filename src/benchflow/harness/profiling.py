@@ -24,16 +24,12 @@ REGION = "Torch-Compiled Region"
 TOP_OPS = 5
 
 
-def _events(trace: Path) -> list[dict[str, Any]]:
+def analyze_trace(trace: Path, steps: int) -> dict[str, float]:
+    """Compiled regions, graph breaks and (GPU) kernel gaps from a Chrome trace."""
     opener: Any = gzip.open if trace.suffix == ".gz" else open
     with opener(trace, "rt") as f:
         data = json.load(f)
-    return [e for e in data.get("traceEvents", []) if e.get("ph") == "X"]
-
-
-def analyze_trace(trace: Path, steps: int) -> dict[str, float]:
-    """Compiled regions, graph breaks and (GPU) kernel gaps from a Chrome trace."""
-    events = _events(trace)
+    events = [e for e in data.get("traceEvents", []) if e.get("ph") == "X"]
     regions = sorted(
         (e for e in events if str(e.get("name", "")).startswith(REGION)),
         key=lambda e: (e.get("tid"), e["ts"]),

@@ -148,13 +148,6 @@ def settled(times: list[float]) -> bool:
     return last > 0 and abs(last - before) / last <= SETTLE_SPREAD
 
 
-def _spin(seconds: float) -> None:
-    """Busy-wait (the `slowdown` diagnostic): a sleep wakes a scheduler tick late."""
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        pass
-
-
 def _run(step: Callable[[], Any], device: Device, steps: int) -> float:
     """`steps` steps cut one by one, then a waiting synchronize: seconds taken."""
     start = time.perf_counter()
@@ -222,8 +215,7 @@ def measure(
             step, device, sampling.min_run_time_s
         )
         m.calibrated = True
-        n = m.iterations_per_run
-        log.info("calibrated: %d step(s) per repeat (%.6f s a step)", n, step_s)
+        log.info("calibrated: %d step(s) per repeat (%.6f s a step)", m.iterations_per_run, step_s)
     else:
         m.iterations_per_run = sampling.iterations_per_run
     m.warmup_time_s = time.perf_counter() - start
@@ -308,7 +300,9 @@ def _repeat(
     device.synchronize()
     if slowdown:
         # After the device finished, so that an asynchronous device is slowed as eager is.
-        _spin(slowdown * (time.perf_counter() - start))
+        end = time.perf_counter() + slowdown * (time.perf_counter() - start)
+        while time.perf_counter() < end:  # busy: a sleep wakes a scheduler tick late
+            pass
     total = time.perf_counter() - start
     gc.enable()
     metrics = {"total_time_s": total, "per_iter_time_s": total / iterations}

@@ -84,10 +84,6 @@ def verify(
         log.exception("backend run failed during verification")
         return "EXCEPTION_RAISED", {}, f"{type(exc).__name__}: {exc}"
     detail = "; ".join(verdict.failures[:5]) or None
-    log.info(
-        "verification %s (tolerance %g, cosine %s)",
-        "PASS" if verdict.passed else "FAIL",
-        tol,
-        cosine,
-    )
-    return ("PASS" if verdict.passed else "FAIL"), verdict.metrics(), detail
+    code = "PASS" if verdict.passed else "FAIL"
+    log.info("verification %s (tolerance %g, cosine %s)", code, tol, cosine)
+    return code, verdict.metrics(), detail

@@ -139,11 +139,8 @@ class Interpreter:
         return f"torch-{self.torch}{rev}"
 
     def versions(self) -> dict[str, str]:
-        out = {}
-        for line in self.packages:
-            name, _, version = line.partition("==")
-            out[norm(name)] = version
-        return out
+        parts = (line.partition("==") for line in self.packages)
+        return {norm(name): version for name, _, version in parts}
 
 
 def _supported() -> tuple[str, str]:

@@ -67,12 +67,6 @@ class Outcome:
         return cls(status=Status(data["status"]), result=result, **kept)
 
 
-def _kill_tree(proc: subprocess.Popen[bytes]) -> None:
-    descendants = kill_group(proc.pid)
-    proc.wait()
-    psutil.wait_procs(descendants, timeout=5)
-
-
 def _tail(path: Path, chars: int = STDERR_TAIL_CHARS) -> str:
     try:
         with path.open("rb") as f:
@@ -123,9 +117,10 @@ def run_isolated(
         except KeyboardInterrupt:
             return interrupted(time.perf_counter() - start)
         finally:  # its group, and grandchildren (compile workers) that left it
-            _kill_tree(proc)
-    ended = time.perf_counter()
-    return _classify(returncode, start, ended, result_path, stderr_path)
+            descendants = kill_group(proc.pid)
+            proc.wait()
+            psutil.wait_procs(descendants, timeout=5)
+    return _classify(returncode, start, time.perf_counter(), result_path, stderr_path)
 
 
 def _timed_out(timeout_s: float, wall: float) -> Outcome:

@@ -87,7 +87,6 @@ class InductorKeys:
 @functools.lru_cache(maxsize=8)
 def inductor_keys(python: str, env: tuple[tuple[str, str], ...] = ()) -> InductorKeys:
     """Ask `python` (with `env` added) which keys its torch._inductor.config has."""
-
     try:
         out = ask(python, PROBE, dict(env))
     except Unanswered as exc:

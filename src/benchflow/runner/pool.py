@@ -1,9 +1,8 @@
 """The warm processes of a sweep's own process (core/job.Warm), owned by one object: each
-forked from the one above it (imported, built, compiled: runner/zygote.py,
-harness/prebuilt.py) when the first process that needs it comes, on that process's slot
-(the first process's imported one is started as the sweep begins: its imports overlap
-the opening of the sweep's MLflow run). One that cannot be made is not tried again: its
-processes do its work themselves.
+forked from the one above it (imported, built, compiled: runner/zygote.py, harness/prebuilt.py)
+when the first process that needs it comes, on that process's slot (the first process's
+imported one is started as the sweep begins: its imports overlap the opening of the sweep's
+MLflow run). One that cannot be made is not tried again: its processes do its work themselves.
 """
 
 from __future__ import annotations
@@ -127,17 +126,11 @@ class Pool:
 
     def _make_room(self, keep: Zygote | None) -> None:
         """Before a build: the least recently used builds go while memory is short."""
-        while _short_of_memory():
+        while (memory := psutil.virtual_memory()).available < MIN_FREE * memory.total:
             gone = next(
-                (w for w, z in self._live.items() if w.stage != "imported" and z is not keep),
-                None,
+                (w for w, z in self._live.items() if w.stage != "imported" and z is not keep), None
             )
             if gone is None:
                 return
             log.info("memory is short: the least recently used %s warm process goes", gone.stage)
             self.close(gone)
-
-
-def _short_of_memory() -> bool:
-    memory = psutil.virtual_memory()
-    return memory.available < MIN_FREE * memory.total

@@ -60,8 +60,7 @@ class Environment:
 
 def requirements(toolchain: ToolchainConfig) -> list[str]:
     """The environment's requirements: HARNESS at this environment's versions, pins over them."""
-    pins = {norm(k): str(v) for k, v in toolchain.pins.items()}
-    out = dict(pins)
+    out = {norm(k): str(v) for k, v in toolchain.pins.items()}
     for name in HARNESS:
         if norm(name) not in out:
             out[norm(name)] = metadata.version(name)
@@ -186,8 +185,10 @@ def build(
     root().mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=root()))
     try:
-        if toolchain.python is not None:
-            _record_interpreter(probe(toolchain.python), tmp)
+        if toolchain.python is not None:  # its path, and its package list as the lock
+            found = probe(toolchain.python)
+            (tmp / GIVEN).write_text(found.python + "\n")
+            _record_packages(found, tmp)
         else:
             _install(toolchain, tmp, say)
         (tmp / READY).write_text(time.ctime() + "\n")
@@ -199,12 +200,6 @@ def build(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return env, time.perf_counter() - start
-
-
-def _record_interpreter(found: Interpreter, folder: Path) -> None:
-    """An existing interpreter's folder: its path and its package list (the lock)."""
-    (folder / GIVEN).write_text(found.python + "\n")
-    _record_packages(found, folder)
 
 
 def _record_packages(found: Interpreter, folder: Path) -> None:

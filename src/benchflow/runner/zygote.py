@@ -399,7 +399,9 @@ def serve(kind: str, conn: socket.socket, build: Any = None, held: Held | None =
         say(Forked(pid))
         returncode = _wait_child(pid, requests)
         if returncode is None:  # the parent is gone (SIGKILLed mid-sweep): so is its job
-            _kill_job(pid)
+            kill_group(pid)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
             return
         say(Exited(returncode, pid))
 
@@ -571,13 +573,6 @@ def kill_group(pid: int) -> list[psutil.Process]:
         with contextlib.suppress(psutil.NoSuchProcess):
             proc.kill()
     return descendants
-
-
-def _kill_job(pid: int) -> None:
-    """In the zygote: kill a job (kill_group) and reap it."""
-    kill_group(pid)
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(pid, 0)
 
 
 # --- what a zygote must be to fork ----------------------------------------------------------

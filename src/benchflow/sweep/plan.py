@@ -55,10 +55,7 @@ def resolve(cfg: BenchConfig) -> BenchConfig:
             "CUDA_VISIBLE_DEVICES hides them); allowed: accelerator=cpu or accelerator=auto"
         )
     backend = backends.select(
-        cfg.dynamo.name,
-        cfg.xla.name,
-        accelerator,
-        auto_accelerator=cfg.accelerator.name == "auto",
+        cfg.dynamo.name, cfg.xla.name, accelerator, auto_accelerator=cfg.accelerator.name == "auto"
     )
     toolchain = resolve_toolchain(cfg.toolchain)  # an interpreter: probed, its build
     if backend.on_xla and (lack := lacks(toolchain, "torch_xla")):

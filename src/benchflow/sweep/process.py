@@ -125,18 +125,14 @@ def run_step(
     return outcome
 
 
-def compile_cache_env(job: Job, job_dir: JobDir) -> dict[str, str]:
-    """compile_cache=cold: a fresh cache for this job; warm: one shared, as a second run sees."""
-    backend = backends.get(job.backend)
-    if job.config.compile_cache == "cold":
-        return backend.cache_env(str(job_dir.compile_cache), persistent=False)
-    return backend.cache_env(str(cache_root()), persistent=True)
-
-
 def launch_env(job: Job, job_dir: JobDir) -> dict[str, str]:
-    """The variables the job's settings give its child: compile caches, XLA_FLAGS, `env.`."""
-    cfg = job.config
-    env = compile_cache_env(job, job_dir)
+    """The variables the job's settings give its child: compile caches (compile_cache=cold: a
+    fresh one for this job; warm: one shared, as a second run sees), XLA_FLAGS, `env.`."""
+    cfg, backend = job.config, backends.get(job.backend)
+    if cfg.compile_cache == "cold":
+        env = backend.cache_env(str(job_dir.compile_cache), persistent=False)
+    else:
+        env = backend.cache_env(str(cache_root()), persistent=True)
     if cfg.xla.flags:
         env["XLA_FLAGS"] = cfg.xla.flags
     return env | {k: str(v) for k, v in settings_of(cfg.env).items()}

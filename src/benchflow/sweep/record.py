@@ -176,16 +176,12 @@ class Tracking:
             return
         experiment = next((a.split("=", 1)[1] for a in args if _key(a) == "experiment"), None)
         name = f"sweep {folder.path.parent.name} {folder.path.name}"
+        name += f" ({experiment})" if experiment else ""
         prov = provenance(self.project_dir)
         tags = {KIND_TAG: KIND_SWEEP, SWEEP_DIR_TAG: str(folder.path), BASELINE_TAG: baseline}
         tags |= {"command": prov.command, **facts(prov, per_job=False)}
-        run_id = safely(
-            "start_run",
-            tracker.start_run,
-            name + (f" ({experiment})" if experiment else ""),
-            params={"sweep.overrides": " ".join(args) or "(none)"},
-            tags=tags,
-        )
+        params = {"sweep.overrides": " ".join(args) or "(none)"}
+        run_id = safely("start_run", tracker.start_run, name, params=params, tags=tags)
         if run_id:
             safely("packages", tracker.log_text, run_id, "\n".join(packages()) + "\n", PACKAGES)
             folder.parent_run.write_text(run_id)

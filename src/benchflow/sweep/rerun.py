@@ -45,7 +45,11 @@ def find(what: str, tracking_uri: str | None, project_dir: Path) -> list[Recorde
     """The recorded jobs WHAT names: a row or run id, a results.jsonl line, a folder or a file."""
     text = what.strip()
     if text.startswith("{"):
-        return [_from_line(text)]
+        try:
+            row = ResultRow.from_dict(loads(text))
+        except (json.JSONDecodeError, RowError) as exc:
+            raise RerunError(f"the line given is not a result row: {exc}") from None
+        return [Recorded(row, _config_of(row, None))]
     path = Path(text).expanduser()
     if path.exists():
         return _from_path(path)
@@ -68,14 +72,6 @@ def _uri(tracking_uri: str | None, project_dir: Path) -> str:
     from benchflow.tracking.mlflow_runs import default_tracking_uri
 
     return tracking_uri or default_tracking_uri(project_dir)
-
-
-def _from_line(text: str) -> Recorded:
-    try:
-        row = ResultRow.from_dict(loads(text))
-    except (json.JSONDecodeError, RowError) as exc:
-        raise RerunError(f"the line given is not a result row: {exc}") from None
-    return Recorded(row, _config_of(row, None))
 
 
 def _from_path(path: Path) -> list[Recorded]:
@@ -203,18 +199,11 @@ def plan(
         job = plan_job(node, num, [*recorded, *extras])
         if not extras:
             # as it ran: re-resolving changes only what the machine did
+            exp = rec.row.experiment
+            given = {"dtype_source": exp.dtype_source, "batch_size_source": exp.batch_size_source}
+            sources = {k: v for k, v in given.items() if v}
             job = dataclasses.replace(
-                job,
-                name=rec.row.job.name or job.name,
-                config=rec.config,
-                sources={
-                    k: v
-                    for k, v in (
-                        ("dtype_source", rec.row.experiment.dtype_source),
-                        ("batch_size_source", rec.row.experiment.batch_size_source),
-                    )
-                    if v
-                },
+                job, name=rec.row.job.name or job.name, config=rec.config, sources=sources
             )
         origin = Origin(
             row_id=rec.row.row_id,

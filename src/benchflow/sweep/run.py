@@ -191,16 +191,10 @@ class Sweep:
 
     def _last_uses(self, todo: Sequence[Step]) -> dict[Warm, int]:
         """Each warm process the round uses, with its last use; none that a later round needs."""
-        later = (
-            {
-                w
-                for s in self.plan.steps
-                if s.round > todo[0].round and s.warm
-                for w in _chain(s.warm)
-            }
-            if todo
-            else set()
-        )
+        if not todo:
+            return {}
+        r = todo[0].round
+        later = {w for s in self.plan.steps if s.round > r and s.warm for w in _chain(s.warm)}
         last = {w: i for i, s in enumerate(todo) if s.warm for w in _chain(s.warm)}
         return {w: i for w, i in last.items() if w not in later}
 
@@ -242,12 +236,8 @@ class Sweep:
     def _record_not_run(self, job: Job) -> None:
         """An invalid or skipped job, recorded as such."""
         self._config(job)
-        log.info(
-            "job %d %s: %s",
-            job.num,
-            "invalid" if job.invalid else "skipped",
-            job.invalid or job.skip,
-        )
+        kind = "invalid" if job.invalid else "skipped"
+        log.info("job %d %s: %s", job.num, kind, job.invalid or job.skip)
         self._keep(job, not_run(job, self._info(job)))
 
     def _info(self, job: Job) -> JobInfo:
