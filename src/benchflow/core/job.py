@@ -58,7 +58,7 @@ class Job:
     sources: dict[str, str] = field(default_factory=dict)  # dtype_source, batch_size_source
     origin: Origin | None = None  # a rerun's: the row it runs again
 
-    @property
+    @functools.cached_property  # (a sweep asks it of each row it records: once a job)
     def fingerprint(self) -> str:
         return fingerprint(self.config)
 
