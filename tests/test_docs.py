@@ -539,10 +539,10 @@ def test_a_target_without_extras_keeps_those_the_venv_was_made_with(tmp_path: Pa
         return " ".join(x for x in line.split() if not x.startswith("-") and x != "\\")
 
     stamp.write_text("ray suites torchbench xla\n")
-    assert asked().endswith("ray suites torchbench xla\";"), asked()
-    assert asked("EXTRAS=ray suites xla").endswith("ray suites xla\";")
+    assert asked().endswith('ray suites torchbench xla";'), asked()
+    assert asked("EXTRAS=ray suites xla").endswith('ray suites xla";')
     stamp.unlink()  # a fresh clone: the default list
-    assert asked().endswith("ray suites xla\";"), asked()
+    assert asked().endswith('ray suites xla";'), asked()
 
 
 # --- every setting and every flag has a line in the docs -------------------------------
