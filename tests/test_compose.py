@@ -140,11 +140,26 @@ def _planned(cfg: Any, overrides: list[str]) -> dict[str, Any]:
     return job.to_dict() | {"fingerprint": job.fingerprint}
 
 
-def test_fast_composition_equals_hydras_on_a_varied_grid(sweep: tuple[Any, Any]) -> None:
+# The default suite's rows: each kind above once (a backend and test of each model kind,
+# every suite, a user's model and experiment, quoting, an interpolation, `+`/`++`/`~`, the
+# last value winning, a hydra key, and each kind of bad value); `make test-full` the rest.
+DEFAULT_ROWS = {1, 2, 5, 7, 10, 11, 14, 15, 17, 21, 23, 24, 25, 30, 33, 34, 36, 37, 40, 42, 44}
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [
+        pytest.param(DEFAULT_ROWS, id="default"),
+        pytest.param(set(range(len(GRID))) - DEFAULT_ROWS, id="rest", marks=pytest.mark.full),
+    ],
+)
+def test_fast_composition_equals_hydras_on_a_varied_grid(
+    sweep: tuple[Any, Any], rows: set[int]
+) -> None:
     loader, master = sweep
     composer = Composer(loader, master)
     planned_ok = 0
-    for overrides in GRID:
+    for overrides in (GRID[i] for i in sorted(rows)):
         full = _outcome(lambda o=overrides: loader.load_sweep_config(master, list(o)))
         expected = full if full[0] != "ok" else _outcome(lambda c=full[1]: parse(c))
         got = _outcome(lambda o=overrides: composer.typed(o))
@@ -155,9 +170,9 @@ def test_fast_composition_equals_hydras_on_a_varied_grid(sweep: tuple[Any, Any])
         assert got[1] == expected[1], overrides
         assert _planned(got[1], overrides) == _planned(expected[1], overrides), overrides
         planned_ok += 1
-    assert planned_ok > len(GRID) // 2
+    assert planned_ok > len(rows) // 2
     # Most jobs took the fast path; those it cannot be sure of fell back to Hydra's.
-    assert composer.counts["typed"] >= 24, composer.counts  # of 45 jobs
+    assert composer.counts["typed"] > len(rows) // 2, composer.counts
     assert composer.counts["full"] >= 1, composer.counts  # hydra.job.name=..., errors
 
 
