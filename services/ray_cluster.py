@@ -221,10 +221,15 @@ def _node_id(folder: Path, role: str) -> str:
     raylet = daemons.recorded(f"{role}-raylet", folder)
     if raylet is None:
         raise ServiceError(f"the {role} node's raylet is not running")
-    for arg in raylet.cmdline():
-        if arg.startswith("--node_id="):
-            return arg.partition("=")[2]
-    raise ServiceError(f"no --node_id on the {role} node's raylet's command line")
+
+    def found() -> str | None:  # (a raylet just started once showed no arguments yet)
+        args = [a for a in raylet.cmdline() if a.startswith("--node_id=")]
+        return args[0].partition("=")[2] if args else None
+
+    what = f"--node_id on the {role} node's raylet's command line"
+    got = daemons.wait_for(found, UP_TIMEOUT_S, what)
+    assert isinstance(got, str)
+    return got
 
 
 def _session_id(folder: Path, role: str) -> int | None:
