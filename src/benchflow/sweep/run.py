@@ -108,18 +108,22 @@ class Sweep:
     def _first_warm(self) -> Warm | None:
         """The warm process the first process to run forks from (None: none does)."""
         for step in self.plan.steps:
-            job = self.plan.job(step.job)
-            previous = current_row(self.rows, job.fingerprint)
-            if previous is None or previous.status.runs_again(job.config.retry):
+            if self._kept(self.plan.job(step.job)) is None:
                 return step.warm
+        return None
+
+    def _kept(self, job: Job) -> ResultRow | None:
+        """The job's row from an earlier launch, where it is not run again (resume)."""
+        previous = current_row(self.rows, job.fingerprint)
+        if previous is not None and not previous.status.runs_again(job.config.retry):
+            return previous
         return None
 
     def _begin(self) -> None:
         """What a resumed sweep keeps, the jobs planned twice, and the rows of those not run."""
         ran = {s.job for s in self.plan.steps}
         for job in self.plan.jobs():
-            previous = current_row(self.rows, job.fingerprint)
-            if previous is not None and not previous.status.runs_again(job.config.retry):
+            if (previous := self._kept(job)) is not None:
                 progress.kept(previous, job.num, self.plan.total, job.config.retry)
                 self.done.add(job.num)
             elif job.num in ran:
