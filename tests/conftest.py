@@ -95,6 +95,40 @@ def pytest_runtest_logstart(nodeid: str) -> None:
     log_cpu({"test": nodeid, "at": time.time()})
 
 
+# The host's speed at the session's start and end: benchflow's reference step (a job's
+# own measure of it, harness/load.py) on one thread. The suite's wall follows it: on
+# 2026-12-02 a VM whose step took 0.74-0.84 ms ran the suite 1.6x as long as the VMs of
+# 0.41-0.57 ms had (docs/tests.md).
+HOST_STEP_MS: list[float] = []
+
+
+def host_step_ms() -> float:
+    import torch
+
+    from benchflow.harness.load import reference_step_s
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return round(reference_step_s() * 1e3, 3)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def pytest_sessionstart() -> None:
+    HOST_STEP_MS.append(host_step_ms())
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    HOST_STEP_MS.append(host_step_ms())
+    start, end = HOST_STEP_MS[0], HOST_STEP_MS[-1]
+    terminalreporter.write_line(
+        f"host reference step: {start:.2f} ms at the start, {end:.2f} ms at the end "
+        "(one thread; the suite's 6 minutes were kept on hosts of 0.41-0.57 ms: docs/tests.md)"
+    )
+    log_cpu({"host_step_ms": HOST_STEP_MS})
+
+
 def pytest_sessionfinish() -> None:
     """The test process's own CPU, and all it reaped (with BENCHFLOW_TEST_CPU_LOG); the
     services' state folder removed (their daemons were stopped by their tests)."""
@@ -164,6 +198,34 @@ def run_cli(args: list[str], cwd: Path, timeout: float = 900, **env: str) -> Cli
         out.seek(0)
         err.seek(0)
         return CliResult(code, out.read(), err.read(), cwd)
+
+
+def run_cli_forked(runs: list[tuple[list[str], Path]], scratch: Path) -> list[CliResult]:
+    """`python -m benchflow ARGS` in `cwd` for each (ARGS, cwd), as run_cli does, but each
+    forked from one interpreter that imported benchflow's command line once
+    (tests/forked_cli.py): for many short runs that must stop before any work."""
+    spec = scratch / "forked.json"
+    logs = [(scratch / f"forked{n}.out", scratch / f"forked{n}.err") for n in range(len(runs))]
+    spec.write_text(
+        json.dumps(
+            [
+                {"args": benchflow_args(args), "cwd": str(cwd), "out": str(out), "err": str(err)}
+                for (args, cwd), (out, err) in zip(runs, logs, strict=True)
+            ]
+        )
+    )
+    nice = ["nice", "-n", str(BACKGROUND_NICE)] if in_background() else []
+    script = str(Path(__file__).with_name("forked_cli.py"))
+    proc = subprocess.Popen(
+        [*nice, sys.executable, script, str(spec)],
+        env={**environ(), "PYTHONUNBUFFERED": "1"},
+    )
+    assert wait_counted(proc, ["forked", str(len(runs))], 900) == 0
+    codes = json.loads(Path(f"{spec}.codes").read_text())
+    return [
+        CliResult(code, out.read_text(), err.read_text(), cwd)
+        for code, (_, cwd), (out, err) in zip(codes, runs, logs, strict=True)
+    ]
 
 
 def interruptible() -> None:

@@ -7,12 +7,11 @@ import glob
 import re
 import tempfile
 import venv
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from tests.conftest import CliResult, EarlySweeps, early, run_cli
+from tests.conftest import CliResult, EarlySweeps, early, run_cli_forked
 from tests.early import niced
 
 from benchflow.core.machine import cuda_present
@@ -340,23 +339,21 @@ def _old_python() -> Path:
 
 @early("bad_input")
 def _bad_inputs(root: Path) -> dict[str, tuple[CliResult, Path]]:
-    """Every case through the real CLI, each in a scratch directory of its own; four at a
-    time (they are independent processes, mostly importing), niced, in the background
-    from the session's start: the lane of tests that run in order never waits for them."""
+    """Every case through the real CLI entry, each in a scratch directory of its own and a
+    process of its own, forked from one interpreter (run_cli_forked), niced, in the
+    background from the session's start: the lane of tests that run in order never
+    waits for them."""
     broken, user = _broken_conf(root / "conf"), _user_conf(root / "user")
-
-    def one(numbered: tuple[int, Case]) -> tuple[CliResult, Path]:
-        n, case = numbered
-        cwd = root / f"bad{n}"
-        cwd.mkdir()
-        args = [a.replace("{user}", str(user)) for a in case.args]
-        with niced():  # each pool thread: 40-odd interpreters' imports yield the cores
-            return run_cli([*args, f"hydra.searchpath=[file://{broken}]"], cwd), cwd
-
     # With a GPU, accelerator=cuda is good input: that case would run a real job.
     cases = [c for c in CASES if not (c.gpu_less and cuda_present())]
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        return dict(zip([c.kind for c in cases], pool.map(one, enumerate(cases)), strict=True))
+    runs = []
+    for n, case in enumerate(cases):
+        (cwd := root / f"bad{n}").mkdir()
+        args = [a.replace("{user}", str(user)) for a in case.args]
+        runs.append(([*args, f"hydra.searchpath=[file://{broken}]"], cwd))
+    with niced():  # the forks' imports yield the cores
+        results = run_cli_forked(runs, root)
+    return {c.kind: (res, res.cwd) for c, res in zip(cases, results, strict=True)}
 
 
 @pytest.fixture(scope="module")
