@@ -17,7 +17,7 @@ export UV_PYTHON_DOWNLOADS := never
 unexport PYTHONDONTWRITEBYTECODE
 
 .DEFAULT_GOAL := help
-.PHONY: help setup browser slurm-install slurm-up slurm-down postgres-up postgres-down ray-up ray-down run demo docs test test-full test-gpu gpu-wheels bench compare-xr lint format ui clean
+.PHONY: help setup browser slurm-install slurm-up slurm-down postgres-up postgres-down ray-up ray-down run demo docs test test-full test-gpu gpu-wheels bench compare-xr coverage lint format ui clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -158,6 +158,15 @@ compare-xr: EXTRAS += torchbench
 compare-xr: setup ## benchflow vs PyTorch/XLA's experiment runner (XLA_CHECKOUT=, TORCHBENCH_ROOT=, MODELS=)
 	@test -n "$(XLA_CHECKOUT)" -a -n "$(TORCHBENCH_ROOT)" || { echo "compare-xr: set XLA_CHECKOUT=<pytorch/xla checkout at v2.9.0> and TORCHBENCH_ROOT=<pytorch/benchmark checkout>"; exit 2; }
 	$(PY) benchmarks/compare_xr.py --xla $(XLA_CHECKOUT) --torchbench $(TORCHBENCH_ROOT) --out $(COMPARE_OUT) $(if $(MODELS),--models $(MODELS))
+
+# benchmarks/torchbench_coverage.py: every TorchBench model, by both tools, one model and test at a
+# time (compare-xr's run for each), into $(COVERAGE_OUT)/coverage.md; resumable. E.g.
+#   make coverage XLA_CHECKOUT=~/src/xla TORCHBENCH_ROOT=~/src/benchmark MODELS=alexnet TESTS=eval
+COVERAGE_OUT ?= coverage
+coverage: EXTRAS += torchbench
+coverage: setup ## Every TorchBench model by benchflow and the experiment runner (XLA_CHECKOUT=, TORCHBENCH_ROOT=, MODELS=, TESTS=)
+	@test -n "$(XLA_CHECKOUT)" -a -n "$(TORCHBENCH_ROOT)" || { echo "coverage: set XLA_CHECKOUT=<pytorch/xla checkout at v2.9.0> and TORCHBENCH_ROOT=<pytorch/benchmark checkout>"; exit 2; }
+	$(PY) benchmarks/torchbench_coverage.py --xla $(XLA_CHECKOUT) --torchbench $(TORCHBENCH_ROOT) --out $(COVERAGE_OUT) --explained benchmarks/coverage_notes.csv $(if $(MODELS),--models $(MODELS)) $(if $(TESTS),--tests $(TESTS))
 
 lint: setup ## ruff (lint + format check), mypy (src/, services/, benchmarks/), import-linter
 	$(VENV)/bin/ruff check src tests benchmarks services

@@ -133,30 +133,38 @@ def runner_cache(args: argparse.Namespace, out: Path) -> Path:
 
 
 def run_runner(args: argparse.Namespace, out: Path) -> Path:
+    """The runner on the asked backends only: it runs every valid pair of its --xla and
+    --dynamo values, so one run per --xla value (eager and Inductor asked with openxla
+    would add lazy XLA, minutes a model here); the later runs append (its resume)."""
     cwd = layout(out, args.xla, args.torchbench, args.torchbench_yaml)
     results = out / "xr"
-    flags = [RUNNER_FLAGS[b] for b in args.backends]
-    cmd = [
-        sys.executable,
-        "xla/benchmarks/experiment_runner.py",
-        "--suite-name=torchbench",
-        "--accelerator=cpu",
-        *sorted({f"--xla={x}" for x, _ in flags}),
-        *sorted({f"--dynamo={d}" for _, d in flags}),
-        f"--test={args.test}",
-        f"--filter=^({'|'.join(args.models)})$",
-        f"--output-dirname={results}",
-        "--no-resume",
-    ]
-    if not args.defaults:
-        cmd.append(f"--repeat={args.runner_repeat or args.repeat + 1}")  # + the compiling one
-        cmd.append(f"--iterations-per-run={args.iterations_per_run}")
-    if args.functionalization == "on":
-        cmd.append("--enable-functionalization")
+    by_xla: dict[str, set[str]] = {}
+    for b in args.backends:
+        xla, dynamo = RUNNER_FLAGS[b]
+        by_xla.setdefault(xla, set()).add(dynamo)
     env = {**os.environ, "PJRT_DEVICE": "CPU", INDUCTOR_CACHE: str(runner_cache(args, out))}
-    print("runner:", " ".join(cmd), f"(in {cwd})", flush=True)
-    with (out / "xr.log").open("w") as log:
-        subprocess.run(cmd, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, check=False)
+    for n, (xla, dynamos) in enumerate(sorted(by_xla.items())):
+        cmd = [
+            sys.executable,
+            "xla/benchmarks/experiment_runner.py",
+            "--suite-name=torchbench",
+            "--accelerator=cpu",
+            f"--xla={xla}",
+            *(f"--dynamo={d}" for d in sorted(dynamos)),
+            f"--test={args.test}",
+            f"--filter=^({'|'.join(args.models)})$",
+            f"--output-dirname={results}",
+            *(["--no-resume"] if n == 0 else []),
+            *([f"--subprocess-timeout={args.timeout}"] if args.timeout else []),
+        ]
+        if not args.defaults:
+            cmd.append(f"--repeat={args.runner_repeat or args.repeat + 1}")  # + the compiling one
+            cmd.append(f"--iterations-per-run={args.iterations_per_run}")
+        if args.functionalization == "on":
+            cmd.append("--enable-functionalization")
+        print("runner:", " ".join(cmd), f"(in {cwd})", flush=True)
+        with (out / "xr.log").open("a" if n else "w") as log:
+            subprocess.run(cmd, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, check=False)
     return results / "results.jsonl"
 
 
@@ -193,6 +201,8 @@ def run_benchflow(args: argparse.Namespace, out: Path) -> list[Path]:
             f"iterations_per_run={args.iterations_per_run}",
             f"warmup={args.warmup}",
         ]
+    if args.timeout:
+        common.append(f"timeout_s={args.timeout}")
     env = dict(os.environ)
     if args.functionalization == "off":  # what the runner does unless told otherwise
         env["XLA_DISABLE_FUNCTIONALIZATION"] = "1"
@@ -406,6 +416,12 @@ def main(argv: list[str] | None = None) -> int:
         default="cold",
         help="cold: every compile on both sides from an empty Inductor cache (the runner\n"
         "gets a fresh TORCHINDUCTOR_CACHE_DIR); warm: each side's cache kept between runs",
+    )
+    p.add_argument(
+        "--timeout",
+        type=int,
+        help="seconds each job may take on either side (the runner's --subprocess-timeout,\n"
+        "benchflow's timeout_s); default: each tool's own",
     )
     p.add_argument("--tolerance", type=float, default=0.10)
     p.add_argument("--out", type=Path, default=Path("compare_xr"))

@@ -69,6 +69,8 @@ ALLOWED = {
     "(tests/conftest.py GRID) runs the same models and backends, widened, on tiny ones",
     _HEADLINE: "what `make run` runs",
     "make compare-xr": "needs pytorch/xla and TorchBench checkouts outside this repository",
+    "make coverage": "needs both checkouts, as compare-xr; tests/test_coverage.py checks "
+    "its table from per-model results",
     "make setup": "every make target runs it first (`make test` included); "
     "test_every_sync_keeps_the_extras_make_setup_installs checks what it installs",
     _HF_FIGURES: "the suites' figures, many minutes at the suites' batch "
@@ -89,6 +91,7 @@ NOT_RUN = {
     "make setup": "it would change the environment the running tests import from",
     "make run": "what _HEADLINE runs, and it would write into the checkout's multirun/",
     "make compare-xr": "needs pytorch/xla and TorchBench checkouts outside this repository",
+    "make coverage": "as make compare-xr, for every model: hours",
     _HEADLINE: "the headline sweep on small models: minutes, into the checkout's multirun/",
     _HF_FIGURES: "many minutes at the suites' batch sizes (see ALLOWED)",
     _HF_FIGURES + " repeat=3 iterations_per_run=2": "as above",
@@ -300,7 +303,7 @@ def test_make_help_lists_the_documented_targets() -> None:
     out = subprocess.run(
         ["make", "help"], cwd=REPO, capture_output=True, text=True, timeout=60, check=True
     ).stdout
-    for target in ("run", "test", "docs", "compare-xr", "lint", "ui"):
+    for target in ("run", "test", "docs", "compare-xr", "coverage", "lint", "ui"):
         assert f"make {target} " in out, out
 
 
