@@ -2,7 +2,8 @@
 them on the eager module (harness/flops.py), checked against each built-in model's
 layers worked out by hand; what the counter cannot count, named; the device's matmul
 peak, measured once and then read from benchflow's cache (harness/peak.py); and the
-FLOP/s and share of peak a row's time gives them (results/flops.py)."""
+FLOP/s and share of peak a row's time gives them (results/flops.py), as the report
+shows them."""
 
 from __future__ import annotations
 
@@ -240,3 +241,58 @@ def test_the_models_own_step_is_counted_on_its_module_before_the_backend_prepare
     assert module is prepared[0] and model.get_module()[0] is not module
     assert args == model.example_inputs
     assert count(step, contextlib.nullcontext()).per_step == pytest.approx(dlrm("eval"))
+
+
+def _row(model: str, flops: Flops) -> Any:
+    from benchflow.core.status import Status
+    from benchflow.results.row import Experiment, ModelId, ResultRow
+
+    return ResultRow(
+        model=ModelId(model_name=model),
+        experiment=Experiment(test="eval"),
+        backend="inductor",
+        status=Status.OK,
+        summary={"per_iter_time_s": {"median": 0.01, "ci_low": 0.008, "ci_high": 0.0125}},
+        flops=judged(flops, 0.01, (0.008, 0.0125)),
+    )
+
+
+def test_the_report_shows_each_rows_share_the_geomean_and_what_each_is_of() -> None:
+    """The report's cells, its summary's geomean share, and its notes: the peak each share
+    is of (with a GPU's datasheet figure beside it), and why a row has none."""
+    from benchflow.report.csv_tables import entries_csv, summary_csv
+    from benchflow.report.model import build_report
+    from benchflow.report.render import ENTRY_HEADER, entry_cells
+
+    h200 = Peak(
+        flop_per_s=7e14, dtype="bfloat16", device="NVIDIA H200", threads=None,
+        matmul_precision="high", key="k", measured_at=0.0, method="m", from_cache=True,
+        vendor="H200 SXM bf16 dense (NVIDIA's datasheet)", vendor_flop_per_s=989.5e12,
+    )  # fmt: skip
+    rows = [
+        _row("a", Flops(per_step=7e11, peak=h200)),  # 70 TFLOP/s: 10% of the peak
+        _row("b", Flops(per_step=2.8e12, peak=h200)),  # 40%
+        _row("c", Flops(per_step=None, uncounted=["aten.mv"], peak=h200)),
+    ]
+    report = build_report(rows, "inductor")
+    (summary,) = report.summaries
+    assert summary.geomean_share == pytest.approx(0.2) and summary.share_models == 2
+    cells = dict(zip(ENTRY_HEADER, entry_cells(report.entries[0], False), strict=True))
+    assert cells["FLOP/s (95% CI)"] == "70.0 TFLOP/s (56.0-87.5)"
+    assert cells["share of peak (95% CI)"] == "10.0% (8.0%-12.5%)"
+    assert (
+        dict(zip(ENTRY_HEADER, entry_cells(report.entries[2], False), strict=True))[
+            "share of peak (95% CI)"
+        ]
+        == "-"
+    )
+    (peak_note,) = [n for n in report.notes if n.startswith("share of peak: of ")]
+    assert (
+        "NVIDIA H200, bfloat16: 700 TFLOP/s" in peak_note and "from benchflow's cache" in peak_note
+    )
+    assert "H200 SXM bf16 dense (NVIDIA's datasheet): 990 TFLOP/s" in peak_note
+    assert "a eval inductor, b eval inductor, c eval inductor" in peak_note
+    assert any("the counter does not know aten.mv: c eval inductor" in n for n in report.notes)
+    line = next(r for r in entries_csv(report).splitlines() if r.startswith("a,"))
+    assert ",7e+11,7e+13,5.6e+13,8.75e+13,0.1,0.08,0.125,7e+14,9.895e+14," in line
+    assert summary_csv(report).splitlines()[1].split(",")[10:12] == ["0.2", "2"]
