@@ -3,7 +3,8 @@ them on the eager module (harness/flops.py), checked against each built-in model
 layers worked out by hand; what the counter cannot count, named; the device's matmul
 peak, measured once and then read from benchflow's cache (harness/peak.py); and the
 FLOP/s and share of peak a row's time gives them (results/flops.py), as the report
-shows them."""
+shows them. Real sweeps' rows carry them: the grid's (tests/test_headline.py) and the
+report's early sweep, with intervals, its CSV and MLflow (tests/test_report.py)."""
 
 from __future__ import annotations
 
