@@ -166,6 +166,8 @@ time.sleep(60)
 def test_dataclass_round_trip_through_job_file() -> None:
     spec = JobSpec("llama·eager·eval", _cfg(repeat=3, dtype="amp"), "/tmp/r.json")
     assert JobSpec.from_dict(json.loads(json.dumps(spec.to_dict()))) == spec
+    later = dataclasses.replace(spec, process=2)  # a job's third process
+    assert JobSpec.from_dict(later.to_dict()) == later and "process" not in spec.to_dict()
     ir = dataclasses.replace(spec, ir=True)
     assert ir.to_dict()["mode"] == "ir" and JobSpec.from_dict(ir.to_dict()) == ir
 
