@@ -1,7 +1,9 @@
 """The device's peak, measured: the best throughput torch.mm reaches on square matrices
 in a dtype, on the job's threads (a CPU) or on its GPU (docs/flops.md). Measured once per
 host, torch build, device, dtype, thread count and float32 matmul precision (`peak_key`),
-kept in benchflow's cache with how it was measured, and read back by every later job.
+kept in benchflow's cache with how it was measured, and read back by every later job;
+one measured while other processes used the job's cores (the timed repeats' rule,
+results/load.py) is measured again by the next jobs, up to MEASURES times in all.
 
 On a GPU benchflow knows, the vendor's dense peak for that dtype goes beside it
 (VENDOR_PEAKS): what the hardware is sold at, where the measured one is what torch's
@@ -14,6 +16,7 @@ import dataclasses
 import hashlib
 import json
 import logging
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -21,7 +24,9 @@ from typing import Any
 from benchflow.core.files import write_json_atomic
 from benchflow.core.layout import cache_root
 from benchflow.core.machine import node_name
+from benchflow.harness.load import LoadProbe
 from benchflow.results.flops import Peak
+from benchflow.results.load import host_load
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +35,9 @@ log = logging.getLogger(__name__)
 SIZES = {"cpu": (256, 512, 1024), "cuda": (2048, 4096, 8192)}
 RUNS = 3  # timed runs per size
 RUN_S = 0.04  # each run: as many calls as last about this long
+# A peak measured while others used the job's cores is measured again by later jobs, the
+# best kept, until one measures it on a quiet host or it has been measured this often.
+MEASURES = 3
 METHOD = (
     "torch.mm of two n x n matrices into a third, for each n in `sizes`: one untimed call, "
     f"then {RUNS} runs of as many calls as last about {RUN_S} s each (synchronized before "
@@ -94,17 +102,51 @@ def device_peak(accelerator: str, dtype: Any, matmul_precision: str) -> Peak:
     threads = None if on_gpu else torch.get_num_threads()
     facts = peak_facts(device.model_name(), name, threads, matmul_precision)
     path = peak_file(facts)
+    known = _kept(path, facts)
+    if known is not None and (known.quiet or known.measures >= MEASURES):
+        return _with_vendor(dataclasses.replace(known, from_cache=True), facts)
+    measured = _measure(device, dtype, facts)
+    # a quiet measurement is the peak; a busy one, the best of the busy ones so far
+    best = measured if measured.quiet or known is None else max(known, measured, key=_rate)
+    measures = (known.measures if known else 0) + 1
+    peak = dataclasses.replace(best, measures=measures, from_cache=best is known)
+    write_json_atomic(path, {"facts": facts, "peak": dataclasses.asdict(peak)})
+    log.log(
+        logging.INFO if measured.quiet else logging.WARNING,
+        "matmul peak of %s in %s measured: %.3g FLOP/s%s",
+        facts["device"],
+        name,
+        measured.flop_per_s,
+        "" if measured.quiet else " on a busy host (measured again by a later job)",
+    )
+    return _with_vendor(peak, facts)
+
+
+def _rate(peak: Peak) -> float:
+    return peak.flop_per_s
+
+
+def _kept(path: Path, facts: dict[str, Any]) -> Peak | None:
+    """The peak kept for `facts` (None: none yet, or unreadable)."""
     try:
         kept = json.loads(path.read_text())
-        if kept.get("facts") == facts:
-            return _with_vendor(Peak.from_dict({**kept["peak"], "from_cache": True}), facts)
+        return Peak.from_dict(kept["peak"]) if kept.get("facts") == facts else None
     except (OSError, ValueError, KeyError, TypeError):
-        pass  # not measured here yet (or unreadable): measure it
+        return None
+
+
+def _measure(device: Any, dtype: Any, facts: dict[str, Any]) -> Peak:
+    """Each size's runs, and what else ran on the job's cores meanwhile."""
     sizes = SIZES[device.kind]
+    probe = LoadProbe()
+    before, start = probe.snapshot(), time.perf_counter()
     runs = [_runs(n, dtype, device) for n in sizes]
-    peak = Peak(
+    seen = {k: [v] for k, v in probe.delta(before, probe.snapshot()).items()}
+    window = {"total_time_s": [time.perf_counter() - start], **seen}  # one window: all runs
+    load = host_load(window, len(os.sched_getaffinity(0)))  # the timed repeats' rule
+    return Peak(
         flop_per_s=max(max(r) for r in runs),
-        dtype=name,
+        dtype=facts["dtype"],
         device=facts["device"],
         threads=facts["threads"],
         matmul_precision=facts["matmul_precision"],
@@ -113,12 +155,9 @@ def device_peak(accelerator: str, dtype: Any, matmul_precision: str) -> Peak:
         method=METHOD,
         sizes=list(sizes),
         runs=runs,
+        host=load.to_dict() if load else None,
+        quiet=load is None or load.quiet,
     )
-    write_json_atomic(path, {"facts": facts, "peak": dataclasses.asdict(peak)})
-    log.info(
-        "matmul peak of %s in %s measured: %.3g FLOP/s", facts["device"], name, peak.flop_per_s
-    )
-    return _with_vendor(peak, facts)
 
 
 def _runs(n: int, dtype: Any, device: Any) -> list[float]:

@@ -451,6 +451,8 @@ def _flops_notes(entries: Sequence[Entry]) -> list[str]:
                 else ""
             )
             cached = "from benchflow's cache" if p.from_cache else "measured in this sweep"
+            if not p.quiet:
+                cached += f", on a busy host: the best of {p.measures} measurement(s)"
             what = (
                 f"{p.device}, {p.dtype}{threads}: {format_rate(p.flop_per_s)} "
                 f"(torch.mm's best, {cached}{vendor})"

@@ -35,6 +35,10 @@ class Peak:
     sizes: list[int] = field(default_factory=list)  # the square matrices' sizes tried
     runs: list[list[float]] = field(default_factory=list)  # per size: each run's FLOP/s
     from_cache: bool = False  # read from benchflow's cache (measured by an earlier job)
+    # what else ran on the host while it was measured (results/load.HostLoad, one window)
+    host: dict[str, Any] | None = None
+    quiet: bool = True  # measured on a quiet host (else, the best of `measures` busy ones)
+    measures: int = 1  # how many times it was measured (harness/peak.MEASURES at most)
     # a GPU's dense peak in that dtype from its vendor's datasheet (None: not in the table)
     vendor_flop_per_s: float | None = None
     vendor: str | None = None  # which datasheet row
