@@ -15,6 +15,7 @@ import re
 
 from tests.conftest import SessionSweep, sweep_runs
 
+from benchflow.report.render import ENTRY_HEADER, SUMMARY_HEADER
 from benchflow.results.row import SCHEMA_VERSION
 
 BACKENDS = ["eager", "lazy_xla", "inductor", "openxla"]
@@ -91,7 +92,7 @@ def test_report_has_every_backend_with_speedups_and_the_invalid_pairs_apart(
     assert "| inductor | 2/2 (100%) | 1.00x over 2 of 2 | none |" in summary  # the baseline
     # eager compiles nothing: its compile time is "–", not a number
     eager = [c.strip() for c in lines["eager"].split("|")[1:-1]]
-    assert eager[4] == "–"
+    assert eager[SUMMARY_HEADER.index("mean compile")] == "–"
     per_model = md.split("## Per model")[1]
     llama_eager = next(
         ln for ln in per_model.splitlines() if ln.startswith("| llama | eval | eager |")
@@ -123,6 +124,7 @@ def test_mlflow_parent_with_a_child_per_job(grid_sweep: SessionSweep) -> None:
             assert c.data.metrics["headline.speedup_vs_inductor"] > 0
         if c.data.params["backend"] == "eager":
             assert "headline.compile_time_s" not in c.data.metrics
+        assert 0 < c.data.metrics["headline.share_of_peak"] < 1
     invalid = [c for c in children if c.data.tags["status"] == "invalid"]
     assert len(invalid) == 2 and all(c.info.status == "FINISHED" for c in invalid)
     assert parents[0].data.tags["jobs.ok"] == "8" and parents[0].data.tags["jobs.invalid"] == "2"
@@ -134,6 +136,48 @@ def test_mlflow_parent_with_a_child_per_job(grid_sweep: SessionSweep) -> None:
     assert {"report/report.html", "report/speedup.png", "report/report.csv"} <= logged
     for backend in BACKENDS:
         assert parents[0].data.metrics[f"report.{backend}.passrate"] == 1.0
+        assert 0 < parents[0].data.metrics[f"report.{backend}.geomean_share_of_peak"] < 1
+
+
+def test_every_backends_row_has_its_models_flops_and_a_share_of_the_peak(
+    grid_sweep: SessionSweep,
+) -> None:
+    """A model's FLOPs are its eager arithmetic: one count for all four backends (on
+    lazy XLA and openxla too, where the counted step is traced, never run); each row's
+    FLOP/s are that count over its median, a share strictly between 0 and 1 of the
+    peak the rows were judged against (bfloat16, on the job's one thread), which the
+    report names and shows beside each row and each configuration."""
+    ok = [r for r in grid_sweep.rows() if r["status"] == "ok"]
+    counts: dict[str, set[float]] = {}
+    for r in ok:
+        f, name = r["flops"], r["job"]["name"]
+        assert f["error"] is None and f["uncounted"] == [] and f["per_step"] > 0, (name, f)
+        assert f["counted"].startswith("forward of the eager module"), name
+        counts.setdefault(r["model"]["model_name"], set()).add(f["per_step"])
+        median = r["summary"]["per_iter_time_s"]["median"]
+        assert f["per_s"] == f["per_step"] / median, name
+        assert 0 < f["share_of_peak"] < 1 and f["per_s_ci_low"] is None, name  # 3 repeats
+        assert f["share_of_peak"] == f["per_s"] / f["peak"]["flop_per_s"], name
+        assert (f["peak"]["dtype"], f["peak"]["threads"]) == ("bfloat16", 1), name
+    assert {m: len(c) for m, c in counts.items()} == {"llama": 1, "dlrm": 1}, counts
+    assert len({r["flops"]["peak"]["key"] for r in ok}) == 1  # one peak, read by all
+    (sweep,) = grid_sweep.result.sweep_dirs
+    md = (sweep / "report" / "report.md").read_text()
+    per_model = md.split("## Per model")[1]
+    share_at = ENTRY_HEADER.index("share of peak (95% CI)")
+    for line in per_model.splitlines():
+        if line.startswith(("| llama | eval |", "| dlrm | eval |")) and "| ok |" in line:
+            cells = [c.strip() for c in line.split("|")[1:-1]]
+            assert re.fullmatch(r"\d+(\.\d+)? [kMG]FLOP/s", cells[share_at - 1]), line
+            assert re.fullmatch(r"\d+\.\d%", cells[share_at]), line
+    summary = md.split("## Summary")[1].split("## Per model")[0]
+    share_col = SUMMARY_HEADER.index("geomean share of peak")
+    for backend in BACKENDS:
+        line = next(ln for ln in summary.splitlines() if ln.startswith(f"| {backend} |"))
+        cell = [c.strip() for c in line.split("|")[1:-1]][share_col]
+        assert re.fullmatch(r"\d+\.\d% over 2 of 2", cell), line
+    assert "share of peak: of " in md and "bfloat16, 1 thread(s)" in md  # the peak, named
+    assert (sweep / "report" / "share.png").is_file()
 
 
 def test_each_job_ran_with_hydras_own_composition_of_its_overrides(

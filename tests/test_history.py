@@ -370,3 +370,4 @@ def test_a_configuration_with_nothing_to_plot_says_so() -> None:
     svg = to_svg(config_figure("eager", [(0, lone), (1, lone)], sweeps))
     assert "no speedup: no baseline row" in svg and "no compile: its backend" in svg
     assert "no memory ratio" in svg and "-0.05" not in svg
+    assert "no share of peak" in svg

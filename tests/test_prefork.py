@@ -386,6 +386,12 @@ def test_a_jobs_later_processes_fork_with_its_step_compiled(early_sweeps: EarlyS
     assert compiled == [1, 0, 0], compiled
     digests = [r["digest"] for r in results]
     assert all(d == digests[0] for d in digests), digests
+    # the step's FLOPs are counted once, in the first process, whose they are in the row
+    # (8 matmuls of 256 x 256 on a batch of 512: eager's as Inductor's)
+    assert ["flops" in r for r in results] == [True, False, False]
+    for row in rows.values():
+        assert row["flops"]["per_step"] == results[0]["flops"]["per_step"] == 8 * 2 * 512 * 256**2
+        assert row["flops"]["per_s_ci_low"] is not None  # three processes: an interval
     # an AOTInductor job's later processes too: no export or compile of their own
     aoti = got["aoti"]
     assert aoti.returncode == 0, aoti.stderr[-3000:]

@@ -524,7 +524,7 @@ def test_markdown_csv_and_self_contained_html() -> None:
     summ = {r["config"]: r for r in csv.DictReader(io.StringIO(summary_csv(rep)))}
     assert float(summ["openxla"]["passrate"]) == pytest.approx(0.6)
     page = to_html(rep, "t", {n: to_svg(f) for n, f in figures(rep).items()}, {"k": "v"})
-    assert page.count("<svg") == 2 and "<script" not in page
+    assert page.count("<svg") == 3 and "<script" not in page  # speedups, times, shares
     assert not re.search(r"(src|href)=['\"]https?:", page)  # nothing fetched from outside
 
 
@@ -724,6 +724,63 @@ def test_sweep_end_writes_the_report_and_logs_it(sweeps: tuple[CliResult, Path, 
         ind["summary"]["per_iter_time_s"]["median"] / eager["summary"]["per_iter_time_s"]["median"]
     )
     assert child.data.metrics["headline.speedup_vs_aot_eager"] == pytest.approx(expected)
+
+
+def test_rows_carry_flops_with_intervals_and_the_report_and_mlflow_show_them(
+    sweeps: tuple[CliResult, Path, Path],
+) -> None:
+    """`work` is MatmulChain: 8 linear layers of n x n on a batch of 512, 80 in the
+    slowed sweep. Each row's FLOPs are those matmuls' (docs/flops.md), the same for
+    eager and aot_eager; its 7 repeats give its time an interval, and the FLOP/s and
+    share of peak theirs (the time's bounds, swapped); the report, its CSV and MLflow
+    (each job's run, the sweep's run) show them."""
+    from mlflow.tracking import MlflowClient
+    from tests.models.faults import MatmulChain
+
+    from benchflow.results.headline import FLOP_METRICS
+
+    res, base, slowed = sweeps
+    client = MlflowClient(f"sqlite:///{res.cwd / 'mlflow.db'}")
+    n = MatmulChain.SIZES["tiny"]["n"]
+    for folder, layers in ((base, 8), (slowed, 80)):
+        rows = [json.loads(x) for x in (folder / "results.jsonl").read_text().splitlines()]
+        assert [r["backend"] for r in rows] == ["eager", "aot_eager"]
+        for r in rows:
+            f, name = r["flops"], r["job"]["name"]
+            assert f["per_step"] == layers * 2 * r["experiment"]["batch_size"] * n * n, name
+            assert f["top"] == {"aten.mm": f["per_step"]} and f["uncounted"] == [], name
+            time = r["summary"]["per_iter_time_s"]
+            assert f["per_s_ci_low"] == pytest.approx(f["per_step"] / time["ci_high"]), name
+            assert f["per_s_ci_high"] == pytest.approx(f["per_step"] / time["ci_low"]), name
+            assert f["per_s_ci_low"] <= f["per_s"] <= f["per_s_ci_high"], name
+            peak = f["peak"]
+            assert peak["dtype"] == "float32" and peak["threads"] == 1, name
+            assert peak["flop_per_s"] == max(max(run) for run in peak["runs"]) > 0, name
+            shares = (f["share_ci_low"], f["share_of_peak"], f["share_ci_high"])
+            assert 0 < shares[0] <= shares[1] <= shares[2], name
+            assert f["share_of_peak"] == pytest.approx(f["per_s"] / peak["flop_per_s"]), name
+            metrics = client.get_run(r["job"]["mlflow_run_id"]).data.metrics
+            assert set(FLOP_METRICS) <= set(metrics), name  # every one, the bounds too
+            assert metrics["headline.flop_per_s_ci_low"] == pytest.approx(f["per_s_ci_low"])
+            assert metrics["headline.share_of_peak"] == pytest.approx(f["share_of_peak"])
+        report = folder / "report"
+        md = (report / "report.md").read_text()
+        assert "| FLOP/s (95% CI) | share of peak (95% CI) |" in md
+        eager = next(ln for ln in md.splitlines() if ln.startswith("| work | eval | eager |"))
+        assert re.search(r"\| \d+(\.\d+)? GFLOP/s \(\d+(\.\d+)?-\d+(\.\d+)?\) \|", eager), eager
+        assert re.search(r"\| \d+\.\d% \(\d+\.\d%-\d+\.\d%\) \|", eager), eager
+        (csv_eager, _) = csv.DictReader((report / "report.csv").open())
+        assert float(csv_eager["flop_per_s_ci_low"]) == pytest.approx(
+            rows[0]["flops"]["per_s_ci_low"], rel=1e-5
+        )
+        summary = {s["config"]: s for s in csv.DictReader((report / "summary.csv").open())}
+        assert float(summary["eager"]["geomean_share_of_peak"]) == pytest.approx(
+            rows[0]["flops"]["share_of_peak"], rel=1e-5
+        )
+        parent = client.get_run((folder / "mlflow_parent_run.txt").read_text().strip())
+        assert parent.data.metrics["report.aot_eager.geomean_share_of_peak"] == pytest.approx(
+            rows[1]["flops"]["share_of_peak"]
+        )
 
 
 def test_same_sweep_is_no_regression(

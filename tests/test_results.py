@@ -21,6 +21,7 @@ from benchflow.core.job import Job, JobSpec, Plan, fingerprint
 from benchflow.core.layout import SweepDir
 from benchflow.core.status import Status
 from benchflow.results.child import ChildResult, ChildTimings, Timing, Unsteady
+from benchflow.results.flops import Flops, Peak
 from benchflow.results.io import (
     append_jsonl,
     current,
@@ -165,6 +166,8 @@ time.sleep(60)
 def test_dataclass_round_trip_through_job_file() -> None:
     spec = JobSpec("llama·eager·eval", _cfg(repeat=3, dtype="amp"), "/tmp/r.json")
     assert JobSpec.from_dict(json.loads(json.dumps(spec.to_dict()))) == spec
+    later = dataclasses.replace(spec, process=2)  # a job's third process
+    assert JobSpec.from_dict(later.to_dict()) == later and "process" not in spec.to_dict()
     ir = dataclasses.replace(spec, ir=True)
     assert ir.to_dict()["mode"] == "ir" and JobSpec.from_dict(ir.to_dict()) == ir
 
@@ -193,6 +196,12 @@ def _child() -> ChildResult:
     )
 
 
+_PEAK = Peak(
+    flop_per_s=1e11, dtype="bfloat16", device="cpu", threads=2, matmul_precision="high",
+    key="k", measured_at=1.0, method="torch.mm", sizes=[256], runs=[[1e11, 9e10, 9e10]],
+)  # fmt: skip
+
+
 def _three_rows() -> list[ResultRow]:
     """Three ok rows of three jobs (seeds 0, 1, 2)."""
     return [
@@ -212,6 +221,7 @@ def test_a_row_reads_back_as_it_was_written() -> None:
         affinity="0-1",
         gpu={"name": "H200", "capability": "9.0", "driver": "550", "cuda": "12.8", "cudnn": None},
         digest={"of": "inductor", "tensors": 1, "leaves": [{"shape": [2], "mean": 0.5}]},
+        flops=Flops(per_step=1e9, counted="forward", top={"aten.mm": 1e9}, peak=_PEAK),
     )
     hardware = Hardware(cpu_vendor="GenuineIntel", cpu_features=["avx2"], logical_cores=2)
     row = build_row(_job(), status=Status.OK, error=None, info=info, child=child,
@@ -223,7 +233,11 @@ def test_a_row_reads_back_as_it_was_written() -> None:
     assert prov["hardware"]["affinity"] == "0-1" and prov["hardware"]["cpu_features"] == ["avx2"]
     assert prov["hardware"]["gpu"]["name"] == "H200" and prov["env"] == {"OMP_NUM_THREADS": "2"}
     assert prov["lock_sha256"] == "l" and data["digest"]["of"] == "inductor"
-    assert data["status"] == "ok" and data["schema_version"] == SCHEMA_VERSION == 5
+    # the child's count and peak, judged by the row's median time (0.2 s; no interval)
+    assert data["flops"]["per_s"] == pytest.approx(5e9) and data["flops"]["per_s_ci_low"] is None
+    assert data["flops"]["share_of_peak"] == pytest.approx(0.05)
+    assert data["flops"]["peak"]["key"] == "k" and data["flops"]["top"] == {"aten.mm": 1e9}
+    assert data["status"] == "ok" and data["schema_version"] == SCHEMA_VERSION == 6
     assert data["backend"] == "inductor" and data["config"]["model.name"] == "llama"
     assert data["experiment"]["dtype"] == "bfloat16" and data["experiment"]["batch_size"] == 4
     assert data["timing"]["unsteady_repeats"] == [{"repeat": 0, "reason": "dynamo made 1 graph"}]

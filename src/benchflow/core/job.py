@@ -97,6 +97,8 @@ class JobSpec:
     config: BenchConfig
     result_path: str
     ir: bool = False  # an IR pass: two steps for the dump, nothing timed (sweep/ir.py)
+    # which of the job's processes (0: the first, whose row is the job's beyond its samples)
+    process: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         out = {
@@ -104,7 +106,11 @@ class JobSpec:
             "config": dataclasses.asdict(self.config),
             "result_path": self.result_path,
         }
-        return out | ({"mode": "ir"} if self.ir else {})
+        return (
+            out
+            | ({"mode": "ir"} if self.ir else {})
+            | ({"process": self.process} if self.process else {})
+        )
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> JobSpec:
@@ -113,6 +119,7 @@ class JobSpec:
             config=config_from_dict(data["config"]),
             result_path=str(data["result_path"]),
             ir=data.get("mode") == "ir",
+            process=int(data.get("process", 0)),
         )
 
 

@@ -35,3 +35,35 @@ def format_time(seconds: float | None) -> str:
     if seconds < 1:
         return f"{seconds * 1e3:.2f} ms"
     return f"{seconds:.3f} s"
+
+
+def format_rate(
+    flop_per_s: float | None,
+    low: float | None = None,
+    high: float | None = None,
+    unit: str = "FLOP/s",
+) -> str:
+    """FLOP/s (or, with unit="FLOP", a count) with an SI prefix, and its interval in the
+    same prefix where given: "14.4 GFLOP/s (13.9-15.0)"; "-" where there is none."""
+    if flop_per_s is None:
+        return MISSING
+    scales = (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3))
+    prefix, scale = next(((p, s) for p, s in scales if abs(flop_per_s) >= s), ("", 1.0))
+
+    # the value's three significant digits, its bounds to the same decimal place
+    shown = abs(flop_per_s / scale)
+    places = 0 if shown >= 100 else 1 if shown >= 10 else 2
+
+    def number(value: float) -> str:
+        return f"{value / scale:.{places}f}"
+
+    span = f" ({number(low)}-{number(high)})" if low is not None and high is not None else ""
+    return f"{number(flop_per_s)} {prefix}{unit}{span}"
+
+
+def format_share(share: float | None, low: float | None = None, high: float | None = None) -> str:
+    """A share in percent, with its interval where given: "7.0% (6.8-7.3%)"."""
+    if share is None:
+        return MISSING
+    span = f" ({low:.1%}-{high:.1%})" if low is not None and high is not None else ""
+    return f"{share:.1%}{span}"

@@ -35,6 +35,7 @@ from benchflow.harness.process import (
 )
 from benchflow.models.errors import ModelSkipped
 from benchflow.results.child import ChildResult, ChildTimings, Digest, Timing
+from benchflow.results.flops import Flops
 from benchflow.results.provenance import gpu_info, job_env, versions
 
 if TYPE_CHECKING:
@@ -84,9 +85,14 @@ def _start(
 
 
 def run(
-    cfg: BenchConfig, backend: type[Backend], out_dir: Path, prebuilt: Prebuilt | None
+    cfg: BenchConfig,
+    backend: type[Backend],
+    out_dir: Path,
+    prebuilt: Prebuilt | None,
+    process: int = 0,
 ) -> ChildResult:
-    """Build, prepare and time one job. Returns the child's part of the result row."""
+    """Build, prepare and time one job (`process`: which of its processes). Returns the
+    child's part of the result row."""
     job, import_s = _start(cfg, backend, prebuilt)  # first: what import_s times
     import torch
 
@@ -134,6 +140,12 @@ def run(
     t_verify = time.perf_counter()
     code, accuracy, detail = job.verify()
     verify_s = time.perf_counter() - t_verify if cfg.verify else 0.0
+    metrics = _metrics(m, timed.batch_size) | accuracy | (profiled or {})  # (RSS: before the count)
+    # last: the count leaves the model as it leaves it (docs/flops.md); a later process's
+    # row is the first's but for its samples (results/pooled.py)
+    t_flops = time.perf_counter()
+    flops = job.flops(timed) if process == 0 else None
+    flops_s = time.perf_counter() - t_flops
 
     return ChildResult(
         model_source=cfg.model.source,
@@ -141,7 +153,7 @@ def run(
         dtype=job.prec.name,
         accelerator_model=device.model_name(),
         num_threads=torch.get_num_threads(),
-        metrics=_metrics(m, timed.batch_size) | accuracy | (profiled or {}),
+        metrics=metrics,
         summary=m.summary(),
         timing=_timing(cfg, m, job.shared),
         child_timings=ChildTimings(
@@ -154,11 +166,13 @@ def run(
             timed_s=max(measure_s - m.first_iter_time_s - m.warmup_time_s, 0.0),
             profile_s=profile_s,
             verify_s=verify_s,
+            flops_s=flops_s,
         ),
         verification_code=code,
         verification_detail=detail,
         gpu=gpu_info() if cfg.accelerator.name == "cuda" else None,
         digest=first[0] if first else None,
+        flops=flops,
     )
 
 
@@ -242,6 +256,22 @@ class _Job:
                 out,
             )
         return profiled
+
+    def flops(self, step: TimedStep) -> Flops:
+        """The FLOPs of one step (harness/flops.py) and the device's peak in the dtype its
+        matmuls run in (harness/peak.py); neither ever fails the job."""
+        from benchflow.harness import flops, peak
+
+        counted = flops.count(step, self.prec.autocast(self.device.autocast_type))
+        try:
+            cfg = self.cfg
+            measured = peak.device_peak(
+                cfg.accelerator.name, self.prec.matmul_dtype, cfg.matmul_precision
+            )
+        except Exception as exc:
+            log.warning("no matmul peak: %s: %s", type(exc).__name__, exc)
+            return dataclasses.replace(counted, peak_error=f"{type(exc).__name__}: {exc}")
+        return dataclasses.replace(counted, peak=measured)
 
     def verify(self) -> tuple[str, dict[str, float], str | None]:
         """verify=true: the verification code, the accuracy metrics and the detail."""
@@ -348,13 +378,24 @@ class Precision:
             name = AMP_DTYPES[self.name] or ("float16" if device_kind == "cuda" else "bfloat16")
             self.amp_dtype = getattr(torch, name)
 
-    def step(self, step: TimedStep, autocast_type: str | None) -> Any:
-        """One step, under autocast on `autocast_type` for AMP (None: never)."""
+    @property
+    def matmul_dtype(self) -> Any:
+        """The dtype the step's matmuls run in: autocast's, the model's, else float32."""
+        import torch
+
+        return self.amp_dtype or self.model_dtype or torch.float32
+
+    def autocast(self, autocast_type: str | None) -> AbstractContextManager[Any]:
+        """Autocast on `autocast_type` for AMP (None: never), else nothing."""
         import torch
 
         if self.amp_dtype is None or autocast_type is None:
-            return step()
-        with torch.autocast(device_type=autocast_type, dtype=self.amp_dtype):
+            return nullcontext()
+        return torch.autocast(device_type=autocast_type, dtype=self.amp_dtype)
+
+    def step(self, step: TimedStep, autocast_type: str | None) -> Any:
+        """One step, under autocast on `autocast_type` for AMP."""
+        with self.autocast(autocast_type):
             return step()
 
 
@@ -434,7 +475,7 @@ def main(
             if job.ir:
                 ir_pass(cfg, backend)
             else:
-                ran = run(cfg, backend, Path(job.result_path).parent, prebuilt)
+                ran = run(cfg, backend, Path(job.result_path).parent, prebuilt, job.process)
                 result = dataclasses.replace(
                     ran, versions=result.versions, env=result.env, affinity=result.affinity
                 )

@@ -26,6 +26,7 @@ PANELS: tuple[tuple[str, Any], ...] = (
     ("geomean speedup", lambda s: s.geomean_speedup),
     ("mean compile time (s)", lambda s: s.mean_compile_s),
     ("memory ratio", lambda s: s.memory_ratio),
+    ("geomean share of peak", lambda s: s.geomean_share),
 )
 OPEN_HEADER = [
     "first sweep after",
@@ -137,6 +138,8 @@ def _none(title: str, points: list[tuple[int, Summary]]) -> str:
         return "no compile: its backend does not compile"
     if title == "memory ratio":
         return "no memory ratio: no baseline row with the same kind of peak"
+    if title == "geomean share of peak":
+        return "no share of peak: no passing row with a FLOP count, a time and a peak"
     return f"no {title} in these sweeps"
 
 

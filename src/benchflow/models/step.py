@@ -93,19 +93,20 @@ class TimedStep:
         self.model, self.name, self.kind, self.test = model, name, kind, test
         self.batch_size = int(model.batch_size)
         self.optimizer: torch.optim.Optimizer | None = None
+        # A model may bring its own training loss (a suite's runner's, a factory's).
+        self.loss: Callable[[Any], torch.Tensor] = (
+            getattr(model, "compute_loss", None) or reduce_to_scalar_loss
+        )
+        self._eager_module: Any = None  # model.step=torchbench: its module, before `prepare`
         if kind == "torchbench":
             if prepare is not None:
-                module, _ = model.get_module()
-                model.set_module(prepare(module))
+                self._eager_module, _ = model.get_module()
+                model.set_module(prepare(self._eager_module))
             self._run: Callable[[], Any] = model.train if test == "train" else model.eval
             return
         if kind != "module":
             raise ValueError(f"model.step={kind!r}; allowed values: {', '.join(STEP_CHOICES)}")
         self.module, self.args, self.kwargs = self._module_and_inputs(model)
-        # A model may bring its own training loss (a suite's runner's, a factory's).
-        self.loss: Callable[[Any], torch.Tensor] = (
-            getattr(model, "compute_loss", None) or reduce_to_scalar_loss
-        )
         fn: Callable[..., Any]
         if test == "train":
             params = self._parameters("train it")
@@ -196,6 +197,15 @@ class TimedStep:
                 f"{why}, but no input of {self.name} has a dimension of its batch size "
                 f"{self.batch_size}"
             )
+
+    def eager(self) -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
+        """The eager module and the inputs the step calls it on, uncompiled (harness/flops.py
+        counts them); model.step=torchbench: get_module()'s, which its own eval() and
+        train() call."""
+        if self.kind == "module":
+            return self.module, self.args, self.kwargs
+        module, args, kwargs = self._module_and_inputs(self.model)
+        return (module if self._eager_module is None else self._eager_module), args, kwargs
 
     def parameters(self) -> Iterator[torch.nn.Parameter]:
         """The parameters the step trains (their gradients are what verify compares)."""

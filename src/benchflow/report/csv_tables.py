@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from benchflow.report.compare import Change, overall
 from benchflow.report.entry import Entry
 from benchflow.report.model import Report
+from benchflow.results.flops import Flops
+from benchflow.results.headline import FLOP_METRICS
 
 
 def _csv(columns: Sequence[tuple[str, Any]], items: Sequence[Any]) -> str:
@@ -46,6 +48,10 @@ def entries_csv(report: Report) -> str:
         ("speedup", lambda e: _num(e.speedup)),
         ("speedup_ci_low", lambda e: _num(e.speedup_ci.low if e.speedup_ci else None)),
         ("speedup_ci_high", lambda e: _num(e.speedup_ci.high if e.speedup_ci else None)),
+        *[
+            (name, lambda e, read=read: _num(read(e.flops) if e.flops else None))
+            for name, read in FLOP_COLUMNS.items()
+        ],
         ("compile_time_s", lambda e: _num(e.compile_s)),
         ("export_time_s", lambda e: _num(e.export_s)),
         ("peak_memory_bytes", lambda e: _num(e.peak_bytes)),
@@ -57,6 +63,16 @@ def entries_csv(report: Report) -> str:
         ("error", lambda e: e.error),
     ]
     return _csv(columns, report.entries)
+
+
+# A row's arithmetic (results/flops.py), one column each: its MLflow metrics' names
+# without "headline." (results/headline.FLOP_METRICS), and the peak it is a share of,
+# with the vendor's beside it.
+FLOP_COLUMNS: dict[str, Callable[[Flops], float | None]] = {
+    **{name.removeprefix("headline."): read for name, read in FLOP_METRICS.items()},
+    "peak_flop_per_s": lambda f: f.peak.flop_per_s if f.peak else None,
+    "vendor_peak_flop_per_s": lambda f: f.peak.vendor_flop_per_s if f.peak else None,
+}
 
 
 def summary_csv(report: Report) -> str:
@@ -71,6 +87,8 @@ def summary_csv(report: Report) -> str:
         ("geomean_ci_low", lambda s: _num(s.geomean_ci.low if s.geomean_ci else None)),
         ("geomean_ci_high", lambda s: _num(s.geomean_ci.high if s.geomean_ci else None)),
         ("speedup_models", lambda s: s.speedup_models),
+        ("geomean_share_of_peak", lambda s: _num(s.geomean_share)),
+        ("share_models", lambda s: s.share_models),
         ("left_out", lambda s: "; ".join(f"{m}: {why}" for m, why in s.left_out)),
         ("mean_compile_time_s", lambda s: _num(s.mean_compile_s)),
         ("memory_compression_ratio", lambda s: _num(s.memory_ratio)),

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from benchflow.config.schema import is_knob
 from benchflow.core.status import Status
+from benchflow.results.flops import Flops
 from benchflow.results.headline import headline_of, timed_of
 from benchflow.results.intervals import Interval, Timed
 from benchflow.results.load import HostLoad
@@ -74,6 +75,7 @@ class Entry:
     in_geomean: bool = True  # False: left out of its summary's geomean (`note` says why)
     note: str = ""
     compiles: bool = True  # False: the backend compiles nothing, compile time is no number
+    flops: Flops | None = None  # FLOPs per step, FLOP/s, share of peak (results/flops.py)
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -125,6 +127,7 @@ def make_entry(row: ResultRow, config: Config) -> Entry:
         memory_kind=h.memory_kind,
         verification=row.verification_code or "VERIFIER_SKIPPED",
         compiles=h.compiles,
+        flops=h.flops,
     )
 
 

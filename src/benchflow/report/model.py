@@ -24,6 +24,7 @@ from benchflow.config.schema import (
     setting_text,
 )
 from benchflow.core.status import INVALID_PREFIX, Status
+from benchflow.core.units import format_rate
 from benchflow.report.entry import Config, Entry, make_entry
 from benchflow.results.headline import references
 from benchflow.results.intervals import Interval, compare_times, geomean_ratio_ci
@@ -101,6 +102,9 @@ class Summary:
     mean_compile_s: float | None
     memory_ratio: float | None
     memory_models: int
+    # geometric mean of the passing models' share of the device's peak, over `share_models`
+    geomean_share: float | None = None
+    share_models: int = 0
     compiles: bool = True  # False: no model of it compiles (eager): no compile time
     baseline: bool = False  # the configuration the speedups are over
     # Models not skipped that the geomean leaves out, each with why (a failure on either
@@ -235,6 +239,7 @@ def build_report(
     notes += _speedups(entries, base)
     notes += _host_notes(entries)
     notes += _machine_checks_run(rows)
+    notes += _flops_notes(entries)
     biased = sum(bool(e.flags) for e in entries)
     if biased:
         notes.append(
@@ -379,6 +384,7 @@ def _summarize(config: Config, entries: list[Entry], is_base: bool) -> Summary:
     compiles = [e.compile_s for e in passed if e.compile_s is not None]
     ratios = [e.memory_ratio for e in passed if e.memory_ratio]
     speedups = [e.speedup for e in in_geomean if e.speedup]
+    shares = [e.flops.share_of_peak for e in passed if e.flops and e.flops.share_of_peak]
     return Summary(
         config=config,
         models=len(counted),
@@ -391,6 +397,8 @@ def _summarize(config: Config, entries: list[Entry], is_base: bool) -> Summary:
         mean_compile_s=statistics.fmean(compiles) if compiles else None,
         memory_ratio=1.0 if is_base and passed else (statistics.fmean(ratios) if ratios else None),
         memory_models=len(ratios),
+        geomean_share=geomean(shares) if shares else None,
+        share_models=len(shares),
         compiles=any(e.compiles for e in entries),
         baseline=is_base,
         left_out=left_out,
@@ -422,3 +430,40 @@ def _machine_checks_run(rows: Sequence[ResultRow]) -> list[str]:
         "benchflow's cache"
         for name, s in sorted(took.items())
     ]
+
+
+def _flops_notes(entries: Sequence[Entry]) -> list[str]:
+    """The peaks the rows' shares are of (each with the vendor's, where known), and why a
+    passing row has no FLOP/s, each said once with the rows it holds for."""
+    peaks: dict[str, list[str]] = {}
+    missing: dict[str, list[str]] = {}
+    for e in entries:
+        f = e.flops
+        if f is None or not e.passed:
+            continue
+        name = f"{e.model} {e.test} {e.config.label}"
+        if f.peak is not None:
+            p = f.peak
+            threads = f", {p.threads} thread(s)" if p.threads is not None else ""
+            vendor = (
+                f"; {p.vendor}: {format_rate(p.vendor_flop_per_s)}"
+                if p.vendor and p.vendor_flop_per_s
+                else ""
+            )
+            cached = "from benchflow's cache" if p.from_cache else "measured in this sweep"
+            if not p.quiet:
+                cached += f", on a busy host: the best of {p.measures} measurement(s)"
+            what = (
+                f"{p.device}, {p.dtype}{threads}: {format_rate(p.flop_per_s)} "
+                f"(torch.mm's best, {cached}{vendor})"
+            )
+            peaks.setdefault(what, []).append(name)
+        if why := (f.why_none or (f"no peak: {f.peak_error}" if f.peak_error else None)):
+            missing.setdefault(why, []).append(name)
+    notes = [f"share of peak: of {what}, for {_some(names)}" for what, names in peaks.items()]
+    return notes + [f"{why}: {_some(names)}" for why, names in missing.items()]
+
+
+def _some(names: list[str], shown: int = 4) -> str:
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more

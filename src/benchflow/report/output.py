@@ -73,6 +73,7 @@ SUMMARY_STATS: dict[str, Callable[[Summary], float | None]] = {
     "geomean_speedup_ci_high": lambda s: s.geomean_ci.high if s.geomean_ci else None,
     "mean_compile_time_s": lambda s: s.mean_compile_s,
     "memory_compression_ratio": lambda s: s.memory_ratio,
+    "geomean_share_of_peak": lambda s: s.geomean_share,
 }
 
 

@@ -1,7 +1,8 @@
 """The report's plots, with matplotlib's object API (no pyplot state, no display):
-per-model speedup bars with each configuration's geomean, and per-model times (log
-scale, IQR error bars). A job that ran without a number gets a grey "n/a"; one never
-run leaves its slot empty. Legends sit at a fixed place: matplotlib's "best" is slow.
+per-model speedup bars with each configuration's geomean, per-model times (log scale,
+IQR error bars) and per-model share of the device's peak (95% interval bars). A job that
+ran without a number gets a grey "n/a"; one never run leaves its slot empty. Legends sit
+at a fixed place: matplotlib's "best" is slow.
 """
 
 from __future__ import annotations
@@ -193,8 +194,31 @@ def times_figure(report: Report) -> Any:
     return fig
 
 
+def share_figure(report: Report) -> Any:
+    def value(e: Entry) -> tuple[float, tuple[float, float] | None] | None:
+        f = e.flops
+        if f is None or f.share_of_peak is None:
+            return None
+        pct = f.share_of_peak * 100
+        if f.share_ci_low is None or f.share_ci_high is None:
+            return pct, None
+        return pct, (max(0.0, pct - f.share_ci_low * 100), max(0.0, f.share_ci_high * 100 - pct))
+
+    fig, ax, _ = _grouped(
+        report, report.configs, value, "FLOP/s as % of the device's matmul peak", log=False
+    )
+    ax.set_title("Share of peak per model (error bars: 95% interval)")
+    _legend(ax, len(report.configs))
+    fig.tight_layout()
+    return fig
+
+
 def figures(report: Report) -> dict[str, Any]:
-    return {"speedup": speedup_figure(report), "times": times_figure(report)}
+    return {
+        "speedup": speedup_figure(report),
+        "times": times_figure(report),
+        "share": share_figure(report),
+    }
 
 
 def to_svg(fig: Any) -> str:

@@ -8,7 +8,13 @@ from collections.abc import Sequence
 
 from benchflow.config.schema import STEPS
 from benchflow.core.status import Status
-from benchflow.core.units import NOT_APPLICABLE, format_interval, format_time
+from benchflow.core.units import (
+    NOT_APPLICABLE,
+    format_interval,
+    format_rate,
+    format_share,
+    format_time,
+)
 from benchflow.report.compare import GOOD, Change, overall
 from benchflow.report.entry import Entry
 from benchflow.report.model import Meta, Report, Summary
@@ -25,6 +31,8 @@ ENTRY_HEADER = [
     "95% CI",
     "CV",
     "speedup (95% CI)",
+    "FLOP/s (95% CI)",
+    "share of peak (95% CI)",
     "compile",
     "peak mem",
     "verify",
@@ -35,6 +43,7 @@ SUMMARY_HEADER = [
     "passrate",
     "geomean speedup (95% CI)",
     "left out of the geomean",
+    "geomean share of peak",
     "mean compile",
     "memory ratio",
     "skipped",
@@ -85,11 +94,25 @@ def entry_cells(e: Entry, baseline: bool) -> list[str]:
         format_interval(e.ci_low_s, e.ci_high_s),
         f"{e.cv:.1%}" if e.cv is not None and e.time_s is not None else "-",
         speedup_cell(e, baseline),
+        rate_cell(e),
+        share_cell(e),
         _compile(e),
         mem,
         e.verification,
         e.note or e.error,
     ]
+
+
+def rate_cell(e: Entry) -> str:
+    """The FLOP/s a step reached, with the interval its time's gives."""
+    f = e.flops
+    return format_rate(f.per_s, f.per_s_ci_low, f.per_s_ci_high) if f else "-"
+
+
+def share_cell(e: Entry) -> str:
+    """Those FLOP/s as a share of the device's measured peak, with their interval."""
+    f = e.flops
+    return format_share(f.share_of_peak, f.share_ci_low, f.share_ci_high) if f else "-"
 
 
 def _compile(e: Entry) -> str:
@@ -114,11 +137,15 @@ def summary_cells(s: Summary) -> list[str]:
     memory = _x(s.memory_ratio)
     if s.memory_ratio is not None and s.memory_models:
         memory += f" over {s.memory_models}"
+    share = format_share(s.geomean_share)
+    if s.geomean_share is not None:
+        share += f" over {s.share_models} of {s.models}"
     return [
         s.config.label,
         rate,
         speed,
         "; ".join(f"{model}: {why}" for model, why in s.left_out) or "none",
+        share,
         format_time(s.mean_compile_s) if s.compiles else NOT_APPLICABLE,
         memory,
         str(s.skipped),
@@ -200,6 +227,11 @@ def definitions(report: Report) -> str:
         "(Welch's t over both jobs' log process medians; bootstrap over their repeats for "
         "jobs timed in one process); "
         f"dtype: {DTYPE_RULE} (this report's: {report.dtypes}); "
+        "FLOP/s: the FLOPs of one step (torch's counter on the eager module: the model's "
+        "arithmetic, the same for every backend) / the median time, the interval from the "
+        "time's; share of peak: those FLOP/s / the best torch.mm throughput measured on the "
+        "device in the job's dtype and threads (the notes name each peak); geomean share of "
+        "peak: over the passing models that have one; "
         "compile: first call minus a steady step (export: of it, torch.export's); "
         f"memory ratio: {report.baseline} peak / this peak; "
         "passrate: ran ok and accuracy did not fail, over models not skipped; "

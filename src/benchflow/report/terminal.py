@@ -38,6 +38,7 @@ SUMMARY_COLUMNS = (
     "config",
     "passrate",
     "geomean speedup (95% CI)",
+    "geomean share of peak",
     "mean compile",
     "memory ratio",
     "skipped",
@@ -84,7 +85,8 @@ def change_cells(c: Change) -> list[str]:
 def legend(report: Report) -> str:
     return (
         f"median: time per iteration; speedup: {report.baseline} time / this time (> 1 is "
-        "faster); compile: first call minus a steady step"
+        "faster); geomean share of peak: of a step's FLOP/s in the device's measured matmul "
+        "peak (report.md has each row's); compile: first call minus a steady step"
     )
 
 

@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from benchflow.core.status import Status
+from benchflow.results.flops import Flops
 
 # Of the row and of the child's part of it (the child and the parent are one checkout).
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 # Per-repeat series (`per_iter_time_s`: one value per repeat) and scalars (the cold
 # call's counters, accuracy, profile numbers): what `metrics` holds.
@@ -126,6 +127,7 @@ class ChildTimings:
     timed_s: float = 0.0
     profile_s: float = 0.0
     verify_s: float = 0.0
+    flops_s: float = 0.0  # the step's FLOPs counted, the device's matmul peak read or measured
     entered: float | None = None
     done: float | None = None
 
@@ -167,6 +169,7 @@ class ChildResult:
     affinity: str | None = None
     gpu: dict[str, str | None] | None = None
     digest: Digest | None = None  # the first step's output, summarized (results/digest.py)
+    flops: Flops | None = None  # a step's FLOPs and the device's peak (results/flops.py)
 
     def to_dict(self) -> dict[str, Any]:
         """The file's JSON; what the child did not get to is left out."""
@@ -175,7 +178,7 @@ class ChildResult:
             value = getattr(self, f.name)
             if f.name not in _ALWAYS and value in (None, {}):
                 continue
-            if isinstance(value, (Timing, ChildTimings)):
+            if isinstance(value, (Timing, ChildTimings, Flops)):
                 value = dataclasses.asdict(value)
             out[f.name] = value.value if isinstance(value, Status) else value
         return out
@@ -205,4 +208,5 @@ class ChildResult:
             affinity=data.get("affinity"),
             gpu=data.get("gpu"),
             digest=data.get("digest"),
+            flops=Flops.from_dict(data.get("flops")),
         )

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from benchflow import backends
 from benchflow.backends.probes import EXPORT_METRICS
 from benchflow.core.status import Status
+from benchflow.results.flops import Flops
 from benchflow.results.intervals import Timed, time_interval
 from benchflow.results.load import HostLoad
 from benchflow.results.row import ResultRow
@@ -20,6 +22,17 @@ from benchflow.results.stats import quantile
 # An exporting backend's export seconds in its cold call (backends/probes.ExportProbe;
 # the child keeps the cold call's probe deltas as cold_<metric>)
 EXPORT_METRIC = f"cold_{EXPORT_METRICS['export']}"
+# A row's arithmetic as MLflow metrics (results/flops.py), each where the row has it: the
+# one list of their names (the peak they are a share of is in the row, and the report).
+FLOP_METRICS: dict[str, Callable[[Flops], float | None]] = {
+    "headline.flops_per_step": lambda f: f.per_step,
+    "headline.flop_per_s": lambda f: f.per_s,
+    "headline.flop_per_s_ci_low": lambda f: f.per_s_ci_low,
+    "headline.flop_per_s_ci_high": lambda f: f.per_s_ci_high,
+    "headline.share_of_peak": lambda f: f.share_of_peak,
+    "headline.share_of_peak_ci_low": lambda f: f.share_ci_low,
+    "headline.share_of_peak_ci_high": lambda f: f.share_ci_high,
+}
 
 
 @dataclass(frozen=True)
@@ -42,6 +55,7 @@ class Headline:
     export_s: float | None  # of the compile, the model's export (dynamo=aot_inductor)
     peak_bytes: float | None
     memory_kind: str | None  # "device" or "host RSS"
+    flops: Flops | None = None  # FLOPs per step, FLOP/s and share of peak (None unless ok)
 
     @property
     def iqr_s(self) -> float | None:
@@ -69,6 +83,8 @@ class Headline:
             else None,
             "headline.gpu_sm_clock_mhz": self.host.gpu_sm_clock_mhz if self.host else None,
         }
+        if self.flops is not None:
+            out |= {name: read(self.flops) for name, read in FLOP_METRICS.items()}
         return {k: float(v) for k, v in out.items() if v is not None and math.isfinite(v)}
 
 
@@ -127,6 +143,7 @@ def headline_of(row: ResultRow) -> Headline:
         export_s=row.scalar(EXPORT_METRIC) if ok else None,
         peak_bytes=peak if ok else None,
         memory_kind=kind if ok and peak else None,
+        flops=row.flops if ok else None,
     )
 
 

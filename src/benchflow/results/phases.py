@@ -20,6 +20,8 @@ PHASES: dict[str, str] = {
     "timed": "the timed repeats",
     "profile": "the profiler's passes",
     "verify": "the accuracy check",
+    "flops": "a step's FLOPs counted on the eager module, and the device's matmul peak "
+    "read from benchflow's cache (measured there once per machine, dtype and threads)",
     "ir": "the IR dump passes (children of their own)",
     "teardown": "the child's exit, and its compile workers killed",
     "other": "the rest of the child's time: logging set-up, versions, counter dumps, "
@@ -27,7 +29,7 @@ PHASES: dict[str, str] = {
     "(with interleave=false, the parent's time between them too)",
 }
 # The model's own work; every other phase of the child is overhead (imports are).
-MODEL_WORK = ("build", "move", "compile", "warmup", "timed", "profile", "verify")
+MODEL_WORK = ("build", "move", "compile", "warmup", "timed", "profile", "verify", "flops")
 # The child's wall as the parent saw it: start to teardown.
 IN_CHILD = ("start", *MODEL_WORK, "teardown", "other")
 

@@ -19,6 +19,9 @@ status and provenance. What result.json holds, and each line of results.jsonl:
               hardware: {cpu_vendor, cpu_features, ..., affinity, gpu},
               lock_sha256, packages_sha256, torchbench_sha, env},       Provenance
  digest: {of, leaves: [{shape, dtype, mean, ...}]} (a job that timed),  Digest
+ flops: {per_step, counted, top, uncounted, error, per_s, per_s_ci_low,
+         per_s_ci_high, share_of_peak, share_ci_low, share_ci_high,
+         peak: {flop_per_s, dtype, device, threads, key, method, ...}}   Flops
  superseded_by (only once a later attempt of the same job replaced it)}
 
 The child writes its part (results/child.py) and the parent adds the rest (`build_row`);
@@ -26,7 +29,8 @@ a field the run never reached is left out. `from_dict` reads older rows as these
 2 added `backend`, `config` and the `invalid` status (from `skipped` + its error's
 prefix: core/status.status_of); 3 added `experiment.step` (older rows: "torchbench");
 4 made repeats adaptive and calibrated (older rows' `ci_rel` is ignored); 5 took out
-`timing.spans`, `held`, `shared_build_at` and `shared_builds` (skipped in older rows).
+`timing.spans`, `held`, `shared_build_at` and `shared_builds` (skipped in older rows);
+6 added `flops` (results/flops.py) and the child's `flops` phase (older rows: none).
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ from benchflow.results.child import (
     Versions,
     pick,
 )
+from benchflow.results.flops import Flops, judged
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -261,6 +266,7 @@ class ResultRow:
     provenance: Provenance = field(default_factory=Provenance)
     superseded_by: str | None = None  # the row_id of the attempt that replaced this one
     digest: Digest | None = None  # the first step's output, summarized (results/digest.py)
+    flops: Flops | None = None  # a step's FLOPs, FLOP/s and share of peak (results/flops.py)
 
     @property
     def model_name(self) -> str:
@@ -308,6 +314,8 @@ class ResultRow:
             out["superseded_by"] = self.superseded_by
         if self.digest:
             out["digest"] = self.digest
+        if self.flops:
+            out["flops"] = self.flops.to_dict()
         return out
 
     @classmethod
@@ -345,6 +353,7 @@ class ResultRow:
                 provenance=Provenance.from_dict(data.get("provenance") or {}),
                 superseded_by=data.get("superseded_by"),
                 digest=data.get("digest"),
+                flops=Flops.from_dict(data.get("flops")),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise RowError(f"not a result row ({type(exc).__name__}: {exc})") from None
@@ -407,7 +416,18 @@ def build_row(
         job=info or JobInfo.of(job),
         provenance=(provenance or Provenance()).with_child(child),
         digest=child.digest,
+        flops=judged(child.flops, *_time_and_interval(child.summary)),
     )
+
+
+def _time_and_interval(
+    summary: Summary,
+) -> tuple[float | None, tuple[float, float] | None]:
+    """The step's median time and its 95% interval, as the child (or the pool) summarized them."""
+    stats = summary.get("per_iter_time_s") or {}
+    median = stats.get("median")
+    ci = (float(stats["ci_low"]), float(stats["ci_high"])) if "ci_low" in stats else None
+    return (float(median) if median is not None else None), ci
 
 
 T = TypeVar("T")

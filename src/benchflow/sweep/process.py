@@ -76,7 +76,7 @@ def run_step(
             env = child_env(cores, cfg.num_threads) | gpus.child_env(gpu) | launch_env(job, job_dir)
             spec_cfg = process_config(cfg, steps)
             result, job_file = job_dir.process_files(n)
-            spec = JobSpec(job.name, spec_cfg, str(result))
+            spec = JobSpec(job.name, spec_cfg, str(result), process=n)
             zygote = request = None
             if warm is not None and pool is not None:
                 write_json_atomic(job_file, spec.to_dict())  # what a new warm process builds
