@@ -44,7 +44,7 @@ REASONS = [
         re.compile(r"HTTP|urlopen|Connection|offline|hub|Max retries|download|Errno -[23]"),
         "needs a download",
     ),
-    (re.compile(r"NotImplementedError"), "not implemented for this test or device"),
+    (re.compile(r"NotImplementedError|not_implemented"), "not implemented for this test or device"),
 ]
 
 

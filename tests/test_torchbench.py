@@ -19,7 +19,7 @@ from benchflow.models.torchbench_index import (
     missing_packages,
     not_implemented,
 )
-from benchflow.sweep.plan import resolve
+from benchflow.sweep.plan import plan_config, resolve
 
 FIXTURE = Path(__file__).parent / "fixtures" / "torchbench"
 ROOT_ARG = f"suite.torchbench_root={FIXTURE}"
@@ -138,6 +138,23 @@ def test_metadata_not_implemented_skips_before_loading(
     row = quirk_rows[("tb_no_cpu", "eval")]
     assert row["status"] == "skipped" and "not_implemented" in row["error"]
     assert row["job"]["wall_time_s"] == 0.0  # no child was started
+
+
+def test_metadata_not_implemented_is_lifted_with_the_skip_lists(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """TorchBench's own metadata.yaml `not_implemented` skips as the suite's lists do,
+    and `suite.skip_lists=false` lifts it too: the experiment runner does not read that
+    file, and times some of those models (phlippe_densenet eval on a CPU)."""
+    monkeypatch.delenv("TORCHBENCH_ROOT", raising=False)
+
+    def skip(skip_lists: bool) -> str | None:
+        suite = SuiteConfig(torchbench_root=str(FIXTURE), skip_lists=skip_lists)
+        cfg = BenchConfig(model=ModelConfig(name="tb_no_cpu"), suite=suite)
+        return plan_config(cfg, 0, []).skip
+
+    assert "not_implemented (suite.skip_lists=false runs it" in (skip(True) or "")
+    assert skip(False) is None
 
 
 def test_missing_package_and_download_fail_with_a_clear_message(

@@ -18,7 +18,6 @@ from torch import nn
 
 from benchflow.models.base import moved
 from benchflow.models.errors import MissingDependency, ModelSkipped
-from benchflow.models.torchbench_index import not_implemented
 
 log = logging.getLogger(__name__)
 
@@ -93,9 +92,6 @@ class TorchBenchModel:
         batch_size: int | None,
     ) -> None:
         """The model as TorchBench builds it (on CUDA for accelerator=cuda); `place` moves it."""
-        reason = not_implemented(root, name, accelerator, test)
-        if reason:
-            raise ModelSkipped(reason)
         prepare_import(root)
         try:
             module = importlib.import_module(f"torchbenchmark.models.{name}")

@@ -311,7 +311,8 @@ def _with_rules(cfg: BenchConfig, num: int, overrides: tuple[str, ...], single: 
     )
     cfg = dataclasses.replace(cfg, dtype=decision.dtype, batch_size=decision.batch_size)
     skip = decision.skip
-    if not skip and cfg.model.source == "torchbench" and cfg.suite.torchbench_root:
+    if not skip and cfg.suite.skip_lists and cfg.model.source == "torchbench":
+        assert cfg.suite.torchbench_root, "resolve() found the TorchBench root"
         skip = not_implemented(
             Path(cfg.suite.torchbench_root), cfg.model.name, cfg.accelerator.name, cfg.test.name
         )
