@@ -198,6 +198,34 @@ def test_builtin_models_follow_the_same_interface() -> None:
     assert torch.equal(got, want)  # a built-in's own eval() is its module's forward
 
 
+def test_an_eval_that_differentiates_in_its_forward_runs_with_grad_as_the_references() -> None:
+    """maml's eval calls torch.autograd.grad in its forward (its inner loop): both
+    references run it with grad enabled, every other eval under no_grad (EVAL_WITH_GRAD)."""
+    from benchflow.models.step import EVAL_WITH_GRAD
+
+    class InnerLoop(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.ones(3))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            (grad,) = torch.autograd.grad((self.w * x).sum(), self.w)
+            return x - grad
+
+    class Holder:
+        batch_size = 1
+
+        def get_module(self) -> tuple[torch.nn.Module, tuple[torch.Tensor]]:
+            return InnerLoop(), (torch.arange(3.0),)
+
+    assert "maml" in EVAL_WITH_GRAD
+    got = TimedStep(Holder(), name="maml", kind="module", test="eval", prepare=None)()
+    assert torch.equal(got, torch.zeros(3))  # x - d(sum(w x))/dw = x - x
+    other = TimedStep(Holder(), name="other", kind="module", test="eval", prepare=None)
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        other()  # the same forward under no_grad: what benchflow ran for maml before
+
+
 def test_a_bad_step_is_refused_naming_the_allowed_values() -> None:
     from benchflow.models.dlrm import Dlrm
 

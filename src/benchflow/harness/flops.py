@@ -32,7 +32,6 @@ ARITHMETIC = re.compile(
 def count(step: TimedStep, autocast: AbstractContextManager[Any]) -> Flops:
     """The FLOPs of one call of `step`'s eager module on its inputs (under `autocast`,
     as the step runs); a Flops with `error` where the step cannot be counted."""
-    import torch
     from torch.utils.flop_counter import FlopCounterMode
 
     test = "train" if step.test == "train" else "eval"
@@ -47,7 +46,7 @@ def count(step: TimedStep, autocast: AbstractContextManager[Any]) -> Flops:
                     loss = step.loss(module(*args, **kwargs))
                 loss.backward()
             else:
-                with torch.no_grad(), autocast:
+                with step.eval_grad(), autocast:
                     module(*args, **kwargs)
     except Exception as exc:  # a row without FLOPs, never a failed job
         return Flops(per_step=None, counted=COUNTED[test], error=f"{type(exc).__name__}: {exc}")

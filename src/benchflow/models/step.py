@@ -17,6 +17,11 @@ from torch import nn
 from benchflow.config.schema import STEP_CHOICES
 from benchflow.models.errors import ModelSkipped
 
+# TorchBench models whose eval differentiates inside its forward (maml's inner loop
+# calls torch.autograd.grad): both references run their eval with grad enabled (the
+# runner's pick_grad, PyTorch's torchbench.py), where every other eval runs under no_grad.
+EVAL_WITH_GRAD = frozenset({"maml"})
+
 # TorchBench models the experiment runner trains with SGD instead of Adam (its
 # TRAIN_WITH_SGD: Adam's state might not fit).
 SGD_MODELS = frozenset(
@@ -163,8 +168,12 @@ class TimedStep:
         self.optimizer.step()
         return loss
 
+    def eval_grad(self) -> Any:
+        """The grad mode an eval step runs in: no_grad, but for EVAL_WITH_GRAD's models."""
+        return torch.enable_grad() if self.name in EVAL_WITH_GRAD else torch.no_grad()
+
     def _eval(self) -> Any:
-        with torch.no_grad():
+        with self.eval_grad():
             return self._fn(self.args, self.kwargs)
 
     def _train(self) -> Any:
