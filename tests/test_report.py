@@ -538,6 +538,14 @@ def test_a_plot_names_its_configurations_only_while_a_legend_can_be_read() -> No
 
     has_legend, notes = legend_and_notes(MAX_LEGEND)
     assert has_legend and not any("configurations" in t for t in notes)
+    # each configuration's entry in its bars' colour (once every entry drew matplotlib's C0)
+    from matplotlib.colors import to_hex
+
+    rows = [row("a", "eager", [0.01] * 3, overrides=(f"seed={i}",)) for i in range(3)]
+    ax = times_figure(build_report(rows, "eager")).axes[0]
+    legend = [to_hex(h.get_color()) for h in ax.get_legend().legend_handles]
+    bars = sorted({to_hex(p.get_facecolor()) for p in ax.patches}, key=legend.index)
+    assert legend == bars and len(set(legend)) == 3
     has_legend, notes = legend_and_notes(MAX_LEGEND + 1)
     assert not has_legend and any(f"{MAX_LEGEND + 1} configurations" in t for t in notes)
 

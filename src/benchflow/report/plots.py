@@ -76,8 +76,8 @@ def _grouped(
     if len(configs) <= MAX_LEGEND:  # a legend entry per configuration that has a bar
         shown = {c for _, _, c in bars}
         for color, config in zip(colors, configs, strict=True):
-            if color in shown:
-                ax.bar([], [], color=color, label=config.label)
+            if color in shown:  # a square of its colour (an empty bar's legend took C0's)
+                ax.plot([], [], "s", color=color, markersize=8, label=config.label)
     if len(bars) + len(missing) <= MAX_LABELLED_BARS:
         _labels(ax, bars, missing, floor)
     if errors:
@@ -176,22 +176,31 @@ def speedup_figure(report: Report) -> Any:
     return fig
 
 
+def _spread(center: float, low: float | None, high: float | None) -> tuple[float, float] | None:
+    """matplotlib's error bar: the distances below and above `center` (None: no bounds)."""
+    if low is None or high is None:
+        return None
+    return max(0.0, center - low), max(0.0, high - center)
+
+
+def _bars(report: Report, value: Any, label: str, title: str, log: bool) -> Any:
+    fig, ax, _ = _grouped(report, report.configs, value, label, log=log)
+    ax.set_title(title)
+    _legend(ax, len(report.configs))
+    fig.tight_layout()
+    return fig
+
+
 def times_figure(report: Report) -> Any:
     def value(e: Entry) -> tuple[float, tuple[float, float] | None] | None:
         if e.time_s is None:
             return None
         ms = e.time_s * 1e3
-        if e.q1_s is None or e.q3_s is None:
-            return ms, None
-        return ms, (max(0.0, ms - e.q1_s * 1e3), max(0.0, e.q3_s * 1e3 - ms))
+        q1, q3 = (None if q is None else q * 1e3 for q in (e.q1_s, e.q3_s))
+        return ms, _spread(ms, q1, q3)
 
-    fig, ax, _ = _grouped(
-        report, report.configs, value, "median per-iteration time (ms, log)", log=True
-    )
-    ax.set_title("Time per model (error bars: IQR over repeats)")
-    _legend(ax, len(report.configs))
-    fig.tight_layout()
-    return fig
+    label = "median per-iteration time (ms, log)"
+    return _bars(report, value, label, "Time per model (error bars: IQR over repeats)", log=True)
 
 
 def share_figure(report: Report) -> Any:
@@ -199,18 +208,12 @@ def share_figure(report: Report) -> Any:
         f = e.flops
         if f is None or f.share_of_peak is None:
             return None
-        pct = f.share_of_peak * 100
-        if f.share_ci_low is None or f.share_ci_high is None:
-            return pct, None
-        return pct, (max(0.0, pct - f.share_ci_low * 100), max(0.0, f.share_ci_high * 100 - pct))
+        low, high = (None if b is None else b * 100 for b in (f.share_ci_low, f.share_ci_high))
+        return f.share_of_peak * 100, _spread(f.share_of_peak * 100, low, high)
 
-    fig, ax, _ = _grouped(
-        report, report.configs, value, "FLOP/s as % of the device's matmul peak", log=False
-    )
-    ax.set_title("Share of peak per model (error bars: 95% interval)")
-    _legend(ax, len(report.configs))
-    fig.tight_layout()
-    return fig
+    label = "FLOP/s as % of the device's matmul peak"
+    title = "Share of peak per model (error bars: 95% interval)"
+    return _bars(report, value, label, title, log=False)
 
 
 def figures(report: Report) -> dict[str, Any]:
