@@ -1,8 +1,11 @@
 """Whole-file writes that are never seen half-done: a temporary file in the same
-folder, fsynced, then renamed over the target (readers see the old or the new)."""
+folder, fsynced, then renamed over the target (readers see the old or the new); and
+reading such a record back into its dataclass (`pick`)."""
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
 import os
 import tempfile
@@ -27,3 +30,14 @@ def write_text_atomic(path: Path, text: str) -> None:
 
 def write_json_atomic(path: Path, data: Any) -> None:
     write_text_atomic(path, json.dumps(data, indent=2, default=str) + "\n")
+
+
+@functools.cache
+def _field_names(cls: type) -> frozenset[str]:
+    return frozenset(f.name for f in dataclasses.fields(cls))
+
+
+def pick(cls: type, data: dict[str, Any]) -> dict[str, Any]:
+    """The keys of `data` that are fields of `cls` (readers skip keys they do not know)."""
+    names = _field_names(cls)
+    return {k: v for k, v in data.items() if k in names}

@@ -1,5 +1,5 @@
 """The FLOPs of one step, counted by torch's own counter (torch.utils.flop_counter) on
-the eager module: its forward under no_grad for eval, its forward and backward for
+the eager module: its forward in the eval step's grad mode, its forward and backward for
 train, as the step runs them (docs/flops.md). No formula is written here: an operator
 torch's counter has no formula for is named in the row (`uncounted`), never counted
 as zero.

@@ -8,10 +8,10 @@ child_wall_s; one that died writes nothing, and the parent says why from its exi
 from __future__ import annotations
 
 import dataclasses
-import functools
 from dataclasses import dataclass, field
 from typing import Any
 
+from benchflow.core.files import pick
 from benchflow.core.status import Status
 from benchflow.results.flops import Flops
 
@@ -26,17 +26,6 @@ Summary = dict[str, dict[str, float]]
 Versions = dict[str, str | None]  # python, torch, torch_xla, benchflow (+ the suite's library)
 # A step's output, summarized: {"of": the backend, "leaves": [{shape, dtype, mean, ...}]}.
 Digest = dict[str, Any]
-
-
-@functools.cache
-def _field_names(cls: type) -> frozenset[str]:
-    return frozenset(f.name for f in dataclasses.fields(cls))
-
-
-def pick(cls: type, data: dict[str, Any]) -> dict[str, Any]:
-    """The keys of `data` that are fields of `cls` (readers skip keys they do not know)."""
-    names = _field_names(cls)
-    return {k: v for k, v in data.items() if k in names}
 
 
 @dataclass(frozen=True)

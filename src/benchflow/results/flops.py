@@ -11,10 +11,13 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from benchflow.core.files import pick
+
 # What a count is of, as the row says it: the model's arithmetic, so the same figure
 # for every backend that runs the model (a compiler's fusions and eliminations aside).
 COUNTED = {
-    "eval": "forward of the eager module, under no_grad (every backend: the model's arithmetic)",
+    "eval": "forward of the eager module, in its eval step's grad mode (every backend: the "
+    "model's arithmetic)",
     "train": "forward and backward of the eager module (every backend: the model's arithmetic)",
 }
 
@@ -45,8 +48,7 @@ class Peak:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Peak:
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
+        return cls(**pick(cls, data))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -88,10 +90,8 @@ class Flops:
     def from_dict(cls, data: dict[str, Any] | None) -> Flops | None:
         if not data:
             return None
-        names = {f.name for f in dataclasses.fields(cls)}
-        kept = {k: v for k, v in data.items() if k in names}
         peak = data.get("peak")
-        return cls(**{**kept, "peak": Peak.from_dict(peak) if peak else None})
+        return cls(**{**pick(cls, data), "peak": Peak.from_dict(peak) if peak else None})
 
 
 def judged(

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from benchflow.results.child import pick
+from benchflow.core.files import pick
 
 OTHER_OWN_LIMIT = 0.25  # of the job's cores' time in a repeat (/proc/stat ticks: coarse)
 STEAL_LIMIT = 0.10

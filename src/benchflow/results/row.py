@@ -43,6 +43,7 @@ from typing import Any, TypeVar
 
 from benchflow import backends
 from benchflow.config.schema import Settings
+from benchflow.core.files import pick
 from benchflow.core.job import Job
 from benchflow.core.machine import node_name
 from benchflow.core.status import Status, status_of
@@ -54,7 +55,6 @@ from benchflow.results.child import (
     Summary,
     Timing,
     Versions,
-    pick,
 )
 from benchflow.results.flops import Flops, judged
 
