@@ -101,6 +101,12 @@ for kind in ("module", "torchbench"):
         held[kind] = str(exc)[:200]
 held["inputs"] = str(s.model.tb.model.inputs.dtype)
 out["holder_inputs"] = held
+from torchbenchmark.models.tb_inputs_per_call import CALLS as ASKED
+s = step("tb_inputs_per_call", "eval", "module", dtype=torch.bfloat16)
+module, (state,) = s.model.get_module()
+got = s()
+out["asked_once"] = {"calls": ASKED["get_module"], "dtype": str(got.dtype),
+                     "state": str(state.dtype), "same_module": module is s.module}
 print(json.dumps(out))
 """
 
@@ -174,6 +180,18 @@ def test_a_model_keeping_its_module_and_inputs_in_a_plain_object_runs_in_the_job
         "module": ["torch.bfloat16"],
         "torchbench": ["torch.bfloat16"],
         "inputs": "torch.bfloat16",
+    }
+
+
+def test_get_module_is_asked_once_and_its_answer_cast_and_timed(probe: dict[str, Any]) -> None:
+    """soft_actor_critic's shape: get_module() runs its module on new float32 data at
+    each call, so a second call after the cast fails ("mat1 and mat2 must have the same
+    dtype"). Asked once, as the experiment runner asks, its module and inputs are cast."""
+    assert probe["asked_once"] == {
+        "calls": 1,
+        "dtype": "torch.bfloat16",
+        "state": "torch.bfloat16",
+        "same_module": True,
     }
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.utils._pytree import tree_map
 
 from benchflow.models.base import moved
 from benchflow.models.errors import MissingDependency, ModelSkipped
@@ -106,6 +107,7 @@ class TorchBenchModel:
         torch.set_default_device(None)  # some models set it for the whole process
         self.name, self.test = name, test
         self.batch_size = int(self.tb.batch_size)
+        self._module_and_inputs: tuple[Any, Any] | None = None  # get_module()'s one answer
 
     def place(self, device: torch.device, dtype: torch.dtype | None) -> TorchBenchModel:
         """On the job's device, in its dtype (nothing to do where it was built as is)."""
@@ -117,21 +119,27 @@ class TorchBenchModel:
         """Move every tensor and module the model keeps, so its own step runs there; an
         optimizer is rebuilt over the moved parameters (moving to XLA makes new ones)."""
         optimizer = self.tb.get_optimizer() if self.test == "train" else None
+        # What get_module() returns is what is timed, asked once before anything moves (as
+        # the experiment runner does: soft_actor_critic's runs its module on new float32
+        # data at each call), then moved: its module in place, wherever the model keeps it
+        module, inputs = self.get_module()
         _move_attrs(self.tb, device, dtype)
-        # What get_module() returns is what is timed: its module moved in place, wherever
-        # the model keeps it
-        module, _ = self.tb.get_module()
         if isinstance(module, nn.Module):
             moved(module, device, dtype)
+        self._module_and_inputs = (module, tree_map(lambda v: moved(v, device, dtype), inputs))
         if isinstance(optimizer, torch.optim.Optimizer):
             self.tb.set_optimizer(type(optimizer)(module.parameters(), **optimizer.defaults))
 
     # -- BenchModel interface ----------------------------------------------------
     def get_module(self) -> tuple[nn.Module, Any]:
-        return self.tb.get_module()  # type: ignore[no-any-return]
+        """TorchBench's get_module(), asked once: its module and example inputs."""
+        if self._module_and_inputs is None:
+            self._module_and_inputs = self.tb.get_module()
+        return self._module_and_inputs  # type: ignore[return-value]
 
     def set_module(self, module: nn.Module) -> None:
         self.tb.set_module(module)
+        self._module_and_inputs = (module, self.get_module()[1])
 
     def train(self) -> Any:
         result = self.tb.train()
