@@ -69,6 +69,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 from benchflow import backends  # noqa: E402
+from benchflow.harness.process import MMAP_THRESHOLD, TRIM_THRESHOLD  # noqa: E402
 from benchflow.results.io import read_rows  # noqa: E402
 from benchflow.results.phases import PHASES  # noqa: E402
 from benchflow.suite.rules import DTYPE_RULE  # noqa: E402
@@ -80,6 +81,16 @@ RUNNER_FLAGS = {
     "lazy_xla": ("PJRT", "None"),
     "inductor": ("None", "inductor"),
     "openxla": ("PJRT", "openxla"),
+}
+
+
+# What benchflow's timed repeats have and the runner's do not, as the runner's environment:
+# glibc's malloc thresholds (benchflow's child sets them with mallopt) and no Inductor
+# compile workers beside the repeats (benchflow stops them after warm-up). --as-benchflow.
+AS_BENCHFLOW = {
+    "GLIBC_TUNABLES": f"glibc.malloc.mmap_threshold={MMAP_THRESHOLD}"
+    f":glibc.malloc.trim_threshold={TRIM_THRESHOLD}",
+    "TORCHINDUCTOR_COMPILE_THREADS": "1",
 }
 
 
@@ -143,6 +154,8 @@ def run_runner(args: argparse.Namespace, out: Path) -> Path:
         xla, dynamo = RUNNER_FLAGS[b]
         by_xla.setdefault(xla, set()).add(dynamo)
     env = {**os.environ, "PJRT_DEVICE": "CPU", INDUCTOR_CACHE: str(runner_cache(args, out))}
+    if args.as_benchflow:
+        env.update(AS_BENCHFLOW)
     for n, (xla, dynamos) in enumerate(sorted(by_xla.items())):
         cmd = [
             sys.executable,
@@ -428,6 +441,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reuse", action="store_true", help="read results already in --out")
     p.add_argument("--only", choices=("runner", "benchflow"), help="run one side only")
     p.add_argument(
+        "--as-benchflow",
+        action="store_true",
+        help="give the runner what benchflow's timed repeats have: its malloc thresholds\n"
+        "(GLIBC_TUNABLES) and no compile workers beside them (TORCHINDUCTOR_COMPILE_THREADS=1):\n"
+        "an A/B that tells a difference of those two from the rest",
+    )
+    p.add_argument(
         "--set",
         action="append",
         default=[],
@@ -493,6 +513,11 @@ def main(argv: list[str] | None = None) -> int:
         header.append("- sweep wall: " + ", ".join(f"{k} {v:.0f} s" for k, v in walls.items()))
     if args.set:
         header.append("- benchflow overrides: " + " ".join(args.set))
+    if args.as_benchflow:
+        header.append(
+            "- the runner given benchflow's host settings: "
+            + " ".join(f"{k}={v}" for k, v in AS_BENCHFLOW.items())
+        )
     (out / "compare_xr.md").write_text(markdown(rows, header) + phase_table(bf_files))
     with (out / "compare_xr.csv").open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else ["model"])

@@ -102,15 +102,74 @@ def run_one(args: argparse.Namespace, model: str, test: str) -> Path:
     return out
 
 
+def _outside(row: dict[str, str], tolerance: float = 0.10) -> bool:
+    """Timed by both, the ratio outside ±tolerance."""
+    return bool(row["ratio"]) and abs(math.log(float(row["ratio"]))) > math.log(1 + tolerance)
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with path.open() as f:
+        return list(csv.DictReader(f))
+
+
+def run_ab(args: argparse.Namespace, model: str, test: str) -> None:
+    """For each cell outside ±10%: the runner again, given benchflow's host settings
+    (compare_xr --as-benchflow), under <model>/<test>/ab."""
+    out = args.out / model / test
+    flagged = [r["backend"] for r in _rows(out / "compare_xr.csv") if _outside(r)]
+    if not flagged or ((out / "ab" / "compare_xr.csv").exists() and not args.again):
+        return
+    compare_xr.main(
+        [
+            f"--xla={args.xla}",
+            f"--torchbench={args.torchbench}",
+            f"--models={model}",
+            f"--test={test}",
+            f"--backends={','.join(flagged)}",
+            f"--repeat={args.repeat}",
+            f"--iterations-per-run={args.iterations_per_run}",
+            f"--out={out / 'ab'}",
+            "--only=runner",
+            "--as-benchflow",
+            *([f"--timeout={args.timeout}"] if args.timeout else []),
+        ]
+    )
+
+
+def ab_note(row: dict[str, str], ab: dict[str, str] | None) -> tuple[str, bool]:
+    """What the runner measured given benchflow's host settings, and whether that explains
+    the difference (benchflow then within ±10% of it)."""
+    if not ab or ab["runner_status"] != "ok" or not ab["runner_median_ms"]:
+        return "", False
+    again = float(ab["runner_median_ms"])
+    ratio = float(row["benchflow_median_ms"]) / again
+    within = abs(math.log(ratio)) <= math.log(1.10)
+    verdict = "the difference is those settings" if within else "not only those settings"
+    return (
+        f"A/B: the runner given benchflow's malloc thresholds and one compile thread "
+        f"measured {again:.4g} ms (benchflow / it: {ratio:.3f}): {verdict}",
+        within,
+    )
+
+
 def cells(
     args: argparse.Namespace, model: str, test: str, explained: dict[tuple[str, ...], str]
 ) -> list[dict[str, Any]]:
     out = args.out / model / test
-    with (out / "compare_xr.csv").open() as f:
-        rows = list(csv.DictReader(f))
+    rows = _rows(out / "compare_xr.csv")
+    abs_ = (
+        {r["backend"]: r for r in _rows(ab)}
+        if (ab := out / "ab" / "compare_xr.csv").exists()
+        else {}
+    )
     found = []
     for row in rows:
         note = explained.get((model, test, row["backend"]), "")
+        measured, explains = (
+            ab_note(row, abs_.get(row["backend"])) if _outside(row) else ("", False)
+        )
+        if measured and (explains or not note):
+            note = measured
         if not note and "ok" not in (row["runner_status"], row["benchflow_status"]):
             why = {reason(row["runner_note"]), reason(row["benchflow_note"])} - {""}
             skipped = "skipped" in (row["runner_status"], row["benchflow_status"])
@@ -122,7 +181,7 @@ def cells(
         elif not note and row["runner_status"] != row["benchflow_status"]:
             side = "benchflow" if row["runner_status"] == "ok" else "runner"
             note = f"fails in {side} only: {row[f'{side}_note']}"
-        elif not note and row["flag"]:
+        elif not note and _outside(row):
             note = "outside ±10%: not explained yet"
         found.append(
             {
@@ -145,7 +204,9 @@ def _cell(status: str, median_ms: str) -> str:
 
 def summary(table: list[dict[str, Any]], not_run: dict[str, str]) -> list[str]:
     both = [r for r in table if r["ratio"]]
-    within = [r for r in both if abs(math.log(float(r["ratio"]))) <= math.log(1.10)]
+    within = [r for r in both if not _outside(r)]
+    unexplained = ("not explained", "not only those settings")
+    explained = [r for r in both if _outside(r) and not any(u in r["note"] for u in unexplained)]
     ours = [r for r in table if r["runner"].endswith("ms") and not r["benchflow"].endswith("ms")]
     models_ok = {r["model"] for r in both}
     return [
@@ -153,7 +214,8 @@ def summary(table: list[dict[str, Any]], not_run: dict[str, str]) -> list[str]:
         f"{len(models_ok)} timed by both tools in at least one cell; "
         f"{len(not_run)} not run (reasons below)",
         f"- cells timed by both: {len(both)}; within ±10%: {len(within)}"
-        + (f" ({len(within) / len(both):.0%})" if both else ""),
+        + (f" ({len(within) / len(both):.0%})" if both else "")
+        + f"; outside it and explained (an A/B, benchmarks/coverage_notes.csv): {len(explained)}",
         f"- cells the runner times and benchflow does not: {len(ours)}"
         + "".join(f"\n  - {r['model']} {r['test']} {r['backend']}: {r['note']}" for r in ours),
     ]
@@ -178,6 +240,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--explained", type=Path, help="CSV of model,test,backend,note")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--report-only", action="store_true", help="only write the table")
+    p.add_argument(
+        "--ab",
+        action="store_true",
+        help="for each cell outside ±10%%, run the runner again given benchflow's host\n"
+        "settings (compare_xr --as-benchflow): its note says whether they explain it",
+    )
     p.add_argument(
         "--skip-missing",
         action="store_true",
@@ -212,6 +280,8 @@ def main(argv: list[str] | None = None) -> int:
         for test in tests:
             if not args.report_only:
                 run_one(args, model, test)
+                if args.ab:
+                    run_ab(args, model, test)
             if (args.out / model / test / "compare_xr.csv").exists():
                 table += cells(args, model, test, explained)
 

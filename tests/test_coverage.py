@@ -113,3 +113,26 @@ def test_the_table_says_why_each_cell_did_not_run_or_differs(tmp_path: Path) -> 
     # --skip-missing lists the model that lacks a package as not run, with the package
     assert coverage.main([*args, "--report-only", "--skip-missing"]) == 0
     assert "- needy: needs the package(s) nopkg" in (out / "coverage.md").read_text()
+
+    # --ab: the runner measured again given benchflow's host settings (compare_xr
+    # --as-benchflow, under <model>/<test>/ab); within 10% of benchflow, that explains it
+    ab = out / "fine" / "eval" / "ab"
+    ab.mkdir()
+    abrow = {"model": "fine", "backend": "inductor", "runner_status": "ok"}
+    for again, verdict, explained in (
+        ("12.5", "benchflow / it: 1.040): the difference is those settings", 1),
+        ("10.2", "benchflow / it: 1.275): not only those settings", 0),
+    ):
+        with (ab / "compare_xr.csv").open("w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=FIELDS)
+            writer.writeheader()
+            writer.writerow({k: {**abrow, "runner_median_ms": again}.get(k, "") for k in FIELDS})
+        assert coverage.main([*args, "--report-only"]) == 0
+        with (out / "coverage.csv").open() as f:
+            note = {(r["model"], r["backend"]): r["note"] for r in csv.DictReader(f)}
+        assert note["fine", "inductor"].startswith("A/B: the runner given benchflow's malloc")
+        assert note["fine", "inductor"].endswith(verdict)
+        assert (
+            f"outside it and explained (an A/B, benchmarks/coverage_notes.csv): {explained}"
+            in (out / "coverage.md").read_text()
+        )
