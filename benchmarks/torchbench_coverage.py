@@ -32,6 +32,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import compare_xr  # this folder's: the side-by-side run of one model
+import yaml
+
+from benchflow.config.schema import SuiteConfig
+from benchflow.suite.rules import skip_reason
 
 # The backends of each test: openxla for eval only (the runner does not train on XLA here).
 BACKENDS = {"eval": ("eager", "inductor", "openxla"), "train": ("eager", "inductor")}
@@ -71,6 +75,14 @@ def missing_packages(torchbench: Path, model: str) -> list[str]:
         except importlib.metadata.PackageNotFoundError:
             missing.append(name)
     return missing
+
+
+def listed_skip(model: str, test: str) -> str | None:
+    """Why torchbench.yaml's skip lists skip the model's test on a CPU, for both tools (the
+    runner reads the same file): benchflow's rule, on its mirror of it."""
+    mirror = compare_xr.ROOT / "conf" / "suite" / "torchbench.yaml"
+    rules = yaml.safe_load(mirror.read_text())["rules"]
+    return skip_reason(SuiteConfig(name="torchbench", rules=rules), model, test, "cpu")
 
 
 def reason(note: str) -> str:
@@ -250,7 +262,8 @@ def main(argv: list[str] | None = None) -> int:
         "--skip-missing",
         action="store_true",
         help="list a model whose requirements.txt names a package this environment\n"
-        "lacks as not run, without running it (some run without theirs: dlrm)",
+        "lacks, or that torchbench.yaml's skip lists skip, as not run, without running\n"
+        "it (some run without their packages: dlrm)",
     )
     args = p.parse_args(argv)
     args.out = args.out.resolve()
@@ -278,6 +291,9 @@ def main(argv: list[str] | None = None) -> int:
             not_run[model] = "needs the package(s) " + ", ".join(lacking)
             continue
         for test in tests:
+            if (why := listed_skip(model, test)) is not None and args.skip_missing:
+                not_run[f"{model} {test}"] = f"on both tools' skip list: {why}"
+                continue
             if not args.report_only:
                 run_one(args, model, test)
                 if args.ab:

@@ -110,6 +110,10 @@ def test_the_table_says_why_each_cell_did_not_run_or_differs(tmp_path: Path) -> 
         "fine | eval | inductor | 8 | 10 ms | 13 ms | 1.300 | outside ±10%: not explained yet"
         in (out / "coverage.md").read_text()
     )
+    # --skip-missing: a model torchbench.yaml's lists skip on a CPU is not run either
+    assert "listed in `skip.all`" in (coverage.listed_skip("hf_Bert", "eval") or "")
+    assert "listed in `skip.device.cpu`" in (coverage.listed_skip("nanogpt", "train") or "")
+    assert coverage.listed_skip("dlrm", "eval") is None
     # --skip-missing lists the model that lacks a package as not run, with the package
     assert coverage.main([*args, "--report-only", "--skip-missing"]) == 0
     assert "- needy: needs the package(s) nopkg" in (out / "coverage.md").read_text()
