@@ -237,7 +237,7 @@ def test_a_row_reads_back_as_it_was_written() -> None:
     assert data["flops"]["per_s"] == pytest.approx(5e9) and data["flops"]["per_s_ci_low"] is None
     assert data["flops"]["share_of_peak"] == pytest.approx(0.05)
     assert data["flops"]["peak"]["key"] == "k" and data["flops"]["top"] == {"aten.mm": 1e9}
-    assert data["status"] == "ok" and data["schema_version"] == SCHEMA_VERSION == 6
+    assert data["status"] == "ok" and data["schema_version"] == SCHEMA_VERSION == 7
     assert data["backend"] == "inductor" and data["config"]["model.name"] == "llama"
     assert data["experiment"]["dtype"] == "bfloat16" and data["experiment"]["batch_size"] == 4
     assert data["timing"]["unsteady_repeats"] == [{"repeat": 0, "reason": "dynamo made 1 graph"}]

@@ -271,6 +271,52 @@ class RaisesInEager(_AccuracyProbe):
         return y
 
 
+class Planted(_Tiny):
+    """A tiny MLP with a buffer, clean: one graph, no recompile, accurate. Each subclass
+    plants one change of signal, as a commit might (tests/test_expected.py); their
+    configs give a variant the clean model's name (tests/conf/model/planted_*.yaml)."""
+
+    PLANT = ""  # break | wrong | recompile: what the variant plants
+
+    def build_module(self, width: int) -> nn.Module:
+        import torch
+
+        plant = self.PLANT
+
+        class Net(nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.body = nn.Sequential(
+                    nn.Linear(width, width), nn.ReLU(), nn.Linear(width, width)
+                )
+                self.scale: torch.Tensor
+                self.register_buffer("scale", torch.ones((), dtype=torch.int32))
+
+            def forward(self, x: torch.Tensor) -> torch.Tensor:
+                if plant == "recompile" and self.scale.dtype != torch.int64:
+                    self.scale = self.scale.to(torch.int64)  # the second call's guard fails
+                y = self.body(x) * self.scale.to(x.dtype)
+                if plant == "break" and y.sum() > 0:  # a data-dependent branch: a break
+                    y = y + 0
+                if plant == "wrong" and torch.compiler.is_compiling():
+                    y = y * 1.5  # 50% off once compiled: accuracy FAIL
+                return y
+
+        return Net()
+
+
+class PlantedBreak(Planted):
+    PLANT = "break"
+
+
+class PlantedWrong(Planted):
+    PLANT = "wrong"
+
+
+class PlantedRecompile(Planted):
+    PLANT = "recompile"
+
+
 class GraphBreaks(_Tiny):
     """Four linear layers with torch._dynamo.graph_break() between them: 3 breaks a step."""
 
