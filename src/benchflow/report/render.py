@@ -20,6 +20,7 @@ from benchflow.report.entry import Entry
 from benchflow.report.model import Meta, Report, Summary
 from benchflow.results.intervals import Interval
 from benchflow.results.phases import MODEL_WORK, PHASES
+from benchflow.results.signals import short_frame
 from benchflow.suite.rules import DTYPE_RULE
 
 ENTRY_HEADER = [
@@ -204,16 +205,6 @@ def break_rows(report: Report) -> list[list[str]]:
         [g.config, g.model, g.test, str(g.count), g.reason, short_frame(g.frame)]
         for g in report.graph_breaks
     ]
-
-
-def short_frame(frame: str) -> str:
-    """file:line as the tables show it: the file's folder and name (its full path is in
-    the row's signals)."""
-    path, sep, line = frame.rpartition(":")
-    if not sep:
-        return frame
-    parts = path.replace("\\", "/").split("/")
-    return "/".join(parts[-2:]) + ":" + line
 
 
 def breaks_note() -> str:

@@ -136,6 +136,16 @@ def guard_text(reason: str) -> str:
     return _ENTRY_ID.sub("", first)
 
 
+def short_frame(frame: str) -> str:
+    """file:line as tables and messages show it: the file's folder and name, the line (the
+    row keeps the full path)."""
+    path, sep, line = frame.rpartition(":")
+    if not sep:
+        return frame
+    parts = path.replace("\\", "/").split("/")
+    return "/".join(parts[-2:]) + ":" + line
+
+
 def from_metrics(metrics: dict[str, Any], iterations_per_run: int) -> Signals | None:
     """An older row's signals (schema < 7), from the counters it kept: the cold call's and
     the timed repeats' (no reasons, no recompiles). None where it kept none."""
