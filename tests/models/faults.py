@@ -272,16 +272,16 @@ class RaisesInEager(_AccuracyProbe):
 
 
 class Planted(_Tiny):
-    """A tiny MLP with a buffer, clean: one graph, no recompile, accurate. Each subclass
-    plants one change of signal, as a commit might (tests/test_expected.py); their
-    configs give a variant the clean model's name (tests/conf/model/planted_*.yaml)."""
+    """A tiny MLP with a buffer, clean: one graph, no recompile, accurate. PlantedAll,
+    under the same model name (tests/conf/model/planted_on.yaml), plants a change of each
+    signal at once, as a bad commit might (tests/test_expected.py)."""
 
-    PLANT = ""  # break | wrong | recompile: what the variant plants
+    PLANTS: frozenset[str] = frozenset()  # of break, wrong, recompile
 
     def build_module(self, width: int) -> nn.Module:
         import torch
 
-        plant = self.PLANT
+        plants = self.PLANTS
 
         class Net(nn.Module):
             def __init__(self) -> None:
@@ -293,28 +293,22 @@ class Planted(_Tiny):
                 self.register_buffer("scale", torch.ones((), dtype=torch.int32))
 
             def forward(self, x: torch.Tensor) -> torch.Tensor:
-                if plant == "recompile" and self.scale.dtype != torch.int64:
+                if "recompile" in plants and self.scale.dtype != torch.int64:
                     self.scale = self.scale.to(torch.int64)  # the second call's guard fails
                 y = self.body(x) * self.scale.to(x.dtype)
-                if plant == "break" and y.sum() > 0:  # a data-dependent branch: a break
-                    y = y + 0
-                if plant == "wrong" and torch.compiler.is_compiling():
+                if "wrong" in plants and torch.compiler.is_compiling():
                     y = y * 1.5  # 50% off once compiled: accuracy FAIL
+                if "break" in plants and y.sum() > 0:  # a data-dependent branch: a break
+                    y = y + 0
                 return y
 
         return Net()
 
 
-class PlantedBreak(Planted):
-    PLANT = "break"
+class PlantedAll(Planted):
+    """Planted with a graph break, an accuracy failure and a recompile planted."""
 
-
-class PlantedWrong(Planted):
-    PLANT = "wrong"
-
-
-class PlantedRecompile(Planted):
-    PLANT = "recompile"
+    PLANTS = frozenset(("break", "wrong", "recompile"))
 
 
 class GraphBreaks(_Tiny):
