@@ -10,73 +10,86 @@ from __future__ import annotations
 import dataclasses
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
-from tests.conftest import SEARCHPATH, CliResult, EarlySweeps, early, run_cli
+from tests.conftest import REPO, CliResult, EarlySweeps, early, run_cli
 
 from benchflow.report.compare import NOT_TIMED, compare
-from benchflow.report.expected import BETTER, WORSE, check, lines, read, to_csv
+from benchflow.report.expected import BETTER, check, lines, read, to_csv
 from benchflow.report.model import UNTIMED_NOTE, build_report
 from benchflow.report.pairs import PairError, split
 from benchflow.report.sources import load
 from benchflow.results.row import ResultRow
 from benchflow.results.signals import UNTIMED_STEPS
 
-# An accuracy sweep of one model under dynamo (aot_eager: dynamo's graphs, compiled in
-# seconds): each job builds, compiles, runs two steps and checks accuracy, untimed.
-SWEEP = [
-    "-m",
-    SEARCHPATH,
-    "dynamo=aot_eager",
-    "model.size=tiny",
-    "timing=false",
-    "mlflow.enabled=false",
-]
+# docs/expected.md's worked example, as it runs there: an accuracy sweep of the checkout's
+# test model (aot_eager: dynamo's graphs, compiled in seconds; each job builds, compiles,
+# runs two steps and checks accuracy, untimed), the file written from it; the same model
+# with its changes planted (model=planted_on), checked; a second clean sweep, checked;
+# the planted lines taken as expected. Run from a folder whose tests/ is the checkout's.
+BEFORE = ["-m", "--config-dir", "tests/conf", "model=planted", "dynamo=aot_eager",
+          "model.size=tiny", "timing=false", "hydra.sweep.dir=multirun/before",
+          "mlflow.enabled=false"]  # fmt: skip
+AFTER = ["-m", "--config-dir", "tests/conf", "model=planted_on", "dynamo=aot_eager",
+         "model.size=tiny", "timing=false", "hydra.sweep.dir=multirun/after",
+         "mlflow.enabled=false"]  # fmt: skip
+AGAIN = ["-m", "--config-dir", "tests/conf", "model=planted", "dynamo=aot_eager",
+         "model.size=tiny", "timing=false", "hydra.sweep.dir=multirun/again",
+         "mlflow.enabled=false"]  # fmt: skip
 FILE = "expected/planted.csv"
+UPDATE = ["expected", "multirun/before", FILE, "--update"]
+CHECK = ["expected", "multirun/after", FILE]
+CHECK_AGAIN = ["expected", "multirun/again", FILE]
+TAKE = ["expected", "multirun/after", FILE, "--update"]
 
 
 @early("expected")
-def _clean_planted_clean(cwd: Path) -> dict[str, CliResult]:
+def _before_after_again(cwd: Path) -> dict[str, CliResult | str]:
     """The clean model's sweep, the planted one's, the clean one's again; the file written
-    from the first, then checked against the other two."""
-    got = {}
-    for name, model in (("clean", "planted"), ("planted", "planted_on"), ("again", "planted")):
-        got[name] = run_cli([*SWEEP, f"model={model}", f"hydra.sweep.dir=multirun/{name}"], cwd)
-        if got[name].returncode != 0:
+    from the first (its text kept), checked against the other two, then written from the
+    planted sweep."""
+    (cwd / "tests").symlink_to(REPO / "tests")
+    got: dict[str, CliResult | str] = {}
+    for name, args in (("before", BEFORE), ("after", AFTER), ("again", AGAIN)):
+        got[name] = res = run_cli(args, cwd)
+        if res.returncode != 0:
             return got
-    got["update"] = run_cli(["expected", "multirun/clean", FILE, "--update"], cwd)
-    got["check"] = run_cli(["expected", "multirun/planted", FILE], cwd)
-    got["check_again"] = run_cli(["expected", "multirun/again", FILE], cwd)
+    got["update"] = run_cli(UPDATE, cwd)
+    got["file"] = (cwd / FILE).read_text() if (cwd / FILE).exists() else ""
+    got["check"] = run_cli(CHECK, cwd)
+    got["check_again"] = run_cli(CHECK_AGAIN, cwd)
+    got["take"] = run_cli(TAKE, cwd)
     return got
 
 
 @pytest.fixture(scope="module")
-def runs(early_sweeps: EarlySweeps) -> dict[str, CliResult]:
-    got: dict[str, CliResult] = early_sweeps.result("expected")
-    for name in ("clean", "planted", "again"):
+def runs(early_sweeps: EarlySweeps) -> dict[str, Any]:
+    got: dict[str, Any] = early_sweeps.result("expected")
+    for name in ("before", "after", "again"):
         assert got[name].returncode == 0, got[name].stderr[-3000:]
     return got
 
 
-def rows_of(runs: dict[str, CliResult], name: str) -> list[ResultRow]:
-    return load(str(runs["clean"].cwd / "multirun" / name)).rows
+def rows_of(runs: dict[str, Any], name: str) -> list[ResultRow]:
+    return load(str(runs["before"].cwd / "multirun" / name)).rows
 
 
-def test_the_file_holds_the_clean_sweeps_line(runs: dict[str, CliResult]) -> None:
+def test_the_file_holds_the_clean_sweeps_line(runs: dict[str, Any]) -> None:
     update = runs["update"]
     assert update.returncode == 0, update.stderr
-    assert f"wrote {FILE}: 1 line(s) from multirun/clean" in update.stdout
-    text = (update.cwd / FILE).read_text()
+    assert update.stdout.strip() == f"wrote {FILE}: 1 line(s) from multirun/before"
+    text = runs["file"]
     assert text.splitlines() == [
         "suite,model,test,configuration,accuracy,graphs,graph_breaks,recompiles,"
         "xla_repeat_compiles,xla_executions_per_step,break_reasons,recompile_guards",
         "torchbench,planted,eval,aot_eager,PASS,1,0,0,,,,",
     ]
-    # stable: the second clean sweep writes the same file
+    # stable: the second clean sweep's lines are the same file
     assert to_csv(lines(rows_of(runs, "again"))) == text
 
 
-def test_the_planted_sweep_fails_the_check_naming_each_change(runs: dict[str, CliResult]) -> None:
+def test_the_planted_sweep_fails_the_check_naming_each_change(runs: dict[str, Any]) -> None:
     res = runs["check"]
     assert res.returncode == 1, res.stdout + res.stderr
     out = res.stdout.splitlines()
@@ -91,31 +104,46 @@ def test_the_planted_sweep_fails_the_check_naming_each_change(runs: dict[str, Cl
     assert ": Data-dependent branching: " in changes[2]
     assert changes[3].startswith("planted eval aot_eager: recompiles 0 → 1 (at models/faults.py:")
     assert "(forward): tensor 'self._buffers['scale']' dtype mismatch" in changes[3]
-    assert out[5] == f"multirun/planted against {FILE}: 4 worse, 0 better, 0 changed"
-    assert out[6] == (
-        f"to take the sweep's lines as expected: benchflow expected multirun/planted {FILE} "
-        "--update"
-    )
+    assert out[5:] == [
+        f"multirun/after against {FILE}: 4 worse, 0 better, 0 changed",
+        f"to take the sweep's lines as expected: benchflow expected multirun/after {FILE} --update",
+    ]
 
 
-def test_a_second_clean_sweep_is_as_expected(runs: dict[str, CliResult]) -> None:
+def test_a_second_clean_sweep_is_as_expected(runs: dict[str, Any]) -> None:
     res = runs["check_again"]
     assert res.returncode == 0, res.stdout + res.stderr
     assert res.stdout.strip() == f"multirun/again against {FILE}: as expected (1 line(s))"
 
 
+def test_the_update_takes_the_planted_lines(runs: dict[str, Any]) -> None:
+    take = runs["take"]
+    assert take.returncode == 0, take.stderr
+    (line,) = read(take.cwd / FILE)
+    assert line.values == {
+        "accuracy": "FAIL",
+        "graphs": "2",
+        "graph_breaks": "1",
+        "recompiles": "1",
+        "xla_repeat_compiles": "",
+        "xla_executions_per_step": "",
+    }
+    assert len(line.reasons) == 1 and line.reasons[0].startswith("Data-dependent branching: ")
+    assert line.guards == (
+        "tensor 'self._buffers['scale']' dtype mismatch. expected Int, actual Long",
+    )
+
+
 def test_an_improvement_is_listed_with_the_command_that_updates_the_file(
-    runs: dict[str, CliResult], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    runs: dict[str, Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The planted sweep's file, checked against the clean sweep: every change better,
-    exit 0, and the command that takes the sweep's lines; a line of one side only named."""
+    """The planted sweep's file (the update's), checked against the clean sweep: every
+    change better, exit 0, and the command that takes the sweep's lines; a line of one
+    side only named."""
     from benchflow.cli.expected import main
 
-    planted, clean = (str(runs["clean"].cwd / "multirun" / n) for n in ("planted", "clean"))
-    file = tmp_path / "planted.csv"
-    assert main([planted, str(file), "--update"]) == 0
-    capsys.readouterr()
-    assert main([clean, str(file)]) == 0
+    file, before = runs["take"].cwd / FILE, str(runs["take"].cwd / "multirun" / "before")
+    assert main([before, str(file)]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "better (update the file):"
     assert [line.strip().split(": ", 1)[1] for line in out[1:5]] == [
@@ -124,21 +152,20 @@ def test_an_improvement_is_listed_with_the_command_that_updates_the_file(
         "graph breaks 1 → 0",
         "recompiles 1 → 0",
     ]
-    assert (
-        out[-1]
-        == f"to take the sweep's lines as expected: benchflow expected {clean} {file} --update"
+    assert out[-1] == (
+        f"to take the sweep's lines as expected: benchflow expected {before} {file} --update"
     )
-    # a line the sweep lacks and one the file lacks: named, neither worse
+    # a line the sweep lacks: named, not worse
     (line,) = read(file)
     other = dataclasses.replace(line, key=(*line.key[:3], "inductor"))
-    found = check([line, other], lines(rows_of(runs, "clean")))
+    found = check([line, other], lines(rows_of(runs, "before")))
     assert found.only_in_file == ["planted eval inductor"] and found.only_in_sweep == []
     assert not found.worse and [c.kind for c in found.changes] == [BETTER] * 4
-    assert check([line], lines(rows_of(runs, "planted"))).of(WORSE) == []
+    assert check([line], lines(rows_of(runs, "after"))).same
 
 
-def test_untimed_rows_say_so_and_are_never_taken_for_timed(runs: dict[str, CliResult]) -> None:
-    clean, planted = rows_of(runs, "clean"), rows_of(runs, "planted")
+def test_untimed_rows_say_so_and_are_never_taken_for_timed(runs: dict[str, Any]) -> None:
+    clean, planted = rows_of(runs, "before"), rows_of(runs, "after")
     for row in (*clean, *planted):
         assert row.untimed and row.config and row.config["timing"] is False
         assert row.timing is None and row.repeat == 0 and row.warmup == 0
@@ -161,10 +188,10 @@ def test_untimed_rows_say_so_and_are_never_taken_for_timed(runs: dict[str, CliRe
         split([*clean, *planted], "model.builtin")
 
 
-def test_the_signals_and_the_graph_break_table(runs: dict[str, CliResult]) -> None:
+def test_the_signals_and_the_graph_break_table(runs: dict[str, Any]) -> None:
     """The planted row's signals, and its sweep's report: the terminal's graph-break table
     within 120 columns, report.md's with its reason and place."""
-    (row,) = rows_of(runs, "planted")
+    (row,) = rows_of(runs, "after")
     signals = row.signals
     assert signals is not None
     assert (signals.graphs, signals.graph_breaks, signals.recompiles) == (2, 1, 1)
@@ -174,7 +201,7 @@ def test_the_signals_and_the_graph_break_table(runs: dict[str, CliResult]) -> No
     (guard,) = signals.guards
     assert "dtype mismatch. expected Int, actual Long" in guard.guard and "(forward)" in guard.frame
     assert signals.xla_repeat_compiles is None and signals.inductor_kernels is None
-    out = runs["planted"].stdout
+    out = runs["after"].stdout
     assert max(map(len, out.splitlines())) <= 120
     table = out[out.index("graph breaks") :].splitlines()
     assert table[1].split() == ["config", "│", "model", "│", "test", "│", "breaks", "│",
@@ -182,6 +209,6 @@ def test_the_signals_and_the_graph_break_table(runs: dict[str, CliResult]) -> No
     cells = [c.strip() for c in table[3].split("│")]
     assert cells[:4] == ["aot_eager", "planted", "eval", str(brk.count)]
     assert cells[5] == "models/faults.py:" + brk.frame.rsplit(":", 1)[1]
-    md = (runs["planted"].cwd / "multirun" / "planted" / "report" / "report.md").read_text()
+    md = (runs["after"].cwd / "multirun" / "after" / "report" / "report.md").read_text()
     assert "## Graph breaks" in md
     assert f"| aot_eager | planted | eval | {brk.count} | {brk.reason} |" in md
