@@ -15,11 +15,12 @@ from typing import Any
 import pytest
 from tests.conftest import REPO, CliResult, EarlySweeps, early, run_cli
 
+from benchflow.history.series import build
 from benchflow.report.compare import NOT_TIMED, compare
 from benchflow.report.expected import BETTER, check, lines, read, to_csv
 from benchflow.report.model import UNTIMED_NOTE, build_report
 from benchflow.report.pairs import PairError, split
-from benchflow.report.sources import load
+from benchflow.report.sources import Sweep, load
 from benchflow.results.row import ResultRow
 from benchflow.results.signals import UNTIMED_STEPS
 
@@ -186,6 +187,10 @@ def test_untimed_rows_say_so_and_are_never_taken_for_timed(runs: dict[str, Any])
     assert broken.verdict == "broken" and broken.fails
     with pytest.raises(PairError, match="timing=false"):
         split([*clean, *planted], "model.builtin")
+    # a history follows timed jobs only: these make no series
+    sweeps = [Sweep(label=name, rows=rows_of(runs, name)) for name in ("before", "again")]
+    ordered, series = build(sweeps)
+    assert len(ordered) == 2 and series == []
 
 
 def test_the_signals_and_the_graph_break_table(runs: dict[str, Any]) -> None:
