@@ -217,3 +217,21 @@ def test_the_signals_and_the_graph_break_table(runs: dict[str, Any]) -> None:
     md = (runs["after"].cwd / "multirun" / "after" / "report" / "report.md").read_text()
     assert "## Graph breaks" in md
     assert f"| aot_eager | planted | eval | {brk.count} | {brk.reason} |" in md
+
+
+def test_timing_false_is_one_process_with_its_accuracy_checked_and_no_timed_setting() -> None:
+    from benchflow.config.schema import TIMING_ONLY, BenchConfig, ModelConfig, ProfileConfig
+    from benchflow.config.validate import ConfigError, check_values
+
+    cfg = BenchConfig(model=ModelConfig(name="planted", builtin="tests.models.faults:Planted"))
+    assert cfg.process_count == 3 and not cfg.checks_accuracy  # timed, adaptive: 3
+    untimed = dataclasses.replace(cfg, timing=False)
+    assert untimed.process_count == 1 and untimed.checks_accuracy
+    check_values(untimed)  # every timed setting at its default: taken
+    given = {"warmup": 5, "processes": 2, "pair": "dtype", "adaptive_repeat": True}
+    assert set(given) <= set(TIMING_ONLY)
+    for key, value in given.items():
+        with pytest.raises(ConfigError, match=f"^{key}=.* applies to the timed repeats"):
+            check_values(dataclasses.replace(untimed, **{key: value}))
+    with pytest.raises(ConfigError, match="profile=torch profiles after the timed repeats"):
+        check_values(dataclasses.replace(untimed, profile=ProfileConfig(name="torch")))

@@ -106,8 +106,8 @@ def check_values(cfg: BenchConfig) -> None:
         value: Any = functools.reduce(getattr, key.split("."), cfg)
         _at_least(key, value, bound)
     _choice("compile_cache", cfg.compile_cache, COMPILE_CACHE_CHOICES)
+    _check_untimed(cfg)  # first: timing=false makes one process, which a pair refuses
     _check_pair(cfg)
-    _check_untimed(cfg)
     if cfg.adaptive_repeat and cfg.repeat is not None and cfg.max_repeat < cfg.repeat:
         raise ConfigError(
             f"max_repeat={cfg.max_repeat} is below repeat={cfg.repeat} with adaptive_repeat=true;"
