@@ -53,6 +53,7 @@ def preload() -> None:
 
     import benchflow.backends.probes
     import benchflow.harness.profiling
+    import benchflow.harness.signals
     import benchflow.harness.timing
     import benchflow.harness.verify
     import benchflow.models.registry
