@@ -4,6 +4,7 @@ that names the key, the bad value and what is allowed. docs/bad-input.md's table
 from __future__ import annotations
 
 import glob
+import json
 import re
 import tempfile
 import venv
@@ -288,6 +289,31 @@ CASES = [
         ("toolchain.python=", "old/bin/python is Python 3.", "too old", "Python >=3.10,<3.14"),
     ),
     Case(
+        "a timed setting with timing=false",
+        ("timing=false", "repeat=3"),
+        ("repeat=3 applies to the timed repeats", "timing=false runs none", "allowed: repeat=null"),
+    ),
+    Case(
+        "expected: a missing file",
+        ("expected", "{user}/expected/sweep", "{user}/expected/nope.csv"),
+        ("nope.csv: no such file", "allowed: a file `benchflow expected SWEEP FILE --update`"),
+    ),
+    Case(
+        "expected: a malformed file",
+        ("expected", "{user}/expected/sweep", "{user}/expected/malformed.csv"),
+        ("malformed.csv: not an expected-results file", "allowed:", "suite,model,test"),
+    ),
+    Case(
+        "expected: a sweep with no rows",
+        ("expected", "{user}/expected/empty", "{user}/expected/builtin.csv"),
+        ("expected/empty: no result rows", "allowed: a sweep, run folder or results file"),
+    ),
+    Case(
+        "expected: a file of another suite",
+        ("expected", "{user}/expected/sweep", "{user}/expected/timm.csv"),
+        ("timm.csv holds suite timm", "the sweep's rows suite torchbench", "allowed: the file"),
+    ),
+    Case(
         "same environment without a comparison",
         ("report", "--require-same-env", "multirun/none"),
         ("--require-same-env", "applies to a comparison", "allowed: --compare BASE"),
@@ -312,10 +338,34 @@ def _user_conf(user: Path) -> Path:
     (user / "shadow" / "model" / "llama.yaml").write_text("name: llama\n")
     # interpreters for toolchain.python: a venv with no packages (no torch), and one
     # older than the harness allows (this machine's, else a stand-in, said below)
+    _expected_files(user / "expected")
     venv.EnvBuilder(with_pip=False, symlinks=True).create(user / "bare")
     (user / "old" / "bin").mkdir(parents=True)
     (user / "old" / "bin" / "python").symlink_to(_old_python())
     return user
+
+
+def _expected_files(folder: Path) -> None:
+    """`benchflow expected`'s bad input: a sweep of one row (a row as results.jsonl holds
+    it), one with none, a file that is none, one of another suite."""
+    from benchflow.core.status import Status
+    from benchflow.report.expected import COLUMNS
+    from benchflow.results.row import Experiment, ModelId, ResultRow
+
+    row = ResultRow(
+        model=ModelId(suite_name="torchbench", model_name="llama"),
+        experiment=Experiment(test="eval"),
+        backend="eager",
+        status=Status.OK,
+    )
+    (folder / "sweep").mkdir(parents=True)
+    (folder / "sweep" / "results.jsonl").write_text(json.dumps(row.to_dict()) + "\n")
+    (folder / "empty").mkdir()
+    (folder / "empty" / "results.jsonl").write_text("")
+    (folder / "malformed.csv").write_text("name,accuracy,graph_breaks\nllama,pass,0\n")
+    header = ",".join(COLUMNS)
+    (folder / "builtin.csv").write_text(f"{header}\ntorchbench,llama,eval,eager,PASS,,,,,,,\n")
+    (folder / "timm.csv").write_text(f"{header}\ntimm,resnet18,eval,eager,PASS,,,,,,,\n")
 
 
 def _old_python() -> Path:
@@ -350,7 +400,9 @@ def _bad_inputs(root: Path) -> dict[str, tuple[CliResult, Path]]:
     for n, case in enumerate(cases):
         (cwd := root / f"bad{n}").mkdir()
         args = [a.replace("{user}", str(user)) for a in case.args]
-        runs.append(([*args, f"hydra.searchpath=[file://{broken}]"], cwd))
+        # (a command of two arguments takes no override: `expected SWEEP FILE`)
+        search = [] if args[0] == "expected" else [f"hydra.searchpath=[file://{broken}]"]
+        runs.append(([*args, *search], cwd))
     with niced():  # the forks' imports yield the cores
         results = run_cli_forked(runs, root)
     return {c.kind: (res, res.cwd) for c, res in zip(cases, results, strict=True)}

@@ -100,6 +100,10 @@ NOT_RUN = {
     ".venv/bin/benchflow -m model=llama,resnet dynamo=none,inductor,cudagraphs accelerator=cuda": (
         "needs a CUDA GPU (see ALLOWED)"
     ),
+    ".venv/bin/benchflow expected multirun/after expected/planted.csv": (
+        "exits 1, as docs/expected.md shows: the planted sweep fails the check "
+        "(tests/test_expected.py runs it and reads its output)"
+    ),
 }
 
 
@@ -442,14 +446,14 @@ def test_commands_that_start_no_job_run_as_written(tmp_path: Path) -> None:
 @pytest.mark.full
 def test_commands_that_start_jobs_run_as_written(tmp_path: Path) -> None:
     """Each documented command that starts jobs and holds no placeholder, exactly as
-    written, in a fresh shell: from a folder laid out as the checkout (.venv and .uv
-    linked, so its runs and MLflow store land in the test's folder, not the checkout),
+    written, in a fresh shell: from a folder laid out as the checkout (.venv, .uv and
+    tests linked, so its runs and MLflow store land in the test's folder, not the checkout),
     or, for an installed wheel's `benchflow`, from the user's repository. Each exits 0."""
     cmds = [c for c in all_commands() if not starts_no_job(c) and runnable(c)]
     assert cmds, "no command starts jobs?"
     checkout = tmp_path / "checkout"
     checkout.mkdir()
-    for name in (".venv", ".uv"):
+    for name in (".venv", ".uv", "tests"):  # tests/: the test models docs/expected.md runs
         (checkout / name).symlink_to(REPO / name)
     from tests.test_your_code import ONE_FILE
 

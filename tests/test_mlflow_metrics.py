@@ -33,14 +33,15 @@ HOST = {"headline.host_quiet", "headline.host_contended_repeats", "headline.host
 # flops.py; these rows' repeats are too few for an interval, whose bounds are left out)
 FLOPS = {"headline.flops_per_step", "headline.flop_per_s", "headline.share_of_peak"}
 EVERY_JOB = {*HEADLINE, *HOST, *FLOPS, "job.wall_time_s", "per_iter_time_s"}
-DYNAMO = {"counters.dynamo_graphs", "counters.graph_breaks"}
-XLA = {"counters.xla_compiles", "counters.xla_executions_per_step"}
+# the row's signals' counts (results/signals.py), and XLA's compilations
+DYNAMO = {"counters.dynamo_graphs", "counters.graph_breaks", "counters.recompiles"}
+XLA = {"counters.xla_compiles", "counters.xla_repeat_compiles", "counters.xla_executions_per_step"}
 # The metric names each backend's run must have, no more (eager compiles nothing: no
 # compile time).
 EXPECTED = {
     "eager": EVERY_JOB - {"headline.compile_time_s"},
     "lazy_xla": EVERY_JOB | XLA,
-    "inductor": EVERY_JOB | DYNAMO,
+    "inductor": EVERY_JOB | DYNAMO | {"counters.inductor_kernels"},
     "aot_eager": EVERY_JOB | DYNAMO,
     "openxla": EVERY_JOB | DYNAMO | XLA,
 }
@@ -48,8 +49,14 @@ EXPECTED = {
 
 @pytest.fixture(scope="module")
 def rows(cases_sweep: SessionSweep, grid_sweep: SessionSweep) -> list[dict[str, Any]]:
-    """The grid's rows (eight ok, two invalid) and the graph-break model's."""
-    names = ("profile_graph_breaks", "graph_breaks_openxla", "graph_breaks_lazy")
+    """The grid's rows (eight ok, two invalid), the graph-break model's and the
+    recompiling model's."""
+    names = (
+        "profile_graph_breaks",
+        "graph_breaks_openxla",
+        "graph_breaks_lazy",
+        "recompiles_fixed",
+    )
     breaks = [cases_sweep.case(name) for name in names]
     return [*grid_sweep.rows(), *breaks]
 
@@ -91,12 +98,12 @@ def test_each_backend_shows_only_its_curated_metrics(
 def test_counters_are_the_jobs_totals(
     logged: tuple[MlflowClient, list[tuple[dict[str, Any], str]]],
 ) -> None:
-    """The graph-break model breaks the graph 3 times: dynamo makes 4 graphs, and under
-    openxla a step runs as 4 XLA executions; lazy XLA traces a step as one graph.
-    Dynamo counts breaks per frame: with model.step=module it compiles the step function
-    that calls the module, whose frame breaks once more at that call (the first break,
-    seen from the outer frame), so 4 breaks; with model.step=torchbench it compiles the
-    module alone, so 3."""
+    """The graph-break model breaks the graph at 3 places: dynamo makes 4 graphs, and
+    under openxla a step runs as 4 XLA executions; lazy XLA traces a step as one graph.
+    With model.step=module dynamo compiles the step function that calls the module,
+    whose frame breaks once more at that call (at the first place, seen from the outer
+    frame): 3 places either way, the first broken at twice. The recompiling model
+    compiles its step twice (its buffer's dtype guard fails). Inductor generates kernels."""
     client, runs = logged
 
     def counters(run_id: str) -> dict[str, float]:
@@ -107,10 +114,17 @@ def test_counters_are_the_jobs_totals(
             continue
         got = counters(run_id)
         if row["model"]["model_name"] == "graph_breaks" and row["backend"] != "lazy_xla":
-            breaks = 3.0 if row["config"]["model.step"] == "torchbench" else 4.0
-            assert got["counters.graph_breaks"] == breaks, row["job"]["name"]
+            assert got["counters.graph_breaks"] == 3.0, row["job"]["name"]
+            assert got["counters.recompiles"] == 0.0, row["job"]["name"]
+            first = 2 if row["config"]["model.step"] == "module" else 1
+            assert [b["count"] for b in row["signals"]["breaks"]] == [first, 1, 1]
+        elif row["model"]["model_name"] == "recompiles":
+            assert got["counters.recompiles"] == 1.0 and got["counters.dynamo_graphs"] == 2.0
         elif row["backend"] in ("inductor", "openxla"):
             assert got["counters.graph_breaks"] == 0.0 and got["counters.dynamo_graphs"] == 1.0
+            assert got["counters.recompiles"] == 0.0
+        if row["backend"] == "inductor":
+            assert got["counters.inductor_kernels"] >= 1.0, row["job"]["name"]
         if row["job"]["name"] == "graph_breaks·openxla·eval":
             assert got["counters.dynamo_graphs"] == 4.0
             assert got["counters.xla_executions_per_step"] == 4.0
@@ -120,6 +134,31 @@ def test_counters_are_the_jobs_totals(
             m = row["metrics"]
             compiles = m["cold_xla_CompileTime_number"] + sum(m["xla_CompileTime_number"])
             assert got["counters.xla_compiles"] == compiles >= 1, row["job"]["name"]
+
+
+def test_the_reasons_are_the_runs_signals_artifact(
+    logged: tuple[MlflowClient, list[tuple[dict[str, Any], str]]], tmp_path: Path
+) -> None:
+    """Each job run holds its row's signals as signals.json: the graph-break model's three
+    places, each with dynamo's reason; the recompiling model's failed guard."""
+    client, runs = logged
+    for row, run_id in runs:
+        if row["status"] != "ok":
+            continue
+        got = json.loads(
+            Path(client.download_artifacts(run_id, "signals.json", str(tmp_path))).read_text()
+        )
+        assert got == row["signals"], row["job"]["name"]
+        if row["model"]["model_name"] == "graph_breaks" and row["backend"] != "lazy_xla":
+            assert [b["reason"].split(":")[0] for b in got["breaks"]] == [
+                "Call to `torch._dynamo.graph_break()`"
+            ] * 3
+            assert all(
+                b["frame"].split(":")[0].endswith("tests/models/faults.py") for b in got["breaks"]
+            )
+        if row["model"]["model_name"] == "recompiles":
+            (guard,) = got["guards"]
+            assert "dtype mismatch. expected Int, actual Long" in guard["guard"], guard
 
 
 def test_per_repeat_times_are_one_metric_over_the_repeats(

@@ -237,7 +237,7 @@ def test_a_row_reads_back_as_it_was_written() -> None:
     assert data["flops"]["per_s"] == pytest.approx(5e9) and data["flops"]["per_s_ci_low"] is None
     assert data["flops"]["share_of_peak"] == pytest.approx(0.05)
     assert data["flops"]["peak"]["key"] == "k" and data["flops"]["top"] == {"aten.mm": 1e9}
-    assert data["status"] == "ok" and data["schema_version"] == SCHEMA_VERSION == 6
+    assert data["status"] == "ok" and data["schema_version"] == SCHEMA_VERSION == 7
     assert data["backend"] == "inductor" and data["config"]["model.name"] == "llama"
     assert data["experiment"]["dtype"] == "bfloat16" and data["experiment"]["batch_size"] == 4
     assert data["timing"]["unsteady_repeats"] == [{"repeat": 0, "reason": "dynamo made 1 graph"}]
@@ -276,6 +276,42 @@ def test_a_schema_1_row_reads_as_schema_2() -> None:
         ResultRow.from_dict({"n": 1})
     with pytest.raises(RowError):
         ResultRow.from_dict({**old, "status": "exploded"})
+
+
+def test_a_schema_6_row_reads_its_signals_from_its_counters() -> None:
+    """Before `signals` (schema 7): the counts its cold call's and timed repeats' counters
+    give (no reasons, no recompiles); a row without counters has none; a row of schema 7
+    keeps its own, reasons and all."""
+    from benchflow.results.signals import OLDER_STEPS, Break, Signals
+
+    old = {
+        "schema_version": 6,
+        "model": {"suite_name": "torchbench", "model_name": "dlrm"},
+        "experiment": {"xla": "PJRT", "dynamo": "openxla", "test": "eval"},
+        "iterations_per_run": 2,
+        "metrics": {
+            "cold_dynamo_unique_graphs": 2.0,
+            "dynamo_unique_graphs": [0.0, 0.0],
+            "cold_dynamo_graph_breaks": 1.0,
+            "dynamo_graph_breaks": [0.0, 0.0],
+            "cold_xla_CompileTime_number": 3.0,
+            "xla_CompileTime_number": [0.0, 1.0],
+            "xla_ExecuteTime_number": [4.0, 4.0],
+        },
+        "status": "ok",
+    }
+    assert ResultRow.from_dict(old).signals == Signals(
+        steps=OLDER_STEPS,
+        graphs=2,
+        graph_breaks=1,
+        xla_repeat_compiles=1,  # the timed repeats' only
+        xla_executions_per_step=2.0,  # 8 executions over 2 repeats of 2 steps
+    )
+    assert ResultRow.from_dict({**old, "metrics": {}}).signals is None
+    own = Signals(graphs=1, graph_breaks=1, recompiles=0, breaks=[Break("why", "m.py:3", 2)])
+    new = {**old, "schema_version": 7, "signals": own.to_dict()}
+    assert ResultRow.from_dict(new).signals == own
+    assert ResultRow.from_dict({**new, "signals": None}).signals is None
 
 
 def test_a_crashed_childs_result_reads_as_a_child_result() -> None:

@@ -271,6 +271,46 @@ class RaisesInEager(_AccuracyProbe):
         return y
 
 
+class Planted(_Tiny):
+    """A tiny MLP with a buffer, clean: one graph, no recompile, accurate. PlantedAll,
+    under the same model name (tests/conf/model/planted_on.yaml), plants a change of each
+    signal at once, as a bad commit might (tests/test_expected.py)."""
+
+    PLANTS: frozenset[str] = frozenset()  # of break, wrong, recompile
+
+    def build_module(self, width: int) -> nn.Module:
+        import torch
+
+        plants = self.PLANTS
+
+        class Net(nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.body = nn.Sequential(
+                    nn.Linear(width, width), nn.ReLU(), nn.Linear(width, width)
+                )
+                self.scale: torch.Tensor
+                self.register_buffer("scale", torch.ones((), dtype=torch.int32))
+
+            def forward(self, x: torch.Tensor) -> torch.Tensor:
+                if "recompile" in plants and self.scale.dtype != torch.int64:
+                    self.scale = self.scale.to(torch.int64)  # the second call's guard fails
+                y = self.body(x) * self.scale.to(x.dtype)
+                if "wrong" in plants and torch.compiler.is_compiling():
+                    y = y * 1.5  # 50% off once compiled: accuracy FAIL
+                if "break" in plants and y.sum() > 0:  # a data-dependent branch: a break
+                    y = y + 0
+                return y
+
+        return Net()
+
+
+class PlantedAll(Planted):
+    """Planted with a graph break, an accuracy failure and a recompile planted."""
+
+    PLANTS = frozenset(("break", "wrong", "recompile"))
+
+
 class GraphBreaks(_Tiny):
     """Four linear layers with torch._dynamo.graph_break() between them: 3 breaks a step."""
 

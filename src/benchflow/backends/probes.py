@@ -62,6 +62,61 @@ class DynamoProbe:
         return {k: after[k] - before[k] for k in after}
 
 
+class DynamoEvents:
+    """Dynamo's graph breaks, each with its reason and the user's frame where it broke
+    (torch._dynamo.utils.graph_break_reasons, which torch._dynamo.explain reads), and its
+    recompiles, each with the guard that failed (the compilation metrics'
+    recompile_reason): what happened since a snapshot, as (reason, frame) pairs. Breaks
+    of every kind are there, a data-dependent branch too (dynamo's graph_break counter
+    leaves that one out)."""
+
+    def snapshot(self) -> tuple[int, frozenset[str]]:
+        from torch._dynamo.utils import get_compilation_metrics, graph_break_reasons
+
+        return len(graph_break_reasons), frozenset(_compile_ids(get_compilation_metrics()))
+
+    def since(self, snap: tuple[int, frozenset[str]]) -> dict[str, list[tuple[str, str]]]:
+        """{"breaks": [(reason, file:line)], "recompiles": [(guard, file:line (name))]},
+        reason and guard as dynamo words them."""
+        from torch._dynamo.utils import get_compilation_metrics, graph_break_reasons
+
+        seen, before = snap
+        # (torch._dynamo.reset() empties the list: then every break in it is new)
+        new = graph_break_reasons[seen:] if len(graph_break_reasons) >= seen else []
+        breaks = [(r.reason, _frame(r.user_stack)) for r in new if r.graph_break]
+        metrics = get_compilation_metrics()
+        recompiles = [
+            (str(m.recompile_reason), f"{m.co_filename}:{m.co_firstlineno} ({m.co_name})")
+            for m, compile_id in zip(metrics, _compile_ids(metrics), strict=True)
+            if compile_id not in before and getattr(m, "recompile_reason", None)
+        ]
+        return {"breaks": breaks, "recompiles": recompiles}
+
+
+def _compile_ids(metrics: list[Any]) -> list[str]:
+    """Each compilation's id in the process (frame/attempt), or its object's where torch
+    gives none."""
+    return [str(getattr(m, "compile_id", None) or id(m)) for m in metrics]
+
+
+def _frame(stack: list[Any]) -> str:
+    """file:line of a break's innermost frame: the user's code where dynamo stopped."""
+    return f"{stack[-1].filename}:{stack[-1].lineno}" if stack else "(no frame)"
+
+
+class InductorKernels:
+    """Kernels Inductor generated (torch._inductor.metrics.generated_kernel_count): a
+    fusion that stops working shows as more."""
+
+    def snapshot(self) -> int:
+        from torch._inductor import metrics
+
+        return int(metrics.generated_kernel_count)
+
+    def since(self, snap: int) -> int:
+        return max(self.snapshot() - snap, 0)
+
+
 # A symbolic size as dynamo's compilation metrics write a graph's shapes: 's33' (a size
 # of an input), 'u0' (one from data)
 _SYMBOL = re.compile(r"'[su]\d+'")

@@ -7,6 +7,7 @@ The top layer: a command may import any stage; no stage imports a command.
 COMMANDS = {
     "models": ("benchflow.cli.models", "which models can run on this machine"),
     "report": ("benchflow.cli.report", "tables, plots and the regression gate (--compare BASE)"),
+    "expected": ("benchflow.cli.expected", "accuracy and graph breaks against a file (--update)"),
     "ui": ("benchflow.cli.ui", "the MLflow UI over the runs' store, on 127.0.0.1:5000"),
     "sync": ("benchflow.cli.sync", "upload to MLflow what a sweep could not log"),
     "rerun": ("benchflow.cli.rerun", "run recorded jobs again, from their records"),

@@ -17,8 +17,7 @@ from benchflow.config.store import groups, options
 
 HEADER = """\
 benchflow: run PyTorch models on backends and time them correctly, each job in its own child
-process (timeout_s bounds it), warm-up apart, the device synchronized. Rows: results.jsonl in
-runs/<date>/<time>/ (one job) or multirun/<date>/<time>/ (-m: every combination), and MLflow.
+process (timeout_s bounds it). Rows: results.jsonl in runs/<date>/<time>/ or multirun/ (-m), MLflow.
 
 usage: benchflow [-m] [group=option ...] [key=value ...] [--cfg job]"""
 
@@ -53,7 +52,8 @@ def render(argv: Sequence[str] = ()) -> str:
         if keys:
             out.append(_clip(f"  {name}.{{{','.join(keys)}}}"))
     out += ["", "== Commands (benchflow COMMAND --help) =="]
-    out += [f"  {name:<8} {what}" for name, (_, what) in COMMANDS.items()]
+    width = max(map(len, COMMANDS))
+    out += [f"  {name:<{width}} {what}" for name, (_, what) in COMMANDS.items()]
     return "\n".join([*out, "", FOOTER])
 
 

@@ -280,6 +280,10 @@ class BenchConfig:
     # in float32 on a CPU; suite=builtin: float32); or float32, bfloat16, amp, ...
     dtype: str | None = None
     verify: bool = False  # also check accuracy against eager and float64 (same job, after timing)
+    # false: no warm-up or timed repeats: each job builds, compiles, runs two steps (the
+    # signals: graph breaks, recompiles, XLA compiles) and checks accuracy, in one process
+    # (the dynamo benchmarks' --accuracy; docs/expected.md). Its rows say they were not timed.
+    timing: bool = field(default=True, metadata=OPTIONAL)
     seed: int = 1337  # seeds torch, numpy and random before the model is built
     matmul_precision: str = "high"  # torch.set_float32_matmul_precision
     num_threads: int | None = None  # torch.set_num_threads in the child; null: its CPU count
@@ -333,11 +337,39 @@ class BenchConfig:
         """How many processes time the job (at most, in a paired sweep): `processes` as
         given, else PAIRED_ROUNDS in a paired sweep, DEFAULT_PROCESSES where the repeats
         are adaptive and 1 where `repeat` gives their count."""
+        if not self.timing:
+            return 1
         if self.processes is not None:
             return self.processes
         if self.pair is not None:
             return PAIRED_ROUNDS
         return DEFAULT_PROCESSES if self.repeat is None else 1
+
+    @property
+    def checks_accuracy(self) -> bool:
+        """Does the job check its accuracy: verify=true, or timing=false (what it runs)."""
+        return self.verify or not self.timing
+
+
+# The settings only timed repeats apply (timing=false refuses them at any value but their
+# default); `profile` too, whose pass comes after the timed repeats.
+TIMING_ONLY = (
+    "repeat",
+    "iterations_per_run",
+    "warmup",
+    "adaptive_warmup",
+    "max_warmup",
+    "adaptive_repeat",
+    "max_repeat",
+    "target_ci",
+    "slowdown",
+    "min_run_time_s",
+    "timed_budget_s",
+    "processes",
+    "pair",
+    "pair_threshold",
+)
+UNTIMED_KEY = "timing"  # a row's config says timing=false: it was not timed
 
 
 def _walk(obj: Any, prefix: str, flat: bool) -> dict[str, Any]:

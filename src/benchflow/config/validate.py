@@ -27,10 +27,12 @@ from benchflow.config.schema import (
     SIZE_CHOICES,
     STEP_CHOICES,
     TEST_CHOICES,
+    TIMING_ONLY,
     XLA_CHOICES,
     AtLeast,
     BenchConfig,
     ToolchainConfig,
+    setting_text,
 )
 
 __all__ = ["ConfigError", "InvalidCombination", "check_values", "parse", "typed"]
@@ -104,6 +106,7 @@ def check_values(cfg: BenchConfig) -> None:
         value: Any = functools.reduce(getattr, key.split("."), cfg)
         _at_least(key, value, bound)
     _choice("compile_cache", cfg.compile_cache, COMPILE_CACHE_CHOICES)
+    _check_untimed(cfg)  # first: timing=false makes one process, which a pair refuses
     _check_pair(cfg)
     if cfg.adaptive_repeat and cfg.repeat is not None and cfg.max_repeat < cfg.repeat:
         raise ConfigError(
@@ -152,6 +155,27 @@ def _check_pair(cfg: BenchConfig) -> None:
             f"processes={cfg.process_count} with pair={cfg.pair}: a pair is first judged "
             f"after {FIRST_LOOK} rounds; allowed: processes >= {FIRST_LOOK}, or null "
             f"({PAIRED_ROUNDS})"
+        )
+
+
+def _check_untimed(cfg: BenchConfig) -> None:
+    """timing=false runs no warm-up or timed repeat: a setting of theirs would not apply."""
+    if cfg.timing:
+        return
+    defaults = BenchConfig()
+    for key in TIMING_ONLY:
+        value, default = getattr(cfg, key), getattr(defaults, key)
+        if value != default:
+            raise ConfigError(
+                f"{key}={setting_text(value)} applies to the timed repeats, but timing=false "
+                f"runs none; allowed: {key}={setting_text(default)} (its default) with "
+                "timing=false, or timing=true"
+            )
+    if cfg.profile.name != defaults.profile.name:
+        raise ConfigError(
+            f"profile={cfg.profile.name} profiles after the timed repeats, but timing=false "
+            f"runs none; allowed: profile={defaults.profile.name} with timing=false, or "
+            "timing=true"
         )
 
 

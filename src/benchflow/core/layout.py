@@ -95,6 +95,10 @@ class JobDir:
         return self.path / "dynamo_counters.json"
 
     @property
+    def signals(self) -> Path:  # the row's signals, graph breaks' reasons and all: MLflow's
+        return self.path / "signals.json"
+
+    @property
     def hydra(self) -> Path:  # Hydra's record of the job's config and overrides
         return self.path / ".hydra"
 

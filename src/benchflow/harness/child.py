@@ -53,6 +53,7 @@ def preload() -> None:
 
     import benchflow.backends.probes
     import benchflow.harness.profiling
+    import benchflow.harness.signals
     import benchflow.harness.timing
     import benchflow.harness.verify
     import benchflow.models.registry
@@ -99,7 +100,8 @@ def run(
     from benchflow.backends.inductor import stop_compile_workers
     from benchflow.harness.gpu_load import gpu_probe
     from benchflow.harness.load import LoadProbe
-    from benchflow.harness.timing import Sampling, measure
+    from benchflow.harness.signals import Reader
+    from benchflow.harness.timing import Sampling, measure, untimed
 
     device = job.device
     t_build = time.perf_counter()
@@ -118,20 +120,26 @@ def run(
 
         first.append(digest(leaves(out), of=backend.label))
 
+    signals = Reader(backend)
+    signals.start()
     t_measure = time.perf_counter()
-    m = measure(
-        step,
-        device,
-        sampling=Sampling.of(cfg),
-        warmup=cfg.warmup,
-        probes=[*backend.probes(), LoadProbe(), *gpu_probe(device.kind)],
-        trace_time=backend.on_xla,
-        adaptive_warmup=cfg.adaptive_warmup,
-        max_warmup=cfg.max_warmup,
-        on_first=summarize_first,
-        before_timed=stop_compile_workers,
-    )
+    if not cfg.timing:
+        m = untimed(step, device, probes=backend.probes(), on_first=summarize_first)
+    else:
+        m = measure(
+            step,
+            device,
+            sampling=Sampling.of(cfg),
+            warmup=cfg.warmup,
+            probes=[*backend.probes(), LoadProbe(), *gpu_probe(device.kind)],
+            trace_time=backend.on_xla,
+            adaptive_warmup=cfg.adaptive_warmup,
+            max_warmup=cfg.max_warmup,
+            on_first=summarize_first,
+            before_timed=stop_compile_workers,
+        )
     measure_s = time.perf_counter() - t_measure
+    read = signals.read(m, cfg.timing)  # before the accuracy check and profile compile again
 
     _dump_counters(cfg, backend, out_dir)  # the timed run's counters, before profiling adds to them
     t_profile = time.perf_counter()
@@ -139,12 +147,13 @@ def run(
     profile_s = time.perf_counter() - t_profile if profiled is not None else 0.0
     t_verify = time.perf_counter()
     code, accuracy, detail = job.verify()
-    verify_s = time.perf_counter() - t_verify if cfg.verify else 0.0
-    metrics = _metrics(m, timed.batch_size) | accuracy | (profiled or {})  # (RSS: before the count)
+    verify_s = time.perf_counter() - t_verify if cfg.checks_accuracy else 0.0
+    # (RSS: before the count)
+    metrics = _metrics(m, timed.batch_size, cfg.timing) | accuracy | (profiled or {})
     # last: the count leaves the model as it leaves it (docs/flops.md); a later process's
-    # row is the first's but for its samples (results/pooled.py)
+    # row is the first's but for its samples (results/pooled.py); untimed, no FLOP/s to judge
     t_flops = time.perf_counter()
-    flops = job.flops(timed) if process == 0 else None
+    flops = job.flops(timed) if process == 0 and cfg.timing else None
     flops_s = time.perf_counter() - t_flops
 
     return ChildResult(
@@ -155,7 +164,7 @@ def run(
         num_threads=torch.get_num_threads(),
         metrics=metrics,
         summary=m.summary(),
-        timing=_timing(cfg, m, job.shared),
+        timing=_timing(cfg, m, job.shared) if cfg.timing else None,
         child_timings=ChildTimings(
             import_s=import_s,
             build_s=build_s,
@@ -173,6 +182,7 @@ def run(
         gpu=gpu_info() if cfg.accelerator.name == "cuda" else None,
         digest=first[0] if first else None,
         flops=flops,
+        signals=read,
     )
 
 
@@ -274,8 +284,9 @@ class _Job:
         return dataclasses.replace(counted, peak=measured)
 
     def verify(self) -> tuple[str, dict[str, float], str | None]:
-        """verify=true: the verification code, the accuracy metrics and the detail."""
-        if not self.cfg.verify:
+        """verify=true (or timing=false): the verification code, the accuracy metrics
+        and the detail."""
+        if not self.cfg.checks_accuracy:
             return "VERIFIER_SKIPPED", {}, None
         import torch
 
@@ -294,8 +305,12 @@ class _Job:
         )
 
 
-def _metrics(m: Any, batch_size: int) -> dict[str, Any]:
-    """The row's metrics from the timing loop (`m`: harness/timing.Measurement)."""
+def _metrics(m: Any, batch_size: int, timed: bool) -> dict[str, Any]:
+    """The row's metrics from the timing loop (`m`: harness/timing.Measurement); untimed,
+    the first step's probe deltas and the host's peak RSS."""
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    if not timed:
+        return {"peak_host_rss_bytes": rss, **{f"cold_{k}": v for k, v in m.cold.items()}}
     per_iter = m.summary()["per_iter_time_s"]["median"]
     return {
         **m.per_repeat,
@@ -303,7 +318,7 @@ def _metrics(m: Any, batch_size: int) -> dict[str, Any]:
         "warmup_time_s": m.warmup_time_s,
         **({"host_reference_s": m.host_reference_s} if m.host_reference_s else {}),
         "throughput_samples_per_s": batch_size / per_iter if per_iter > 0 else 0.0,
-        "peak_host_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        "peak_host_rss_bytes": rss,
         **{f"cold_{k}": v for k, v in m.cold.items()},
     }
 

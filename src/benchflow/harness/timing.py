@@ -100,6 +100,7 @@ class Measurement:
     host_reference_s: float | None = None  # the reference step, before and after (load.py)
     ci_rel: float | None = None  # the median's 95% interval: larger half-width / median
     before_timed_s: float | None = None  # measure's `before_timed`, where it did something
+    second: dict[str, float] = field(default_factory=dict)  # untimed: probe deltas, step 2
 
     @property
     def steady_state(self) -> bool:
@@ -193,19 +194,7 @@ def measure(
     """Run and time `step`, synchronized before every end timestamp. `on_first` gets the first
     step's output (results/digest.py); `before_timed` runs after the warm-up, counted in it."""
     m = Measurement()
-
-    before = [p.snapshot() for p in probes]
-    start = time.perf_counter()
-    out = step()
-    device.mark_step()
-    device.synchronize()
-    end = time.perf_counter()
-    m.first_iter_time_s = end - start
-    m.cold = _deltas(probes, before)
-    if on_first is not None:
-        on_first(out)  # outside every timed region and counter delta
-    del out
-    log.info("cold start (first iteration) %.4f s", m.first_iter_time_s)
+    _cold(m, step, device, probes, on_first)
 
     start = time.perf_counter()
     _warm_up(m, step, device, warmup, probes, max_warmup if adaptive_warmup else None)
@@ -240,6 +229,52 @@ def measure(
     reference.append(reference_step_s())
     m.host_reference_s = statistics.fmean(reference)
     log.info("%d repeat(s), stopped by %s, 95%% interval ±%s", r, m.stop, m.ci_rel)
+    return m
+
+
+def _cold(
+    m: Measurement,
+    step: Callable[[], Any],
+    device: Device,
+    probes: list[Probe],
+    on_first: Callable[[Any], None] | None,
+) -> None:
+    """The first step (the compile), its seconds and its probe deltas into `m`."""
+    before = [p.snapshot() for p in probes]
+    start = time.perf_counter()
+    out = step()
+    device.mark_step()
+    device.synchronize()
+    end = time.perf_counter()
+    m.first_iter_time_s = end - start
+    m.cold = _deltas(probes, before)
+    if on_first is not None:
+        on_first(out)  # outside every timed region and counter delta
+    del out
+    log.info("cold start (first iteration) %.4f s", m.first_iter_time_s)
+
+
+def untimed(
+    step: Callable[[], Any],
+    device: Device,
+    *,
+    probes: list[Probe],
+    on_first: Callable[[Any], None] | None = None,
+) -> Measurement:
+    """timing=false: the first step and a second, each cut and synchronized, the
+    second's probe deltas in `m.second` (what a step compiles again, and the XLA
+    executions of one). No warm-up, no timed repeat: their seconds are only the job's
+    phases (compile, warm-up), never a time of the model's."""
+    m = Measurement()
+    _cold(m, step, device, probes, on_first)
+    before = [p.snapshot() for p in probes]
+    start = time.perf_counter()
+    out = step()
+    device.mark_step()
+    device.synchronize()
+    del out
+    m.warmup_time_s = time.perf_counter() - start  # the job's phases count it as warm-up
+    m.second = _deltas(probes, before)
     return m
 
 

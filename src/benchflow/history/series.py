@@ -124,6 +124,8 @@ def build(
     found: dict[str, Series] = {}
     for order, sweep in enumerate(ordered_sweeps):
         for row in current(sweep.rows):
+            if row.untimed:  # timing=false: no time to follow
+                continue
             fp = row.job.fingerprint
             found.setdefault(fp, Series(fp, row.job.name)).points.append(
                 Point(sweep.label, order, row)

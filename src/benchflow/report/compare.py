@@ -35,6 +35,7 @@ NO_CHANGE = "no significant change"
 INSUFFICIENT = "insufficient data"
 SUSPICIOUS = "suspicious"  # a change measured on a busy host: shown, not failing
 BROKEN = "broken"
+NOT_TIMED = "not timed"  # a side ran with timing=false: its accuracy is judged, no time
 FAILING = (REGRESSION, BROKEN)
 GOOD = (IMPROVEMENT, "fixed")
 
@@ -79,7 +80,8 @@ class Change:
 
 
 def _by_status(base: Entry, cand: Entry) -> tuple[str, str] | None:
-    """The verdict when a side did not pass (None: both passed, judge their times)."""
+    """The verdict when a side did not pass, or was not timed (None: both passed and
+    were timed: judge their times)."""
     if base.passed and not cand.passed:
         what = cand.status if cand.status != "ok" else f"accuracy {cand.verification}"
         return BROKEN, f"passed in the baseline, {what} in the candidate {cand.error}".rstrip()
@@ -87,6 +89,8 @@ def _by_status(base: Entry, cand: Entry) -> tuple[str, str] | None:
         return "fixed", "passes now"
     if not base.passed:
         return "still failing", cand.status if cand.status != "ok" else cand.verification
+    if untimed := [name for name, e in (("baseline", base), ("candidate", cand)) if e.untimed]:
+        return NOT_TIMED, f"the {' and the '.join(untimed)} ran with timing=false: no time"
     return None
 
 

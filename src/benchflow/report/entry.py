@@ -86,6 +86,11 @@ class Entry:
         return self.status == Status.OK and self.verification not in FAILED_CODES
 
     @property
+    def untimed(self) -> bool:
+        """Its job ran with timing=false: accuracy and signals, no time to compare."""
+        return self.row.untimed
+
+    @property
     def iqr_s(self) -> float | None:
         if self.q1_s is None or self.q3_s is None:
             return None

@@ -127,6 +127,8 @@ class Report:
     invalid: list[Invalid] = field(default_factory=list)  # jobs that never ran
     # Where each job's time went (results/phases.py), in the order the jobs ran.
     time_spent: list[JobTime] = field(default_factory=list)
+    # Each configuration's graph breaks, by model and reason (results/signals.py)
+    graph_breaks: list[GraphBreak] = field(default_factory=list)
 
     @property
     def configs(self) -> list[Config]:
@@ -158,6 +160,34 @@ class JobTime:
     name: str
     status: Status
     phases: dict[str, float]
+
+
+@dataclass(frozen=True)
+class GraphBreak:
+    """One place where dynamo broke a model's graph in one configuration, and why."""
+
+    config: str
+    model: str
+    test: str
+    reason: str
+    frame: str  # file:line in the user's code
+    count: int  # times dynamo broke there (results/signals.Break)
+
+
+def graph_breaks(entries: Sequence[Entry]) -> list[GraphBreak]:
+    """The entries' graph breaks, by configuration (in the report's order), model and test."""
+    order = {c.label: i for i, c in enumerate(_configs(entries))}
+    found = [
+        GraphBreak(e.config.label, e.model, e.test, b.reason, b.frame, b.count)
+        for e in entries
+        if e.row.signals is not None
+        for b in e.row.signals.breaks
+    ]
+    return sorted(found, key=lambda g: (order[g.config], g.model, g.test))
+
+
+# An untimed row's note (timing=false): it has accuracy and signals, no time.
+UNTIMED_NOTE = "not timed (timing=false)"
 
 
 @dataclass(frozen=True)
@@ -263,6 +293,7 @@ def build_report(
             for r in sorted(rows, key=lambda r: r.job.started_at or 0.0)
             if r.job.phases
         ],
+        graph_breaks=graph_breaks(entries),
     )
 
 
@@ -307,11 +338,16 @@ def _speedups(entries: list[Entry], base: Baseline) -> list[str]:
             f"(choose one of {present} with --baseline, or baseline= in the sweep)"
         )
     for e in entries:
+        if e.untimed:
+            e.note = UNTIMED_NOTE
+            continue
         if base.is_base(e.config) or not has_base:
             continue
         ref = index.get((e.model, e.test, base.reference(e.config).label))
         if ref is None:
             e.note = f"no {base.label} row: no speedup"
+        elif ref.untimed:
+            e.note = f"{base.label} {UNTIMED_NOTE}: no speedup"
         elif not ref.passed:
             e.note = f"{base.label} {_outcome(ref)}: no speedup"
         elif not e.passed:
@@ -327,6 +363,8 @@ def _speedups(entries: list[Entry], base: Baseline) -> list[str]:
             if e.peak_bytes and ref.peak_bytes and e.memory_kind == ref.memory_kind:
                 e.memory_ratio = ref.peak_bytes / e.peak_bytes
     for e in entries:
+        if e.untimed:
+            continue
         if base.is_base(e.config) and not e.passed:
             e.note = f"{_outcome(e)}: {e.model} has no baseline"
         elif base.is_base(e.config) and e.flags:
@@ -379,7 +417,7 @@ def _configs(entries: Sequence[Entry]) -> list[Config]:
 def _summarize(config: Config, entries: list[Entry], is_base: bool) -> Summary:
     counted = [e for e in entries if e.status.counts_in_passrate]
     passed = [e for e in counted if e.passed]
-    in_geomean = [e for e in passed if is_base or (e.speedup and e.in_geomean)]
+    in_geomean = [e for e in passed if not e.untimed and (is_base or (e.speedup and e.in_geomean))]
     left_out = [(e.model, _why_left_out(e)) for e in counted if e not in in_geomean]
     compiles = [e.compile_s for e in passed if e.compile_s is not None]
     ratios = [e.memory_ratio for e in passed if e.memory_ratio]
@@ -391,11 +429,15 @@ def _summarize(config: Config, entries: list[Entry], is_base: bool) -> Summary:
         passed=len(passed),
         verified=sum(e.verification == "PASS" for e in passed),
         skipped=len(entries) - len(counted),
-        geomean_speedup=1.0 if is_base and passed else (geomean(speedups) if speedups else None),
+        geomean_speedup=1.0
+        if is_base and in_geomean
+        else (geomean(speedups) if speedups else None),
         speedup_models=len(in_geomean),
         geomean_ci=None if is_base or not speedups else _geomean_ci(in_geomean),
         mean_compile_s=statistics.fmean(compiles) if compiles else None,
-        memory_ratio=1.0 if is_base and passed else (statistics.fmean(ratios) if ratios else None),
+        memory_ratio=1.0
+        if is_base and in_geomean
+        else (statistics.fmean(ratios) if ratios else None),
         memory_models=len(ratios),
         geomean_share=geomean(shares) if shares else None,
         share_models=len(shares),
@@ -408,6 +450,8 @@ def _summarize(config: Config, entries: list[Entry], is_base: bool) -> Summary:
 def _why_left_out(e: Entry) -> str:
     if not e.passed:
         return _outcome(e)
+    if e.untimed:
+        return UNTIMED_NOTE
     return e.note.removesuffix(": not in the geomean") or "no speedup"
 
 

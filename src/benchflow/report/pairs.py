@@ -44,6 +44,11 @@ class Split:
 
 def split(rows: Sequence[ResultRow], axis: str) -> Split:
     """The rows of the axis's two values, A (the sweep's first) and B, each less it."""
+    if untimed := sum(r.untimed for r in rows):
+        raise PairError(
+            f"--pair {axis}: {untimed} row(s) ran with timing=false, which times nothing; "
+            "allowed: the rows of a timed sweep (timing=true, the default)"
+        )
     axes = varying_axes(rows)
     if axis not in axes:
         allowed = ", ".join(axes) or "none: every row has the same settings"

@@ -20,6 +20,7 @@ from benchflow.report.entry import Entry
 from benchflow.report.model import Meta, Report, Summary
 from benchflow.results.intervals import Interval
 from benchflow.results.phases import MODEL_WORK, PHASES
+from benchflow.results.signals import short_frame
 from benchflow.suite.rules import DTYPE_RULE
 
 ENTRY_HEADER = [
@@ -53,6 +54,8 @@ INVALID_TITLE = "Invalid combinations (never run; no configuration)"
 TIME_TITLE = "Where the time went"
 TIME_HEADER = ["job", "status", *PHASES, "total"]
 CHANGE_HEADER = ["model", "test", "config", "baseline", "candidate", "change", "verdict", "detail"]
+BREAKS_TITLE = "Graph breaks"
+BREAKS_HEADER = ["config", "model", "test", "breaks", "reason", "where"]
 
 
 def _bytes(n: float | None) -> str:
@@ -196,6 +199,23 @@ def time_rows(report: Report) -> list[list[str]]:
     return lines
 
 
+def break_rows(report: Report) -> list[list[str]]:
+    """Each configuration's graph breaks, a row per model, test and place."""
+    return [
+        [g.config, g.model, g.test, str(g.count), g.reason, short_frame(g.frame)]
+        for g in report.graph_breaks
+    ]
+
+
+def breaks_note() -> str:
+    return (
+        "each place in a model's code where dynamo broke its graph (where: file:line; the "
+        "row's signals have the full path), with dynamo's reason; breaks: how many times it "
+        "broke there (a compiled step breaks at its call of the module too, a recompile "
+        "traces the place again). A configuration with no row here broke no graph."
+    )
+
+
 def time_note() -> str:
     return (
         "seconds from the end of the job before (gap: the parent's work) to the end of "
@@ -283,6 +303,15 @@ def to_markdown(report: Report, title: str, changes: Sequence[Change] | None = N
             markdown_table(INVALID_HEADER, invalid_rows(report)),
             "",
         ]
+    if report.graph_breaks:
+        parts += [
+            f"## {BREAKS_TITLE}",
+            "",
+            markdown_table(BREAKS_HEADER, break_rows(report)),
+            "",
+            breaks_note(),
+            "",
+        ]
     if report.time_spent:
         parts += [
             f"## {TIME_TITLE}",
@@ -362,6 +391,12 @@ def to_html(
         parts += [
             f"<h2>{html.escape(INVALID_TITLE)}</h2>",
             html_table(INVALID_HEADER, invalid_rows(report)),
+        ]
+    if report.graph_breaks:
+        parts += [
+            f"<h2>{html.escape(BREAKS_TITLE)}</h2>",
+            html_table(BREAKS_HEADER, break_rows(report)),
+            f"<p class='note'>{html.escape(breaks_note())}</p>",
         ]
     if report.time_spent:
         parts += [

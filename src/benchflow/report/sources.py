@@ -98,7 +98,10 @@ def _from_path(path: Path, tracking_uri: str | None) -> Sweep:
         )
         raise SourceError(f"{path}: has no results.jsonl or result.json{hint}")
     if not rows:
-        raise SourceError(f"{path}: no result rows")
+        raise SourceError(
+            f"{path}: no result rows; allowed: a sweep, run folder or results file whose "
+            "jobs wrote rows"
+        )
     sweep = SweepDir(folder)
     plan = sweep.read_plan()
     return Sweep(

@@ -49,8 +49,10 @@ ENTRY_GIVE = (("note", 24), ("config", 16), ("model", 14), ("note", 8), ("config
 SUMMARY_GIVE = (("config", 16), ("passrate", 12), ("config", 10))
 CHANGE_GIVE = (("detail", 24), ("config", 16), ("model", 14), ("detail", 8), ("verdict", 12))
 INVALID_GIVE = (("why it never ran", 24), ("settings", 16), ("model", 14))
-# Cut in the middle: a configuration's end tells it apart (inductor.cpp.threads=1 or =2).
-MIDDLE = ("config", "settings")
+BREAKS_GIVE = (("reason", 32), ("where", 20), ("config", 16), ("model", 14), ("reason", 12))
+# Cut in the middle: a configuration's end tells it apart (inductor.cpp.threads=1 or =2),
+# a place's line number is at its end.
+MIDDLE = ("config", "settings", "where")
 
 
 def entry_cells(e: Entry, baseline: bool) -> list[str]:
@@ -195,6 +197,9 @@ def print_terminal(
         styles = ["yellow"] * len(invalid)
         title_invalid = render.INVALID_TITLE.lower()
         say(_table(render.INVALID_HEADER, invalid, INVALID_GIVE, title_invalid, styles))
+    if report.graph_breaks:
+        rows = render.break_rows(report)
+        say(_table(render.BREAKS_HEADER, rows, BREAKS_GIVE, render.BREAKS_TITLE.lower()))
     if report.time_spent:
         header = [*render.TIME_HEADER[2:-1], "total"]
         phases = [render.time_rows(report)[0][2:]]

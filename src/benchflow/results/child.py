@@ -14,9 +14,10 @@ from typing import Any
 from benchflow.core.files import pick
 from benchflow.core.status import Status
 from benchflow.results.flops import Flops
+from benchflow.results.signals import Signals
 
 # Of the row and of the child's part of it (the child and the parent are one checkout).
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 # Per-repeat series (`per_iter_time_s`: one value per repeat) and scalars (the cold
 # call's counters, accuracy, profile numbers): what `metrics` holds.
@@ -159,6 +160,7 @@ class ChildResult:
     gpu: dict[str, str | None] | None = None
     digest: Digest | None = None  # the first step's output, summarized (results/digest.py)
     flops: Flops | None = None  # a step's FLOPs and the device's peak (results/flops.py)
+    signals: Signals | None = None  # graph breaks, recompiles, ... (results/signals.py)
 
     def to_dict(self) -> dict[str, Any]:
         """The file's JSON; what the child did not get to is left out."""
@@ -167,7 +169,7 @@ class ChildResult:
             value = getattr(self, f.name)
             if f.name not in _ALWAYS and value in (None, {}):
                 continue
-            if isinstance(value, (Timing, ChildTimings, Flops)):
+            if isinstance(value, (Timing, ChildTimings, Flops, Signals)):
                 value = dataclasses.asdict(value)
             out[f.name] = value.value if isinstance(value, Status) else value
         return out
@@ -198,4 +200,5 @@ class ChildResult:
             gpu=data.get("gpu"),
             digest=data.get("digest"),
             flops=Flops.from_dict(data.get("flops")),
+            signals=Signals.from_dict(data.get("signals")),
         )

@@ -22,6 +22,9 @@ status and provenance. What result.json holds, and each line of results.jsonl:
  flops: {per_step, counted, top, uncounted, error, per_s, per_s_ci_low,
          per_s_ci_high, share_of_peak, share_ci_low, share_ci_high,
          peak: {flop_per_s, dtype, device, threads, key, method, ...}}   Flops
+ signals: {steps, graphs, graph_breaks, recompiles, xla_repeat_compiles,
+           xla_executions_per_step, inductor_kernels,
+           breaks: [{reason, frame, count}], guards: [{guard, frame, count}]} Signals
  superseded_by (only once a later attempt of the same job replaced it)}
 
 The child writes its part (results/child.py) and the parent adds the rest (`build_row`);
@@ -30,7 +33,9 @@ a field the run never reached is left out. `from_dict` reads older rows as these
 prefix: core/status.status_of); 3 added `experiment.step` (older rows: "torchbench");
 4 made repeats adaptive and calibrated (older rows' `ci_rel` is ignored); 5 took out
 `timing.spans`, `held`, `shared_build_at` and `shared_builds` (skipped in older rows);
-6 added `flops` (results/flops.py) and the child's `flops` phase (older rows: none).
+6 added `flops` (results/flops.py) and the child's `flops` phase (older rows: none);
+7 added `signals` (results/signals.py; older rows': from their cold and timed counters,
+without reasons) and the `timing` setting (false: an untimed job, `ResultRow.untimed`).
 """
 
 from __future__ import annotations
@@ -42,7 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from benchflow import backends
-from benchflow.config.schema import Settings
+from benchflow.config.schema import UNTIMED_KEY, Settings
 from benchflow.core.files import pick
 from benchflow.core.job import Job
 from benchflow.core.machine import node_name
@@ -57,6 +62,7 @@ from benchflow.results.child import (
     Versions,
 )
 from benchflow.results.flops import Flops, judged
+from benchflow.results.signals import Signals, from_metrics
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -267,6 +273,7 @@ class ResultRow:
     superseded_by: str | None = None  # the row_id of the attempt that replaced this one
     digest: Digest | None = None  # the first step's output, summarized (results/digest.py)
     flops: Flops | None = None  # a step's FLOPs, FLOP/s and share of peak (results/flops.py)
+    signals: Signals | None = None  # graph breaks, recompiles, ... (results/signals.py)
 
     @property
     def model_name(self) -> str:
@@ -275,6 +282,11 @@ class ResultRow:
     @property
     def test(self) -> str:
         return self.experiment.test
+
+    @property
+    def untimed(self) -> bool:
+        """A job of timing=false: its accuracy and signals, no time to compare."""
+        return bool(self.config) and self.config.get(UNTIMED_KEY) is False  # type: ignore[union-attr]
 
     def series(self, name: str) -> list[float]:
         """A per-repeat metric's values ([] when absent or a single value)."""
@@ -316,6 +328,8 @@ class ResultRow:
             out["digest"] = self.digest
         if self.flops:
             out["flops"] = self.flops.to_dict()
+        if self.signals:
+            out["signals"] = self.signals.to_dict()
         return out
 
     @classmethod
@@ -354,9 +368,17 @@ class ResultRow:
                 superseded_by=data.get("superseded_by"),
                 digest=data.get("digest"),
                 flops=Flops.from_dict(data.get("flops")),
+                signals=_signals(data),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise RowError(f"not a result row ({type(exc).__name__}: {exc})") from None
+
+
+def _signals(data: dict[str, Any]) -> Signals | None:
+    """A row's signals: its own, or (schema < 7) those its counters give."""
+    if int(data.get("schema_version", 1)) >= 7 or data.get("signals"):
+        return Signals.from_dict(data.get("signals"))
+    return from_metrics(data.get("metrics") or {}, int(data.get("iterations_per_run") or 0))
 
 
 def build_row(
@@ -401,14 +423,16 @@ def build_row(
             timing.iterations_per_run if timing else None, cfg.iterations_per_run
         )
         or 0,
-        warmup=cfg.warmup,
+        warmup=cfg.warmup if cfg.timing else 0,
         metrics=child.metrics,
         summary=child.summary,
         timing=child.timing,
         timestamp=time.time(),
         verification_code=child.verification_code
         or (
-            "VERIFIER_DIDNT_RUN" if cfg.verify and status.counts_in_passrate else "VERIFIER_SKIPPED"
+            "VERIFIER_DIDNT_RUN"
+            if cfg.checks_accuracy and status.counts_in_passrate
+            else "VERIFIER_SKIPPED"
         ),
         verification_detail=child.verification_detail,
         status=status,
@@ -417,6 +441,7 @@ def build_row(
         provenance=(provenance or Provenance()).with_child(child),
         digest=child.digest,
         flops=judged(child.flops, *_time_and_interval(child.summary)),
+        signals=child.signals,
     )
 
 

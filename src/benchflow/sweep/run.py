@@ -256,6 +256,8 @@ class Sweep:
         job_dir = self._dir(job)
         job_dir.path.mkdir(parents=True, exist_ok=True)
         write_json_atomic(job_dir.result, row.to_dict())
+        if row.signals is not None:  # the reasons, as an artifact of the job's run
+            write_json_atomic(job_dir.signals, row.signals.to_dict())
         replaced = record_row(self.folder.results, row)
         self.tracking.log(job, row, job_dir, replaced)
         fingerprint = job.fingerprint

@@ -58,7 +58,7 @@ def log_job(
 
 def job_artifacts(job: JobDir) -> dict[str, Path]:
     """A job's files as its run holds them: {path in the run's artifacts: local file}."""
-    out = {p.name: p for p in (job.config, job.result)}
+    out = {p.name: p for p in (job.config, job.result, job.signals)}
     folders = {
         "logs": sorted(job.path.glob("*.log")),
         "dumps": [p for p in (job.xla_metrics, job.dynamo_counters) if p.exists()],
