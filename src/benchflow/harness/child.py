@@ -97,11 +97,7 @@ def run(
     job, import_s = _start(cfg, backend, prebuilt)  # first: what import_s times
     import torch
 
-    from benchflow.backends.inductor import stop_compile_workers
-    from benchflow.harness.gpu_load import gpu_probe
-    from benchflow.harness.load import LoadProbe
     from benchflow.harness.signals import Reader
-    from benchflow.harness.timing import Sampling, measure, untimed
 
     device = job.device
     t_build = time.perf_counter()
@@ -113,31 +109,10 @@ def run(
         return job.run_step(timed, device.autocast_type)
 
     first: list[Digest] = []
-
-    def summarize_first(out: Any) -> None:
-        from benchflow.harness.accuracy import leaves
-        from benchflow.results.digest import digest
-
-        first.append(digest(leaves(out), of=backend.label))
-
     signals = Reader(backend)
     signals.start()
     t_measure = time.perf_counter()
-    if not cfg.timing:
-        m = untimed(step, device, probes=backend.probes(), on_first=summarize_first)
-    else:
-        m = measure(
-            step,
-            device,
-            sampling=Sampling.of(cfg),
-            warmup=cfg.warmup,
-            probes=[*backend.probes(), LoadProbe(), *gpu_probe(device.kind)],
-            trace_time=backend.on_xla,
-            adaptive_warmup=cfg.adaptive_warmup,
-            max_warmup=cfg.max_warmup,
-            on_first=summarize_first,
-            before_timed=stop_compile_workers,
-        )
+    m = _measure(cfg, backend, device, step, first)
     measure_s = time.perf_counter() - t_measure
     read = signals.read(m, cfg.timing)  # before the accuracy check and profile compile again
 
@@ -183,6 +158,42 @@ def run(
         digest=first[0] if first else None,
         flops=flops,
         signals=read,
+    )
+
+
+def _measure(
+    cfg: BenchConfig,
+    backend: type[Backend],
+    device: Any,
+    step: Callable[[], Any],
+    first: list[Digest],
+) -> Any:
+    """The step timed (harness/timing.measure), or run twice untimed (timing=false); the
+    first step's output summarized into `first`."""
+    from benchflow.backends.inductor import stop_compile_workers
+    from benchflow.harness.gpu_load import gpu_probe
+    from benchflow.harness.load import LoadProbe
+    from benchflow.harness.timing import Sampling, measure, untimed
+
+    def summarize_first(out: Any) -> None:
+        from benchflow.harness.accuracy import leaves
+        from benchflow.results.digest import digest
+
+        first.append(digest(leaves(out), of=backend.label))
+
+    if not cfg.timing:
+        return untimed(step, device, probes=backend.probes(), on_first=summarize_first)
+    return measure(
+        step,
+        device,
+        sampling=Sampling.of(cfg),
+        warmup=cfg.warmup,
+        probes=[*backend.probes(), LoadProbe(), *gpu_probe(device.kind)],
+        trace_time=backend.on_xla,
+        adaptive_warmup=cfg.adaptive_warmup,
+        max_warmup=cfg.max_warmup,
+        on_first=summarize_first,
+        before_timed=stop_compile_workers,
     )
 
 
