@@ -132,29 +132,30 @@ def test_train_returning_an_error_is_skipped_not_a_fast_success(
     assert row["summary"] == {}
 
 
-def test_metadata_not_implemented_skips_before_loading(
+def test_metadata_not_implemented_is_a_note_and_the_model_runs(
     quirk_rows: QuirkRows,
 ) -> None:
+    """TorchBench's own metadata.yaml `not_implemented` is no skip list of the references
+    (the experiment runner and PyTorch's dynamo benchmarks do not read it on a CPU, and
+    time some such models: phlippe_densenet eval): the job runs, the row says it."""
     row = quirk_rows[("tb_no_cpu", "eval")]
-    assert row["status"] == "skipped" and "not_implemented" in row["error"]
-    assert row["job"]["wall_time_s"] == 0.0  # no child was started
+    assert row["status"] == "ok", row["error"]
+    said = [n for n in row["job"]["notes"] if "metadata.yaml lists eval on cpu" in n]
+    assert len(said) == 1 and "not_implemented; it runs all the same" in said[0]
 
 
-def test_metadata_not_implemented_is_lifted_with_the_skip_lists(
+def test_metadata_not_implemented_is_planned_as_a_note(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """TorchBench's own metadata.yaml `not_implemented` skips as the suite's lists do,
-    and `suite.skip_lists=false` lifts it too: the experiment runner does not read that
-    file, and times some of those models (phlippe_densenet eval on a CPU)."""
     monkeypatch.delenv("TORCHBENCH_ROOT", raising=False)
-
-    def skip(skip_lists: bool) -> str | None:
+    for skip_lists in (True, False):
         suite = SuiteConfig(torchbench_root=str(FIXTURE), skip_lists=skip_lists)
-        cfg = BenchConfig(model=ModelConfig(name="tb_no_cpu"), suite=suite)
-        return plan_config(cfg, 0, []).skip
-
-    assert "not_implemented (suite.skip_lists=false runs it" in (skip(True) or "")
-    assert skip(False) is None
+        job = plan_config(BenchConfig(model=ModelConfig(name="tb_no_cpu"), suite=suite), 0, [])
+        assert job.skip is None
+        assert any("tb_no_cpu/metadata.yaml lists eval on cpu" in n for n in job.notes)
+    suite = SuiteConfig(torchbench_root=str(FIXTURE))
+    job = plan_config(BenchConfig(model=ModelConfig(name="tb_mlp"), suite=suite), 0, [])
+    assert not any("metadata.yaml" in n for n in job.notes)
 
 
 def test_missing_package_and_download_fail_with_a_clear_message(
@@ -207,7 +208,8 @@ def test_models_command_lists_builtin_and_torchbench(workdir: Path) -> None:
     assert " yes" in lines["llama"] and "builtin" in lines["llama"]
     assert lines["tb_mlp"].split()[2] == "yes"
     assert "tb_needs_pkg" in lines and "benchflow_fixture_missing_pkg" in lines["tb_needs_pkg"]
-    assert "not_implemented" in lines["tb_no_cpu"]
+    assert "metadata.yaml says eval not_implemented (run all the same)" in lines["tb_no_cpu"]
+    assert lines["tb_no_cpu"].split()[2] == "yes;"
 
 
 def test_bare_tensor_eval_is_returned_as_a_tuple() -> None:

@@ -179,7 +179,7 @@ class MlflowConfig:
 class SuiteConfig:
     # builtin: no suite rules | torchbench | huggingface | timm: PyTorch's <suite> yaml + list
     name: str = "builtin"
-    skip_lists: bool = True  # honour the skip lists, TorchBench's not_implemented (false: run all)
+    skip_lists: bool = True  # honour the suite's skip lists (false: run all)
     fast: bool = False  # also skip the suite's `slow` and `very_slow` models
     torchbench_root: str | None = None  # pytorch/benchmark checkout; null: $TORCHBENCH_ROOT
     rules: dict[str, Any] = field(default_factory=dict, metadata=BULKY)  # the mirror's data

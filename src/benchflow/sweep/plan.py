@@ -311,11 +311,11 @@ def _with_rules(cfg: BenchConfig, num: int, overrides: tuple[str, ...], single: 
     )
     cfg = dataclasses.replace(cfg, dtype=decision.dtype, batch_size=decision.batch_size)
     skip = decision.skip
-    if not skip and cfg.suite.skip_lists and cfg.model.source == "torchbench":
+    if not skip and cfg.model.source == "torchbench":
         assert cfg.suite.torchbench_root, "resolve() found the TorchBench root"
-        skip = not_implemented(
-            Path(cfg.suite.torchbench_root), cfg.model.name, cfg.accelerator.name, cfg.test.name
-        )
+        root = Path(cfg.suite.torchbench_root)
+        if said := not_implemented(root, cfg.model.name, cfg.accelerator.name, cfg.test.name):
+            notes.append(said)
     if cfg.ir.inductor_code and not backend.generates_code:
         notes.append(
             "ir.inductor_code=true needs dynamo="
