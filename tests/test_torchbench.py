@@ -156,6 +156,10 @@ def test_metadata_not_implemented_is_planned_as_a_note(
     suite = SuiteConfig(torchbench_root=str(FIXTURE))
     job = plan_config(BenchConfig(model=ModelConfig(name="tb_mlp"), suite=suite), 0, [])
     assert not any("metadata.yaml" in n for n in job.notes)
+    # a single run of it runs too: the note is a fact of the model, not a setting refused
+    cfg = BenchConfig(model=ModelConfig(name="tb_no_cpu"), suite=suite)
+    single = plan_config(cfg, 0, [], single=True)
+    assert single.skip is None and any("not_implemented" in n for n in single.notes)
 
 
 def test_missing_package_and_download_fail_with_a_clear_message(

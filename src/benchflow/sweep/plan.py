@@ -311,11 +311,6 @@ def _with_rules(cfg: BenchConfig, num: int, overrides: tuple[str, ...], single: 
     )
     cfg = dataclasses.replace(cfg, dtype=decision.dtype, batch_size=decision.batch_size)
     skip = decision.skip
-    if not skip and cfg.model.source == "torchbench":
-        assert cfg.suite.torchbench_root, "resolve() found the TorchBench root"
-        root = Path(cfg.suite.torchbench_root)
-        if said := not_implemented(root, cfg.model.name, cfg.accelerator.name, cfg.test.name):
-            notes.append(said)
     if cfg.ir.inductor_code and not backend.generates_code:
         notes.append(
             "ir.inductor_code=true needs dynamo="
@@ -332,6 +327,11 @@ def _with_rules(cfg: BenchConfig, num: int, overrides: tuple[str, ...], single: 
         notes.append(f"share_build=true, but {why}: it builds its own model")
     if notes and single and not skip:
         raise ConfigError(notes[0])  # a single run asked for something it cannot have
+    if not skip and cfg.model.source == "torchbench":  # a fact of the model, not a setting
+        assert cfg.suite.torchbench_root, "resolve() found the TorchBench root"
+        root = Path(cfg.suite.torchbench_root)
+        if said := not_implemented(root, cfg.model.name, cfg.accelerator.name, cfg.test.name):
+            notes.append(said)
     return Job(
         num=num,
         name=name,
