@@ -5,6 +5,7 @@ both checkouts: docs/experiment-runner.md)."""
 from __future__ import annotations
 
 import csv
+import shutil
 import sys
 from pathlib import Path
 
@@ -114,9 +115,16 @@ def test_the_table_says_why_each_cell_did_not_run_or_differs(tmp_path: Path) -> 
     assert "listed in `skip.all`" in (coverage.listed_skip("hf_Bert", "eval") or "")
     assert "listed in `skip.device.cpu`" in (coverage.listed_skip("nanogpt", "train") or "")
     assert coverage.listed_skip("dlrm", "eval") is None
-    # --skip-missing lists the model that lacks a package as not run, with the package
+    # --skip-missing lists the model that lacks a package as not run, with the package,
+    # unless it ran all the same (dlrm runs without its requirements.txt's packages)
     assert coverage.main([*args, "--report-only", "--skip-missing"]) == 0
-    assert "- needy: needs the package(s) nopkg" in (out / "coverage.md").read_text()
+    md = (out / "coverage.md").read_text()
+    assert "- needy: needs the package(s) nopkg" not in md and "| needy | eval |" in md
+    shutil.rmtree(out / "needy")
+    assert coverage.main([*args, "--report-only", "--skip-missing"]) == 0
+    md = (out / "coverage.md").read_text()
+    assert "- needy: needs the package(s) nopkg" in md and "| needy | eval |" not in md
+    assert "- fine train: not run yet: make coverage runs it" not in md  # --tests=eval
 
     # --ab: the runner measured again given benchflow's host settings (compare_xr
     # --as-benchflow, under <model>/<test>/ab); within 10% of benchflow, that explains it
