@@ -271,6 +271,19 @@ def overall_lines(changes: Sequence[Change]) -> list[str]:
     ]
 
 
+def _sections(report: Report) -> list[tuple[str, list[str], list[list[str]], str | None]]:
+    """The report's sections after its per-model table, where they have rows: (title,
+    header, rows, note), as each format renders them."""
+    found: list[tuple[str, list[str], list[list[str]], str | None]] = []
+    if report.invalid:
+        found.append((INVALID_TITLE, INVALID_HEADER, invalid_rows(report), None))
+    if report.graph_breaks:
+        found.append((BREAKS_TITLE, BREAKS_HEADER, break_rows(report), breaks_note()))
+    if report.time_spent:
+        found.append((TIME_TITLE, TIME_HEADER, time_rows(report), time_note()))
+    return found
+
+
 def to_markdown(report: Report, title: str, changes: Sequence[Change] | None = None) -> str:
     parts = [f"# {title}", ""]
     if changes is not None:
@@ -296,31 +309,9 @@ def to_markdown(report: Report, title: str, changes: Sequence[Change] | None = N
         definitions(report),
         "",
     ]
-    if report.invalid:
-        parts += [
-            f"## {INVALID_TITLE}",
-            "",
-            markdown_table(INVALID_HEADER, invalid_rows(report)),
-            "",
-        ]
-    if report.graph_breaks:
-        parts += [
-            f"## {BREAKS_TITLE}",
-            "",
-            markdown_table(BREAKS_HEADER, break_rows(report)),
-            "",
-            breaks_note(),
-            "",
-        ]
-    if report.time_spent:
-        parts += [
-            f"## {TIME_TITLE}",
-            "",
-            markdown_table(TIME_HEADER, time_rows(report)),
-            "",
-            time_note(),
-            "",
-        ]
+    for title, header, rows, note in _sections(report):
+        parts += [f"## {title}", "", markdown_table(header, rows), ""]
+        parts += [note, ""] if note else []
     parts += [f"- {n}" for n in report.notes]
     return "\n".join(parts).rstrip() + "\n"
 
@@ -387,23 +378,9 @@ def to_html(
         ),
         f"<p class='note'>{html.escape(definitions(report))}</p>",
     ]
-    if report.invalid:
-        parts += [
-            f"<h2>{html.escape(INVALID_TITLE)}</h2>",
-            html_table(INVALID_HEADER, invalid_rows(report)),
-        ]
-    if report.graph_breaks:
-        parts += [
-            f"<h2>{html.escape(BREAKS_TITLE)}</h2>",
-            html_table(BREAKS_HEADER, break_rows(report)),
-            f"<p class='note'>{html.escape(breaks_note())}</p>",
-        ]
-    if report.time_spent:
-        parts += [
-            f"<h2>{html.escape(TIME_TITLE)}</h2>",
-            html_table(TIME_HEADER, time_rows(report)),
-            f"<p class='note'>{html.escape(time_note())}</p>",
-        ]
+    for title, header, rows, note in _sections(report):
+        parts += [f"<h2>{html.escape(title)}</h2>", html_table(header, rows)]
+        parts += [f"<p class='note'>{html.escape(note)}</p>"] if note else []
     parts += [f"<p class='note'>note: {html.escape(n)}</p>" for n in report.notes]
     parts.append("</body></html>")
     return "\n".join(parts)
