@@ -80,3 +80,48 @@ def test_correct_model_passes_on_each_backend(verified: dict, backend: str) -> N
     assert row["metrics"]["accuracy_cosine_similarity"] > 0.999
     # timing and verification in one row
     assert row["summary"]["per_iter_time_s"]["median"] > 0
+
+
+@pytest.mark.parametrize("test", ["eval", "train"])
+def test_the_check_copies_the_jobs_one_build_and_runs_each_copy_from_the_seed(
+    test: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A job that checks its accuracy builds its model once: the check's eager runs, its
+    float64 reference and (timed) its backend run are copies of that build, made before
+    the job's own step ran, so each starts where the job's started; a timed job without
+    the check keeps no copy. Real builds of a test model, in this process."""
+    import dataclasses
+    import logging
+
+    from benchflow import backends
+    from benchflow.config.schema import BenchConfig, ModelConfig, TestConfig
+    from benchflow.harness.child import _start
+    from benchflow.harness.verify import outputs
+
+    cfg = BenchConfig(
+        model=ModelConfig(name="planted", source="builtin", builtin="tests.models.faults:Planted"),
+        test=TestConfig(name=test),
+        timing=False,
+    )
+    job, _ = _start(cfg, backends.get("eager"), None, records=False)
+    cpu = torch.device("cpu")
+    with caplog.at_level(logging.INFO, logger="benchflow.child"):
+        timed = job.build(cpu, None, True, None)
+        torch.manual_seed(cfg.seed)
+        first = outputs(timed, test, job.run_step(timed, None))
+        job.run_step(timed, None)  # the job's second step changes its model (train)
+        code, metrics, detail = job.verify(first)
+        again = job.build(cpu, None, False, None)
+    built = [r.message for r in caplog.records if r.message.startswith("model planted from")]
+    assert len(built) == 1, built
+    assert code == "PASS", detail
+    assert metrics["accuracy_max_abs_error"] == 0.0  # eager against eager: the same start
+    ours, theirs = timed.module.state_dict(), again.module.state_dict()
+    assert ours.keys() == theirs.keys()
+    changed = [k for k in ours if not torch.equal(ours[k], theirs[k])]
+    assert changed == ([] if test == "eval" else [k for k in ours if "body" in k])
+    assert all(ours[k].data_ptr() != theirs[k].data_ptr() for k in ours)
+
+    timed_job, _ = _start(dataclasses.replace(cfg, timing=True), backends.get("eager"), None)
+    timed_job.build(cpu, None, True, None)
+    assert timed_job.kept is None

@@ -5,6 +5,7 @@ times the model, and writes its ChildResult atomically. An exception becomes
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import logging
@@ -98,10 +99,14 @@ def run(
     import torch
 
     from benchflow.harness.signals import Reader
+    from benchflow.harness.verify import batch_size, outputs
+    from benchflow.results.digest import digest
 
     device = job.device
     t_build = time.perf_counter()
-    timed = job.build(device.torch_device, job.prec.model_dtype, True, cfg.batch_size)
+    # timing=false: the job's step is the accuracy check's backend run, at its batch size
+    batch = cfg.batch_size if cfg.timing else batch_size(cfg)
+    timed = job.build(device.torch_device, job.prec.model_dtype, True, batch)
     move_s = job.move_s
     build_s = time.perf_counter() - t_build - move_s
 
@@ -109,10 +114,21 @@ def run(
         return job.run_step(timed, device.autocast_type)
 
     first: list[Digest] = []
+    result: list[Any] = []  # timing=false: the first step's outputs, for the check
+
+    def on_first(out: Any) -> None:
+        from benchflow.harness.accuracy import leaves
+
+        first.append(digest(leaves(out), of=backend.label))
+        if not cfg.timing and not job.called:
+            result.append(outputs(timed, cfg.test.name, out))
+
+    if not cfg.timing and not job.called:
+        seed_everything(cfg.seed)  # as each of the check's runs starts (harness/verify.py)
     signals = Reader(backend)
     signals.start()
     t_measure = time.perf_counter()
-    m = _measure(cfg, backend, device, step, first)
+    m = _measure(cfg, backend, device, step, on_first)
     measure_s = time.perf_counter() - t_measure
     read = signals.read(m, cfg.timing)  # before the accuracy check and profile compile again
 
@@ -121,7 +137,7 @@ def run(
     profiled = job.profile(step, out_dir / "profile")
     profile_s = time.perf_counter() - t_profile if profiled is not None else 0.0
     t_verify = time.perf_counter()
-    code, accuracy, detail = job.verify()
+    code, accuracy, detail = job.verify(result[0] if result else None)
     verify_s = time.perf_counter() - t_verify if cfg.checks_accuracy else 0.0
     # (RSS: before the count)
     metrics = _metrics(m, timed.batch_size, cfg.timing) | accuracy | (profiled or {})
@@ -166,23 +182,17 @@ def _measure(
     backend: type[Backend],
     device: Any,
     step: Callable[[], Any],
-    first: list[Digest],
+    on_first: Callable[[Any], None],
 ) -> Any:
     """The step timed (harness/timing.measure), or run twice untimed (timing=false); the
-    first step's output summarized into `first`."""
+    first step's output given to `on_first`, outside every timed region."""
     from benchflow.backends.inductor import stop_compile_workers
     from benchflow.harness.gpu_load import gpu_probe
     from benchflow.harness.load import LoadProbe
     from benchflow.harness.timing import Sampling, measure, untimed
 
-    def summarize_first(out: Any) -> None:
-        from benchflow.harness.accuracy import leaves
-        from benchflow.results.digest import digest
-
-        first.append(digest(leaves(out), of=backend.label))
-
     if not cfg.timing:
-        return untimed(step, device, probes=backend.probes(), on_first=summarize_first)
+        return untimed(step, device, probes=backend.probes(), on_first=on_first)
     return measure(
         step,
         device,
@@ -192,7 +202,7 @@ def _measure(
         trace_time=backend.on_xla,
         adaptive_warmup=cfg.adaptive_warmup,
         max_warmup=cfg.max_warmup,
-        on_first=summarize_first,
+        on_first=on_first,
         before_timed=stop_compile_workers,
     )
 
@@ -209,12 +219,17 @@ class _Job:
     records: bool = True  # its first build is recorded (prebuilt.record)
     shared: Prebuilt | None = None  # the one taken, as the row tells it (no model)
     move_s: float = 0.0  # the last build's cast and move
+    called: bool = False  # its step was called before the fork (prebuilt.warm_here)
+    # (batch size, the first build before its cast and move: None where it cannot be copied)
+    kept: tuple[int | None, Any] | None = None
 
     def build(self, target: Any, dtype: Any, compiled: bool, batch_size: int | None) -> TimedStep:
         """A fresh model (same seed: same weights and inputs) and its timed step, `compiled`
-        or not; the first build takes what was built before the fork for this config."""
+        or not; the first build takes what was built before the fork for this config. A job
+        that checks its accuracy keeps its first build, before the cast and move, and a
+        later build at that batch size is a copy of it (`copy.deepcopy`, as PyTorch's
+        dynamo benchmarks copy the model for each run of their accuracy check)."""
         from benchflow.harness import prebuilt
-        from benchflow.models.registry import load_model
         from benchflow.models.step import TimedStep
 
         cfg = dataclasses.replace(self.cfg, batch_size=batch_size)
@@ -228,15 +243,12 @@ class _Job:
             if first:
                 prebuilt.record(taken.step.model, True)
             self.move_s = 0.0
+            self.called = True
             return taken.step  # (placed, prepared and called: prebuilt.warm_here)
-        if taken is None or taken.model is None:
-            seed_everything(cfg.seed)
-            model, self.move_s = load_model(cfg, target, dtype)
-        else:
-            log.info("model %s built before the fork (%.2f s)", cfg.model.name, taken.build_s)
-            start = time.perf_counter()
-            model = taken.model.place(target, dtype)
-            self.move_s = time.perf_counter() - start
+        built = self._built(cfg, taken)
+        start = time.perf_counter()
+        model = built.place(target, dtype)
+        self.move_s = time.perf_counter() - start
         if first:
             prebuilt.record(model, taken is not None)
         prepare = (lambda fn: self.backend.prepare(fn, cfg.dynamo)) if compiled else None
@@ -251,6 +263,29 @@ class _Job:
         if compiled and cfg.dynamo.dynamic_batch:
             step.mark_batch_dynamic()
         return step
+
+    def _built(self, cfg: BenchConfig, taken: Prebuilt | None) -> Any:
+        """The model as built, before its cast and move: taken from before the fork, a copy
+        of the one kept, or built here from the seed."""
+        from benchflow.models.registry import build_model
+
+        if taken is not None and taken.model is not None:
+            log.info("model %s built before the fork (%.2f s)", cfg.model.name, taken.build_s)
+            built = taken.model
+        elif self.kept is not None and self.kept[0] == cfg.batch_size and self.kept[1] is not None:
+            return copy.deepcopy(self.kept[1])
+        else:
+            m = cfg.model
+            log.info("model %s from %s, batch size %s", m.name, m.source, cfg.batch_size)
+            seed_everything(cfg.seed)
+            built = build_model(cfg)
+        if self.kept is None and self.cfg.checks_accuracy:
+            try:
+                self.kept = (cfg.batch_size, copy.deepcopy(built))
+            except Exception as exc:  # then each build of the check builds again
+                log.warning("the model cannot be copied (%s: %s)", type(exc).__name__, exc)
+                self.kept = (cfg.batch_size, None)
+        return built
 
     def run_step(self, s: TimedStep, autocast_type: str | None) -> Any:
         return self.prec.step(s, autocast_type)
@@ -294,9 +329,9 @@ class _Job:
             return dataclasses.replace(counted, peak_error=f"{type(exc).__name__}: {exc}")
         return dataclasses.replace(counted, peak=measured)
 
-    def verify(self) -> tuple[str, dict[str, float], str | None]:
+    def verify(self, result: Any = None) -> tuple[str, dict[str, float], str | None]:
         """verify=true (or timing=false): the verification code, the accuracy metrics
-        and the detail."""
+        and the detail; `result`: the backend's outputs, where the job's step gave them."""
         if not self.cfg.checks_accuracy:
             return "VERIFIER_SKIPPED", {}, None
         import torch
@@ -313,6 +348,7 @@ class _Job:
             device.torch_device,
             device.autocast_type,
             self.prec.model_dtype,
+            result,
         )
 
 

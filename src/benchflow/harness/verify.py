@@ -1,6 +1,8 @@
 """`verify=true`: check the backend's results in the same job that timed it, on fresh,
 identically seeded copies of the model (the timed one is left alone): eager twice, eager in
-float64, then the backend under test (docs/accuracy.md).
+float64, then the backend under test (docs/accuracy.md). Each copy is of the job's one build
+where it can be (`Builder`), and each run starts from the job's seed. With `timing=false` the
+backend's result is the job's own first step, at the check's batch size (`batch_size`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import torch
 
 from benchflow.config.schema import BenchConfig
 from benchflow.harness.accuracy import compare, leaves, tolerance
+from benchflow.harness.process import seed_everything
 from benchflow.suite.rules import listed
 
 log = logging.getLogger(__name__)
@@ -23,13 +26,29 @@ Builder = Callable[[torch.device, "torch.dtype | None", bool, "int | None"], Any
 Runner = Callable[[Any, "str | None"], Any]
 
 
-def results(step: Any, test: str, run: Runner, autocast: str | None) -> list[torch.Tensor]:
-    """One run of the timed step: eval, every output leaf; train, the loss and gradients."""
-    out = run(step, autocast)
-    if test == "eval":
-        return leaves(out)
-    grads = [p.grad for p in step.parameters() if p.grad is not None]
-    return leaves(out) + leaves(grads)
+def results(
+    step: Any, test: str, run: Runner, autocast: str | None, seed: int
+) -> list[torch.Tensor]:
+    """One run of the timed step from the job's seed: `outputs`."""
+    seed_everything(seed)
+    return outputs(step, test, run(step, autocast))
+
+
+def outputs(step: Any, test: str, out: Any) -> list[torch.Tensor]:
+    """What a step's call gave, on the host, kept from later calls: eval, every output
+    leaf; train, the loss and gradients."""
+    found = leaves(out)
+    if test == "train":
+        found += leaves([p.grad for p in step.parameters() if p.grad is not None])
+    return [t.clone() for t in found]
+
+
+def batch_size(cfg: BenchConfig) -> int | None:
+    """The batch the check runs at: the job's, at most the suite's accuracy.max_batch_size."""
+    cap = ((cfg.suite.rules.get("accuracy") or {}).get("max_batch_size") or {}).get(cfg.model.name)
+    if cap is not None and (cfg.batch_size is None or cfg.batch_size > int(cap)):
+        return int(cap)
+    return cfg.batch_size
 
 
 def verify(
@@ -40,25 +59,24 @@ def verify(
     target: torch.device,
     target_autocast: str,
     model_dtype: torch.dtype | None,
+    result: list[torch.Tensor] | None = None,
 ) -> tuple[str, dict[str, float], str | None]:
-    """(verification code, accuracy metrics, detail)."""
+    """(verification code, accuracy metrics, detail); `result`: the backend's `outputs`
+    where the job's first step gave them (timing=false), else a run of its own."""
     rules, name, test = cfg.suite.rules, cfg.model.name, cfg.test.name
     if listed(rules, "accuracy.skip.large_models", name):
         return "VERIFIER_SKIPPED", {}, "listed in accuracy.skip.large_models"
     if test == "eval" and listed(rules, "only_training", name):
         return "VERIFIER_SKIPPED", {}, "listed in only_training: no eval accuracy check"
-    batch = cfg.batch_size
-    cap = ((rules.get("accuracy") or {}).get("max_batch_size") or {}).get(name)
-    if cap is not None and (batch is None or batch > int(cap)):
-        batch = int(cap)
+    batch, seed = batch_size(cfg), cfg.seed
     tol, cosine = tolerance(
         rules, name, test, cfg.dtype or "float32", cfg.accelerator.name, cfg.suite.name
     )
     larger = listed(rules, "require_larger_multiplier_for_smaller_tensor", name)
 
     try:
-        eager = results(build(native, model_dtype, False, batch), test, run, native.type)
-        rerun = results(build(native, model_dtype, False, batch), test, run, native.type)
+        eager = results(build(native, model_dtype, False, batch), test, run, native.type, seed)
+        rerun = results(build(native, model_dtype, False, batch), test, run, native.type, seed)
     except Exception as exc:
         log.exception("eager run failed during verification")
         return "EAGER_FAILED", {}, f"{type(exc).__name__}: {exc}"
@@ -70,7 +88,7 @@ def verify(
 
     try:
         fp64: list[torch.Tensor] | None = results(
-            build(torch.device("cpu"), torch.float64, False, batch), test, run, None
+            build(torch.device("cpu"), torch.float64, False, batch), test, run, None, seed
         )
     except Exception as exc:  # some models cannot run in float64; compare without it
         log.warning(
@@ -78,7 +96,9 @@ def verify(
         )
         fp64 = None
     try:
-        result = results(build(target, model_dtype, True, batch), test, run, target_autocast)
+        if result is None:
+            built = build(target, model_dtype, True, batch)
+            result = results(built, test, run, target_autocast, seed)
         verdict = compare(result, eager, fp64, tol, cosine, larger)
     except Exception as exc:
         log.exception("backend run failed during verification")
