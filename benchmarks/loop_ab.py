@@ -39,6 +39,7 @@ VARIANTS = ("benchflow", "gc", "runner")
 def time_job(path: Path, rounds: int, iterations: int) -> dict[str, Any]:
     """One job's medians per step (s), each variant; its model, backend and test."""
     from benchflow import backends
+    from benchflow.backends.inductor import stop_compile_workers
     from benchflow.core.job import JobSpec
     from benchflow.harness.child import _start, compiler_settings
     from benchflow.harness.process import steady_host_allocator
@@ -77,8 +78,6 @@ def time_job(path: Path, rounds: int, iterations: int) -> dict[str, Any]:
 
         for _ in range(WARMUP):
             repeat("benchflow")
-        from benchflow.backends.inductor import stop_compile_workers
-
         stop_compile_workers()
         for _ in range(rounds):
             for variant in VARIANTS:
@@ -100,9 +99,9 @@ def main(argv: list[str] | None = None) -> int:
     head = ("model", "backend", "test", *VARIANTS, "gc / benchflow", "runner / benchflow")
     print("| " + " | ".join(head) + " |")
     print("|---" * len(head) + "|")
-    for path in args.jobs:
-        import torch._dynamo
+    import torch._dynamo
 
+    for path in args.jobs:
         torch._dynamo.reset()
         r = time_job(path, args.rounds, args.iterations)
         ms = {v: r[v] * 1e3 for v in VARIANTS}

@@ -115,15 +115,17 @@ def run(
 
     first: list[Digest] = []
     result: list[Any] = []  # timing=false: the first step's outputs, for the check
+    checked_here = not cfg.timing and not job.called  # (its first call is here)
 
     def on_first(out: Any) -> None:
         from benchflow.harness.accuracy import leaves
 
-        first.append(digest(leaves(out), of=backend.label))
-        if not cfg.timing and not job.called:
-            result.append(outputs(timed, cfg.test.name, out))
+        found = leaves(out)  # on the host, once
+        first.append(digest(found, of=backend.label))
+        if checked_here:
+            result.append(outputs(timed, cfg.test.name, found))
 
-    if not cfg.timing and not job.called:
+    if checked_here:
         seed_everything(cfg.seed)  # as each of the check's runs starts (harness/verify.py)
     signals = Reader(backend)
     signals.start()

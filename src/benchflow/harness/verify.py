@@ -31,13 +31,13 @@ def results(
 ) -> list[torch.Tensor]:
     """One run of the timed step from the job's seed: `outputs`."""
     seed_everything(seed)
-    return outputs(step, test, run(step, autocast))
+    return outputs(step, test, leaves(run(step, autocast)))
 
 
-def outputs(step: Any, test: str, out: Any) -> list[torch.Tensor]:
-    """What a step's call gave, on the host, kept from later calls: eval, every output
-    leaf; train, the loss and gradients."""
-    found = leaves(out)
+def outputs(step: Any, test: str, found: list[torch.Tensor]) -> list[torch.Tensor]:
+    """What a step's call gave (`found`: its output's `leaves`), kept from later calls:
+    eval, every output leaf; train, the loss and gradients."""
+    found = list(found)
     if test == "train":
         found += leaves([p.grad for p in step.parameters() if p.grad is not None])
     return [t.clone() for t in found]
