@@ -65,7 +65,7 @@ def test_every_row_accounts_for_its_child_wall(cases_sweep: SessionSweep) -> Non
 def test_each_phase_is_measured_where_it_happens(cases_sweep: SessionSweep) -> None:
     phases = {name: cases_sweep.case(name)["job"]["phases"] for name in CASE_PHASES}
     for name, (busy, idle) in CASE_PHASES.items():
-        assert phases[name][busy] > 0.01, (name, phases[name])
+        assert phases[name][busy] > 0, (name, phases[name])
         for other in idle:
             assert phases[name][other] == 0.0, (name, other, phases[name])
 

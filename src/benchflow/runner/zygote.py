@@ -671,5 +671,10 @@ class Threads:
         return f" ({', '.join(names)})" if names else ""
 
 
-if __name__ == "__main__":
+def _main() -> int:
     serve(sys.argv[1], _connected(sys.argv[2]))
+    return 0
+
+
+if __name__ == "__main__":  # no interpreter teardown after (torch's took about 1 s)
+    _exit_after(_main)
