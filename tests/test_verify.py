@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import pytest
 import torch
 from tests.conftest import SessionSweep
@@ -82,6 +85,23 @@ def test_correct_model_passes_on_each_backend(verified: dict, backend: str) -> N
     assert row["summary"]["per_iter_time_s"]["median"] > 0
 
 
+def test_a_sweeps_jobs_of_one_model_share_its_eager_and_float64_runs(
+    grid_sweep: SessionSweep,
+) -> None:
+    """In the grid (verify=true), each model's eager and float64 runs are done by the
+    first of its jobs to check it and read by its later ones (two jobs checking at once
+    may both run them); the sweep removes them at its end."""
+    for model in ("llama", "dlrm"):
+        rows = [r for r in grid_sweep.rows() if r["model"]["model_name"] == model]
+        rows = [r for r in rows if r["status"] == "ok"]
+        logs = [(Path(r["job"]["dir"]) / "stderr.log").read_text() for r in rows]
+        read = sum("references from" in log for log in logs)
+        assert len(logs) == 4 and 1 <= read <= 3, (model, read)
+        assert all(r["verification_code"] == "PASS" for r in rows), model
+    (sweep,) = grid_sweep.result.sweep_dirs
+    assert (sweep / "plan.json").is_file() and not (sweep / "references").exists()
+
+
 @pytest.mark.parametrize("test", ["eval", "train"])
 def test_the_check_copies_the_jobs_one_build_and_runs_each_copy_from_the_seed(
     test: str, caplog: pytest.LogCaptureFixture
@@ -125,3 +145,47 @@ def test_the_check_copies_the_jobs_one_build_and_runs_each_copy_from_the_seed(
     timed_job, _ = _start(dataclasses.replace(cfg, timing=True), backends.get("eager"), None)
     timed_job.build(cpu, None, True, None)
     assert timed_job.kept is None
+
+
+def test_the_jobs_of_a_sweep_share_the_checks_eager_and_float64_runs(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The check's eager and float64 runs are the model's, not the backend's: the first
+    job of a sweep to check a model keeps them in the sweep's folder; a job of another
+    backend reads them and builds nothing for them, and still fails a wrong result; a job
+    of another seed runs its own. Real builds of a test model, in this process."""
+    import dataclasses
+    import logging
+
+    from benchflow import backends
+    from benchflow.config.schema import BenchConfig, DynamoConfig, ModelConfig, TestConfig
+    from benchflow.harness.child import _start
+    from benchflow.harness.verify import outputs
+
+    shared, cpu = tmp_path / "references", torch.device("cpu")
+    model = ModelConfig(name="planted", source="builtin", builtin="tests.models.faults:Planted")
+    cfg = BenchConfig(model=model, test=TestConfig(name="eval"), timing=False)
+
+    def checked(cfg: BenchConfig, label: str, wrong: float = 1.0) -> tuple[Any, list[Any]]:
+        job, _ = _start(cfg, backends.get(label), None, records=False)
+        timed = job.build(cpu, None, True, None)
+        torch.manual_seed(cfg.seed)
+        first = outputs(timed, "eval", leaves(job.run_step(timed, None)))
+        builds: list[Any] = []
+        build = job.build
+        job.build = lambda *a: builds.append(a) or build(*a)  # type: ignore[method-assign]
+        return job.verify([t * wrong for t in first], shared), builds
+
+    with caplog.at_level(logging.INFO, logger="benchflow"):
+        (code, metrics, _), builds = checked(cfg, "eager")
+        assert code == "PASS" and len(builds) == 3  # eager twice, float64
+        (kept,) = shared.iterdir()
+        caplog.clear()
+        compiled = dataclasses.replace(cfg, dynamo=DynamoConfig(name="aot_eager"))
+        (code, metrics, detail), builds = checked(compiled, "aot_eager", wrong=1.5)
+    assert builds == [] and f"references from {kept}" in caplog.text
+    assert code == "FAIL" and metrics["accuracy_max_abs_error"] > 0, detail
+    assert metrics["accuracy_eager_rmse_vs_fp64"] > 0  # the float64 reference was read too
+    (code, _, _), builds = checked(dataclasses.replace(cfg, seed=2), "eager")
+    assert code == "PASS" and len(builds) == 3
+    assert len(list(shared.iterdir())) == 2

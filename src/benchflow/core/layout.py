@@ -112,6 +112,10 @@ class SweepDir:
         return self.path / "plan.json"
 
     @property
+    def references(self) -> Path:  # the accuracy check's eager and float64 runs, shared
+        return self.path / "references"
+
+    @property
     def results(self) -> Path:  # one row per job attempt (JSON lines)
         return self.path / "results.jsonl"
 

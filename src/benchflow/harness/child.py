@@ -25,7 +25,7 @@ from benchflow.config.schema import BenchConfig, settings_of
 from benchflow.core.cpus import ENV_CPUS, pin_self, span
 from benchflow.core.files import write_json_atomic
 from benchflow.core.job import JobSpec
-from benchflow.core.layout import JobDir
+from benchflow.core.layout import JobDir, SweepDir
 from benchflow.core.status import Status
 from benchflow.harness.process import (
     ENV_MACHINE_CHECKS,
@@ -139,7 +139,10 @@ def run(
     profiled = job.profile(step, out_dir / "profile")
     profile_s = time.perf_counter() - t_profile if profiled is not None else 0.0
     t_verify = time.perf_counter()
-    code, accuracy, detail = job.verify(result[0] if result else None)
+    # a sweep's jobs share the check's references; a single run's folder is its job's
+    sweep = SweepDir(out_dir.parent)
+    shared = sweep.references if sweep.plan.is_file() else None
+    code, accuracy, detail = job.verify(result[0] if result else None, shared)
     verify_s = time.perf_counter() - t_verify if cfg.checks_accuracy else 0.0
     # (RSS: before the count)
     metrics = _metrics(m, timed.batch_size, cfg.timing) | accuracy | (profiled or {})
@@ -331,17 +334,22 @@ class _Job:
             return dataclasses.replace(counted, peak_error=f"{type(exc).__name__}: {exc}")
         return dataclasses.replace(counted, peak=measured)
 
-    def verify(self, result: Any = None) -> tuple[str, dict[str, float], str | None]:
+    def verify(
+        self, result: Any = None, shared: Path | None = None
+    ) -> tuple[str, dict[str, float], str | None]:
         """verify=true (or timing=false): the verification code, the accuracy metrics
-        and the detail; `result`: the backend's outputs, where the job's step gave them."""
+        and the detail; `result`: the backend's outputs, where the job's step gave them;
+        `shared`: the folder where a sweep's jobs keep the check's eager and float64 runs."""
         if not self.cfg.checks_accuracy:
             return "VERIFIER_SKIPPED", {}, None
         import torch
 
-        from benchflow.harness.verify import verify
+        from benchflow.harness.verify import batch_size, verify
+        from benchflow.models.sharing import reference_key
 
         cfg, device = self.cfg, self.device
         native = torch.device("cuda") if cfg.accelerator.name == "cuda" else torch.device("cpu")
+        key = reference_key(dataclasses.replace(cfg, batch_size=batch_size(cfg)))
         return verify(
             cfg,
             self.build,
@@ -351,6 +359,7 @@ class _Job:
             device.autocast_type,
             self.prec.model_dtype,
             result,
+            shared / f"{key}.pt" if shared and key else None,
         )
 
 
@@ -517,10 +526,11 @@ def main(
     die_with_parent()  # a job whose sweep (or worker) was killed does not run on
     cores = pin_self()  # the job's CPU slot, before torch starts its thread pools
     job = JobSpec.from_dict(json.loads(Path(argv[0]).read_text()))
-    logging.basicConfig(
+    logging.basicConfig(  # force: torch_xla's import, in a zygote, gave the root a handler
         level=logging.INFO,
         stream=sys.stderr,
         format=f"%(asctime)s [{job.name}] %(levelname)s %(name)s: %(message)s",
+        force=True,
     )
     log.info("pid %d, job %s, CPUs %s", os.getpid(), argv[0], cores or "all")
     if not steady_host_allocator():

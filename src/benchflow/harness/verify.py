@@ -2,13 +2,18 @@
 identically seeded copies of the model (the timed one is left alone): eager twice, eager in
 float64, then the backend under test (docs/accuracy.md). Each copy is of the job's one build
 where it can be (`Builder`), and each run starts from the job's seed. With `timing=false` the
-backend's result is the job's own first step, at the check's batch size (`batch_size`).
+backend's result is the job's own first step, at the check's batch size (`batch_size`). The
+eager and float64 runs are the model's, not the backend's: the first job of a sweep to
+check a model keeps them in the sweep's folder, and its other jobs read them (`shared`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -60,9 +65,11 @@ def verify(
     target_autocast: str,
     model_dtype: torch.dtype | None,
     result: list[torch.Tensor] | None = None,
+    shared: Path | None = None,
 ) -> tuple[str, dict[str, float], str | None]:
     """(verification code, accuracy metrics, detail); `result`: the backend's `outputs`
-    where the job's first step gave them (timing=false), else a run of its own."""
+    where the job's first step gave them (timing=false), else a run of its own; `shared`:
+    the file of the references this job shares with others of its sweep."""
     rules, name, test = cfg.suite.rules, cfg.model.name, cfg.test.name
     if listed(rules, "accuracy.skip.large_models", name):
         return "VERIFIER_SKIPPED", {}, "listed in accuracy.skip.large_models"
@@ -74,27 +81,22 @@ def verify(
     )
     larger = listed(rules, "require_larger_multiplier_for_smaller_tensor", name)
 
+    def same(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
+        may_vary = listed(rules, "non_deterministic", name) or listed(
+            rules, "accuracy.skip.eager_not_deterministic", name
+        )
+        return may_vary or compare(a, b, None, tol, cosine).passed
+
     try:
-        eager = results(build(native, model_dtype, False, batch), test, run, native.type, seed)
-        rerun = results(build(native, model_dtype, False, batch), test, run, native.type, seed)
+        refs = _shared(
+            shared, lambda: _references(build, run, native, model_dtype, batch, test, seed, same)
+        )
     except Exception as exc:
         log.exception("eager run failed during verification")
         return "EAGER_FAILED", {}, f"{type(exc).__name__}: {exc}"
-    may_vary = listed(rules, "non_deterministic", name) or listed(
-        rules, "accuracy.skip.eager_not_deterministic", name
-    )
-    if not may_vary and not compare(rerun, eager, None, tol, cosine).passed:
+    if not refs["deterministic"]:
         return "NONDETERMINISTIC_EAGER_RUN", {}, "two eager runs with the same seed differ"
-
-    try:
-        fp64: list[torch.Tensor] | None = results(
-            build(torch.device("cpu"), torch.float64, False, batch), test, run, None, seed
-        )
-    except Exception as exc:  # some models cannot run in float64; compare without it
-        log.warning(
-            "float64 reference failed (%s: %s); comparing with eager only", type(exc).__name__, exc
-        )
-        fp64 = None
+    eager, fp64 = refs["eager"], refs["fp64"]
     try:
         if result is None:
             built = build(target, model_dtype, True, batch)
@@ -107,3 +109,55 @@ def verify(
     code = "PASS" if verdict.passed else "FAIL"
     log.info("verification %s (tolerance %g, cosine %s)", code, tol, cosine)
     return code, verdict.metrics(), detail
+
+
+def _references(
+    build: Builder,
+    run: Runner,
+    native: torch.device,
+    model_dtype: torch.dtype | None,
+    batch: int | None,
+    test: str,
+    seed: int,
+    same: Callable[[list[torch.Tensor], list[torch.Tensor]], bool],
+) -> dict[str, Any]:
+    """The check's references: eager, whether a second eager run agrees with it (`same`),
+    and float64 (None where the model cannot run in it, or eager does not repeat)."""
+    eager = results(build(native, model_dtype, False, batch), test, run, native.type, seed)
+    rerun = results(build(native, model_dtype, False, batch), test, run, native.type, seed)
+    if not same(rerun, eager):
+        return {"eager": eager, "deterministic": False, "fp64": None}
+    try:
+        fp64: list[torch.Tensor] | None = results(
+            build(torch.device("cpu"), torch.float64, False, batch), test, run, None, seed
+        )
+    except Exception as exc:  # some models cannot run in float64; compare without it
+        log.warning(
+            "float64 reference failed (%s: %s); comparing with eager only", type(exc).__name__, exc
+        )
+        fp64 = None
+    return {"eager": eager, "deterministic": True, "fp64": fp64}
+
+
+def _shared(path: Path | None, compute: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """`compute()`, or what another job of the sweep kept at `path` from its own; kept
+    there for the next (written whole, then renamed: a reader never sees half of it)."""
+    if path is not None and path.is_file():
+        try:
+            got: dict[str, Any] = torch.load(path, weights_only=True)
+            log.info("the check's eager and float64 references from %s", path)
+            return got
+        except Exception as exc:  # then its own, as if there were none
+            log.warning("references at %s not read: %s: %s", path, type(exc).__name__, exc)
+    got = compute()
+    if path is not None:
+        part = path.with_name(f"{path.name}.{os.getpid()}")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            torch.save(got, part)
+            os.replace(part, path)
+        except OSError as exc:  # the next job computes its own
+            log.warning("references not kept at %s: %s", path, exc)
+            with contextlib.suppress(OSError):
+                part.unlink()
+    return got

@@ -54,6 +54,24 @@ def step_key(cfg: BenchConfig) -> str:
     return _digest(what)
 
 
+def reference_key(cfg: BenchConfig) -> str | None:
+    """The key of the accuracy check's eager and float64 runs (harness/verify.py): its
+    build's, and what else an eager run reads; not the backend under test. Jobs of one
+    sweep with the same key take the same references (None: not shared)."""
+    build = build_key(cfg)
+    if build is None:
+        return None
+    what = {
+        "build": build,
+        "accelerator": dataclasses.asdict(cfg.accelerator),
+        "toolchain": dataclasses.asdict(cfg.toolchain),
+        "env": cfg.env,
+        "threads": [cfg.num_threads, cfg.cpus_per_job],
+        "slowdown": cfg.slowdown,
+    }
+    return _digest(what)
+
+
 def _digest(what: Mapping[str, object]) -> str:
     """A key for `what`: a hash of its JSON, with sorted keys."""
     blob = json.dumps(what, sort_keys=True, separators=(",", ":"), default=str)

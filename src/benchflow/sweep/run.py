@@ -93,6 +93,7 @@ class Sweep:
                         self._record_not_run(dataclasses.replace(job, skip=self.aborted))
             finally:
                 self.pool.close_all()
+                shutil.rmtree(self.folder.references, ignore_errors=True)  # (the jobs' cache)
             if not self.single:
                 self._finish(mlflow)
         return self.last
