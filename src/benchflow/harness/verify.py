@@ -156,8 +156,8 @@ def _shared(path: Path | None, compute: Callable[[], dict[str, Any]]) -> dict[st
             path.parent.mkdir(parents=True, exist_ok=True)
             torch.save(got, part)
             os.replace(part, path)
-        except OSError as exc:  # the next job computes its own
-            log.warning("references not kept at %s: %s", path, exc)
+        except Exception as exc:  # (a full disk is torch's RuntimeError): the next job's own
+            log.warning("references not kept at %s: %s: %s", path, type(exc).__name__, exc)
             with contextlib.suppress(OSError):
                 part.unlink()
     return got
