@@ -61,7 +61,7 @@ def _warm(cwd: Path) -> None:
 
     sys.stdout.flush()
     sys.stderr.flush()
-    kept = os.dup(1), os.dup(2)
+    kept, here = (os.dup(1), os.dup(2)), os.getcwd()
     try:
         _run({"args": ["repeat=0"], "cwd": cwd, "out": os.devnull, "err": os.devnull})
     finally:
@@ -70,7 +70,7 @@ def _warm(cwd: Path) -> None:
         for fd, saved in zip((1, 2), kept, strict=True):
             os.dup2(saved, fd)
             os.close(saved)
-        os.chdir(cwd)
+        os.chdir(here)
     GlobalHydra.instance().clear()
 
 
