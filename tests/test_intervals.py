@@ -74,6 +74,30 @@ def test_the_median_interval_is_the_order_statistics_the_binomial_gives(n: int) 
     assert ci.contains(statistics.median(values))
 
 
+def test_the_median_and_process_intervals_are_scipy_stats_own() -> None:
+    """median_ci and log_t_interval, worked out without importing scipy.stats, give
+    scipy.stats.quantile_test's and ttest_1samp's intervals at every size and level."""
+    from scipy.stats import quantile_test, ttest_1samp
+
+    rng = np.random.default_rng(5)
+    for level in (0.5, 0.8, 0.9, 0.95, 0.99, 0.999):
+        for n in [*range(1, 80), 101, 250, 1000]:
+            values = list(rng.lognormal(0.0, 0.3, n))
+            ours = median_ci(values, level)
+            theirs = quantile_test(values, q=float(np.median(values)), p=0.5)
+            low, high = theirs.confidence_interval(level)
+            if not (math.isfinite(low) and math.isfinite(high)):
+                assert ours is None, (level, n)
+            else:
+                assert ours is not None and (ours.low, ours.high) == (low, high), (level, n)
+            if n >= 2:
+                got, want = log_t_interval(values, level), ttest_1samp(np.log(values), 0.0)
+                ci = want.confidence_interval(level)
+                assert got is not None
+                assert got.low == pytest.approx(math.exp(ci.low), rel=1e-12), (level, n)
+                assert got.high == pytest.approx(math.exp(ci.high), rel=1e-12), (level, n)
+
+
 def test_six_samples_are_the_fewest_with_a_95_interval() -> None:
     assert fewest_for_interval() == 6 == min(n for n in range(1, 20) if _order_statistic_bounds(n))
     assert median_ci([1.0, 2.0, 3.0, 4.0, 5.0]) is None

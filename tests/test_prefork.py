@@ -109,7 +109,7 @@ def test_compiled_jobs_fork_from_a_zygote_that_imported_the_compile_stack(
     for name in ("recompiles_fixed", "acc_wrong_when_compiled", "profile_graph_breaks"):
         row = cases_sweep.case(name)
         assert row["timing"]["preloaded"] == stack, name
-    # eager: the torch kind's modules alone (torch, and scipy.stats for the intervals)
+    # eager: the torch kind's modules alone (torch: the intervals need no scipy.stats)
     assert cases_sweep.case("good")["timing"]["preloaded"] == list(KINDS["torch"])
     # eager training too: building its optimizer imports dynamo, which it finds imported
     assert cases_sweep.case("tb_mlp_train")["timing"]["preloaded"] == stack

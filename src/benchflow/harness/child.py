@@ -69,7 +69,6 @@ def _start(
 ) -> tuple[_Job, float]:
     """The job's device and threads, set up; the seconds its imports took."""
     t_import = time.perf_counter()
-    import scipy.stats  # noqa: F401  (the timing loop's interval: an import, not timed work)
     import torch
 
     import benchflow.harness.load

@@ -45,7 +45,7 @@ log = logging.getLogger(__name__)
 
 # What each kind preloads: modules, and "module.function()" checks whose answers stay in
 # memory. BASE_MODULES' OpenBLAS threads are the only ones a zygote may fork with.
-BASE_MODULES = ("torch", "scipy.stats")
+BASE_MODULES = ("torch",)
 COMPILE_STACK = (*BASE_MODULES, "torch._dynamo", "torch._inductor.compile_fx")
 KINDS = {
     "torch": BASE_MODULES,
@@ -427,7 +427,7 @@ def _preload_all(
         for name in preload:
             with watch.watched(name):
                 _preload(name, checks)
-            if name in BASE_MODULES:  # numpy's and scipy's OpenBLAS threads; none after may
+            if name in BASE_MODULES:  # numpy's OpenBLAS threads (torch imports it); none after may
                 threads = watch.allow_running()
     with watch.watched("benchflow.harness.child.preload()"):  # what every job imports next
         import benchflow.harness.child
