@@ -524,7 +524,12 @@ def test_markdown_csv_and_self_contained_html() -> None:
     summ = {r["config"]: r for r in csv.DictReader(io.StringIO(summary_csv(rep)))}
     assert float(summ["openxla"]["passrate"]) == pytest.approx(0.6)
     page = to_html(rep, "t", {n: to_svg(f) for n, f in figures(rep).items()}, {"k": "v"})
-    assert page.count("<svg") == 3 and "<script" not in page  # speedups, times, shares
+    assert page.count("<svg") == 2 and "<script" not in page  # speedups, times
+    # a plot with no number to draw is left out: shares above (no FLOPs counted), and
+    # speedups without the baseline's rows
+    assert set(figures(rep)) == {"speedup", "times"}
+    alone = build_report([r for r in ROWS if r.backend != "inductor"], "inductor")
+    assert set(figures(alone)) == {"times"}
     assert not re.search(r"(src|href)=['\"]https?:", page)  # nothing fetched from outside
 
 

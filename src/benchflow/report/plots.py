@@ -217,11 +217,16 @@ def share_figure(report: Report) -> Any:
 
 
 def figures(report: Report) -> dict[str, Any]:
-    return {
-        "speedup": speedup_figure(report),
-        "times": times_figure(report),
-        "share": share_figure(report),
+    """The plots that have a number to draw: no speedup plot without the baseline's
+    times, no share plot without a counted model's FLOP/s, no plot of a sweep that timed
+    nothing."""
+    entries = report.entries
+    drawn = {
+        "speedup": (speedup_figure, any(e.speedup for e in entries)),
+        "times": (times_figure, any(e.time_s is not None for e in entries)),
+        "share": (share_figure, any(e.flops and e.flops.share_of_peak is not None for e in entries)),
     }
+    return {name: draw(report) for name, (draw, has) in drawn.items() if has}
 
 
 def to_svg(fig: Any) -> str:
