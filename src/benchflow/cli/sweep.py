@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import Any, NoReturn
 
 from benchflow.config.keys import unknown_key, wrong_type
 from benchflow.config.schema import ENV, INDUCTOR, XLA_FLAGS_KEY, setting_text
@@ -129,58 +130,52 @@ def _hydra(args: list[str]) -> None:
 
 
 def _show_jobs(overrides: list[str], args: list[str], multirun: bool) -> int:
-    """--cfg job: each job as it would run, planned as a run plans it, with only the
-    suite rules that name its model (Hydra's own prints the config before planning, with
-    every rule, and refuses -m). With -m: a YAML document per job."""
-    from hydra import initialize_config_dir
+    """--cfg job: each job as it would run, composed and planned as a run does
+    (config/compose.py), with only the suite rules that name its model (Hydra's own
+    prints the config before planning, with every rule, and refuses -m). With -m: a YAML
+    document per job."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
 
+    from benchflow.config.compose import Composer
     from benchflow.config.store import CONF_DIR, user_config_dirs
+    from benchflow.sweep.start import grid
 
     dirs = user_config_dirs(args)  # --config-dir too, as Hydra's search path
     given = [o for o in overrides if not o.startswith("hydra.searchpath=")]
     searchpath = [f"hydra.searchpath=[{','.join(f'file://{d}' for d in dirs)}]"] if dirs else []
+    chosen = [o for o in given if o.startswith("experiment=") and "," not in o]
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None, job_name="benchflow"):
-        grid = _grid(given, searchpath) if multirun else [given]
-        for num, job_overrides in enumerate(grid):
+        try:
+            master = compose("config", [*chosen, *searchpath], return_hydra_config=True)
+        except Exception as exc:  # Hydra's own error, as it prints it
+            _exit(str(exc))
+        jobs = grid(master.hydra.sweeper.params or {}, given) if multirun else [given]
+        composer = Composer(GlobalHydra.instance().config_loader(), master)
+        for num, job_overrides in enumerate(jobs):
             if num:
                 print("---")
-            _show_job(num, job_overrides, searchpath, multirun)
+            _show_job(composer, num, job_overrides, multirun)
     return 0
 
 
-def _grid(given: list[str], searchpath: list[str]) -> list[list[str]]:
-    """A sweep's jobs, as its sweeper makes them (sweep/start.grid)."""
-    from hydra import compose
-
-    from benchflow.sweep.start import grid
-
-    chosen = [o for o in given if o.startswith("experiment=") and "," not in o]
-    master = compose("config", overrides=[*chosen, *searchpath], return_hydra_config=True)
-    return grid(master.hydra.sweeper.params or {}, given)
-
-
-def _show_job(num: int, given: list[str], searchpath: list[str], multirun: bool) -> None:
+def _show_job(composer: Any, num: int, given: list[str], multirun: bool) -> None:
     import dataclasses
 
     import yaml
-    from hydra import compose
 
     from benchflow.config.errors import ConfigError
     from benchflow.runner.knobs import check_knobs
     from benchflow.suite.rules import rules_for
-    from benchflow.sweep.plan import plan_job
+    from benchflow.sweep.plan import plan_config
 
     try:
-        composed = compose("config", overrides=[*given, *searchpath])
-    except Exception as exc:  # Hydra's own error, as it prints it
-        _exit(str(exc))
-        raise  # not reached
-    try:
-        job = plan_job(composed, num, given, single=not multirun)
+        job = plan_config(composer.typed(given), num, given, single=not multirun)
         check_knobs([job])
     except ConfigError as exc:
         _exit(f"job {num} ({' '.join(given)}): {exc}" if multirun else str(exc))
-        raise  # not reached
+    except Exception as exc:  # Hydra's own error, as it prints it
+        _exit(str(exc))
     if job.invalid:  # a sweep records it as such, and runs nothing
         print(f"# {job.name} ({' '.join(given)}): {job.invalid}")
         return
@@ -380,7 +375,7 @@ def _multirun(args: list[str]) -> bool:
     return "-m" in args or "--multirun" in args
 
 
-def _exit(message: str) -> None:
+def _exit(message: str) -> NoReturn:
     print(f"benchflow: error: {message}", file=sys.stderr)
     raise SystemExit(2)
 
