@@ -352,7 +352,7 @@ def test_sqlite_store_waits_out_a_locked_database(tmp_path: Path) -> None:
     run_id = tracker.start_run("job")
     holder = hold_write_lock(tmp_path / "mlflow.db", 25)
     start = time.monotonic()
-    tracker.log_metrics(run_id, {"per_iter_time_s": 0.25}, {})
+    tracker.log_batch(run_id, metrics={"per_iter_time_s": 0.25})
     assert holder.wait(timeout=60) == 0
     assert tracker.client.lock_retries >= 1  # MLflow alone raised once
     assert time.monotonic() - start >= 20

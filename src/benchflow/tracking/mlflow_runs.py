@@ -264,11 +264,6 @@ class Tracker:
     def log_params(self, run_id: str, params: dict[str, Any]) -> None:
         self.log_batch(run_id, params=params)
 
-    def log_metrics(
-        self, run_id: str, metrics: dict[str, float], series: dict[str, list[float]]
-    ) -> None:
-        self.log_batch(run_id, metrics=metrics, series=series)
-
     def set_tags(self, run_id: str, tags: dict[str, Any]) -> None:
         self.log_batch(run_id, tags=tags)
 
