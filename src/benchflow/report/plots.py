@@ -221,10 +221,11 @@ def figures(report: Report) -> dict[str, Any]:
     times, no share plot without a counted model's FLOP/s, no plot of a sweep that timed
     nothing."""
     entries = report.entries
+    shares = [e.flops.share_of_peak for e in entries if e.flops]
     drawn = {
         "speedup": (speedup_figure, any(e.speedup for e in entries)),
         "times": (times_figure, any(e.time_s is not None for e in entries)),
-        "share": (share_figure, any(e.flops and e.flops.share_of_peak is not None for e in entries)),
+        "share": (share_figure, any(s is not None for s in shares)),
     }
     return {name: draw(report) for name, (draw, has) in drawn.items() if has}
 
