@@ -169,13 +169,20 @@ def _show_job(composer: Any, num: int, given: list[str], multirun: bool) -> None
     from benchflow.suite.rules import rules_for
     from benchflow.sweep.plan import plan_config
 
-    try:
-        job = plan_config(composer.typed(given), num, given, single=not multirun)
-        check_knobs([job])
-    except ConfigError as exc:
+    def refuse(exc: ConfigError) -> NoReturn:
         _exit(f"job {num} ({' '.join(given)}): {exc}" if multirun else str(exc))
+
+    try:
+        typed = composer.typed(given)
+    except ConfigError as exc:
+        refuse(exc)
     except Exception as exc:  # Hydra's own error, as it prints it
         _exit(str(exc))
+    try:
+        job = plan_config(typed, num, given, single=not multirun)
+        check_knobs([job])
+    except ConfigError as exc:
+        refuse(exc)
     if job.invalid:  # a sweep records it as such, and runs nothing
         print(f"# {job.name} ({' '.join(given)}): {job.invalid}")
         return
