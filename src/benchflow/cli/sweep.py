@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from benchflow.config.keys import unknown_key, wrong_type
@@ -139,27 +139,35 @@ def _show_jobs(overrides: list[str], args: list[str], multirun: bool) -> int:
 
     from benchflow.config.compose import Composer
     from benchflow.config.store import CONF_DIR, user_config_dirs
+    from benchflow.config.validate import parse
     from benchflow.sweep.start import grid
 
     dirs = user_config_dirs(args)  # --config-dir too, as Hydra's search path
     given = [o for o in overrides if not o.startswith("hydra.searchpath=")]
     searchpath = [f"hydra.searchpath=[{','.join(f'file://{d}' for d in dirs)}]"] if dirs else []
+    # a sweep's master config holds its experiment's grid; a single run's is its job's
     chosen = [o for o in given if o.startswith("experiment=") and "," not in o]
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None, job_name="benchflow"):
         try:
-            master = compose("config", [*chosen, *searchpath], return_hydra_config=True)
+            master = compose(
+                "config", [*(chosen if multirun else given), *searchpath], return_hydra_config=True
+            )
         except Exception as exc:  # Hydra's own error, as it prints it
             _exit(str(exc))
-        jobs = grid(master.hydra.sweeper.params or {}, given) if multirun else [given]
-        composer = Composer(GlobalHydra.instance().config_loader(), master)
+        jobs, typed = [given], lambda _: parse(master)
+        if multirun:
+            jobs = grid(master.hydra.sweeper.params or {}, given)
+            typed = Composer(GlobalHydra.instance().config_loader(), master).typed
         for num, job_overrides in enumerate(jobs):
             if num:
                 print("---")
-            _show_job(composer, num, job_overrides, multirun)
+            _show_job(typed, num, job_overrides, multirun)
     return 0
 
 
-def _show_job(composer: Any, num: int, given: list[str], multirun: bool) -> None:
+def _show_job(
+    typed_of: Callable[[list[str]], Any], num: int, given: list[str], multirun: bool
+) -> None:
     import dataclasses
 
     import yaml
@@ -173,7 +181,7 @@ def _show_job(composer: Any, num: int, given: list[str], multirun: bool) -> None
         _exit(f"job {num} ({' '.join(given)}): {exc}" if multirun else str(exc))
 
     try:
-        typed = composer.typed(given)
+        typed = typed_of(given)
     except ConfigError as exc:
         refuse(exc)
     except Exception as exc:  # Hydra's own error, as it prints it
