@@ -69,3 +69,44 @@ def test_an_existing_store_or_another_uri_is_left_to_mlflow(
     assert not seed_sqlite_store("http://127.0.0.1:5000")
     assert not seed_sqlite_store(f"sqlite:///{tmp_path / 'x.db'}?mode=ro")
     assert not (tmp_path / "cache").exists()  # nothing made for what was not seeded
+
+
+TELEMETRY = """
+import json, sys, threading
+from pathlib import Path
+from benchflow.config.schema import MlflowConfig
+from benchflow.tracking.mlflow_runs import Tracker
+from mlflow.telemetry.utils import is_telemetry_disabled
+
+tracker = Tracker(MlflowConfig(), Path(sys.argv[1]))  # its experiment: an MLflow event
+tracker.client.set_terminated(tracker.client.create_run(tracker.experiment_id).info.run_id)
+print(json.dumps({"disabled": is_telemetry_disabled(),
+                  "threads": [t.name for t in threading.enumerate()]}))
+"""
+
+
+def test_a_sweeps_mlflow_sends_no_telemetry_from_threads_beside_its_jobs(tmp_path: Path) -> None:
+    """MLflow's usage telemetry is off in a sweep's process, unless the user turns it on.
+    MLflow turns it off by itself where it sees a CI or pytest variable, so the process
+    runs without them, as a user's sweep does."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from benchflow.tracking.mlflow_runs import MLFLOW_DEFAULTS
+
+    seen = ("PYTEST_CURRENT_TEST", "CI", "GITHUB_ACTIONS", "MLFLOW_DISABLE_TELEMETRY")
+    env = {k: v for k, v in os.environ.items() if k not in seen}
+    out = subprocess.run(
+        [sys.executable, "-c", TELEMETRY, str(tmp_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout
+    got = json.loads(out.splitlines()[-1])
+    assert MLFLOW_DEFAULTS["MLFLOW_DISABLE_TELEMETRY"] == "true"
+    assert got["disabled"] is True
+    assert not [t for t in got["threads"] if "Telemetry" in t], got["threads"]

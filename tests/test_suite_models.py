@@ -25,7 +25,8 @@ DATA = Path(__file__).parent / "data" / "suites"
 # Small jobs: a real model each, at batch size 2, one timed step, then verified.
 QUICK = ["batch_size=2", "repeat=1", "iterations_per_run=1", "warmup=0", "verify=true"]
 SWEEPS = {
-    "timm": ["-m", "suite=timm", "model=mobilenetv2_100", *QUICK],
+    # (its rows are read from the folder: MLflow's 2.7 CPU-s in the sweep are not needed)
+    "timm": ["-m", "suite=timm", "model=mobilenetv2_100", *QUICK, "mlflow.enabled=false"],
 }
 # ElectraForCausalLM's default config is BERT-small sized (its training step verified
 # in float64: 35 CPU-seconds, so in `make test-full`); GPTJForCausalLM is in skip.all

@@ -98,16 +98,11 @@ def run(
     import torch
 
     from benchflow.harness.signals import Reader
-    from benchflow.harness.verify import batch_size, outputs
+    from benchflow.harness.verify import outputs
     from benchflow.results.digest import digest
 
     device = job.device
-    t_build = time.perf_counter()
-    # timing=false: the job's step is the accuracy check's backend run, at its batch size
-    batch = cfg.batch_size if cfg.timing else batch_size(cfg)
-    timed = job.build(device.torch_device, job.prec.model_dtype, True, batch)
-    move_s = job.move_s
-    build_s = time.perf_counter() - t_build - move_s
+    timed, build_s = _build_timed(job)
 
     def step() -> Any:
         return job.run_step(timed, device.autocast_type)
@@ -126,25 +121,16 @@ def run(
 
     if checked_here:
         seed_everything(cfg.seed)  # as each of the check's runs starts (harness/verify.py)
-    signals = Reader(backend)
-    signals.start()
+    signals = Reader(backend).start()
     t_measure = time.perf_counter()
     m = _measure(cfg, backend, device, step, on_first)
     measure_s = time.perf_counter() - t_measure
     read = signals.read(m, cfg.timing)  # before the accuracy check and profile compile again
 
-    _dump_counters(cfg, backend, out_dir)  # the timed run's counters, before profiling adds to them
-    t_profile = time.perf_counter()
-    profiled = job.profile(step, out_dir / "profile")
-    profile_s = time.perf_counter() - t_profile if profiled is not None else 0.0
-    t_verify = time.perf_counter()
-    # a sweep's jobs share the check's references; a single run's folder is its job's
-    sweep = SweepDir(out_dir.parent)
-    shared = sweep.references if sweep.plan.is_file() else None
-    code, accuracy, detail = job.verify(result[0] if result else None, shared)
-    verify_s = time.perf_counter() - t_verify if cfg.checks_accuracy else 0.0
-    # (RSS: before the count)
-    metrics = _metrics(m, timed.batch_size, cfg.timing) | accuracy | (profiled or {})
+    checked, code, detail, profile_s, verify_s = _profile_and_verify(
+        job, backend, step, out_dir, result[0] if result else None
+    )
+    metrics = _metrics(m, timed.batch_size, cfg.timing) | checked  # (RSS: before the count)
     # last: the count leaves the model as it leaves it (docs/flops.md); a later process's
     # row is the first's but for its samples (results/pooled.py); untimed, no FLOP/s to judge
     t_flops = time.perf_counter()
@@ -163,7 +149,7 @@ def run(
         child_timings=ChildTimings(
             import_s=import_s,
             build_s=build_s,
-            move_s=move_s,
+            move_s=job.move_s,
             compile_s=m.first_iter_time_s,
             warmup_s=m.warmup_time_s,
             # the timed repeats, with the loop's own syncs and counter reads
@@ -179,6 +165,39 @@ def run(
         flops=flops,
         signals=read,
     )
+
+
+def _build_timed(job: _Job) -> tuple[Any, float]:
+    """The job's model for its step, and the seconds its build took less its move to the
+    device (job.move_s). timing=false: the step is the accuracy check's backend run, at
+    the check's batch size."""
+    from benchflow.harness.verify import batch_size
+
+    cfg = job.cfg
+    t_build = time.perf_counter()
+    batch = cfg.batch_size if cfg.timing else batch_size(cfg)
+    timed = job.build(job.device.torch_device, job.prec.model_dtype, True, batch)
+    return timed, time.perf_counter() - t_build - job.move_s
+
+
+def _profile_and_verify(
+    job: _Job, backend: type[Backend], step: Callable[[], Any], out_dir: Path, checked: Any
+) -> tuple[dict[str, Any], str, str | None, float, float]:
+    """After the timed repeats: the profile and the accuracy check (of `checked`, the
+    first step's outputs, where the job is untimed). Their metrics, the check's code and
+    detail, and the seconds each took."""
+    cfg = job.cfg
+    _dump_counters(cfg, backend, out_dir)  # the timed run's counters, before profiling adds to them
+    t_profile = time.perf_counter()
+    profiled = job.profile(step, out_dir / "profile")
+    profile_s = time.perf_counter() - t_profile if profiled is not None else 0.0
+    t_verify = time.perf_counter()
+    # a sweep's jobs share the check's references; a single run's folder is its job's
+    sweep = SweepDir(out_dir.parent)
+    shared = sweep.references if sweep.plan.is_file() else None
+    code, accuracy, detail = job.verify(checked, shared)
+    verify_s = time.perf_counter() - t_verify if cfg.checks_accuracy else 0.0
+    return accuracy | (profiled or {}), code, detail, profile_s, verify_s
 
 
 def _measure(

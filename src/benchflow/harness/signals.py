@@ -33,12 +33,14 @@ class Reader:
         self._kernels = InductorKernels() if backend.generates_code else None
         self._before: dict[str, Any] = {}
 
-    def start(self) -> None:
+    def start(self) -> Reader:
+        """What the counters hold now: `read` takes what the step adds to it."""
         if self._counters and self._events:
             self._before["counters"] = self._counters.snapshot()
             self._before["events"] = self._events.snapshot()
         if self._kernels:
             self._before["kernels"] = self._kernels.snapshot()
+        return self
 
     def read(self, m: Any, timed: bool) -> Signals:
         """The signals since `start`; `m`: the job's harness/timing.Measurement, whose

@@ -156,12 +156,16 @@ def _chunks(items: list[Any], size: int) -> Iterable[list[Any]]:
         yield items[i : i + size]
 
 
-# A dead tracking server must cost seconds per call, not MLflow's default minutes of
-# retries: the results are on disk, and `benchflow sync` uploads what was missed.
-HTTP_DEFAULTS = {
+# MLflow's settings a sweep changes, unless the user set them. A dead tracking server must
+# cost seconds per call, not MLflow's default minutes of retries: the results are on disk,
+# and `benchflow sync` uploads what was missed. MLflow's usage telemetry (on by default)
+# would fetch its config and post records from threads of the sweep's process while jobs
+# time: nothing runs beside a timed job.
+MLFLOW_DEFAULTS = {
     "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
     "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
     "MLFLOW_HTTP_REQUEST_TIMEOUT": "30",
+    "MLFLOW_DISABLE_TELEMETRY": "true",
 }
 
 
@@ -219,7 +223,7 @@ class Tracker:
     def __init__(self, cfg: MlflowConfig, project_dir: Path) -> None:
         import os
 
-        for key, value in HTTP_DEFAULTS.items():
+        for key, value in MLFLOW_DEFAULTS.items():
             os.environ.setdefault(key, value)  # the user's own settings win
         from mlflow.tracking import MlflowClient
 
