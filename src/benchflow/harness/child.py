@@ -128,7 +128,7 @@ def run(
     read = signals.read(m, cfg.timing)  # before the accuracy check and profile compile again
 
     checked, code, detail, profile_s, verify_s = _profile_and_verify(
-        job, backend, step, out_dir, result[0] if result else None
+        job, step, out_dir, result[0] if result else None
     )
     metrics = _metrics(m, timed.batch_size, cfg.timing) | checked  # (RSS: before the count)
     # last: the count leaves the model as it leaves it (docs/flops.md); a later process's
@@ -181,13 +181,13 @@ def _build_timed(job: _Job) -> tuple[Any, float]:
 
 
 def _profile_and_verify(
-    job: _Job, backend: type[Backend], step: Callable[[], Any], out_dir: Path, checked: Any
+    job: _Job, step: Callable[[], Any], out_dir: Path, checked: Any
 ) -> tuple[dict[str, Any], str, str | None, float, float]:
     """After the timed repeats: the profile and the accuracy check (of `checked`, the
     first step's outputs, where the job is untimed). Their metrics, the check's code and
     detail, and the seconds each took."""
     cfg = job.cfg
-    _dump_counters(cfg, backend, out_dir)  # the timed run's counters, before profiling adds to them
+    _dump_counters(cfg, job.backend, out_dir)  # the timed run's counters, before profiling adds
     t_profile = time.perf_counter()
     profiled = job.profile(step, out_dir / "profile")
     profile_s = time.perf_counter() - t_profile if profiled is not None else 0.0
