@@ -92,7 +92,8 @@ def benchflow_args(args: list[str]) -> list[str]:
 
 
 def pytest_runtest_logstart(nodeid: str) -> None:
-    log_cpu({"test": nodeid, "at": time.time()})
+    own = resource.getrusage(resource.RUSAGE_SELF)  # pytest's own CPU so far: each test's
+    log_cpu({"test": nodeid, "at": time.time(), "cpu_s": round(own.ru_utime + own.ru_stime, 2)})
 
 
 # The host's speed at the session's start and end: benchflow's reference step (a job's

@@ -16,6 +16,7 @@ from typing import Any
 import psutil
 import pytest
 from tests.conftest import (
+    REPO,
     SEARCHPATH,
     ZYGOTES_INDUCTOR_CACHE,
     EarlySweeps,
@@ -537,6 +538,48 @@ def test_a_message_right_behind_another_is_read_at_once() -> None:
         zygote._read(5.0)
     with pytest.raises(ZygoteError, match="not a message of the zygote's protocol"):
         decode(b'{"returned": 0}\n')
+
+
+_BUILD_LOADING_A_BLAS = """
+import json, sys
+import torch
+from tests.test_config import composed
+from benchflow.config.validate import parse
+from benchflow.harness.process import unsafe_threads
+from benchflow.sweep.plan import plan_config
+overrides = ["model=llama", "model.name=loads_a_blas", "model.size=tiny", "dtype=float32",
+             "model.builtin=tests.models.faults:LoadsABlas"]
+cfg = plan_config(parse(composed(*overrides)), 0, []).config
+before = set(unsafe_threads())
+assert "scipy" not in sys.modules  # its BLAS is loaded below, for the first time
+if sys.argv[1] == "plain":
+    import scipy.linalg
+    print(json.dumps({"started": len(set(unsafe_threads()) - before)}))
+else:
+    from benchflow.harness.prebuilt import build_here
+    built = build_here(cfg)
+    print(json.dumps({"started": len(set(unsafe_threads()) - before), "pid": built.pid}))
+"""
+
+
+def test_a_build_that_loads_a_blas_is_shared_all_the_same() -> None:
+    """TorchBench's dlrm imports sklearn, whose scipy loads an OpenBLAS of its own that
+    starts a pool of threads (one on 2 cores): the built warm process refused it ("building
+    dlrm started 1 thread(s)") and each of the model's jobs built it again (15-20 s each).
+    A build runs on one thread: a BLAS it loads starts no pool, and the build is shared."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("OPENBLAS_NUM_THREADS", None)
+
+    def started(how: str) -> dict[str, Any]:
+        code = [sys.executable, "-c", _BUILD_LOADING_A_BLAS, how]
+        out = subprocess.run(code, env=env, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr[-3000:]
+        return dict(json.loads(out.stdout.splitlines()[-1]))
+
+    if len(os.sched_getaffinity(0)) < 2 or started("plain")["started"] == 0:
+        pytest.skip("scipy's OpenBLAS starts no thread on one core: nothing to leave out")
+    built = started("built")
+    assert built["started"] == 0 and built["pid"] > 0, built
 
 
 def test_only_threads_known_to_survive_a_fork_are_left_out_of_the_count() -> None:

@@ -175,6 +175,16 @@ class MatmulChain(BenchModel):
         return (torch.randn(batch_size, n) / n**0.5,)
 
 
+class LoadsABlas(MatmulChain):
+    """MatmulChain, whose build loads a BLAS library that starts a pool of threads on
+    loading: scipy's own OpenBLAS, as TorchBench's dlrm loads it (through sklearn)."""
+
+    def build_module(self, n: int) -> nn.Module:
+        import scipy.linalg  # noqa: F401
+
+        return super().build_module(n)
+
+
 class _CastsItsCache(nn.Sequential):
     """MatmulChain's 8 matmuls and a cache that the first call casts to its input's
     dtype, as TorchBench's llama casts its KV cache: the second call fails dynamo's

@@ -23,8 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from benchflow.config.schema import BenchConfig
+from benchflow.core.environ import variable
 from benchflow.models.sharing import build_key, step_key
 
+OPENBLAS_THREADS = "OPENBLAS_NUM_THREADS"  # read as an OpenBLAS library loads
 THREADS_GONE_S = 5.0  # how long warm_here waits for the threads its calls started to end
 
 
@@ -59,25 +61,24 @@ def build_here(cfg: BenchConfig) -> Prebuilt:
 
     import torch
 
-    from benchflow.harness.process import (
-        seed_everything,
-        steady_host_allocator,
-        threads_unsafe_to_fork,
-    )
+    from benchflow.harness.process import seed_everything, steady_host_allocator, unsafe_threads
     from benchflow.models.registry import build_model
 
     key = build_key(cfg)
     assert key is not None, "only a job built on the host shares its build"
     t0 = time.perf_counter()
-    before = threads_unsafe_to_fork()
+    before = unsafe_threads()
     steady_host_allocator()  # as the job's child, so the model's memory is laid out alike
     torch.set_float32_matmul_precision(cfg.matmul_precision)
     seed_everything(cfg.seed)
-    model = build_model(cfg)  # on one thread (see above), as in every job's own build
-    if (after := threads_unsafe_to_fork()) > before:
+    # on one thread (see above), as in every job's own build; a BLAS the build loads starts
+    # no pool (TorchBench's dlrm imports sklearn, whose scipy has an OpenBLAS of its own)
+    with variable(OPENBLAS_THREADS, "1"):
+        model = build_model(cfg)
+    if started := sorted(name for tid, name in unsafe_threads().items() if tid not in before):
         raise RuntimeError(
-            f"building {cfg.model.name} started {after - before} thread(s); a process "
-            "forked from here could deadlock"
+            f"building {cfg.model.name} started {len(started)} thread(s) ({', '.join(started)}); "
+            "a process forked from here could deadlock"
         )
     return Prebuilt(key, model, time.perf_counter() - t0, random.getstate(), os.getpid())
 
