@@ -542,23 +542,24 @@ def test_a_message_right_behind_another_is_read_at_once() -> None:
 
 _BUILD_LOADING_A_BLAS = """
 import json, sys
+from benchflow.harness.process import unsafe_threads
+if sys.argv[1] == "plain":  # does loading scipy's BLAS start a thread on this host?
+    before = set(unsafe_threads())
+    import scipy.linalg
+    print(json.dumps({"started": len(set(unsafe_threads()) - before)}))
+    sys.exit()
 import torch
 from tests.test_config import composed
 from benchflow.config.validate import parse
-from benchflow.harness.process import unsafe_threads
+from benchflow.harness.prebuilt import build_here
 from benchflow.sweep.plan import plan_config
 overrides = ["model=llama", "model.name=loads_a_blas", "model.size=tiny", "dtype=float32",
              "model.builtin=tests.models.faults:LoadsABlas"]
 cfg = plan_config(parse(composed(*overrides)), 0, []).config
 before = set(unsafe_threads())
-assert "scipy" not in sys.modules  # its BLAS is loaded below, for the first time
-if sys.argv[1] == "plain":
-    import scipy.linalg
-    print(json.dumps({"started": len(set(unsafe_threads()) - before)}))
-else:
-    from benchflow.harness.prebuilt import build_here
-    built = build_here(cfg)
-    print(json.dumps({"started": len(set(unsafe_threads()) - before), "pid": built.pid}))
+assert "scipy" not in sys.modules  # its BLAS is loaded by the build, for the first time
+built = build_here(cfg)
+print(json.dumps({"started": len(set(unsafe_threads()) - before), "pid": built.pid}))
 """
 
 
