@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -185,20 +186,107 @@ def cli_command(args: list[str], background: bool = False) -> list[str]:
 
 
 def run_cli(args: list[str], cwd: Path, timeout: float = 900, **env: str) -> CliResult:
-    """`python -m benchflow ARGS` in `cwd` (so multirun/ and mlflow.db land there)."""
+    """`python -m benchflow ARGS` in `cwd` (so multirun/ and mlflow.db land there): forked
+    from the suite's warm interpreter (_served), else an interpreter of its own."""
     full_env = {**environ(), "PYTHONUNBUFFERED": "1", **env}
     with _capture() as out, _capture() as err:
-        proc = subprocess.Popen(
-            cli_command(args, in_background()),
-            cwd=cwd,
-            stdout=out,
-            stderr=err,
-            env=full_env,
-        )
-        code = wait_counted(proc, args, timeout)
+        code = _served(args, cwd, full_env, timeout, out, err)
+        if code is None:
+            proc = subprocess.Popen(
+                cli_command(args, in_background()),
+                cwd=cwd,
+                stdout=out,
+                stderr=err,
+                env=full_env,
+            )
+            code = wait_counted(proc, args, timeout)
         out.seek(0)
         err.seek(0)
         return CliResult(code, out.read(), err.read(), cwd)
+
+
+# One interpreter for the session that imported what a sweep's command imports, from which
+# each run_cli forks (tests/forked_cli.py: serve): the same entry, each run in a process
+# of its own, without the interpreter's start and the imports (about 3 CPU-seconds a run
+# with MLflow, 1 without). Runs a test starts and signals (start_cli), the session sweeps
+# and a run with other start variables (forked_cli.START_VARIABLES) start their own.
+_SERVER: dict[str, Any] = {}
+_SERVER_LOCK = threading.Lock()
+
+
+def _server(env: dict[str, str]) -> Path | None:
+    """The socket of the suite's warm interpreter, started at the first call; None where
+    `env` needs an interpreter of its own, or where the warm one could not start."""
+    from tests.forked_cli import start_variables
+
+    with _SERVER_LOCK:
+        if not _SERVER:
+            folder = Path(tempfile.mkdtemp(prefix="bf-cli-"))
+            path = folder / "cli.sock"
+            proc = subprocess.Popen(
+                [sys.executable, "-u", str(Path(__file__).with_name("forked_cli.py")), "serve",
+                 str(path)],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=(folder / "serve.log").open("w"),
+            )  # fmt: skip
+            deadline = time.monotonic() + 120
+            while not path.exists() and proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            _SERVER.update(path=path if path.exists() else None, proc=proc)
+            _SERVER["variables"] = start_variables(env)
+    if _SERVER["path"] is None or start_variables(env) != _SERVER["variables"]:
+        return None
+    path: Path = _SERVER["path"]
+    return path
+
+
+class _Lines:
+    """The JSON lines a socket answers, one at a time."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock, self.data = sock, b""
+
+    def next(self) -> Any:
+        while b"\n" not in self.data:
+            chunk = self.sock.recv(1 << 16)
+            if not chunk:
+                raise ConnectionError("the warm interpreter closed the run's socket")
+            self.data += chunk
+        line, self.data = self.data.split(b"\n", 1)
+        return json.loads(line)
+
+
+def _served(
+    args: list[str], cwd: Path, env: dict[str, str], timeout: float, out: IO[str], err: IO[str]
+) -> int | None:
+    """run_cli's run forked from the warm interpreter: its exit code (killed past
+    `timeout`), its CPU logged as wait_counted logs it; None where it cannot be served."""
+    path = _server(env)
+    if path is None:
+        return None
+    request = {"args": benchflow_args(args), "cwd": str(cwd), "env": env}
+    request["nice"] = BACKGROUND_NICE if in_background() else 0
+    started = time.monotonic()
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.connect(str(path))
+        data = json.dumps(request).encode() + b"\n"
+        socket.send_fds(sock, [data], [out.fileno(), err.fileno()])
+        answers = _Lines(sock)
+        pid = answers.next()["pid"]
+        sock.settimeout(timeout)
+        try:
+            done = answers.next()
+        except TimeoutError:
+            os.kill(pid, signal.SIGKILL)
+            sock.settimeout(60)
+            answers.next()
+            raise subprocess.TimeoutExpired(["benchflow", *args], timeout) from None
+    wall = time.monotonic() - started
+    log_cpu({"args": args, "wall_s": round(wall, 1), "cpu_s": round(done["cpu_s"], 1),
+             "end": time.time()})  # fmt: skip
+    code: int = done["code"]
+    return code
 
 
 def run_cli_forked(runs: list[tuple[list[str], Path]], scratch: Path) -> list[CliResult]:

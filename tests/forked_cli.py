@@ -18,28 +18,47 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import select
+import socket
 import sys
+import threading
 import traceback
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 AT_ONCE = 2  # children at once: this host's cores
+# sys.argv[0] as `python -m benchflow` sets it (provenance records the command from it)
+MAIN = str(Path(__file__).resolve().parents[1] / "src" / "benchflow" / "__main__.py")
 
 
 def _child(run: dict[str, object]) -> int:
     """In the forked child: the run, as `python -m benchflow ARGS` would do it."""
     code = _run(run)
-    atexit._run_exitfuncs()
+    _at_exit()
     return code
+
+
+def _at_exit() -> None:
+    """What the interpreter runs as it exits: threading's exit hooks (joblib's pool shuts
+    its workers down there) and the wait for threads, then the atexit functions."""
+    threading._shutdown()  # type: ignore[attr-defined]
+    atexit._run_exitfuncs()
 
 
 def _run(run: dict[str, object]) -> int:
     """`python -m benchflow ARGS` in this process: its exit code."""
-    from benchflow.__main__ import main
-
     os.chdir(str(run["cwd"]))
     for fd, path in ((1, run["out"]), (2, run["err"])):
         os.dup2(os.open(str(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), fd)
-    sys.argv = ["benchflow", *map(str, run["args"])]  # type: ignore[call-overload]
+    return _main([str(a) for a in run["args"]])  # type: ignore[attr-defined]
+
+
+def _main(args: list[str]) -> int:
+    """benchflow's entry with `args`: its exit code, as the interpreter gives it."""
+    from benchflow.__main__ import main
+
+    sys.argv = [MAIN, *args]
     try:
         main()
         code = 0
@@ -103,5 +122,123 @@ def run_all(spec: Path) -> None:
     Path(f"{spec}.codes").write_text(json.dumps(codes))
 
 
+# --- every run_cli forked from one warm interpreter (tests/conftest.py) ---------------
+# What a sweep's command imports, lazily, as it runs: MLflow (about 2 CPU-seconds),
+# matplotlib for the report's plots, scipy.stats for intervals. A run forked from here
+# skips those imports and the interpreter's start: a one-job sweep with MLflow took 7.6
+# CPU-seconds as `python -m benchflow` and 4.4 forked from here (2026-12-03).
+PRELOAD = (
+    "benchflow.__main__",
+    "benchflow.cli.sweep",
+    "benchflow.cli.rerun",
+    "benchflow.sweep.run",
+    "benchflow.sweep.record",
+    "benchflow.sweep.rerun",
+    "benchflow.sweep.steps",
+    "benchflow.sweep.toolchains",
+    "benchflow.runner.knobs",
+    "benchflow.models.sharing",
+    "benchflow.results.digest",
+    "benchflow.suite.tolerance",
+    "benchflow.tracking.mlflow_runs",
+    "benchflow.report.output",
+    "benchflow.report.plots",
+    "benchflow.report.sources",
+    "benchflow.report.terminal",
+    "mlflow.tracking",
+    "mlflow.store.tracking.sqlalchemy_store",
+    "mlflow.store.tracking.sqlalchemy_workspace_store",
+    "mlflow.utils.search_logged_model_utils",
+    "alembic.command",
+    "sqlalchemy.dialects.sqlite",
+    "matplotlib.figure",
+    "matplotlib.backends.backend_agg",
+    "PIL.Image",
+    "scipy.stats",
+)
+# Variables an interpreter reads as it starts, or a preloaded module as it is imported: a
+# run whose values differ (a planted sitecustomize on PYTHONPATH) starts an interpreter.
+START_VARIABLES = ("PYTHON", "LD_", "MPL", "MALLOC")
+
+
+def start_variables(env: Mapping[str, str]) -> dict[str, str]:
+    return {k: v for k, v in env.items() if k.startswith(START_VARIABLES)}
+
+
+def serve(path: Path) -> None:
+    """Accept runs on the Unix socket `path` (each a JSON line with the run's stdout and
+    stderr as file descriptors), fork each, answer its pid, then its exit code and CPU
+    seconds (its own and all it reaped). Ends when the process that started it does."""
+    import importlib
+
+    for name in PRELOAD:
+        importlib.import_module(name)
+    sys.modules["PIL.Image"].init()  # its file formats, which a first savefig loads
+    _warm(path.parent)
+    parent = os.getppid()
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(64)
+    waiting: dict[int, socket.socket] = {}
+    while os.getppid() == parent:
+        if select.select([listener], [], [], 0.05)[0]:
+            conn, _ = listener.accept()
+            waiting[_fork(conn, listener, waiting)] = conn
+        while waiting:
+            try:
+                pid, status, usage = os.wait4(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if not pid:
+                break
+            if conn := waiting.pop(pid, None):
+                done = {"code": os.waitstatus_to_exitcode(status)}
+                done["cpu_s"] = usage.ru_utime + usage.ru_stime  # type: ignore[assignment]
+                conn.sendall(json.dumps(done).encode() + b"\n")
+                conn.close()
+
+
+def _fork(conn: socket.socket, listener: socket.socket, others: dict[int, socket.socket]) -> int:
+    data, fds, _, _ = socket.recv_fds(conn, 1 << 20, 2)
+    while not data.endswith(b"\n"):
+        data += conn.recv(1 << 20)
+    run = json.loads(data)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            for sock in (listener, conn, *others.values()):
+                sock.close()
+            os.dup2(fds[0], 1)
+            os.dup2(fds[1], 2)
+            code = _served(run)
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    for fd in fds:
+        os.close(fd)
+    conn.sendall(json.dumps({"pid": pid}).encode() + b"\n")
+    return pid
+
+
+def _served(run: dict[str, Any]) -> int:
+    """In the forked child: the run, in its folder, with its variables and priority."""
+    os.environ.clear()
+    os.environ.update(run["env"])
+    if run["nice"]:
+        os.nice(run["nice"])
+    os.chdir(run["cwd"])
+    sys.path[0] = run["cwd"]  # what `python -m` puts first: its working folder
+    code = _main(run["args"])
+    _at_exit()
+    return code
+
+
 if __name__ == "__main__":
-    run_all(Path(sys.argv[1]))
+    if sys.argv[1] == "serve":
+        serve(Path(sys.argv[2]))
+    else:
+        run_all(Path(sys.argv[1]))

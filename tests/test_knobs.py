@@ -191,6 +191,47 @@ def test_a_setting_is_checked_against_what_torch_declares() -> None:
     )
 
 
+def test_the_keys_are_asked_once_per_torch_and_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """inductor_keys asks an interpreter which torch it holds (no torch import), and runs
+    the probe (which imports torch) only for a torch it has no answer for: kept in
+    benchflow's cache. The interpreter is a stand-in that answers both questions as a
+    torch install would and logs each probe, so that nothing here imports torch."""
+    import sys
+
+    from benchflow.runner.knobs import inductor_keys
+
+    log = tmp_path / "probes.log"
+    fake = tmp_path / "python"
+    fake.write_text(
+        f"#!{sys.executable}\n"
+        "import json, os, sys\n"
+        "version = os.environ.get('FAKE_TORCH', '2.9.0')\n"
+        "if 'metadata.distribution' in sys.argv[2]:\n"
+        "    print(json.dumps([version, '/site/torch/_inductor/config.py', 1, 2]))\n"
+        "else:\n"
+        f"    open({str(log)!r}, 'a').write(version + '\\n')\n"
+        "    print(json.dumps({'torch': version, 'keys': {'freezing': [['bool'], []]}}))\n"
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("BENCHFLOW_CACHE_DIR", str(tmp_path / "cache"))
+
+    def asked(*env: tuple[str, str]) -> str:
+        inductor_keys.cache_clear()  # a new command: nothing in memory
+        return inductor_keys(str(fake), env).torch
+
+    assert [asked(), asked(), asked(("FAKE_TORCH", "2.10.0")), asked()] == [
+        "2.9.0",
+        "2.9.0",
+        "2.10.0",
+        "2.9.0",
+    ]
+    assert log.read_text().split() == ["2.9.0", "2.10.0"]  # once per torch
+    assert len(list((tmp_path / "cache" / "inductor-keys").glob("*.json"))) == 2
+    inductor_keys.cache_clear()
+
+
 def test_a_configuration_with_a_setting_is_compared_with_its_backend_at_its_defaults() -> None:
     freezing = Config("inductor", (("dtype", "float32"), ("inductor.freezing", "true")))
     plain = Config("inductor", (("dtype", "float32"), ("inductor.freezing", "-")))

@@ -218,8 +218,9 @@ def _installed_env(root: Path) -> Path:
     return venv
 
 
-# The command; cpus_per_job=1 lets it run beside the suite's other sweeps.
-WHEEL_SWEEP = ["-m", "model=llama", "dynamo=none,inductor", "model.size=tiny", "cpus_per_job=1"]
+# docs/your-code.md's command (eager: the package, not a backend, is what the wheel changes;
+# Inductor's jobs run in every other sweep); cpus_per_job=1 lets it run beside the others.
+WHEEL_SWEEP = ["-m", "model=llama", "model.size=tiny", "cpus_per_job=1"]
 
 
 @early("wheel")
@@ -276,7 +277,7 @@ def test_the_installed_wheel_runs_a_sweep_from_an_empty_folder(early_sweeps: Ear
     assert sweep.returncode == 0, sweep.stderr[-3000:]
     (folder,) = (got["cwd"] / "multirun").glob("*/*")
     rows = {r["backend"]: r for r in read_rows(folder)}
-    assert sorted(rows) == ["eager", "inductor"]
+    assert sorted(rows) == ["eager"]
     assert all(r["status"] == "ok" for r in rows.values()), [r["error"] for r in rows.values()]
     assert (got["cwd"] / "mlflow.db").is_file()
     print(f"wheel {got['wheel'].stat().st_size} bytes; first sweep {got['sweep_s']:.1f} s")

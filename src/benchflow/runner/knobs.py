@@ -7,13 +7,17 @@ from __future__ import annotations
 
 import difflib
 import functools
+import hashlib
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from benchflow.config.errors import ConfigError
 from benchflow.config.schema import INDUCTOR, setting_text, settings_of
+from benchflow.core.files import write_json_atomic
 from benchflow.core.job import Job
+from benchflow.core.layout import cache_root
 from benchflow.runner.interpreter import ToolchainError, Unanswered, ask
 from benchflow.runner.toolchain import launch
 
@@ -84,16 +88,44 @@ class InductorKeys:
         return f"{shown}: not a value torch {self.torch} takes; allowed: {', '.join(allowed)}"
 
 
+# Which torch an interpreter holds, asked without importing it (a tenth of a second, where
+# the probe imports torch for about 2 s): its version and Inductor config file's path, size
+# and time. The probe's answer is kept in benchflow's cache under these facts.
+WHICH_TORCH = """
+import json, os
+from importlib import metadata
+dist = metadata.distribution("torch")
+path = str(dist.locate_file("torch/_inductor/config.py"))
+stat = os.stat(path)
+print(json.dumps([dist.version, path, stat.st_size, stat.st_mtime_ns]))
+"""
+
+
 @functools.lru_cache(maxsize=8)
 def inductor_keys(python: str, env: tuple[tuple[str, str], ...] = ()) -> InductorKeys:
-    """Ask `python` (with `env` added) which keys its torch._inductor.config has."""
+    """Ask `python` (with `env` added) which keys its torch._inductor.config has: from
+    benchflow's cache where the same torch answered before."""
     try:
-        out = ask(python, PROBE, dict(env))
-    except Unanswered as exc:
-        raise ConfigError(
-            f"{INDUCTOR}.* settings are checked against the job's torch, but {python} "
-            f"could not list torch._inductor.config's keys: {exc}"
-        ) from None
+        which = ask(python, WHICH_TORCH, dict(env))
+    except Unanswered:
+        which = None  # no torch to name: the probe says what is wrong
+    facts = json.dumps([python, env, which, PROBE]).encode()
+    kept = cache_root() / "inductor-keys" / f"{hashlib.sha256(facts).hexdigest()[:16]}.json"
+    try:
+        out = json.loads(kept.read_text()) if which else None
+    except (OSError, ValueError):
+        out = None
+    if out is None:
+        try:
+            out = ask(python, PROBE, dict(env))
+        except Unanswered as exc:
+            raise ConfigError(
+                f"{INDUCTOR}.* settings are checked against the job's torch, but {python} "
+                f"could not list torch._inductor.config's keys: {exc}"
+            ) from None
+        if which:
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            write_json_atomic(kept, out)
     keys = {k: (list(v[0]), list(v[1])) for k, v in out["keys"].items()}
     return InductorKeys(out["torch"], keys)
 
