@@ -60,16 +60,13 @@ def check_vec_isa() -> bool:
 
     from torch._inductor import cpu_vec_isa
 
-    from benchflow.core.files import write_json_atomic
+    from benchflow.core.files import read_json, write_json_atomic
     from benchflow.core.layout import cache_root
 
     facts = _isa_facts()
     key = hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:16]
     path = cache_root() / "machine" / f"inductor-vec-isa-{key}.json"
-    try:
-        known = json.loads(path.read_text())
-    except (OSError, ValueError):
-        known = None
+    known = read_json(path)
     cached = bool(known and known.get("facts") == facts and "builds" in known)
     builds: dict[str, bool] = dict(known["builds"]) if cached else {}
     original = cpu_vec_isa.VecISA.check_build

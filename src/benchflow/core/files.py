@@ -32,6 +32,14 @@ def write_json_atomic(path: Path, data: Any) -> None:
     write_text_atomic(path, json.dumps(data, indent=2, default=str) + "\n")
 
 
+def read_json(path: Path) -> Any:
+    """What a JSON file holds; None where it is missing or unreadable (a cache's miss)."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
 @functools.cache
 def _field_names(cls: type) -> frozenset[str]:
     return frozenset(f.name for f in dataclasses.fields(cls))

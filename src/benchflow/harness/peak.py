@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchflow.core.files import write_json_atomic
+from benchflow.core.files import read_json, write_json_atomic
 from benchflow.core.layout import cache_root
 from benchflow.core.machine import node_name
 from benchflow.harness.load import LoadProbe
@@ -128,10 +128,10 @@ def _rate(peak: Peak) -> float:
 
 def _kept(path: Path, facts: dict[str, Any]) -> Peak | None:
     """The peak kept for `facts` (None: none yet, or unreadable)."""
+    kept = read_json(path)
     try:
-        kept = json.loads(path.read_text())
         return Peak.from_dict(kept["peak"]) if kept.get("facts") == facts else None
-    except (OSError, ValueError, KeyError, TypeError):
+    except (AttributeError, KeyError, TypeError, ValueError):
         return None
 
 

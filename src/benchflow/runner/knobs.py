@@ -15,7 +15,7 @@ from typing import Any
 
 from benchflow.config.errors import ConfigError
 from benchflow.config.schema import INDUCTOR, setting_text, settings_of
-from benchflow.core.files import write_json_atomic
+from benchflow.core.files import read_json, write_json_atomic
 from benchflow.core.job import Job
 from benchflow.core.layout import cache_root
 from benchflow.runner.interpreter import ToolchainError, Unanswered, ask
@@ -111,10 +111,7 @@ def inductor_keys(python: str, env: tuple[tuple[str, str], ...] = ()) -> Inducto
         which = None  # no torch to name: the probe says what is wrong
     facts = json.dumps([python, env, which, PROBE]).encode()
     kept = cache_root() / "inductor-keys" / f"{hashlib.sha256(facts).hexdigest()[:16]}.json"
-    try:
-        out = json.loads(kept.read_text()) if which else None
-    except (OSError, ValueError):
-        out = None
+    out = read_json(kept) if which else None
     if out is None:
         try:
             out = ask(python, PROBE, dict(env))
@@ -124,7 +121,6 @@ def inductor_keys(python: str, env: tuple[tuple[str, str], ...] = ()) -> Inducto
                 f"could not list torch._inductor.config's keys: {exc}"
             ) from None
         if which:
-            kept.parent.mkdir(parents=True, exist_ok=True)
             write_json_atomic(kept, out)
     keys = {k: (list(v[0]), list(v[1])) for k, v in out["keys"].items()}
     return InductorKeys(out["torch"], keys)
