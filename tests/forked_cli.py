@@ -23,7 +23,7 @@ import socket
 import sys
 import threading
 import traceback
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,22 @@ def _child(run: dict[str, object]) -> int:
     code = _run(run)
     _at_exit()
     return code
+
+
+def _forked(work: Callable[[], int]) -> int:
+    """A child that runs `work` and exits with what it returns: the child's pid."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            code = work()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    return pid
 
 
 def _at_exit() -> None:
@@ -105,18 +121,7 @@ def run_all(spec: Path) -> None:
     while pending or running:
         while pending and len(running) < AT_ONCE:
             index, run = pending.pop(0)
-            sys.stdout.flush()
-            sys.stderr.flush()
-            pid = os.fork()
-            if pid == 0:
-                code = 1
-                try:
-                    code = _child(run)
-                finally:
-                    sys.stdout.flush()
-                    sys.stderr.flush()
-                    os._exit(code)
-            running[pid] = index
+            running[_forked(lambda run=run: _child(run))] = index
         pid, status = os.wait()
         codes[running.pop(pid)] = os.waitstatus_to_exitcode(status)
     Path(f"{spec}.codes").write_text(json.dumps(codes))
@@ -203,21 +208,15 @@ def _fork(conn: socket.socket, listener: socket.socket, others: dict[int, socket
     while not data.endswith(b"\n"):
         data += conn.recv(1 << 20)
     run = json.loads(data)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            for sock in (listener, conn, *others.values()):
-                sock.close()
-            os.dup2(fds[0], 1)
-            os.dup2(fds[1], 2)
-            code = _served(run)
-        finally:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(code)
+
+    def work() -> int:
+        for sock in (listener, conn, *others.values()):
+            sock.close()
+        os.dup2(fds[0], 1)
+        os.dup2(fds[1], 2)
+        return _served(run)
+
+    pid = _forked(work)
     for fd in fds:
         os.close(fd)
     conn.sendall(json.dumps({"pid": pid}).encode() + b"\n")
