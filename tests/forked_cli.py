@@ -19,6 +19,7 @@ import atexit
 import json
 import os
 import select
+import shutil
 import socket
 import sys
 import threading
@@ -182,8 +183,9 @@ def serve(path: Path) -> None:
     _warm(path.parent)
     parent = os.getppid()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(str(path))
+    listener.bind(f"{path}.new")
     listener.listen(64)
+    os.replace(f"{path}.new", path)  # the path appears once a run can connect
     waiting: dict[int, socket.socket] = {}
     while os.getppid() == parent:
         if select.select([listener], [], [], 0.05)[0]:
@@ -201,6 +203,7 @@ def serve(path: Path) -> None:
                 done["cpu_s"] = usage.ru_utime + usage.ru_stime  # type: ignore[assignment]
                 conn.sendall(json.dumps(done).encode() + b"\n")
                 conn.close()
+    shutil.rmtree(path.parent, ignore_errors=True)  # its folder: the socket and its log
 
 
 def _fork(conn: socket.socket, listener: socket.socket, others: dict[int, socket.socket]) -> int:
