@@ -169,10 +169,15 @@ def wait_counted(proc: subprocess.Popen[Any], args: list[str], timeout: float) -
             raise subprocess.TimeoutExpired(proc.args, timeout)
         time.sleep(0.2)
     proc.returncode = os.waitstatus_to_exitcode(status)
-    wall = time.monotonic() - started
-    cpu = usage.ru_utime + usage.ru_stime
-    log_cpu({"args": args, "wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "end": time.time()})
+    log_run(args, started, usage.ru_utime + usage.ru_stime)
     return proc.returncode
+
+
+def log_run(args: list[str], started: float, cpu_s: float) -> None:
+    """A CLI run's line of the CPU log: its arguments, wall and CPU seconds (with all it
+    reaped)."""
+    wall = time.monotonic() - started
+    log_cpu({"args": args, "wall_s": round(wall, 1), "cpu_s": round(cpu_s, 1), "end": time.time()})
 
 
 def _capture() -> IO[str]:
@@ -282,9 +287,7 @@ def _served(
             sock.settimeout(60)
             answers.next()
             raise subprocess.TimeoutExpired(["benchflow", *args], timeout) from None
-    wall = time.monotonic() - started
-    log_cpu({"args": args, "wall_s": round(wall, 1), "cpu_s": round(done["cpu_s"], 1),
-             "end": time.time()})  # fmt: skip
+    log_run(args, started, done["cpu_s"])
     code: int = done["code"]
     return code
 

@@ -33,7 +33,7 @@ AT_ONCE = 2  # children at once: this host's cores
 MAIN = str(Path(__file__).resolve().parents[1] / "src" / "benchflow" / "__main__.py")
 
 
-def _child(run: dict[str, object]) -> int:
+def _child(run: dict[str, Any]) -> int:
     """In the forked child: the run, as `python -m benchflow ARGS` would do it."""
     code = _run(run)
     _at_exit()
@@ -63,12 +63,12 @@ def _at_exit() -> None:
     atexit._run_exitfuncs()
 
 
-def _run(run: dict[str, object]) -> int:
+def _run(run: dict[str, Any]) -> int:
     """`python -m benchflow ARGS` in this process: its exit code."""
     os.chdir(str(run["cwd"]))
     for fd, path in ((1, run["out"]), (2, run["err"])):
         os.dup2(os.open(str(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), fd)
-    return _main([str(a) for a in run["args"]])  # type: ignore[attr-defined]
+    return _main([str(a) for a in run["args"]])
 
 
 def _main(args: list[str]) -> int:
@@ -199,8 +199,8 @@ def serve(path: Path) -> None:
             if not pid:
                 break
             if conn := waiting.pop(pid, None):
-                done = {"code": os.waitstatus_to_exitcode(status)}
-                done["cpu_s"] = usage.ru_utime + usage.ru_stime  # type: ignore[assignment]
+                code, cpu_s = os.waitstatus_to_exitcode(status), usage.ru_utime + usage.ru_stime
+                done = {"code": code, "cpu_s": cpu_s}
                 conn.sendall(json.dumps(done).encode() + b"\n")
                 conn.close()
     shutil.rmtree(path.parent, ignore_errors=True)  # its folder: the socket and its log

@@ -129,9 +129,11 @@ def _rate(peak: Peak) -> float:
 def _kept(path: Path, facts: dict[str, Any]) -> Peak | None:
     """The peak kept for `facts` (None: none yet, or unreadable)."""
     kept = read_json(path)
+    if not isinstance(kept, dict) or kept.get("facts") != facts:
+        return None
     try:
-        return Peak.from_dict(kept["peak"]) if kept.get("facts") == facts else None
-    except (AttributeError, KeyError, TypeError, ValueError):
+        return Peak.from_dict(kept["peak"])
+    except (KeyError, TypeError, ValueError):
         return None
 
 
