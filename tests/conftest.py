@@ -28,9 +28,10 @@ from tests.early import (
     environ,
     in_background,
     log_cpu,
+    python_c,
 )
 
-__all__ = ["SESSION_RUNS", "EarlySweeps", "early"]  # for the modules with early runs
+__all__ = ["SESSION_RUNS", "EarlySweeps", "early", "python_c"]  # for the modules with early runs
 
 REPO = Path(__file__).resolve().parents[1]
 TEST_CONF = Path(__file__).resolve().parent / "conf"

@@ -15,6 +15,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -111,6 +113,19 @@ def early(
         return fn
 
     return register
+
+
+def python_c(
+    code: str, *args: str, timeout: float = 300, **kwargs: Any
+) -> subprocess.CompletedProcess[str]:
+    """`python -c code args` in an early run's thread, niced as its CLI runs are, from
+    the session's environment (`env` adds to it); its output captured as text."""
+    env = {**environ(), **kwargs.pop("env", {})}
+    nice = ["nice", "-n", str(BACKGROUND_NICE)] if in_background() else []
+    return subprocess.run(
+        [*nice, sys.executable, "-c", code, *args],
+        env=env, capture_output=True, text=True, timeout=timeout, **kwargs,
+    )  # fmt: skip
 
 
 class EarlySweeps:

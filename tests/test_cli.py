@@ -16,6 +16,7 @@ import pytest
 from tests.conftest import (
     REPO,
     SEARCHPATH,
+    CliResult,
     EarlySweeps,
     SessionSweep,
     early,
@@ -62,13 +63,21 @@ def test_help_and_cfg_job_do_not_import_heavy_modules(workdir: Path) -> None:
             _the_job_as_planned(out, args)
 
 
-def test_cfg_job_of_a_sweep_shows_each_job_as_planned(workdir: Path) -> None:
+@early("cfg_job")
+def _cfg_jobs(root: Path) -> tuple[CliResult, CliResult]:
+    """`--cfg job` of a sweep and of an experiment's grid."""
+    args = ["--cfg", "job", "-m", "model=llama,dlrm", "dynamo=inductor,openxla", "xla=PJRT"]
+    return run_cli(args, root), run_cli(
+        ["--cfg", "job", "-m", "experiment=hud", "model=llama"], root
+    )
+
+
+def test_cfg_job_of_a_sweep_shows_each_job_as_planned(early_sweeps: EarlySweeps) -> None:
     """-m with --cfg job: each job of the sweep as it would run (Hydra's own --cfg job
     refuses a sweep's values and says to add --multirun), an invalid pair as such."""
     import yaml
 
-    args = ["--cfg", "job", "-m", "model=llama,dlrm", "dynamo=inductor,openxla", "xla=PJRT"]
-    res = run_cli(args, workdir)
+    res, grid = early_sweeps.result("cfg_job")
     assert res.returncode == 0, res.stderr[-2000:]
     docs = res.stdout.split("\n---\n")
     assert len(docs) == 4
@@ -81,9 +90,8 @@ def test_cfg_job_of_a_sweep_shows_each_job_as_planned(workdir: Path) -> None:
     ]
     assert all(j["dtype"] == "bfloat16" and j["xla"]["name"] == "PJRT" for j in shown)
     # an experiment's grid too, the command line's values in place of its own
-    res = run_cli(["--cfg", "job", "-m", "experiment=hud", "model=llama"], workdir)
-    assert res.returncode == 0, res.stderr[-2000:]
-    names = [d.split(",", 1)[0] for d in res.stdout.split("\n---\n")]
+    assert grid.returncode == 0, grid.stderr[-2000:]
+    names = [d.split(",", 1)[0] for d in grid.stdout.split("\n---\n")]
     configurations = ("", "[freezing]", "[cpp_wrapper]", "[dynamic_batch]")
     aot, eager = "# llama·aot_inductor·eval", "# llama·eager·eval"
     inductor = [f"# llama·inductor{s}·eval" for s in configurations]
@@ -95,7 +103,7 @@ def test_cfg_job_of_a_sweep_shows_each_job_as_planned(workdir: Path) -> None:
         aot,
         "# llama·inductor[max_autotune]·eval",
     ]
-    assert not list(workdir.glob("multirun/*/*"))  # nothing ran
+    assert not list(res.cwd.glob("multirun/*/*"))  # nothing ran
 
 
 def _one_screen(out: str) -> None:

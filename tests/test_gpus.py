@@ -5,16 +5,15 @@ The runs on a real GPU are tests/test_gpu.py's (the `gpu` lane)."""
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
-from tests.conftest import REPO
+from tests.conftest import REPO, EarlySweeps, early, python_c
 from tests.test_launchers import another_sweep_holds
 
 from benchflow.core import cpus, gpus
@@ -169,21 +168,23 @@ def test_the_zygote_names_nvidia_device_files_it_has_open(tmp_path: Path) -> Non
     assert nvidia_files() == []
 
 
-def test_a_zygote_with_cuda_initialized_refuses_to_fork() -> None:
+_CUDA_INITIALIZED = """
+import torch
+from benchflow.runner.zygote import ZygoteError, pristine
+threads = pristine(64)['threads']
+torch.cuda.is_initialized = lambda: True
+try:
+    pristine(64)
+except ZygoteError as exc:
+    print(exc)
+"""
+
+
+def test_a_zygote_with_cuda_initialized_refuses_to_fork(early_sweeps: EarlySweeps) -> None:
     """The zygote's CUDA check fires. A mock: with no GPU here CUDA cannot be
     initialized, so torch.cuda.is_initialized is made to say it was; the gpu lane
     initializes it for real (tests/test_gpu.py)."""
-    code = (
-        "import torch\n"
-        "from benchflow.runner.zygote import ZygoteError, pristine\n"
-        "threads = pristine(64)['threads']\n"
-        "torch.cuda.is_initialized = lambda: True\n"
-        "try:\n"
-        "    pristine(64)\n"
-        "except ZygoteError as exc:\n"
-        "    print(exc)\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    out = early_sweeps.result("gpus")["cuda_initialized"]
     assert out.stdout.strip() == "not forking from this zygote (cuda_initialized: True)", out
 
 
@@ -223,7 +224,7 @@ print(f"again: {again} in {time.monotonic() - t:.2f} s: {pool._failed[Warm('indu
 
 
 def test_a_zygote_asks_cuda_through_nvml_and_says_once_why_it_will_not_fork(
-    tmp_path: Path,
+    early_sweeps: EarlySweeps,
 ) -> None:
     """A real Inductor zygote. Importing Inductor asks torch.cuda.is_available(), whose
     default answer initializes the driver on a GPU host (every job was spawned on the
@@ -233,12 +234,7 @@ def test_a_zygote_asks_cuda_through_nvml_and_says_once_why_it_will_not_fork(
     2"), and its pool does not start it again (three
     tries a job there, 6 s each). In a process of its own: what it plants must not reach
     the suite's other sweeps."""
-    (tmp_path / "sitecustomize.py").write_text(_PLANTED)
-    asked = tmp_path / "asked"
-    env = {**os.environ, "PYTHONPATH": f"{tmp_path}:{REPO / 'src'}", "ASKED": str(asked)}
-    out = subprocess.run(
-        [sys.executable, "-c", _POOL_TWICE], env=env, capture_output=True, text=True, timeout=180
-    )
+    out, asked = early_sweeps.result("gpus")["nvml"]
     assert "started: None" in out.stdout, (out.stdout, out.stderr[-2000:])
     # the thread by its name, and the preload step that started it
     planted = r"'Thread-\d+ \(sleep\)' from benchflow\.harness\.child\.preload\(\)"
@@ -267,7 +263,24 @@ print("again:", stop_compile_workers())
 """
 
 
-def test_inductor_s_compile_workers_are_stopped_before_the_timed_repeats() -> None:
+@early("gpus")
+def _zygote_checks(root: Path) -> dict[str, Any]:
+    """The three checks below, each in a process of its own, from the first test on."""
+    (root / "sitecustomize.py").write_text(_PLANTED)
+    asked = root / "asked"
+    nvml = {"PYTHONPATH": f"{root}:{REPO / 'src'}", "ASKED": str(asked)}
+    return {
+        "cuda_initialized": python_c(_CUDA_INITIALIZED, timeout=120),
+        "nvml": (python_c(_POOL_TWICE, env=nvml, timeout=180), asked),
+        "pool_stopped": python_c(
+            _POOL_STOPPED, env={"TORCHINDUCTOR_COMPILE_THREADS": "2"}, timeout=120
+        ),
+    }
+
+
+def test_inductor_s_compile_workers_are_stopped_before_the_timed_repeats(
+    early_sweeps: EarlySweeps,
+) -> None:
     """On CUDA Inductor compiles Triton kernels in a pool of processes, started at a
     job's first compile; on the H200 every Inductor job's timed repeats had about a
     core of other CPU on its cores beside it, and none without the pool. The job's
@@ -275,11 +288,7 @@ def test_inductor_s_compile_workers_are_stopped_before_the_timed_repeats() -> No
     test_steady_state): here a real pool (a sidecar and 2 workers, as on 2 cores), which
     a CPU compile does not start, is started as Triton's first compile does, and
     stopped with every process of it; with none running there is nothing to stop."""
-    env = {**os.environ, "TORCHINDUCTOR_COMPILE_THREADS": "2"}
-    out = subprocess.run(
-        [sys.executable, "-c", _POOL_STOPPED], env=env, capture_output=True, text=True,
-        timeout=120,
-    )  # fmt: skip
+    out = early_sweeps.result("gpus")["pool_stopped"]
     said = dict(line.split(": ", 1) for line in out.stdout.splitlines() if ": " in line)
     assert said.get("none yet") == "None" and said.get("again") == "None", out
     assert int(said["running"]) >= 3, out  # the sidecar and its 2 workers

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
-from tests.conftest import SessionSweep
+from tests.conftest import EarlySweeps, SessionSweep, early, python_c
 
 from benchflow.models.step import SGD_MODELS, TimedStep
 from benchflow.results.row import ResultRow
@@ -111,11 +110,14 @@ print(json.dumps(out))
 """
 
 
+@early("step_probe")
+def _probe(root: Path) -> subprocess.CompletedProcess[str]:
+    return python_c(PROBE, str(FIXTURE), timeout=240)
+
+
 @pytest.fixture(scope="module")
-def probe() -> dict[str, Any]:
-    res = subprocess.run(
-        [sys.executable, "-c", PROBE, str(FIXTURE)], capture_output=True, text=True, timeout=240
-    )
+def probe(early_sweeps: EarlySweeps) -> dict[str, Any]:
+    res = early_sweeps.result("step_probe")
     assert res.returncode == 0, res.stderr[-3000:]
     return json.loads(res.stdout.splitlines()[-1])  # type: ignore[no-any-return]
 

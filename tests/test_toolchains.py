@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.conftest import REPO, SEARCHPATH, run_cli
+from tests.conftest import REPO, SEARCHPATH, CliResult, EarlySweeps, early, run_cli
 
 from benchflow.cli.report import main as report_main
 from benchflow.report.model import TOOLCHAIN_AXIS, build_report
@@ -49,24 +49,32 @@ def _inside(entry: str, roots: list[Path]) -> bool:
     return any(path == r or path.is_relative_to(r) for r in roots)
 
 
+@early("toolchains")
+def _three_toolchains(root: Path) -> CliResult:
+    """The sweep over three toolchains below, from the first test on."""
+    env = {
+        "BENCHFLOW_CACHE_DIR": str(root / "cache"),
+        "BENCHFLOW_TEST_WHERE": str(root / "where.jsonl"),
+        "BENCHFLOW_TEST_PYTHON": str(own_interpreter(root / "own")),
+    }
+    return run_cli(["-m", SEARCHPATH, "toolchain=project,six-a,own", *JOB], root, **env)
+
+
 def test_jobs_run_in_their_toolchains_environment_and_reports_tell_them_apart(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    early_sweeps: EarlySweeps,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     """Three environments: the project's, one built by uv for pins (six-a) and an
     existing interpreter (own: toolchain.python, made by the test, with no torch_xla)."""
     from benchflow.results.provenance import torch_build
 
-    cache, where = tmp_path / "cache", tmp_path / "where.jsonl"
-    own = own_interpreter(tmp_path / "own")
-    env = {
-        "BENCHFLOW_CACHE_DIR": str(cache),
-        "BENCHFLOW_TEST_WHERE": str(where),
-        "BENCHFLOW_TEST_PYTHON": str(own),
-    }
-    got = run_cli(["-m", SEARCHPATH, "toolchain=project,six-a,own", *JOB], tmp_path, **env)
+    got: CliResult = early_sweeps.result("toolchains")
+    root = got.cwd
+    cache, where, own = root / "cache", root / "where.jsonl", root / "own" / "bin" / "python"
     assert got.returncode == 0, got.stderr[-3000:]
     assert (got.stdout + got.stderr).count("building toolchain") == 1  # six-a; own is there
-    (results,) = tmp_path.glob("multirun/*/*/results.jsonl")
+    (results,) = root.glob("multirun/*/*/results.jsonl")
     rows = {str((r.config or {}).get("toolchain.name", "project")): r for r in read_rows(results)}
     build = torch_build()
     own_name = f"torch-2.9.0+cu128-{build['torch_git'][:7]}"  # named by what it holds
@@ -102,13 +110,13 @@ def test_jobs_run_in_their_toolchains_environment_and_reports_tell_them_apart(
     assert prefix.is_relative_to(cache / "toolchains") and prefix != venv
     assert Path(six_a["executable"]).parent.resolve() == prefix / "bin"
     assert Path(six_a["torch"]).resolve().is_relative_to(prefix)
-    allowed = [prefix, Path(sys.base_prefix).resolve(), REPO / "src", REPO, tmp_path]
+    allowed = [prefix, Path(sys.base_prefix).resolve(), REPO / "src", REPO, root]
     strays = [p for p in six_a["path"] if not _inside(p, allowed)]
     assert strays == [], strays
     assert not any(_inside(p, [venv]) for p in six_a["path"])  # the parent's environment
     (in_own,) = [s for s in seen if s["executable"] == str(own)]  # the interpreter given
-    assert Path(in_own["prefix"]) == tmp_path / "own"
-    assert Path(in_own["torch"]).parent.parent == tmp_path / "own" / "linked"
+    assert Path(in_own["prefix"]) == root / "own"
+    assert Path(in_own["torch"]).parent.parent == root / "own" / "linked"
     # every job forked from a zygote of its own toolchain's environment
     assert [s["launch"] for s in seen] == ["fork"] * len(seen)
     (in_project,) = [s for s in seen if s not in (six_a, in_own)]
@@ -125,7 +133,7 @@ def test_jobs_run_in_their_toolchains_environment_and_reports_tell_them_apart(
         assert entry.speedup is not None and entry.speedup_ci is not None, entry.note
         base = next(e for e in report.entries if e.config.axis(TOOLCHAIN_AXIS) == "six-a")
         assert entry.speedup == base.time_s / entry.time_s  # type: ignore[operator]
-    out = tmp_path / "by-toolchain"
+    out = root / "by-toolchain"
     args = [str(results.parent), "--baseline-toolchain", "six-a", "--out", str(out)]
     assert report_main([*args, "--no-mlflow"]) == 0
     assert "speedup: toolchain=six-a time / this time" in (out / "report.md").read_text()
@@ -148,7 +156,7 @@ def test_jobs_run_in_their_toolchains_environment_and_reports_tell_them_apart(
     from benchflow.sweep.plan import plan_config
 
     # (a package installed there since the sweep: the next sweep's lock lists it)
-    added = tmp_path / "own" / "linked" / "added_pkg-1.0.dist-info"
+    added = root / "own" / "linked" / "added_pkg-1.0.dist-info"
     added.mkdir()
     (added / "METADATA").write_text("Metadata-Version: 2.1\nName: added-pkg\nVersion: 1.0\n")
     xla = plan_config(parse(composed(f"toolchain.python={own}", "dynamo=openxla")), 0, [])

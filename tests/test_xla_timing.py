@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.conftest import EarlySweeps, SessionSweep, early
+from tests.conftest import EarlySweeps, SessionSweep, early, python_c
 
 REFERENCE = r"""
 import os, time
@@ -102,12 +102,15 @@ print(json.dumps(seen))
 """
 
 
-def test_matmul_precision_is_set_for_torch_and_torch_xla() -> None:
+@early("xla_precision")
+def _precision(root: Path) -> subprocess.CompletedProcess[str]:
+    return python_c(PRECISION, timeout=300)
+
+
+def test_matmul_precision_is_set_for_torch_and_torch_xla(early_sweeps: EarlySweeps) -> None:
     """The experiment runner sets both torch's and torch_xla's matmul precision; so does an
     XLA job (torch_xla's own default, "default", is one bfloat16 pass on a TPU)."""
-    out = subprocess.run(
-        [sys.executable, "-c", PRECISION], capture_output=True, text=True, timeout=300
-    )
+    out = early_sweeps.result("xla_precision")
     assert out.returncode == 0, out.stderr[-2000:]
     seen = json.loads(out.stdout.strip().splitlines()[-1])
     assert seen == {
