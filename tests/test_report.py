@@ -530,6 +530,9 @@ def test_markdown_csv_and_self_contained_html() -> None:
     assert set(figures(rep)) == {"speedup", "times"}
     alone = build_report([r for r in ROWS if r.backend != "inductor"], "inductor")
     assert set(figures(alone)) == {"times"}
+    # nor a plot of one number: a one-job sweep's report is its table
+    assert set(figures(build_report(ROWS[:2], "inductor"))) == {"times"}  # one speedup
+    assert figures(build_report(ROWS[:1], "inductor")) == {}
     assert not re.search(r"(src|href)=['\"]https?:", page)  # nothing fetched from outside
 
 
@@ -699,15 +702,15 @@ def test_sweep_end_writes_the_report_and_logs_it(sweeps: tuple[CliResult, Path, 
         "report.csv",
         "summary.csv",
         "report.html",
-        "speedup.png",
-        "times.png",
+        "times.png",  # eager and aot_eager; one speedup is a number, not a plot
     }
+    assert not (out / "speedup.png").exists()
     assert "| work | eval | eager | ok |" in (out / "report.md").read_text()
     assert "geomean speedup" in res.stdout and "work" in res.stdout
     client = MlflowClient(f"sqlite:///{res.cwd / 'mlflow.db'}")
     parent = (slowed / "mlflow_parent_run.txt").read_text().strip()
     logged = {a.path for a in client.list_artifacts(parent, "report")}
-    assert {"report/report.html", "report/speedup.png", "report/times.png"} <= logged
+    assert {"report/report.html", "report/times.png"} <= logged
     metrics = client.get_run(parent).data.metrics
     assert metrics["report.aot_eager.passrate"] == 1.0
     rows = [json.loads(x) for x in (slowed / "results.jsonl").read_text().splitlines()]
