@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import resource
@@ -120,6 +121,14 @@ def host_step_ms() -> float:
 
 def pytest_sessionstart() -> None:
     HOST_STEP_MS.append(host_step_ms())
+
+
+def pytest_collection_finish() -> None:
+    """The modules the tests imported, out of pytest's later collections: its tests
+    allocate as they compose, plan and simulate, and each full collection scanned every
+    imported object (about a tenth of the CPU of the in-process tests, docs/tests.md)."""
+    gc.collect()
+    gc.freeze()
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
