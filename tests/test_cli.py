@@ -66,10 +66,9 @@ def test_help_and_cfg_job_do_not_import_heavy_modules(workdir: Path) -> None:
 @early("cfg_job")
 def _cfg_jobs(root: Path) -> tuple[CliResult, CliResult]:
     """`--cfg job` of a sweep and of an experiment's grid."""
-    args = ["--cfg", "job", "-m", "model=llama,dlrm", "dynamo=inductor,openxla", "xla=PJRT"]
-    return run_cli(args, root), run_cli(
-        ["--cfg", "job", "-m", "experiment=hud", "model=llama"], root
-    )
+    sweep = ["--cfg", "job", "-m", "model=llama,dlrm", "dynamo=inductor,openxla", "xla=PJRT"]
+    grid = ["--cfg", "job", "-m", "experiment=hud", "model=llama"]
+    return run_cli(sweep, root), run_cli(grid, root)
 
 
 def test_cfg_job_of_a_sweep_shows_each_job_as_planned(early_sweeps: EarlySweeps) -> None:
