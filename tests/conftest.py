@@ -29,6 +29,7 @@ from tests.early import (
     environ,
     in_background,
     log_cpu,
+    nice_prefix,
     python_c,
 )
 
@@ -196,8 +197,7 @@ def _capture() -> IO[str]:
 
 def cli_command(args: list[str], background: bool = False) -> list[str]:
     """The command of `python -m benchflow ARGS`; a background one niced (tests/early.py)."""
-    nice = ["nice", "-n", str(BACKGROUND_NICE)] if background else []
-    return [*nice, sys.executable, "-m", "benchflow", *benchflow_args(args)]
+    return [*nice_prefix(background), sys.executable, "-m", "benchflow", *benchflow_args(args)]
 
 
 def run_cli(args: list[str], cwd: Path, timeout: float = 900, **env: str) -> CliResult:
@@ -316,10 +316,9 @@ def run_cli_forked(runs: list[tuple[list[str], Path]], scratch: Path) -> list[Cl
             ]
         )
     )
-    nice = ["nice", "-n", str(BACKGROUND_NICE)] if in_background() else []
     script = str(Path(__file__).with_name("forked_cli.py"))
     proc = subprocess.Popen(
-        [*nice, sys.executable, script, str(spec)],
+        [*nice_prefix(), sys.executable, script, str(spec)],
         env={**environ(), "PYTHONUNBUFFERED": "1"},
     )
     assert wait_counted(proc, ["forked", str(len(runs))], 900) == 0

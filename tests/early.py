@@ -115,16 +115,21 @@ def early(
     return register
 
 
+def nice_prefix(background: bool | None = None) -> list[str]:
+    """The prefix of a command run in the background (by default: from a niced early
+    run's thread), `nice -n BACKGROUND_NICE`; none otherwise."""
+    on = in_background() if background is None else background
+    return ["nice", "-n", str(BACKGROUND_NICE)] if on else []
+
+
 def python_c(
-    code: str, *args: str, timeout: float = 300, **kwargs: Any
+    code: str, *args: str, env: Mapping[str, str] | None = None, timeout: float = 300
 ) -> subprocess.CompletedProcess[str]:
     """`python -c code args` in an early run's thread, niced as its CLI runs are, from
     the session's environment (`env` adds to it); its output captured as text."""
-    env = {**environ(), **kwargs.pop("env", {})}
-    nice = ["nice", "-n", str(BACKGROUND_NICE)] if in_background() else []
     return subprocess.run(
-        [*nice, sys.executable, "-c", code, *args],
-        env=env, capture_output=True, text=True, timeout=timeout, **kwargs,
+        [*nice_prefix(), sys.executable, "-c", code, *args],
+        env={**environ(), **(env or {})}, capture_output=True, text=True, timeout=timeout,
     )  # fmt: skip
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 from tests.conftest import EarlySweeps, early
-from tests.early import BACKGROUND_NICE, environ
+from tests.early import environ, nice_prefix
 
 from benchflow.core.machine import cuda_present
 
@@ -73,7 +73,7 @@ def _shown(root: Path) -> dict[str, tuple[int, str, str]]:
     code = f"from tests.test_from_the_scripts import show_all; show_all({str(out)!r})"
     repo = str(PAGE.parents[1])
     subprocess.run(
-        ["nice", "-n", str(BACKGROUND_NICE), sys.executable, "-c", code],
+        [*nice_prefix(True), sys.executable, "-c", code],
         cwd=root,
         env={**environ(), "PYTHONPATH": repo},
         check=True,

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from tests.conftest import REPO, CliResult, EarlySweeps, early, read_rows, run_cli
-from tests.early import BACKGROUND_NICE, environ, in_background
+from tests.early import environ, nice_prefix
 
 # A user's repository: a model file beside their command, and a folder of their config.
 MODELS_PY = '''
@@ -120,8 +120,7 @@ def run_readme_command(folder: Path) -> CliResult:
     (folder / ".venv").symlink_to(REPO / ".venv")
     (folder / "mlp.py").write_text(ONE_FILE)
     env = fresh_env(BENCHFLOW_CPU_LOCK_DIR=str(folder / "cpu-locks"), PYTHONUNBUFFERED="1")
-    nice = ["nice", "-n", str(BACKGROUND_NICE)] if in_background() else []
-    shell = [*nice, "bash", "--noprofile", "--norc", "-c", line]
+    shell = [*nice_prefix(), "bash", "--noprofile", "--norc", "-c", line]
     proc = subprocess.run(shell, cwd=folder, env=env, capture_output=True, text=True, timeout=900)
     return CliResult(proc.returncode, proc.stdout, proc.stderr, folder)
 
