@@ -153,28 +153,35 @@ def test_the_jobs_of_a_sweep_share_the_checks_eager_and_float64_runs(
     """The check's eager and float64 runs are the model's, not the backend's: the first
     job of a sweep to check a model keeps them in the sweep's folder; a job of another
     backend reads them and builds nothing for them, and still fails a wrong result; a job
-    of another seed runs its own. Real builds of a test model, in this process."""
+    of another seed runs its own. Untimed, a job that reads them keeps no copy of its build
+    for the check. Real builds of a test model, in this process."""
     import dataclasses
     import logging
 
     from benchflow import backends
     from benchflow.config.schema import BenchConfig, DynamoConfig, ModelConfig, TestConfig
-    from benchflow.harness.child import _start
+    from benchflow.core.layout import SweepDir
+    from benchflow.harness.child import _references, _start
     from benchflow.harness.verify import outputs
 
-    shared, cpu = tmp_path / "references", torch.device("cpu")
+    sweep, cpu = SweepDir(tmp_path), torch.device("cpu")
+    sweep.plan.write_text("{}")  # a sweep's folder: its jobs share the references
+    shared = sweep.references
     model = ModelConfig(name="planted", source="builtin", builtin="tests.models.faults:Planted")
     cfg = BenchConfig(model=model, test=TestConfig(name="eval"), timing=False)
+    copies: list[bool] = []
 
     def checked(cfg: BenchConfig, label: str, wrong: float = 1.0) -> tuple[Any, list[Any]]:
         job, _ = _start(cfg, backends.get(label), None, records=False)
+        job.references = _references(cfg, tmp_path / "0")
         timed = job.build(cpu, None, True, None)
+        copies.append(job.kept is not None)
         torch.manual_seed(cfg.seed)
         first = outputs(timed, "eval", leaves(job.run_step(timed, None)))
         builds: list[Any] = []
         build = job.build
         job.build = lambda *a: builds.append(a) or build(*a)  # type: ignore[method-assign]
-        return job.verify([t * wrong for t in first], shared), builds
+        return job.verify([t * wrong for t in first]), builds
 
     with caplog.at_level(logging.INFO, logger="benchflow"):
         (code, metrics, _), builds = checked(cfg, "eager")
@@ -184,8 +191,9 @@ def test_the_jobs_of_a_sweep_share_the_checks_eager_and_float64_runs(
         compiled = dataclasses.replace(cfg, dynamo=DynamoConfig(name="aot_eager"))
         (code, metrics, detail), builds = checked(compiled, "aot_eager", wrong=1.5)
     assert builds == [] and f"references from {kept}" in caplog.text
+    assert copies == [True, False]  # the first job copied its build; the reader did not
     assert code == "FAIL" and metrics["accuracy_max_abs_error"] > 0, detail
     assert metrics["accuracy_eager_rmse_vs_fp64"] > 0  # the float64 reference was read too
     (code, _, _), builds = checked(dataclasses.replace(cfg, seed=2), "eager")
-    assert code == "PASS" and len(builds) == 3
+    assert code == "PASS" and len(builds) == 3 and copies[-1]
     assert len(list(shared.iterdir())) == 2

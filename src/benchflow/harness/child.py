@@ -102,6 +102,7 @@ def run(
     from benchflow.results.digest import digest
 
     device = job.device
+    job.references = _references(cfg, out_dir)
     timed, build_s = _build_timed(job)
 
     def step() -> Any:
@@ -192,10 +193,7 @@ def _profile_and_verify(
     profiled = job.profile(step, out_dir / "profile")
     profile_s = time.perf_counter() - t_profile if profiled is not None else 0.0
     t_verify = time.perf_counter()
-    # a sweep's jobs share the check's references; a single run's folder is its job's
-    sweep = SweepDir(out_dir.parent)
-    shared = sweep.references if sweep.plan.is_file() else None
-    code, accuracy, detail = job.verify(checked, shared)
+    code, accuracy, detail = job.verify(checked)
     verify_s = time.perf_counter() - t_verify if cfg.checks_accuracy else 0.0
     return accuracy | (profiled or {}), code, detail, profile_s, verify_s
 
@@ -245,6 +243,7 @@ class _Job:
     called: bool = False  # its step was called before the fork (prebuilt.warm_here)
     # (batch size, the first build before its cast and move: None where it cannot be copied)
     kept: tuple[int | None, Any] | None = None
+    references: Path | None = None  # the check's eager and float64 runs, kept by the sweep
 
     def build(self, target: Any, dtype: Any, compiled: bool, batch_size: int | None) -> TimedStep:
         """A fresh model (same seed: same weights and inputs) and its timed step, `compiled`
@@ -302,13 +301,18 @@ class _Job:
             log.info("model %s from %s, batch size %s", m.name, m.source, cfg.batch_size)
             seed_everything(cfg.seed)
             built = build_model(cfg)
-        if self.kept is None and self.cfg.checks_accuracy:
+        if self.kept is None and self.cfg.checks_accuracy and not self._builds_once():
             try:
                 self.kept = (cfg.batch_size, copy.deepcopy(built))
             except Exception as exc:  # then each build of the check builds again
                 log.warning("the model cannot be copied (%s: %s)", type(exc).__name__, exc)
                 self.kept = (cfg.batch_size, None)
         return built
+
+    def _builds_once(self) -> bool:
+        """timing=false, with the check's references already in the sweep: the check takes
+        the first step's outputs and reads the rest, so no later build needs a copy."""
+        return not self.cfg.timing and self.references is not None and self.references.is_file()
 
     def run_step(self, s: TimedStep, autocast_type: str | None) -> Any:
         return self.prec.step(s, autocast_type)
@@ -352,22 +356,17 @@ class _Job:
             return dataclasses.replace(counted, peak_error=f"{type(exc).__name__}: {exc}")
         return dataclasses.replace(counted, peak=measured)
 
-    def verify(
-        self, result: Any = None, shared: Path | None = None
-    ) -> tuple[str, dict[str, float], str | None]:
+    def verify(self, result: Any = None) -> tuple[str, dict[str, float], str | None]:
         """verify=true (or timing=false): the verification code, the accuracy metrics
-        and the detail; `result`: the backend's outputs, where the job's step gave them;
-        `shared`: the folder where a sweep's jobs keep the check's eager and float64 runs."""
+        and the detail; `result`: the backend's outputs, where the job's step gave them."""
         if not self.cfg.checks_accuracy:
             return "VERIFIER_SKIPPED", {}, None
         import torch
 
-        from benchflow.harness.verify import batch_size, verify
-        from benchflow.models.sharing import reference_key
+        from benchflow.harness.verify import verify
 
         cfg, device = self.cfg, self.device
         native = torch.device("cuda") if cfg.accelerator.name == "cuda" else torch.device("cpu")
-        key = reference_key(dataclasses.replace(cfg, batch_size=batch_size(cfg)))
         return verify(
             cfg,
             self.build,
@@ -377,8 +376,21 @@ class _Job:
             device.autocast_type,
             self.prec.model_dtype,
             result,
-            shared / f"{key}.pt" if shared and key else None,
+            self.references,
         )
+
+
+def _references(cfg: BenchConfig, out_dir: Path) -> Path | None:
+    """The file where a sweep's jobs keep the accuracy check's eager and float64 runs,
+    keyed by what they depend on (None: no check, or a single run, whose folder is its job's)."""
+    from benchflow.harness.verify import batch_size
+    from benchflow.models.sharing import reference_key
+
+    sweep = SweepDir(out_dir.parent)
+    if not cfg.checks_accuracy or not sweep.plan.is_file():
+        return None
+    key = reference_key(dataclasses.replace(cfg, batch_size=batch_size(cfg)))
+    return sweep.references / f"{key}.pt" if key else None
 
 
 def _metrics(m: Any, batch_size: int, timed: bool) -> dict[str, Any]:
