@@ -106,10 +106,11 @@ def test_a_sweeps_jobs_of_one_model_share_its_eager_and_float64_runs(
 def test_the_check_copies_the_jobs_one_build_and_runs_each_copy_from_the_seed(
     test: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A job that checks its accuracy builds its model once: the check's eager runs, its
-    float64 reference and (timed) its backend run are copies of that build, made before
-    the job's own step ran, so each starts where the job's started; a timed job without
-    the check keeps no copy. Real builds of a test model, in this process."""
+    """A job that checks its accuracy builds its model once: the check's eager run and
+    its float64 reference (the last, which takes the kept build itself) start from that
+    build, kept before the job's own step ran, so each starts where the job's started;
+    a timed job without the check keeps no copy. Real builds of a test model, in this
+    process."""
     import dataclasses
     import logging
 
@@ -130,8 +131,8 @@ def test_the_check_copies_the_jobs_one_build_and_runs_each_copy_from_the_seed(
         torch.manual_seed(cfg.seed)
         first = outputs(timed, test, leaves(job.run_step(timed, None)))
         job.run_step(timed, None)  # the job's second step changes its model (train)
-        code, metrics, detail = job.verify(first)
         again = job.build(cpu, None, False, None)
+        code, metrics, detail = job.verify(first)  # its last build takes the kept one
     built = [r.message for r in caplog.records if r.message.startswith("model planted from")]
     assert len(built) == 1, built
     assert code == "PASS", detail
@@ -180,12 +181,15 @@ def test_the_jobs_of_a_sweep_share_the_checks_eager_and_float64_runs(
         first = outputs(timed, "eval", leaves(job.run_step(timed, None)))
         builds: list[Any] = []
         build = job.build
-        job.build = lambda *a: builds.append(a) or build(*a)  # type: ignore[method-assign]
+        job.build = lambda *a, **k: builds.append((*a, k)) or build(*a, **k)  # type: ignore
         return job.verify([t * wrong for t in first]), builds
 
     with caplog.at_level(logging.INFO, logger="benchflow"):
         (code, metrics, _), builds = checked(cfg, "eager")
-        assert code == "PASS" and len(builds) == 3  # eager twice, float64
+        # its first step is the first eager run: eager again, then float64 on the kept build
+        assert code == "PASS" and metrics["accuracy_max_abs_error"] == 0.0
+        assert len(builds) == 2 and builds[-1][1] is torch.float64
+        assert [b[-1] for b in builds] == [{}, {"last": True}]
         (kept,) = shared.iterdir()
         caplog.clear()
         compiled = dataclasses.replace(cfg, dynamo=DynamoConfig(name="aot_eager"))
@@ -195,5 +199,5 @@ def test_the_jobs_of_a_sweep_share_the_checks_eager_and_float64_runs(
     assert code == "FAIL" and metrics["accuracy_max_abs_error"] > 0, detail
     assert metrics["accuracy_eager_rmse_vs_fp64"] > 0  # the float64 reference was read too
     (code, _, _), builds = checked(dataclasses.replace(cfg, seed=2), "eager")
-    assert code == "PASS" and len(builds) == 3 and copies[-1]
+    assert code == "PASS" and len(builds) == 2 and copies[-1]
     assert len(list(shared.iterdir())) == 2

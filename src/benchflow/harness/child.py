@@ -245,12 +245,15 @@ class _Job:
     kept: tuple[int | None, Any] | None = None
     references: Path | None = None  # the check's eager and float64 runs, kept by the sweep
 
-    def build(self, target: Any, dtype: Any, compiled: bool, batch_size: int | None) -> TimedStep:
+    def build(
+        self, target: Any, dtype: Any, compiled: bool, batch_size: int | None, last: bool = False
+    ) -> TimedStep:
         """A fresh model (same seed: same weights and inputs) and its timed step, `compiled`
         or not; the first build takes what was built before the fork for this config. A job
         that checks its accuracy keeps its first build, before the cast and move, and a
         later build at that batch size is a copy of it (`copy.deepcopy`, as PyTorch's
-        dynamo benchmarks copy the model for each run of their accuracy check)."""
+        dynamo benchmarks copy the model for each run of their accuracy check); the `last`
+        build takes the kept one itself."""
         from benchflow.harness import prebuilt
         from benchflow.models.step import TimedStep
 
@@ -267,7 +270,7 @@ class _Job:
             self.move_s = 0.0
             self.called = True
             return taken.step  # (placed, prepared and called: prebuilt.warm_here)
-        built = self._built(cfg, taken)
+        built = self._built(cfg, taken, last)
         start = time.perf_counter()
         model = built.place(target, dtype)
         self.move_s = time.perf_counter() - start
@@ -286,15 +289,19 @@ class _Job:
             step.mark_batch_dynamic()
         return step
 
-    def _built(self, cfg: BenchConfig, taken: Prebuilt | None) -> Any:
+    def _built(self, cfg: BenchConfig, taken: Prebuilt | None, last: bool = False) -> Any:
         """The model as built, before its cast and move: taken from before the fork, a copy
-        of the one kept, or built here from the seed."""
+        of the one kept (`last`: the kept one, which no later build then copies), or built
+        here from the seed."""
         from benchflow.models.registry import build_model
 
         if taken is not None and taken.model is not None:
             log.info("model %s built before the fork (%.2f s)", cfg.model.name, taken.build_s)
             built = taken.model
         elif self.kept is not None and self.kept[0] == cfg.batch_size and self.kept[1] is not None:
+            if last:
+                built, self.kept = self.kept[1], (cfg.batch_size, None)
+                return built
             return copy.deepcopy(self.kept[1])
         else:
             m = cfg.model

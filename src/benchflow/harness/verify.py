@@ -4,7 +4,8 @@ float64, then the backend under test (docs/accuracy.md). Each copy is of the job
 where it can be (`Builder`), and each run starts from the job's seed. With `timing=false` the
 backend's result is the job's own first step, at the check's batch size (`batch_size`). The
 eager and float64 runs are the model's, not the backend's: the first job of a sweep to
-check a model keeps them in the sweep's folder, and its other jobs read them (`shared`).
+check a model keeps them in the sweep's folder, and its other jobs read them (`shared`);
+an untimed eager job's first step is its first eager run.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
@@ -25,8 +26,16 @@ from benchflow.suite.rules import listed
 
 log = logging.getLogger(__name__)
 
-# build(device, dtype, compiled, batch_size) -> a fresh, seeded model's timed step
-Builder = Callable[[torch.device, "torch.dtype | None", bool, "int | None"], Any]
+
+class Builder(Protocol):
+    """A fresh, seeded model's timed step (`last`: no build follows, so the job's copy of
+    its build may be taken rather than copied again)."""
+
+    def __call__(
+        self, target: Any, dtype: Any, compiled: bool, batch_size: int | None, last: bool = False
+    ) -> Any: ...
+
+
 # run(step, autocast_device_type) -> the step's output (None: no autocast)
 Runner = Callable[[Any, "str | None"], Any]
 
@@ -87,10 +96,14 @@ def verify(
         )
         return may_vary or compare(a, b, None, tol, cosine).passed
 
+    # an eager job's first step (timing=false) is the check's first eager run
+    own = result if cfg.dynamo.name == "none" and target.type == native.type else None
+
+    def compute() -> dict[str, Any]:
+        return _references(build, run, native, model_dtype, batch, test, seed, same, own)
+
     try:
-        refs = _shared(
-            shared, lambda: _references(build, run, native, model_dtype, batch, test, seed, same)
-        )
+        refs = _shared(shared, compute)
     except Exception as exc:
         log.exception("eager run failed during verification")
         return "EAGER_FAILED", {}, f"{type(exc).__name__}: {exc}"
@@ -120,16 +133,25 @@ def _references(
     test: str,
     seed: int,
     same: Callable[[list[torch.Tensor], list[torch.Tensor]], bool],
+    own: list[torch.Tensor] | None = None,
 ) -> dict[str, Any]:
-    """The check's references: eager, whether a second eager run agrees with it (`same`),
-    and float64 (None where the model cannot run in it, or eager does not repeat)."""
-    eager = results(build(native, model_dtype, False, batch), test, run, native.type, seed)
+    """The check's references: eager (`own`: the eager job's first step, untimed), whether
+    a second eager run agrees with it (`same`), and float64 (None where the model cannot
+    run in it, or eager does not repeat). With `own`, float64 is the job's last build."""
+    last = own is not None  # (the job's result is its own: no backend run follows)
+    eager = own
+    if eager is None:
+        eager = results(build(native, model_dtype, False, batch), test, run, native.type, seed)
     rerun = results(build(native, model_dtype, False, batch), test, run, native.type, seed)
     if not same(rerun, eager):
         return {"eager": eager, "deterministic": False, "fp64": None}
     try:
         fp64: list[torch.Tensor] | None = results(
-            build(torch.device("cpu"), torch.float64, False, batch), test, run, None, seed
+            build(torch.device("cpu"), torch.float64, False, batch, last=last),
+            test,
+            run,
+            None,
+            seed,
         )
     except Exception as exc:  # some models cannot run in float64; compare without it
         log.warning(
