@@ -133,6 +133,7 @@ def test_the_check_copies_the_jobs_one_build_and_runs_each_copy_from_the_seed(
         job.run_step(timed, None)  # the job's second step changes its model (train)
         again = job.build(cpu, None, False, None)
         code, metrics, detail = job.verify(first)  # its last build takes the kept one
+    assert job.kept is not None and job.kept[1] is None  # (taken by the float64 run)
     built = [r.message for r in caplog.records if r.message.startswith("model planted from")]
     assert len(built) == 1, built
     assert code == "PASS", detail

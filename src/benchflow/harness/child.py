@@ -102,8 +102,7 @@ def run(
     from benchflow.results.digest import digest
 
     device = job.device
-    job.references = _references(cfg, out_dir)
-    timed, build_s = _build_timed(job)
+    timed, build_s = _build_timed(job, out_dir)
 
     def step() -> Any:
         return job.run_step(timed, device.autocast_type)
@@ -168,13 +167,15 @@ def run(
     )
 
 
-def _build_timed(job: _Job) -> tuple[Any, float]:
+def _build_timed(job: _Job, out_dir: Path) -> tuple[Any, float]:
     """The job's model for its step, and the seconds its build took less its move to the
     device (job.move_s). timing=false: the step is the accuracy check's backend run, at
-    the check's batch size."""
+    the check's batch size. First, where the check's references are (they decide whether
+    the build is kept for the check)."""
     from benchflow.harness.verify import batch_size
 
     cfg = job.cfg
+    job.references = _references(cfg, out_dir)
     t_build = time.perf_counter()
     batch = cfg.batch_size if cfg.timing else batch_size(cfg)
     timed = job.build(job.device.torch_device, job.prec.model_dtype, True, batch)
@@ -308,18 +309,16 @@ class _Job:
             log.info("model %s from %s, batch size %s", m.name, m.source, cfg.batch_size)
             seed_everything(cfg.seed)
             built = build_model(cfg)
-        if self.kept is None and self.cfg.checks_accuracy and not self._builds_once():
+        # untimed, with the check's references already in the sweep, no later build comes
+        refs = self.references
+        once = not self.cfg.timing and refs is not None and refs.is_file()
+        if self.kept is None and self.cfg.checks_accuracy and not once:
             try:
                 self.kept = (cfg.batch_size, copy.deepcopy(built))
             except Exception as exc:  # then each build of the check builds again
                 log.warning("the model cannot be copied (%s: %s)", type(exc).__name__, exc)
                 self.kept = (cfg.batch_size, None)
         return built
-
-    def _builds_once(self) -> bool:
-        """timing=false, with the check's references already in the sweep: the check takes
-        the first step's outputs and reads the rest, so no later build needs a copy."""
-        return not self.cfg.timing and self.references is not None and self.references.is_file()
 
     def run_step(self, s: TimedStep, autocast_type: str | None) -> Any:
         return self.prec.step(s, autocast_type)
