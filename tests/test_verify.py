@@ -163,7 +163,7 @@ def test_the_jobs_of_a_sweep_share_the_checks_eager_and_float64_runs(
     from benchflow import backends
     from benchflow.config.schema import BenchConfig, DynamoConfig, ModelConfig, TestConfig
     from benchflow.core.layout import SweepDir
-    from benchflow.harness.child import _references, _start
+    from benchflow.harness.child import _references_file, _start
     from benchflow.harness.verify import outputs
 
     sweep, cpu = SweepDir(tmp_path), torch.device("cpu")
@@ -175,7 +175,7 @@ def test_the_jobs_of_a_sweep_share_the_checks_eager_and_float64_runs(
 
     def checked(cfg: BenchConfig, label: str, wrong: float = 1.0) -> tuple[Any, list[Any]]:
         job, _ = _start(cfg, backends.get(label), None, records=False)
-        job.references = _references(cfg, tmp_path / "0")
+        job.references = _references_file(cfg, tmp_path / "0")
         timed = job.build(cpu, None, True, None)
         copies.append(job.kept is not None)
         torch.manual_seed(cfg.seed)

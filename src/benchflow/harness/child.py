@@ -175,7 +175,7 @@ def _build_timed(job: _Job, out_dir: Path) -> tuple[Any, float]:
     from benchflow.harness.verify import batch_size
 
     cfg = job.cfg
-    job.references = _references(cfg, out_dir)
+    job.references = _references_file(cfg, out_dir)
     t_build = time.perf_counter()
     batch = cfg.batch_size if cfg.timing else batch_size(cfg)
     timed = job.build(job.device.torch_device, job.prec.model_dtype, True, batch)
@@ -242,7 +242,8 @@ class _Job:
     shared: Prebuilt | None = None  # the one taken, as the row tells it (no model)
     move_s: float = 0.0  # the last build's cast and move
     called: bool = False  # its step was called before the fork (prebuilt.warm_here)
-    # (batch size, the first build before its cast and move: None where it cannot be copied)
+    # (batch size, the first build before its cast and move: None where it cannot be copied,
+    # or once the last build took it)
     kept: tuple[int | None, Any] | None = None
     references: Path | None = None  # the check's eager and float64 runs, kept by the sweep
 
@@ -386,7 +387,7 @@ class _Job:
         )
 
 
-def _references(cfg: BenchConfig, out_dir: Path) -> Path | None:
+def _references_file(cfg: BenchConfig, out_dir: Path) -> Path | None:
     """The file where a sweep's jobs keep the accuracy check's eager and float64 runs,
     keyed by what they depend on (None: no check, or a single run, whose folder is its job's)."""
     from benchflow.harness.verify import batch_size
