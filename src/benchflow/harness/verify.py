@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 import torch
 
+from benchflow import backends
 from benchflow.config.schema import BenchConfig
 from benchflow.harness.accuracy import compare, leaves, tolerance
 from benchflow.harness.process import seed_everything
@@ -97,7 +98,8 @@ def verify(
         return may_vary or compare(a, b, None, tol, cosine).passed
 
     # an eager job's first step (timing=false) is the check's first eager run
-    own = result if cfg.dynamo.name == "none" and target.type == native.type else None
+    eager_job = not backends.of_row(cfg.dynamo.name, cfg.xla.name).has_compile_step
+    own = result if eager_job and target.type == native.type else None
 
     def compute() -> dict[str, Any]:
         return _references(build, run, native, model_dtype, batch, test, seed, same, own)
