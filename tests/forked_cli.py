@@ -141,6 +141,7 @@ PRELOAD = (
     "benchflow.sweep.run",
     "benchflow.sweep.record",
     "benchflow.sweep.rerun",
+    "benchflow.tracking.recorded",
     "benchflow.sweep.steps",
     "benchflow.sweep.toolchains",
     "benchflow.runner.knobs",

@@ -188,6 +188,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_intermixed_args(argv)  # options may come after key=value
     from benchflow.config.store import user_config_dirs
     from benchflow.sweep import rerun
+    from benchflow.tracking import recorded
 
     # Hydra's own way to add config folders, as a sweep takes it.
     searchpath = [a for a in args.overrides if a.startswith("hydra.searchpath=")]
@@ -205,8 +206,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(why)
     project = Path.cwd()
     try:
-        records = rerun.find(args.what, args.tracking_uri, project)
-    except rerun.RerunError as exc:
+        records = recorded.find(args.what, args.tracking_uri, project)
+    except recorded.RerunError as exc:
         return _fail(str(exc))
     rows = [rec.row for rec in records]
     dirs = _config_dirs(args.config_dir, rows)

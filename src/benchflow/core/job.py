@@ -33,8 +33,8 @@ def fingerprint(cfg: BenchConfig) -> str:
 
 @dataclass(frozen=True)
 class Origin:
-    """`benchflow rerun`: the recorded row a job runs again (sweep/rerun.py), and what
-    its new row is checked against: the digest of its output and its provenance."""
+    """`benchflow rerun`: the recorded row a job runs again (tracking/recorded.py), and
+    what its new row is checked against: the digest of its output and its provenance."""
 
     row_id: str
     fingerprint: str = ""
