@@ -164,9 +164,9 @@ compare-xr: setup ## benchflow vs PyTorch/XLA's experiment runner (XLA_CHECKOUT=
 #   make coverage XLA_CHECKOUT=~/src/xla TORCHBENCH_ROOT=~/src/benchmark MODELS=alexnet TESTS=eval
 COVERAGE_OUT ?= coverage
 coverage: EXTRAS += torchbench
-coverage: setup ## Every TorchBench model by benchflow and the experiment runner (XLA_CHECKOUT=, TORCHBENCH_ROOT=, MODELS=, TESTS=)
+coverage: setup ## Every TorchBench model by benchflow and the experiment runner (XLA_CHECKOUT=, TORCHBENCH_ROOT=, MODELS=, TESTS=, PASSES=)
 	@test -n "$(XLA_CHECKOUT)" -a -n "$(TORCHBENCH_ROOT)" || { echo "coverage: set XLA_CHECKOUT=<pytorch/xla checkout at v2.9.0> and TORCHBENCH_ROOT=<pytorch/benchmark checkout>"; exit 2; }
-	$(PY) benchmarks/torchbench_coverage.py --xla $(XLA_CHECKOUT) --torchbench $(TORCHBENCH_ROOT) --out $(COVERAGE_OUT) --explained benchmarks/coverage_notes.csv --ab $(if $(MODELS),--models $(MODELS)) $(if $(TESTS),--tests $(TESTS))
+	$(PY) benchmarks/torchbench_coverage.py --xla $(XLA_CHECKOUT) --torchbench $(TORCHBENCH_ROOT) --out $(COVERAGE_OUT) --explained benchmarks/coverage_notes.csv --ab $(if $(MODELS),--models $(MODELS)) $(if $(TESTS),--tests $(TESTS)) $(if $(PASSES),--passes $(PASSES))
 
 lint: setup ## ruff (lint + format check), mypy (src/, services/, benchmarks/), import-linter
 	$(VENV)/bin/ruff check src tests benchmarks services
