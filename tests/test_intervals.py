@@ -45,6 +45,7 @@ from benchflow.results.load import (
     OTHER_OWN_LIMIT,
     SPEED_LIMIT,
     STEAL_LIMIT,
+    TICK_S,
     host_load,
     speed_change,
 )
@@ -569,6 +570,29 @@ def test_the_host_is_quiet_until_others_or_steal_take_a_share_of_the_jobs_cores(
     three = host_load(mixed, cores)
     assert three is not None and not three.quiet
     assert host_load({"total_time_s": [1.0]}, cores) is None  # no probe: no judgement
+
+
+def test_a_repeat_is_not_contended_by_what_a_tick_of_proc_stat_can_miscount() -> None:
+    """/proc/stat counts each core's busy and steal time in ticks (TICK_S), each core's
+    count over a repeat a tick off at most: a 12-ms repeat (a 1-ms step, 10 a repeat) on 2
+    cores that counts one tick more on each is not contended; past that it is, and a
+    50-ms repeat's steal the same."""
+    cores = 2
+    short = _windows(20, own=cores * TICK_S)
+    short["total_time_s"] = [0.012] * 20
+    assert cores * TICK_S > OTHER_OWN_LIMIT * 0.012 * cores  # the share alone would flag it
+    load = host_load(short, cores)
+    assert load is not None and load.quiet and load.contended == []
+    short["host_other_cpu_own_s"] = [1.5 * cores * TICK_S] * 20
+    load = host_load(short, cores)
+    assert load is not None and not load.quiet and len(load.contended) == 20
+    stolen = _windows(20, own=0.0, steal=cores * TICK_S)
+    stolen["total_time_s"] = [0.05] * 20
+    load = host_load(stolen, cores)
+    assert load is not None and load.contended == []
+    stolen["host_steal_s"] = [1.5 * cores * TICK_S] * 20
+    load = host_load(stolen, cores)
+    assert load is not None and len(load.contended) == 20
 
 
 def test_the_host_ran_at_another_speed_when_its_reference_step_moved_past_the_limit() -> None:

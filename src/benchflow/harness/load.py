@@ -11,7 +11,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-TICK_S = 1 / os.sysconf("SC_CLK_TCK")
+from benchflow.results.load import TICK_S
+
 # /proc/stat's cpuN line: user nice system idle iowait irq softirq steal ...
 _BUSY = (0, 1, 2, 5, 6)
 _STEAL = 7

@@ -2,7 +2,8 @@
 child's load probe records (harness/load.py, harness/gpu_load.py; docs/timing.md).
 
 A repeat is *contended* when other processes used more than a quarter of the job's own
-cores over it, or the hypervisor stole more than a tenth; on a GPU, *throttled* when the
+cores over it, or the hypervisor stole more than a tenth, and more than the tick
+/proc/stat counts in, on each of them; on a GPU, *throttled* when the
 driver slowed its clocks. The host was *quiet* for the job when at most a tenth of its
 repeats were either. The job's own threads' waits, load on other cores and the GPU's
 clocks, temperature and power are recorded, not judged.
@@ -11,6 +12,7 @@ clocks, temperature and power are recorded, not judged.
 from __future__ import annotations
 
 import dataclasses
+import os
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -19,6 +21,9 @@ from typing import Any
 from benchflow.core.files import pick
 
 OTHER_OWN_LIMIT = 0.25  # of the job's cores' time in a repeat (/proc/stat ticks: coarse)
+# /proc/stat's clock tick: each core's busy and steal counts over a repeat may be a tick
+# off, so a repeat is contended only past that too (a 12-ms repeat: a stray tick is not).
+TICK_S = 1 / os.sysconf("SC_CLK_TCK")
 STEAL_LIMIT = 0.10
 QUIET_SHARE = 0.10  # the most repeats that may be contended on a quiet host
 # Two runs' host speeds differ when their reference steps (harness/load.py) are more
@@ -109,10 +114,15 @@ def host_load(per_repeat: dict[str, list[float]], cores: int) -> HostLoad | None
     steal = per_repeat.get("host_steal_s") or [0.0] * len(windows)
     other = per_repeat.get("host_other_cpu_s") or [0.0] * len(windows)
     wait = per_repeat.get("host_wait_s") or [0.0] * len(windows)
+    # a repeat's counts may be a tick off on each core: within that, not contended
     contended = [
         i
         for i, w in enumerate(windows)
-        if w > 0 and (own[i] > OTHER_OWN_LIMIT * w * cores or steal[i] > STEAL_LIMIT * w * cores)
+        if w > 0
+        and (
+            own[i] > max(OTHER_OWN_LIMIT * w, TICK_S) * cores
+            or steal[i] > max(STEAL_LIMIT * w, TICK_S) * cores
+        )
     ]
     total = sum(windows)
     gpu = _gpu(per_repeat, len(windows))
