@@ -3,9 +3,9 @@ child's load probe records (harness/load.py, harness/gpu_load.py; docs/timing.md
 
 A repeat is *contended* when other processes used more than a quarter of the job's own
 cores over it, or the hypervisor stole more than a tenth, and more than the tick
-/proc/stat counts in, on each of them; on a GPU, *throttled* when the
-driver slowed its clocks. The host was *quiet* for the job when at most a tenth of its
-repeats were either. The job's own threads' waits, load on other cores and the GPU's
+/proc/stat counts in, on each of them; on a GPU, *throttled* when the driver slowed its
+clocks. The host was *quiet* for the job when at most a tenth of its repeats were
+either. The job's own threads' waits, load on other cores and the GPU's
 clocks, temperature and power are recorded, not judged.
 """
 
