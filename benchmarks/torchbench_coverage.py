@@ -237,23 +237,26 @@ def _pooled(rows: list[dict[str, str]]) -> dict[str, str]:
         return rows[0]
     pooled = dict(rows[0])
     for side in ("runner", "benchflow"):
-        ok = [
-            float(r[f"{side}_median_ms"])
-            for r in rows
-            if _cell(r[f"{side}_status"], r[f"{side}_median_ms"]).endswith("ms")
-        ]
+        ok = [float(r[f"{side}_median_ms"]) for r in rows if _timed(r, side)]
         pooled[f"{side}_status"] = "ok" if ok else rows[0][f"{side}_status"]
         pooled[f"{side}_median_ms"] = f"{statistics.median(ok):.6g}" if ok else ""
-    timed = pooled["runner_median_ms"] and pooled["benchflow_median_ms"]
-    ratio = float(pooled["benchflow_median_ms"]) / float(pooled["runner_median_ms"]) if timed else 0
-    pooled["ratio"] = f"{ratio:.3f}" if timed else ""
+    pooled["ratio"] = (
+        f"{float(pooled['benchflow_median_ms']) / float(pooled['runner_median_ms']):.3f}"
+        if _timed(pooled, "runner") and _timed(pooled, "benchflow")
+        else ""
+    )
     each = ", ".join(
-        f"{_cell(r['runner_status'], r['runner_median_ms'])} / "
-        f"{_cell(r['benchflow_status'], r['benchflow_median_ms'])}".replace(" ms /", " /")
+        f"{_cell(r['runner_status'], r['runner_median_ms']).removesuffix(' ms')} / "
+        f"{_cell(r['benchflow_status'], r['benchflow_median_ms'])}"
         for r in rows
     )
     pooled["passes"] = f"{len(rows)} passes (runner / benchflow): {each}; the ratio of the medians"
     return pooled
+
+
+def _timed(row: dict[str, str], side: str) -> bool:
+    """The side timed the cell: ok, with a median."""
+    return row[f"{side}_status"] == "ok" and bool(row[f"{side}_median_ms"])
 
 
 def _cell(status: str, median_ms: str) -> str:
