@@ -208,7 +208,8 @@ def test_the_signals_and_the_graph_break_table(runs: dict[str, Any]) -> None:
     assert signals.xla_repeat_compiles is None and signals.inductor_kernels is None
     out = runs["after"].stdout
     assert max(map(len, out.splitlines())) <= 120
-    table = out[out.index("graph breaks") :].splitlines()
+    said = out.splitlines()  # (the table's title: the per-model table has the column too)
+    table = said[next(i for i, line in enumerate(said) if line.strip() == "graph breaks") :]
     assert table[1].split() == ["config", "│", "model", "│", "test", "│", "breaks", "│",
                                 "reason", "│", "where"]  # fmt: skip
     cells = [c.strip() for c in table[3].split("│")]
@@ -217,6 +218,26 @@ def test_the_signals_and_the_graph_break_table(runs: dict[str, Any]) -> None:
     md = (runs["after"].cwd / "multirun" / "after" / "report" / "report.md").read_text()
     assert "## Graph breaks" in md
     assert f"| aot_eager | planted | eval | {brk.count} | {brk.reason} |" in md
+
+
+def test_an_accuracy_sweep_shows_its_checks_not_empty_times(runs: dict[str, Any]) -> None:
+    """timing=false: each job's line says its accuracy and dynamo's counts as it ends, and
+    the terminal's table has those in place of the timing columns (none would be filled)."""
+    for name, code, counts in (("before", "PASS", (1, 0, 0)), ("after", "FAIL", (2, 1, 1))):
+        res = runs[name]
+        said = "graphs {}, graph breaks {}, recompiles {}".format(*counts)
+        progress = f"[1/1] ok          planted·aot_eager·eval       accuracy {code}; {said} · "
+        assert progress in res.stderr, res.stderr
+        header = next(line for line in res.stdout.splitlines() if line.startswith("model "))
+        assert [c.strip() for c in header.split("│")] == [
+            "model", "test", "config", "status", "accuracy", "graphs", "graph breaks",
+            "recompiles", "note"]  # fmt: skip
+        (line,) = [ln for ln in res.stdout.splitlines() if ln.startswith("planted ")]
+        cells = [c.strip() for c in line.split("│")]
+        assert cells[:8] == ["planted", "eval", "aot_eager", "ok", code, *map(str, counts)]
+        (row,) = rows_of(runs, name)
+        detail = row.verification_detail or ""  # the check's detail, whole or cut to fit
+        assert cells[8] == detail or (cells[8].endswith("…") and detail.startswith(cells[8][:-1]))
 
 
 def test_timing_false_is_one_process_with_its_accuracy_checked_and_no_timed_setting() -> None:

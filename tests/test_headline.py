@@ -65,7 +65,9 @@ def test_the_duplicate_configuration_runs_once(grid_sweep: SessionSweep) -> None
     """openxla with xla=auto resolves to xla=PJRT: the same fingerprint, so the sweep
     launches the first grid point only, and says so, instead of timing it again."""
     said = [ln for ln in grid_sweep.result.stderr.splitlines() if "the same job as" in ln]
-    assert len(said) == 2 and all("dynamo=openxla xla=PJRT" in ln for ln in said), said
+    assert len(said) == 2, said  # each by its name and the override it alone has
+    assert all("openxla·eval (xla=PJRT): the same job as [" in ln for ln in said), said
+    assert all(ln.endswith("] (xla=auto), run once as it") for ln in said), said
     openxla = [r for r in grid_sweep.rows() if r["backend"] == "openxla"]
     assert len(openxla) == 2 and len({r["job"]["fingerprint"] for r in openxla}) == 2
     assert all("xla=auto" in r["job"]["overrides"] for r in openxla)  # the first of each

@@ -615,3 +615,24 @@ def test_only_threads_known_to_survive_a_fork_are_left_out_of_the_count() -> Non
         stop.set()
         for t in threads:
             t.join()
+
+
+def test_what_a_warm_process_prints_goes_to_the_sweeps_log(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A warm process's own output (a library's warning as it imports, its traceback) is
+    the machinery's: appended to the sweep's log (`Pool(output)`: sweep/run.py gives it
+    benchflow.log), never on the terminal. A zygote of a kind it does not know ends at
+    once, saying why, before any import of torch."""
+    from benchflow.runner.zygote import Zygote, ZygoteError
+
+    log = tmp_path / "benchflow.log"
+    log.write_text("a line of the sweep's own\n")
+    zygote = Zygote("nosuchkind", output=log)
+    with pytest.raises(ZygoteError, match="the zygote exited"):
+        zygote.wait_ready(60)
+    zygote.close()
+    said = log.read_text()
+    assert said.startswith("a line of the sweep's own\n"), said
+    assert "KeyError: 'nosuchkind'" in said, said
+    assert "nosuchkind" not in capfd.readouterr().err

@@ -319,7 +319,9 @@ def _speedups(entries: list[Entry], base: Baseline) -> list[str]:
     """Each entry's speedup over its baseline's row (or the note saying why none), and
     the report's notes where the baseline is not among the entries."""
     index = {e.key: e for e in entries}
-    has_base = any(base.is_base(e.config) for e in entries)
+    # (an accuracy sweep's entries, all untimed, have no speedup to miss)
+    untimed = bool(entries) and all(e.untimed for e in entries)
+    has_base = untimed or any(base.is_base(e.config) for e in entries)
     notes: list[str] = []
     if not has_base and base.toolchain:
         present = ", ".join(

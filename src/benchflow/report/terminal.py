@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from benchflow.core.units import NOT_APPLICABLE, format_span, format_time
+from benchflow.core.units import MISSING, NOT_APPLICABLE, format_span, format_time
 from benchflow.report import render
 from benchflow.report.compare import GOOD, Change
 from benchflow.report.entry import Entry
@@ -34,6 +34,19 @@ ENTRY_COLUMNS = (
     "compile",
     "note",
 )
+# An accuracy sweep's (timing=false: no entry timed): what was checked and read in place
+# of the times (docs/expected.md); the note is the check's detail or the error.
+UNTIMED_COLUMNS = (
+    "model",
+    "test",
+    "config",
+    "status",
+    "accuracy",
+    "graphs",
+    "graph breaks",
+    "recompiles",
+    "note",
+)
 SUMMARY_COLUMNS = (
     "config",
     "passrate",
@@ -47,6 +60,7 @@ SUMMARY_COLUMNS = (
 # the width given (never below its header's): words first, then names.
 ENTRY_GIVE = (("note", 24), ("config", 16), ("model", 14), ("note", 8), ("config", 10))
 SUMMARY_GIVE = (("config", 16), ("passrate", 12), ("config", 10))
+UNTIMED_SUMMARY = ("config", "passrate", "skipped")
 CHANGE_GIVE = (("detail", 24), ("config", 16), ("model", 14), ("detail", 8), ("verdict", 12))
 INVALID_GIVE = (("why it never ran", 24), ("settings", 16), ("model", 14))
 BREAKS_GIVE = (("reason", 32), ("where", 20), ("config", 16), ("model", 14), ("reason", 12))
@@ -71,10 +85,25 @@ def entry_cells(e: Entry, baseline: bool) -> list[str]:
     ]
 
 
-def summary_cells(s: Summary) -> list[str]:
-    """SUMMARY_COLUMNS' cells, as render's summary has them."""
+UNTIMED_COUNTS = ("graphs", "graph_breaks", "recompiles")  # results/signals.Signals' fields
+
+
+def untimed_cells(e: Entry) -> list[str]:
+    """UNTIMED_COLUMNS' cells: the accuracy check's code, dynamo's counts (– where a count
+    does not apply: no dynamo, no graphs) and the check's detail or the error."""
+    signals = e.row.signals
+    counts = [getattr(signals, name) if signals else None for name in UNTIMED_COUNTS]
+    shown = [
+        MISSING if signals is None else NOT_APPLICABLE if c is None else str(c) for c in counts
+    ]
+    detail = e.row.verification_detail or e.error
+    return [e.model, e.test, e.config.label, e.status.value, e.verification, *shown, detail]
+
+
+def summary_cells(s: Summary, columns: Sequence[str] = SUMMARY_COLUMNS) -> list[str]:
+    """`columns`' cells, as render's summary has them."""
     cells = dict(zip(render.SUMMARY_HEADER, render.summary_cells(s), strict=True))
-    return [cells[name] for name in SUMMARY_COLUMNS]
+    return [cells[name] for name in columns]
 
 
 def change_cells(c: Change) -> list[str]:
@@ -84,7 +113,12 @@ def change_cells(c: Change) -> list[str]:
     return cells
 
 
-def legend(report: Report) -> str:
+def legend(report: Report, timed: bool = True) -> str:
+    if not timed:
+        return (
+            "accuracy: the check against eager and float64 (docs/accuracy.md); graphs, graph "
+            "breaks, recompiles: dynamo's, over the first two steps (–: no dynamo)"
+        )
     return (
         f"median: time per iteration; speedup: {report.baseline} time / this time (> 1 is "
         "faster); geomean share of peak: of a step's FLOP/s in the device's measured matmul "
@@ -176,10 +210,14 @@ def print_terminal(
         for text in render.overall_lines(changes):
             say(text)
     entries = report.entries
+    timed = not entries or any(not e.untimed for e in entries)
     say(
         _table(
-            ENTRY_COLUMNS,
-            [entry_cells(e, report.is_baseline(e.config)) for e in entries],
+            ENTRY_COLUMNS if timed else UNTIMED_COLUMNS,
+            [
+                entry_cells(e, report.is_baseline(e.config)) if timed else untimed_cells(e)
+                for e in entries
+            ],
             ENTRY_GIVE,
             title,
             styles=[None if e.passed else e.status.style for e in entries],
@@ -189,9 +227,10 @@ def print_terminal(
             ],
         )
     )
-    summaries = [summary_cells(s) for s in report.summaries]
-    say(_table(SUMMARY_COLUMNS, summaries, SUMMARY_GIVE, "summary"))
-    say(legend(report), style="dim")
+    columns = SUMMARY_COLUMNS if timed else UNTIMED_SUMMARY
+    summaries = [summary_cells(s, columns) for s in report.summaries]
+    say(_table(columns, summaries, SUMMARY_GIVE, "summary"))
+    say(legend(report, timed), style="dim")
     if report.invalid:
         invalid = render.invalid_rows(report)
         styles = ["yellow"] * len(invalid)

@@ -82,6 +82,13 @@ class Signals:
             }
         )
 
+    def said(self) -> str:
+        """Dynamo's counts in words ("graphs 2, graph breaks 0, recompiles 1", as `benchflow
+        expected` names them); '' where none applies (no dynamo)."""
+        counts = {"graphs": self.graphs, "graph breaks": self.graph_breaks}
+        counts["recompiles"] = self.recompiles
+        return ", ".join(f"{what} {n}" for what, n in counts.items() if n is not None)
+
     def metrics(self) -> dict[str, float]:
         """The counts that apply, as MLflow metrics."""
         return {

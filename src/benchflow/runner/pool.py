@@ -39,9 +39,11 @@ def parent(warm: Warm) -> Warm | None:
 
 
 class Pool:
-    """A sweep's warm processes (see the module)."""
+    """A sweep's warm processes (see the module); what they print themselves appended to
+    `output` (the sweep's log; None: this process's stderr)."""
 
-    def __init__(self) -> None:
+    def __init__(self, output: Path | None = None) -> None:
+        self.output = output
         self._live: dict[Warm, Zygote] = {}  # least recently used first
         self._failed: dict[Warm, str] = {}  # could not be made, and why
 
@@ -73,7 +75,7 @@ class Pool:
         if warm.stage != "imported":
             build = request | {"stage": warm.stage, "key": warm.step or warm.build}
         try:
-            zygote = Zygote(warm.zygote, cores, base=base, build=build)
+            zygote = Zygote(warm.zygote, cores, base=base, build=build, output=self.output)
         except (ZygoteError, OSError) as exc:
             self._fail(warm, None, exc)
             return None
@@ -113,7 +115,7 @@ class Pool:
             warm = above
         if warm not in self._live and warm not in self._failed:
             with contextlib.suppress(ZygoteError, OSError):  # (tried again, and said why,
-                self._live[warm] = Zygote(warm.zygote)  # when the process comes)
+                self._live[warm] = Zygote(warm.zygote, output=self.output)  # when it comes)
 
     def close(self, warm: Warm) -> None:
         """No later process forks from `warm`: it goes."""

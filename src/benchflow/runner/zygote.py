@@ -211,8 +211,11 @@ class Zygote:
         cores: list[int] | None = None,
         base: Zygote | None = None,
         build: dict[str, Any] | None = None,
+        output: Path | None = None,
     ) -> None:
-        """A zygote of `name`, from `base` or afresh, importing on `cores` (not a timed slot)."""
+        """A zygote of `name`, from `base` or afresh, importing on `cores` (not a timed slot);
+        what it prints appended to `output` (None: this process's stderr; one forked from
+        `base` prints where its base does)."""
         self.name, self.kind = name, split(name)[0]
         self.proc: subprocess.Popen[bytes] | None = None
         self.build_s: float | None = None
@@ -225,7 +228,7 @@ class Zygote:
                 listener.bind(path)
                 listener.listen(1)
                 listener.settimeout(CONNECT_TIMEOUT_S)
-                self.pid = self._start(path, cores, base, build)
+                self.pid = self._start(path, cores, base, build, output)
                 try:
                     self._sock, _ = listener.accept()
                 except TimeoutError as exc:
@@ -235,7 +238,9 @@ class Zygote:
         self._sock.settimeout(None)
         self._lines = Lines(self._sock.fileno())
 
-    def _start(self, path: str, cores: list[int] | None, base: Zygote | None, build: Any) -> int:
+    def _start(
+        self, path: str, cores: list[int] | None, base: Zygote | None, build: Any, output: Any
+    ) -> int:
         if base is not None:
             base.wait_ready()
             base._say(ForkZygote(self.kind, path, cores or [], build))
@@ -251,13 +256,16 @@ class Zygote:
             env.update(extra)
         if cores:
             env[ENV_CPUS] = ",".join(map(str, cores))
-        self.proc = subprocess.Popen(
-            [python, "-m", "benchflow.runner.zygote", self.kind, path],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            start_new_session=True,  # a Ctrl-C at the terminal reaches the parent only
-        )
+        with contextlib.ExitStack() as files:
+            err = files.enter_context(open(output, "ab")) if output else None
+            self.proc = subprocess.Popen(
+                [python, "-m", "benchflow.runner.zygote", self.kind, path],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+                start_new_session=True,  # a Ctrl-C at the terminal reaches the parent only
+            )
         return self.proc.pid
 
     def _say(self, msg: Message) -> None:

@@ -56,10 +56,15 @@ def note(text: str) -> None:
 
 
 def duplicate(job: Job, first: Job, total: int) -> None:
-    """A job planned twice (an earlier job's fingerprint): run once, as the first."""
+    """A job planned twice (an earlier job's fingerprint): run once, as the first. Each
+    side by the overrides it alone has (xla=PJRT against xla=auto), where they differ."""
+    own = [o for o in job.overrides if o not in first.overrides]
+    theirs = [o for o in first.overrides if o not in job.overrides]
+    differ = f" ({' '.join(own)})" if own else ""
+    first_differ = f" ({' '.join(theirs)})" if theirs else ""
     _console().print(
-        f"[{job.num + 1}/{total}] [dim]{escape(' '.join(job.overrides))}: the same job as "
-        f"[{first.num + 1}/{total}] ({escape(' '.join(first.overrides))}), run once as it[/]",
+        f"[{job.num + 1}/{total}] [dim]{escape(job.name + differ)}: the same job as "
+        f"[{first.num + 1}/{total}]{escape(first_differ)}, run once as it[/]",
         soft_wrap=True,
     )
 
@@ -81,6 +86,9 @@ def report(row: ResultRow, num: int, total: int, tally: Counter[str]) -> None:
             parts.append("[yellow]host busy[/]")
     elif row.error:
         parts.append(row.error.splitlines()[0][:100])
+    elif row.untimed:  # an accuracy sweep's job: what it checked and read
+        said = row.signals.said() if row.signals else ""
+        parts.append(escape(f"accuracy {row.verification_code}" + (f"; {said}" if said else "")))
     parts.append(f"· wall {row.job.wall_time_s or 0.0:.1f} s")
     done = ", ".join(f"{n} {s}" for s, n in sorted(tally.items()))
     parts.append(f"· done: {done}")

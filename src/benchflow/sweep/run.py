@@ -53,7 +53,8 @@ class Sweep:
     ) -> None:
         self.plan, self.single, self.verbose = plan, single, verbose
         self.folder = SweepDir(folder.resolve())
-        self.pool = Pool()
+        # what the warm processes print goes to the sweep's log, as the machinery's lines do
+        self.pool = Pool(None if verbose else self.folder.path / LOG)
         self.tracking = Tracking(self.folder, project_dir)
         self.ran: dict[int, list[Outcome]] = {}  # each job's processes so far, in order
         self.done: set[int] = set()  # jobs recorded (or kept) in this launch of the sweep
