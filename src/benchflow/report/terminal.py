@@ -17,6 +17,7 @@ from benchflow.report import render
 from benchflow.report.compare import GOOD, Change
 from benchflow.report.entry import Entry
 from benchflow.report.model import Report, Summary
+from benchflow.results.signals import DYNAMO_COUNTS
 
 WIDTH = 120  # the widest line the terminal report prints
 # The columns a table takes beyond its cells (_table's look): between two columns a
@@ -42,9 +43,7 @@ UNTIMED_COLUMNS = (
     "config",
     "status",
     "accuracy",
-    "graphs",
-    "graph breaks",
-    "recompiles",
+    *(name.replace("_", " ") for name in DYNAMO_COUNTS),
     "note",
 )
 SUMMARY_COLUMNS = (
@@ -56,11 +55,11 @@ SUMMARY_COLUMNS = (
     "memory ratio",
     "skipped",
 )
+UNTIMED_SUMMARY = ("config", "passrate", "skipped")  # an accuracy sweep's: no time to sum up
 # Where a table is wider than WIDTH, the columns that give way, in turn, each down to
 # the width given (never below its header's): words first, then names.
 ENTRY_GIVE = (("note", 24), ("config", 16), ("model", 14), ("note", 8), ("config", 10))
 SUMMARY_GIVE = (("config", 16), ("passrate", 12), ("config", 10))
-UNTIMED_SUMMARY = ("config", "passrate", "skipped")
 CHANGE_GIVE = (("detail", 24), ("config", 16), ("model", 14), ("detail", 8), ("verdict", 12))
 INVALID_GIVE = (("why it never ran", 24), ("settings", 16), ("model", 14))
 BREAKS_GIVE = (("reason", 32), ("where", 20), ("config", 16), ("model", 14), ("reason", 12))
@@ -85,14 +84,11 @@ def entry_cells(e: Entry, baseline: bool) -> list[str]:
     ]
 
 
-UNTIMED_COUNTS = ("graphs", "graph_breaks", "recompiles")  # results/signals.Signals' fields
-
-
 def untimed_cells(e: Entry) -> list[str]:
     """UNTIMED_COLUMNS' cells: the accuracy check's code, dynamo's counts (– where a count
     does not apply: no dynamo, no graphs) and the check's detail or the error."""
     signals = e.row.signals
-    counts = [getattr(signals, name) if signals else None for name in UNTIMED_COUNTS]
+    counts = [getattr(signals, name) if signals else None for name in DYNAMO_COUNTS]
     shown = [
         MISSING if signals is None else NOT_APPLICABLE if c is None else str(c) for c in counts
     ]

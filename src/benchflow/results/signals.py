@@ -85,9 +85,8 @@ class Signals:
     def said(self) -> str:
         """Dynamo's counts in words ("graphs 2, graph breaks 0, recompiles 1", as `benchflow
         expected` names them); '' where none applies (no dynamo)."""
-        counts = {"graphs": self.graphs, "graph breaks": self.graph_breaks}
-        counts["recompiles"] = self.recompiles
-        return ", ".join(f"{what} {n}" for what, n in counts.items() if n is not None)
+        counts = ((name, getattr(self, name)) for name in DYNAMO_COUNTS)
+        return ", ".join(f"{name.replace('_', ' ')} {n}" for name, n in counts if n is not None)
 
     def metrics(self) -> dict[str, float]:
         """The counts that apply, as MLflow metrics."""
@@ -99,6 +98,9 @@ class Signals:
 
 
 COUNTS = tuple(f.name for f in dataclasses.fields(Signals) if "metric" in f.metadata)
+# dynamo's counts, as an accuracy sweep's lines and terminal table say them (in words:
+# the name with spaces, as `benchflow expected` names its columns)
+DYNAMO_COUNTS = ("graphs", "graph_breaks", "recompiles")
 
 
 def breaks_of(found: Iterable[tuple[str, str]]) -> list[Break]:

@@ -216,7 +216,7 @@ class Zygote:
         """A zygote of `name`, from `base` or afresh, importing on `cores` (not a timed slot);
         what it prints appended to `output` (None: this process's stderr; one forked from
         `base` prints where its base does)."""
-        self.name, self.kind = name, split(name)[0]
+        self.name, self.kind, self.output = name, split(name)[0], output
         self.proc: subprocess.Popen[bytes] | None = None
         self.build_s: float | None = None
         self.import_s = 0.0
@@ -228,7 +228,7 @@ class Zygote:
                 listener.bind(path)
                 listener.listen(1)
                 listener.settimeout(CONNECT_TIMEOUT_S)
-                self.pid = self._start(path, cores, base, build, output)
+                self.pid = self._start(path, cores, base, build)
                 try:
                     self._sock, _ = listener.accept()
                 except TimeoutError as exc:
@@ -238,9 +238,7 @@ class Zygote:
         self._sock.settimeout(None)
         self._lines = Lines(self._sock.fileno())
 
-    def _start(
-        self, path: str, cores: list[int] | None, base: Zygote | None, build: Any, output: Any
-    ) -> int:
+    def _start(self, path: str, cores: list[int] | None, base: Zygote | None, build: Any) -> int:
         if base is not None:
             base.wait_ready()
             base._say(ForkZygote(self.kind, path, cores or [], build))
@@ -256,8 +254,7 @@ class Zygote:
             env.update(extra)
         if cores:
             env[ENV_CPUS] = ",".join(map(str, cores))
-        with contextlib.ExitStack() as files:
-            err = files.enter_context(open(output, "ab")) if output else None
+        with open(self.output, "ab") if self.output else contextlib.nullcontext() as err:
             self.proc = subprocess.Popen(
                 [python, "-m", "benchflow.runner.zygote", self.kind, path],
                 env=env,
