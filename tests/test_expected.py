@@ -7,7 +7,9 @@ untimed, without MLflow; every other check reads their rows in this process."""
 
 from __future__ import annotations
 
+import csv
 import dataclasses
+import io
 import re
 from pathlib import Path
 from typing import Any
@@ -238,6 +240,11 @@ def test_an_accuracy_sweep_shows_its_checks_not_empty_times(runs: dict[str, Any]
         (row,) = rows_of(runs, name)
         detail = row.verification_detail or ""  # the check's detail, whole or cut to fit
         assert cells[8] == detail or (cells[8].endswith("…") and detail.startswith(cells[8][:-1]))
+        # the full report's row has the counts too, after the check's code, and its CSV
+        report = res.cwd / "multirun" / name / "report"
+        assert f"| {code} | {' | '.join(map(str, counts))} |" in (report / "report.md").read_text()
+        (line,) = list(csv.DictReader(io.StringIO((report / "report.csv").read_text())))
+        assert [line[k] for k in ("graphs", "graph_breaks", "recompiles")] == list(map(str, counts))
 
 
 def test_timing_false_is_one_process_with_its_accuracy_checked_and_no_timed_setting() -> None:

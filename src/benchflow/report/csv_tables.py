@@ -14,6 +14,7 @@ from benchflow.report.entry import Entry
 from benchflow.report.model import Report
 from benchflow.results.flops import Flops
 from benchflow.results.headline import FLOP_METRICS
+from benchflow.results.signals import DYNAMO_COUNTS
 
 
 def _csv(columns: Sequence[tuple[str, Any]], items: Sequence[Any]) -> str:
@@ -58,6 +59,10 @@ def entries_csv(report: Report) -> str:
         ("memory_kind", lambda e: e.memory_kind or ""),
         ("memory_ratio", lambda e: _num(e.memory_ratio)),
         ("verification_code", lambda e: e.verification),
+        *[
+            (name, lambda e, name=name: _num(getattr(e.row.signals, name, None)))
+            for name in DYNAMO_COUNTS
+        ],
         ("passed", lambda e: int(e.passed)),
         ("note", lambda e: e.note),
         ("error", lambda e: e.error),

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from benchflow.config.schema import STEPS
 from benchflow.core.status import Status
 from benchflow.core.units import (
+    MISSING,
     NOT_APPLICABLE,
     format_interval,
     format_rate,
@@ -20,7 +21,7 @@ from benchflow.report.entry import Entry
 from benchflow.report.model import Meta, Report, Summary
 from benchflow.results.intervals import Interval
 from benchflow.results.phases import MODEL_WORK, PHASES
-from benchflow.results.signals import short_frame
+from benchflow.results.signals import DYNAMO_COUNTS, short_frame
 from benchflow.suite.rules import DTYPE_RULE
 
 ENTRY_HEADER = [
@@ -37,6 +38,7 @@ ENTRY_HEADER = [
     "compile",
     "peak mem",
     "verify",
+    *(name.replace("_", " ") for name in DYNAMO_COUNTS),
     "note",
 ]
 SUMMARY_HEADER = [
@@ -102,8 +104,17 @@ def entry_cells(e: Entry, baseline: bool) -> list[str]:
         _compile(e),
         mem,
         e.verification,
+        *signal_cells(e),
         e.note or e.error,
     ]
+
+
+def signal_cells(e: Entry) -> list[str]:
+    """Dynamo's counts of the row (DYNAMO_COUNTS): – where one does not apply (no dynamo),
+    - where the row has none (it did not run)."""
+    signals = e.row.signals
+    counts = [getattr(signals, name) if signals else None for name in DYNAMO_COUNTS]
+    return [MISSING if signals is None else NOT_APPLICABLE if c is None else str(c) for c in counts]
 
 
 def rate_cell(e: Entry) -> str:

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from benchflow.core.units import MISSING, NOT_APPLICABLE, format_span, format_time
+from benchflow.core.units import NOT_APPLICABLE, format_span, format_time
 from benchflow.report import render
 from benchflow.report.compare import GOOD, Change
 from benchflow.report.entry import Entry
@@ -87,13 +87,9 @@ def entry_cells(e: Entry, baseline: bool) -> list[str]:
 def untimed_cells(e: Entry) -> list[str]:
     """UNTIMED_COLUMNS' cells: the accuracy check's code, dynamo's counts (– where a count
     does not apply: no dynamo, no graphs) and the check's detail or the error."""
-    signals = e.row.signals
-    counts = [getattr(signals, name) if signals else None for name in DYNAMO_COUNTS]
-    shown = [
-        MISSING if signals is None else NOT_APPLICABLE if c is None else str(c) for c in counts
-    ]
     detail = e.row.verification_detail or e.error
-    return [e.model, e.test, e.config.label, e.status.value, e.verification, *shown, detail]
+    cells = [e.model, e.test, e.config.label, e.status.value, e.verification]
+    return [*cells, *render.signal_cells(e), detail]
 
 
 def summary_cells(s: Summary, columns: Sequence[str] = SUMMARY_COLUMNS) -> list[str]:
