@@ -43,7 +43,7 @@ UNTIMED_COLUMNS = (
     "config",
     "status",
     "accuracy",
-    *(name.replace("_", " ") for name in DYNAMO_COUNTS),
+    *DYNAMO_COUNTS.values(),
     "note",
 )
 SUMMARY_COLUMNS = (

@@ -85,8 +85,8 @@ class Signals:
     def said(self) -> str:
         """Dynamo's counts in words ("graphs 2, graph breaks 0, recompiles 1", as `benchflow
         expected` names them); '' where none applies (no dynamo)."""
-        counts = ((name, getattr(self, name)) for name in DYNAMO_COUNTS)
-        return ", ".join(f"{name.replace('_', ' ')} {n}" for name, n in counts if n is not None)
+        counts = ((words, getattr(self, name)) for name, words in DYNAMO_COUNTS.items())
+        return ", ".join(f"{words} {n}" for words, n in counts if n is not None)
 
     def metrics(self) -> dict[str, float]:
         """The counts that apply, as MLflow metrics."""
@@ -98,9 +98,9 @@ class Signals:
 
 
 COUNTS = tuple(f.name for f in dataclasses.fields(Signals) if "metric" in f.metadata)
-# dynamo's counts, as an accuracy sweep's lines and terminal table say them (in words:
-# the name with spaces, as `benchflow expected` names its columns)
-DYNAMO_COUNTS = ("graphs", "graph_breaks", "recompiles")
+# dynamo's counts, each in words as an accuracy sweep's lines and the report's tables say
+# it (the field's name with spaces, as `benchflow expected` names its columns)
+DYNAMO_COUNTS = {"graphs": "graphs", "graph_breaks": "graph breaks", "recompiles": "recompiles"}
 
 
 def breaks_of(found: Iterable[tuple[str, str]]) -> list[Break]:
