@@ -223,8 +223,9 @@ def test_the_signals_and_the_graph_break_table(runs: dict[str, Any]) -> None:
 
 
 def test_an_accuracy_sweep_shows_its_checks_not_empty_times(runs: dict[str, Any]) -> None:
-    """timing=false: each job's line says its accuracy and dynamo's counts as it ends, and
-    the terminal's table has those in place of the timing columns (none would be filled)."""
+    """timing=false: each job's line says its accuracy and dynamo's counts as it ends, the
+    terminal's table has those in place of the timing columns (none would be filled), and
+    the full report's table and CSV have the counts beside the check's code."""
     for name, code, counts in (("before", "PASS", (1, 0, 0)), ("after", "FAIL", (2, 1, 1))):
         res = runs[name]
         said = "graphs {}, graph breaks {}, recompiles {}".format(*counts)
@@ -243,8 +244,9 @@ def test_an_accuracy_sweep_shows_its_checks_not_empty_times(runs: dict[str, Any]
         # the full report's row has the counts too, after the check's code, and its CSV
         report = res.cwd / "multirun" / name / "report"
         assert f"| {code} | {' | '.join(map(str, counts))} |" in (report / "report.md").read_text()
-        (line,) = list(csv.DictReader(io.StringIO((report / "report.csv").read_text())))
-        assert [line[k] for k in ("graphs", "graph_breaks", "recompiles")] == list(map(str, counts))
+        (csv_row,) = list(csv.DictReader(io.StringIO((report / "report.csv").read_text())))
+        got = [csv_row[k] for k in ("graphs", "graph_breaks", "recompiles")]
+        assert got == list(map(str, counts))
 
 
 def test_timing_false_is_one_process_with_its_accuracy_checked_and_no_timed_setting() -> None:
