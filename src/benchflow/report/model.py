@@ -134,6 +134,11 @@ class Report:
     def configs(self) -> list[Config]:
         return _configs(self.entries)
 
+    @property
+    def untimed(self) -> bool:
+        """An accuracy sweep's report: every entry ran with timing=false."""
+        return all_untimed(self.entries)
+
     def phase_totals(self) -> dict[str, float]:
         return {k: sum(t.phases.get(k, 0.0) for t in self.time_spent) for k in PHASES}
 
@@ -315,13 +320,17 @@ def axes_of(entries: Sequence[Entry]) -> set[str]:
     return {k for e in entries for k, _ in e.config.axes}
 
 
+def all_untimed(entries: list[Entry]) -> bool:
+    """Entries of an accuracy sweep: at least one, and none timed (timing=false)."""
+    return bool(entries) and all(e.untimed for e in entries)
+
+
 def _speedups(entries: list[Entry], base: Baseline) -> list[str]:
     """Each entry's speedup over its baseline's row (or the note saying why none), and
     the report's notes where the baseline is not among the entries."""
     index = {e.key: e for e in entries}
     # (an accuracy sweep's entries, all untimed, have no speedup to miss)
-    untimed = bool(entries) and all(e.untimed for e in entries)
-    has_base = untimed or any(base.is_base(e.config) for e in entries)
+    has_base = all_untimed(entries) or any(base.is_base(e.config) for e in entries)
     notes: list[str] = []
     if not has_base and base.toolchain:
         present = ", ".join(

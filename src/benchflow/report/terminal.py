@@ -202,7 +202,7 @@ def print_terminal(
         for text in render.overall_lines(changes):
             say(text)
     entries = report.entries
-    timed = not entries or any(not e.untimed for e in entries)
+    timed = not report.untimed
     say(
         _table(
             ENTRY_COLUMNS if timed else UNTIMED_COLUMNS,
