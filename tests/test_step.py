@@ -69,7 +69,24 @@ def prepare(fn):
     return fn
 step("tb_two_steps", "eval", "module", prepare=prepare)
 step("tb_two_steps", "eval", "torchbench", prepare=prepare)
-out["prepared"] = seen
+out["prepared"] = list(seen)
+
+# a step no longer referenced is freed at once with its model, the collector off: the
+# accuracy check's copies are freed each before the next is made
+import gc, weakref
+gc.collect()
+gc.disable()
+freed = {}
+for kind in ("module", "torchbench"):
+    for test in ("eval", "train"):
+        for prep in (None, prepare):
+            s = step("tb_two_steps", test, kind, prepare=prep)
+            s()
+            refs = [weakref.ref(s), weakref.ref(s.model)]
+            del s
+            freed[f"{kind}/{test}/{'prepared' if prep else 'eager'}"] = [r() is None for r in refs]
+gc.enable()
+out["freed"] = freed
 
 s = step("tb_dict_inputs", "eval", "module", dtype=torch.bfloat16)
 module, inputs = s.model.get_module()
@@ -146,7 +163,14 @@ def test_module_train_step_is_the_experiment_runners(probe: dict[str, Any]) -> N
 def test_a_compiling_backend_gets_the_step_function_or_the_module(probe: dict[str, Any]) -> None:
     # module: the whole step function, as the references compile their model_iter_fn;
     # torchbench: the module, swapped in with set_module
-    assert probe["prepared"] == ["method", "Net"]
+    assert probe["prepared"] == ["function", "Net"]
+
+
+def test_a_step_no_longer_used_is_freed_at_once_with_its_model(probe: dict[str, Any]) -> None:
+    # (a cycle through the step kept each of the accuracy check's model copies until the
+    # collector ran: llama's check held 8.0 GB at its peak, 6.9 GB after)
+    assert len(probe["freed"]) == 8
+    assert all(freed == [True, True] for freed in probe["freed"].values()), probe["freed"]
 
 
 def test_dict_inputs_are_keyword_arguments_cast_to_the_jobs_dtype(probe: dict[str, Any]) -> None:

@@ -82,6 +82,31 @@ def reduce_to_scalar_loss(out: Any) -> torch.Tensor:
     return reduce(out)  # type: ignore[no-any-return]
 
 
+def step_function(
+    module: Any, optimizer: torch.optim.Optimizer | None, loss: Callable[[Any], torch.Tensor]
+) -> Callable[[tuple[Any, ...], dict[str, Any]], Any]:
+    """The function a backend compiles, the inputs its arguments, as the references'
+    model_iter_fn takes them: an eval step, or a train step with `optimizer`. It holds the
+    module, not the TimedStep: a step no longer used is freed at once, with its model,
+    where a cycle through it would wait for the collector (a model copy of the accuracy
+    check's held while the next one is made; docs/accuracy.md)."""
+    if optimizer is None:
+
+        def eval_step(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+            return module(*args, **kwargs)
+
+        return eval_step
+
+    def train_step(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        optimizer.zero_grad(set_to_none=True)
+        out = loss(module(*args, **kwargs))
+        out.backward()
+        optimizer.step()
+        return out
+
+    return train_step
+
+
 class TimedStep:
     """One job's step: call it for one iteration. `kind` is `model.step`."""
 
@@ -107,29 +132,24 @@ class TimedStep:
             if prepare is not None:
                 self._eager_module, _ = model.get_module()
                 model.set_module(prepare(self._eager_module))
-            self._run: Callable[[], Any] = model.train if test == "train" else model.eval
             return
         if kind != "module":
             raise ValueError(f"model.step={kind!r}; allowed values: {', '.join(STEP_CHOICES)}")
         self.module, self.args, self.kwargs = self._module_and_inputs(model)
-        fn: Callable[..., Any]
         if test == "train":
             params = self._parameters("train it")
             self.module.train()
             sgd = name in SGD_MODELS
             opt = torch.optim.SGD if sgd else torch.optim.Adam
             self.optimizer = opt(params, lr=LEARNING_RATE)
-            fn = self._train_step
-        else:
-            if isinstance(self.module, nn.Module):
-                self.module.eval()
-            fn = self._eval_step
+        elif isinstance(self.module, nn.Module):
+            self.module.eval()
         if prepare is not None and exports:  # the compiled model, called on the inputs
             compiled = prepare(self.module)
             self._fn = lambda args, kwargs: compiled(*args, **kwargs)
         else:
+            fn = step_function(self.module, self.optimizer, self.loss)
             self._fn = prepare(fn) if prepare is not None else fn
-        self._run = self._train if test == "train" else self._eval
 
     def _module_and_inputs(self, model: Any) -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
         try:
@@ -155,19 +175,6 @@ class TimedStep:
             )
         return list(self.module.parameters())
 
-    # The functions a backend compiles: the inputs are arguments, as the references'
-    # model_iter_fn takes them.
-    def _eval_step(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        return self.module(*args, **kwargs)
-
-    def _train_step(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        assert self.optimizer is not None
-        self.optimizer.zero_grad(set_to_none=True)
-        loss = self.loss(self.module(*args, **kwargs))
-        loss.backward()
-        self.optimizer.step()
-        return loss
-
     def eval_grad(self) -> Any:
         """The grad mode an eval step runs in: no_grad, but for EVAL_WITH_GRAD's models."""
         return torch.enable_grad() if self.name in EVAL_WITH_GRAD else torch.no_grad()
@@ -181,7 +188,9 @@ class TimedStep:
         return loss.detach() if isinstance(loss, torch.Tensor) else loss
 
     def __call__(self) -> Any:
-        return self._run()
+        if self.kind == "torchbench":
+            return self.model.train() if self.test == "train" else self.model.eval()
+        return self._train() if self.test == "train" else self._eval()
 
     def mark_batch_dynamic(self) -> None:
         """dynamo.dynamic_batch=true: each input's first batch-sized dimension marked dynamic,
