@@ -113,6 +113,31 @@ def test_the_planted_sweep_fails_the_check_naming_each_change(runs: dict[str, An
     ]
 
 
+def test_a_reason_names_an_installed_file_from_its_package_and_no_address(
+    runs: dict[str, Any],
+) -> None:
+    # the file a checkout keeps is the same from every checkout and environment (a train
+    # job's break names dynamo's own file: `reduce_to_scalar_loss`, the training loss)
+    (row,) = rows_of(runs, "after")
+    assert row.signals is not None and row.signals.breaks
+    said = (
+        "Attempted to call function marked as skipped: `reduce_to_scalar_loss` in file "
+        "`{}/lib/python3.11/site-packages/torch/_dynamo/testing.py` (<function f at 0x7f3a9c>)"
+    )
+    found = set()
+    for venv in ("/work/main/.venv", "/home/someone/project/.venv"):
+        moved = dataclasses.replace(row.signals.breaks[0], reason=said.format(venv))
+        signals = dataclasses.replace(row.signals, breaks=[moved])
+        (line,) = lines([dataclasses.replace(row, signals=signals)])
+        found.add(line.reasons)
+    assert found == {
+        (
+            "Attempted to call function marked as skipped: `reduce_to_scalar_loss` in file "
+            "`torch/_dynamo/testing.py` (<function f at 0x…>)",
+        )
+    }
+
+
 def test_a_second_clean_sweep_is_as_expected(runs: dict[str, Any]) -> None:
     res = runs["check_again"]
     assert res.returncode == 0, res.stdout + res.stderr

@@ -31,6 +31,14 @@ COLUMNS = (*KEY, ACCURACY, *JUDGED, REASONS, GUARDS)
 SEPARATOR = " | "  # between a line's reasons (or guards)
 # An object's address in a reason (`<function f at 0x7f...>`): another in every process.
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
+# An installed package's file in a reason (`in file `/…/.venv/lib/python3.11/site-packages/
+# torch/_dynamo/testing.py``): named from its package on, the same in every environment.
+_INSTALLED = re.compile(r"/[^\s`'\"]*?/(?:site|dist)-packages/")
+
+
+def _stable(text: str) -> str:
+    """A reason or a guard as the file keeps it: the same from any process and environment."""
+    return _ADDRESS.sub("0x…", _INSTALLED.sub("", text))
 
 
 class ExpectedError(ValueError):
@@ -89,8 +97,8 @@ def lines(rows: Sequence[ResultRow]) -> list[Line]:
             Line(
                 (e.row.model.suite_name, e.model, e.test, e.config.label),
                 values,
-                tuple(sorted({_ADDRESS.sub("0x…", b.reason) for b in breaks})),
-                tuple(sorted({_ADDRESS.sub("0x…", g.guard) for g in recompiles})),
+                tuple(sorted({_stable(b.reason) for b in breaks})),
+                tuple(sorted({_stable(g.guard) for g in recompiles})),
                 breaks,
                 recompiles,
                 e.row.verification_detail or (e.row.error or "").partition("\n")[0],
