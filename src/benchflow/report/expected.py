@@ -33,7 +33,7 @@ SEPARATOR = " | "  # between a line's reasons (or guards)
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
 # An installed package's file in a reason (`in file `/…/.venv/lib/python3.11/site-packages/
 # torch/_dynamo/testing.py``): named from its package on, the same in every environment.
-_INSTALLED = re.compile(r"/[^\s`'\"]*?/(?:site|dist)-packages/")
+_INSTALLED = re.compile(r"(?<![^\s`'\"(])/[^\s`'\"]*?/(?:site|dist)-packages/")
 
 
 def _stable(text: str) -> str:
