@@ -1,21 +1,26 @@
 #!/usr/bin/env bash
-# One call on a GPU machine (docs/gpu.md): the gpu test lane (its sweeps' rows and the
-# profile's op table kept), the fidelity table and the matrix, most important first,
-# each step with a time limit of its own and the whole within TOTAL_S, so that one slow
-# step leaves the others' results. Run from the checkout, with the wheels
-# `make gpu-wheels` made in .whl/; every log goes to $OUT (at most 8 files).
+# One call on a GPU machine (docs/gpu.md): a check of seconds (do the zygotes fork here?),
+# the gpu test lane (its sweeps' rows and the profile's op table kept), the fidelity
+# table and the matrix, most important first, each step with a time limit of its own and
+# the whole within TOTAL_S, so that one slow step leaves the others' results. Where a
+# zygote refuses to fork, the call ends after the check, which names why. Run from the
+# checkout, with the wheels `make gpu-wheels` made in .whl/; every log goes to $OUT.
 #
-#   bash benchmarks/gpu_session.sh            # TOTAL_S=560 LANE_S=230 FIDELITY_S=110
+#   bash benchmarks/gpu_session.sh        # TOTAL_S=560 LANE_S=230 FIDELITY_S=100
 #
-# A dry run on a CPU machine, from the checkout after `make setup` (the lane skips):
-#   PATH=$PWD/.venv/bin:$PATH NO_WHEELS=1 ACCELERATOR=cpu bash benchmarks/gpu_session.sh
+# A dry run on a CPU machine, from the checkout after `make setup` (the lane skips; the
+# configurations that need CUDA are refused, their cells "not run"):
+#   PATH=$PWD/.venv/bin:$PATH NO_WHEELS=1 ACCELERATOR=cpu SIZE=tiny ROUNDS=2 \
+#       bash benchmarks/gpu_session.sh
 #
-# The rest of the matrix (AMP, the two Inductor modes in training) in later calls:
-#   bash benchmarks/gpu_session.sh matrix --configs modes --tests train --dtypes bfloat16 --extra repeat=10
-#   bash benchmarks/gpu_session.sh matrix --tests eval,train --dtypes amp --extra repeat=10
+# The rest of the matrix in a later call (CHECK=0: without the check), for instance:
+#   CHECK=0 bash benchmarks/gpu_session.sh matrix --configs modes --tests eval,train \
+#       --dtypes bfloat16 --sizes base --extra repeat=10
+# A fresh machine's first Inductor zygote takes about a minute (Inductor's ISA check,
+# 48 s on the H200, cached after): the lane's first sweep pays it.
 # and whether Inductor's compile workers run beside its timed repeats (docs/gpu.md):
 #   bash benchmarks/gpu_session.sh workers
-# Its first check alone (the threads that keep zygotes from forking; seconds):
+# The check alone:
 #   bash benchmarks/gpu_session.sh check
 set -u
 OUT=${OUT:-/tmp/benchflow-gpu-out}
@@ -39,29 +44,78 @@ within() { if [ "$1" -ge 20 ]; then timeout "$@"; else echo "no time left for: $
     || { echo "wheels: see machine.txt"; exit 1; }
 export PYTHONPATH="$PWD/src:$SITE"  # absolute: the sweeps run in folders of their own
 ACCELERATOR=${ACCELERATOR:-cuda}  # cpu: a dry run here (the header)
-# First, in seconds: the threads torch's NVML check and Inductor's import leave, and
-# whether the torch and inductor zygotes will fork (a refusal names each thread and the
-# preload that started it); on the H200 every zygote forked from the torch one refused
-# with one thread the log did not name (docs/gpu.md)
-within 90 python3 - >>"$OUT/machine.txt" 2>&1 <<'PY'
-import logging, os
-os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
-import torch
+# First, in seconds: which threads each step of a zygote's preloads leaves on this machine
+# (Inductor's import and checks, with torch.cuda.is_available() answered as a zygote
+# answers it), with each Python thread's stack and where it was started, then whether the
+# torch, dynamo and inductor zygotes fork (a refusal names each thread and the preload
+# that started it). On the H200 NVML's check left a thread of the driver's (docs/gpu.md).
+[ "${CHECK:-1}" = 0 ] || within 120 python3 - >>"$OUT/machine.txt" 2>&1 <<'PY'
+import logging, os, sys, threading, traceback
+started_at = {}  # a Python thread's name: where it was started
+_start = threading.Thread.start
+def start(self):
+    started_at[self.name] = "".join(traceback.format_stack(limit=14)[:-1])
+    return _start(self)
+threading.Thread.start = start
+os.environ.setdefault("TORCH_WARM_POOL", "0")
 from benchflow.harness.process import unsafe_threads
-from benchflow.runner.zygote import release_nvml
-print("threads after torch's import:", unsafe_threads())
-print("cuda available (NVML):", torch.cuda.is_available(), unsafe_threads())
-print("NVML inits released:", release_nvml(), unsafe_threads())
-import torch._inductor.compile_fx  # noqa: F401
-print("after Inductor's import:", unsafe_threads(), "initialized:", torch.cuda.is_initialized())
+from benchflow.runner.zygote import KINDS, _preload, cuda_answered_without_the_driver, nvidia_files
+def show(step):
+    print(f"after {step}: {sorted(unsafe_threads().values())}", flush=True)
+import torch
+show("import torch")
+called = []  # any other torch.cuda function the imports call, and from where
+for fn in ("device_count", "get_device_properties", "get_device_capability", "_lazy_init"):
+    def traced(*a, _real=getattr(torch.cuda, fn), _fn=fn, **k):
+        called.append((_fn, traceback.format_stack(limit=3)[0].strip().splitlines()[0]))
+        return _real(*a, **k)
+    setattr(torch.cuda, fn, traced)
+with cuda_answered_without_the_driver():
+    print("cuda available (the driver's files):", torch.cuda.is_available())
+    import torch._dynamo
+    show("import torch._dynamo")
+    import torch._inductor.compile_fx
+    show("import torch._inductor.compile_fx")
+    for name in KINDS["inductor"]:
+        if name.endswith("()"):
+            _preload(name, {})
+            show(name)
+print("cuda initialized:", torch.cuda.is_initialized(), "NVIDIA files open:", nvidia_files())
+print("other torch.cuda calls:", called)
+frames = sys._current_frames()
+for t in threading.enumerate():
+    if t is not threading.main_thread():
+        print(f"--- Python thread {t.name!r} (native {t.native_id}), started at:")
+        print(started_at.get(t.name, "  (before the patch)"))
+        print("  now at:", "".join(traceback.format_stack(frames.get(t.ident))[-4:]))
+python = {t.native_id for t in threading.enumerate()}
+for tid, name in unsafe_threads().items():
+    if tid not in python and name != "python3":  # (OpenBLAS's, one a core)
+        wchan = open(f"/proc/self/task/{tid}/wchan").read() if os.path.exists(f"/proc/self/task/{tid}/wchan") else "?"
+        print(f"--- native thread {name!r} ({tid}), waiting in {wchan!r}")
 logging.basicConfig(level=logging.INFO)
-from benchflow.runner.pool import Pool
-pool = Pool()
-for kind in ("torch", "inductor"):
-    print(kind, "zygote ready in:", pool.start(kind, []))
+from benchflow.runner.zygote import Zygote, ZygoteError
+base = Zygote("torch")
+print("torch zygote ready in", round(base.wait_ready(120), 1), "s", flush=True)
+refused = 0
+for kind in ("dynamo", "inductor"):
+    try:
+        zygote = Zygote(kind, base=base)
+        print(kind, "zygote ready in", round(zygote.wait_ready(120), 1), "s", flush=True)
+        zygote.close()
+    except ZygoteError as exc:
+        refused += 1
+        print(kind, "zygote refused:", exc, flush=True)
+base.close()
+print("ZYGOTES:", "refused" if refused else "fork")
+os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"  # last: torch's NVML check, and its thread
+print("cuda available (NVML):", torch.cuda.is_available())
+show("torch.cuda.is_available() through NVML")
 PY
-if [ "${1:-}" = check ]; then  # that check alone: a short first call, leaving time to fix
-    cat "$OUT/machine.txt"     # what it finds and run the whole call after
+# that check alone (`check`), or the check and, where a zygote refused, nothing more: a
+# short call, leaving the device time to fix what it found and run the whole call after
+if [ "${1:-}" = check ] || { [ "${CHECK:-1}" != 0 ] && ! grep -q "^ZYGOTES: fork" "$OUT/machine.txt"; }; then
+    cat "$OUT/machine.txt"
     exit 0
 fi
 ON=(--accelerator "$ACCELERATOR")
@@ -107,19 +161,18 @@ fi
 within "${LANE_S:-230}" python3 -m pytest -p no:cacheprovider -m gpu tests/test_gpu.py -q -rA \
     --durations=0 --basetemp="$WORK/lane" >"$OUT/lane.txt" 2>&1
 echo "lane: rc=$? ($(tail -1 "$OUT/lane.txt")) at ${SECONDS} s"
-within "${FIDELITY_S:-110}" python3 benchmarks/gpu.py "${ON[@]}" --skip matrix --out "$OUT/gpu.md" \
+# fidelity on two models whose step keeps the GPU busy (bf16, base: 2-10 ms a step on the
+# H200), 20 rounds
+within "${FIDELITY_S:-100}" python3 benchmarks/gpu.py "${ON[@]}" --skip matrix --out "$OUT/gpu.md" \
+    --fidelity-models llama,bert --fidelity-sizes "${SIZE:-base}" --rounds "${ROUNDS:-20}" \
     >"$OUT/fidelity.log" 2>&1
 echo "fidelity: rc=$? at ${SECONDS} s"
-# the matrix: eval and train on the three plain configurations, then the two modes
-# (eval), in bf16, as far as the time left goes; one process a job (repeat=10: its
-# interval from the repeats' order statistics), since the default's three processes
-# a job (each compiling) did not fit a call: on the H200 one sweep of bert's three
-# configurations had not ended in 192 s (zygotes refused then: docs/gpu.md)
-within "$(left)" python3 benchmarks/gpu.py "${ON[@]}" --skip fidelity --out "$OUT/gpu.md" \
-    --workdir "$WORK" --deadline-s "$(( ($(left) - 40) * 2 / 3 ))" \
-    --tests eval,train --dtypes bfloat16 --configs plain --extra repeat=10 >"$OUT/matrix.log" 2>&1
-echo "matrix (eval and train, bf16, eager, Inductor, cudagraphs): rc=$? at ${SECONDS} s"
-within "$(left)" python3 benchmarks/gpu.py "${ON[@]}" --skip fidelity --out "$OUT/gpu.md" \
-    --workdir "$WORK" --deadline-s "$(($(left) - 25))" \
-    --tests eval --dtypes bfloat16 --configs modes --extra repeat=10 >>"$OUT/matrix.log" 2>&1
-echo "matrix (eval, bf16, Inductor's two modes): rc=$? at ${SECONDS} s"
+# the matrix: eval and train on the three plain configurations, then Inductor's two
+# modes, in bf16, as far as the time left goes; one process a job (repeat=10: its
+# interval from the repeats' order statistics), one sweep a configuration set, eval first
+for configs in plain modes; do
+    within "$(left)" python3 benchmarks/gpu.py "${ON[@]}" --skip fidelity --out "$OUT/gpu.md" \
+        --workdir "$WORK" --deadline-s "$(($(left) - 25))" --tests eval,train \
+        --dtypes bfloat16 --configs "$configs" --sizes "${SIZE:-base}" --extra repeat=10 >>"$OUT/matrix.log" 2>&1
+    echo "matrix ($configs, eval and train, bf16): rc=$? at ${SECONDS} s"
+done

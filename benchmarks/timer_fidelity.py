@@ -45,8 +45,19 @@ class Medians:
     rounds: tuple[tuple[float, float, float | None], ...] = ()
 
 
-def medians(models: list[str], device: Any, timer_min_run_s: float) -> list[Medians]:
-    """Each of `models` (names in MODELS) x BACKENDS on `device` (backends/device.py)."""
+def medians(
+    models: list[str],
+    device: Any,
+    timer_min_run_s: float,
+    rounds: int = ROUNDS,
+    size: str = "small",
+    dtype: str | None = None,
+    repeats: int = 10,
+    backends_: tuple[str, ...] = BACKENDS,
+) -> list[Medians]:
+    """Each of `models` (names in MODELS, of `size`, in `dtype`: None keeps the model's)
+    x `backends_` on `device` (backends/device.py), over `rounds` rounds of `repeats`
+    repeats of 10 steps each way."""
     import torch
     import torch.utils.benchmark as tb
 
@@ -58,24 +69,25 @@ def medians(models: list[str], device: Any, timer_min_run_s: float) -> list[Medi
 
     on_gpu = device.kind == "cuda"
     out = []
-    for name, backend in itertools.product(models, BACKENDS):
+    for name, backend in itertools.product(models, backends_):
         torch.manual_seed(0)
         torch._dynamo.reset()
-        cfg = BenchConfig(model=ModelConfig(name=name, builtin=MODELS[name], source="builtin"))
-        model, _ = load_model(cfg, device.torch_device, None)
+        model_cfg = ModelConfig(name=name, builtin=MODELS[name], source="builtin", size=size)
+        cfg = BenchConfig(model=model_cfg)
+        model, _ = load_model(cfg, device.torch_device, getattr(torch, dtype) if dtype else None)
         module, _ = model.get_module()
         model.set_module(backends.of_row(backend, None).prepare(module, DynamoConfig(name=backend)))
         step = model.eval
         ours: list[float] = []
         timer: list[float] = []
         events: list[float] = []
-        rounds = []
-        for _ in range(ROUNDS):
+        each = []
+        for _ in range(rounds):
             at = len(ours), len(timer), len(events)
             m = measure(
                 step,
                 device,
-                sampling=Sampling(repeat=10, iterations_per_run=10),
+                sampling=Sampling(repeat=repeats, iterations_per_run=10),
                 warmup=5,
                 probes=[],
                 trace_time=False,
@@ -86,7 +98,7 @@ def medians(models: list[str], device: Any, timer_min_run_s: float) -> list[Medi
             threads = torch.get_num_threads()
             timed = tb.Timer(stmt="step()", globals={"step": step}, num_threads=threads)
             timer += timed.blocked_autorange(min_run_time=timer_min_run_s).times
-            for _ in range(10 if on_gpu else 0):  # events around 10 steps, as a repeat
+            for _ in range(repeats if on_gpu else 0):  # events around 10 steps, as a repeat
                 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(True)
                 torch.cuda.synchronize()
                 start.record()
@@ -95,7 +107,7 @@ def medians(models: list[str], device: Any, timer_min_run_s: float) -> list[Medi
                 end.record()
                 end.synchronize()
                 events.append(start.elapsed_time(end) / 1e3 / 10)
-            rounds.append(
+            each.append(
                 (
                     statistics.median(ours[at[0] :]),
                     statistics.median(timer[at[1] :]),
@@ -109,7 +121,7 @@ def medians(models: list[str], device: Any, timer_min_run_s: float) -> list[Medi
                 statistics.median(ours),
                 statistics.median(timer),
                 statistics.median(events) if events else None,
-                tuple(rounds),
+                tuple(each),
             )
         )
         del model, module, step

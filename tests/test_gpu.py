@@ -67,14 +67,14 @@ def test_forked_jobs_run_on_the_gpu(on_gpu: CliResult) -> None:
         assert row["status"] == "ok", (name, row.get("error"))
         assert row["timing"]["launch"] == "fork", name
         assert row["job"]["gpu"] == "0", name  # one GPU: CUDA_VISIBLE_DEVICES=0
-        assert row["metrics"]["peak_device_memory_bytes"] > 0, name
+        assert min(row["metrics"]["peak_device_memory_bytes"]) > 0, name  # each repeat's
         host = row["timing"]["host"]
         assert host["gpu_sm_clock_mhz"] > 0 and host["gpu_temp_c"] > 0, (name, host)
         assert row["provenance"]["hardware"]["gpu"]["name"], name
         stopped = row["timing"]["compile_workers_stopped_s"]
         assert (stopped is not None) == ("inductor" in name), (name, stopped)
-    assert rows["llama·inductor·eval"]["verification_code"] == "PASS"
-    assert rows["resnet·inductor·eval"]["verification_code"] == "PASS"
+    assert rows["llama·inductor·eval·cuda"]["verification_code"] == "PASS"
+    assert rows["resnet·inductor·eval·cuda"]["verification_code"] == "PASS"
 
 
 def test_two_jobs_never_share_the_gpu(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from tests.test_launchers import another_sweep_holds
 from benchflow.core import cpus, gpus
 from benchflow.harness.gpu_load import Reading, gpu_probe, throttle_names, window
 from benchflow.results.load import host_load
-from benchflow.runner.zygote import NVML_CHECK, nvidia_files
+from benchflow.runner.zygote import nvidia_files
 
 
 def test_the_gpus_a_job_may_get_are_those_cuda_visible_devices_names() -> None:
@@ -188,8 +188,8 @@ def test_a_zygote_with_cuda_initialized_refuses_to_fork(early_sweeps: EarlySweep
     assert out.stdout.strip() == "not forking from this zygote (cuda_initialized: True)", out
 
 
-# Planted in a zygote (sitecustomize): torch.cuda.is_available records the variable
-# that routes it through NVML at each call; importing the job's modules starts a thread.
+# Planted in a zygote (sitecustomize): torch.cuda.is_available records what answers it at
+# each call; importing the job's modules starts a thread.
 _PLANTED = """
 import importlib.abc, os, sys, threading, time
 
@@ -199,7 +199,7 @@ class Planted(importlib.abc.MetaPathFinder):
             cuda, ask = sys.modules["torch.cuda"], sys.modules["torch.cuda"].is_available
             def is_available():
                 with open(os.environ["ASKED"], "a") as f:
-                    f.write(f"{os.environ.get('NVML_CHECK')}\\n")
+                    f.write(f"{ask.__module__}.{ask.__name__}\\n")
                 return ask()
             cuda.is_available = is_available
         if name == "benchflow.harness.child":
@@ -207,7 +207,7 @@ class Planted(importlib.abc.MetaPathFinder):
         return None
 
 sys.meta_path.insert(0, Planted())
-""".replace("NVML_CHECK", NVML_CHECK)
+"""
 
 
 _POOL_TWICE = """
@@ -223,12 +223,13 @@ print(f"again: {again} in {time.monotonic() - t:.2f} s: {pool._failed[Warm('indu
 """
 
 
-def test_a_zygote_asks_cuda_through_nvml_and_says_once_why_it_will_not_fork(
+def test_a_zygote_answers_cuda_without_the_driver_and_says_once_why_it_will_not_fork(
     early_sweeps: EarlySweeps,
 ) -> None:
     """A real Inductor zygote. Importing Inductor asks torch.cuda.is_available(), whose
-    default answer initializes the driver on a GPU host (every job was spawned on the
-    H200): each call the preload makes goes through NVML. A zygote that will not fork
+    default answer initializes the driver on a GPU host, and whose NVML answer leaves a
+    thread of the driver's (every job was spawned on the H200): each call the preload
+    makes is answered by the driver's files (core/machine.cuda_present). A zygote that will not fork
     (a thread planted after torch's import) says why, so the warning names it and the
     preload that started it (on the H200 it read "the zygote exited", then "threads:
     2"), and its pool does not start it again (three
@@ -243,7 +244,8 @@ def test_a_zygote_asks_cuda_through_nvml_and_says_once_why_it_will_not_fork(
     (again,) = re.findall(rf"again: None in ([\d.]+) s: {refusal}", out.stdout)
     assert float(again) < 0.5  # no second zygote started
     calls = asked.read_text().split()
-    assert calls and set(calls) == {"1"}, calls  # and no second one imported Inductor
+    # and no second one imported Inductor
+    assert calls and set(calls) == {"benchflow.core.machine.cuda_present"}, calls
 
 
 _POOL_STOPPED = """

@@ -34,6 +34,7 @@ import psutil
 from benchflow.backends.inductor import CACHE_KEYS, ISA_CHECK
 from benchflow.core.cpus import ENV_CPUS, pin_self
 from benchflow.core.environ import variable
+from benchflow.core.machine import cuda_present
 from benchflow.harness.process import (
     ENV_MACHINE_CHECKS,
     ENV_PARENT,
@@ -367,7 +368,7 @@ def serve(kind: str, conn: socket.socket, build: Any = None, held: Held | None =
         conn.sendall(encode(msg))
 
     watch = Threads()
-    with cuda_asked_through_nvml():
+    with cuda_answered_without_the_driver():
         threads = _preload_all(preload, watch, held.checks)
         try:
             if build is not None:  # the build on the asking process's cores
@@ -582,32 +583,21 @@ def kill_group(pid: int) -> list[psutil.Process]:
 
 # --- what a zygote must be to fork ----------------------------------------------------------
 
-NVML_CHECK = "PYTORCH_NVML_BASED_CUDA_CHECK"  # torch's own fork-safe availability check
-
 
 @contextlib.contextmanager
-def cuda_asked_through_nvml() -> Iterator[None]:
-    """While a zygote preloads and builds: torch.cuda.is_available() answered through NVML, then
-    NVML released. Inductor's import asks it; the default answer initializes the driver."""
+def cuda_answered_without_the_driver() -> Iterator[None]:
+    """While a zygote preloads and builds: torch.cuda.is_available(), which Inductor's import
+    asks, answered by the driver's files (core/machine.cuda_present), not by the driver or
+    NVML: on an H200 either left a thread of the driver's running (NVML's stayed after its
+    shutdown), and a process with one cannot fork a working job."""
+    import torch
+
+    asked = torch.cuda.is_available
+    torch.cuda.is_available = cuda_present
     try:
-        with variable(NVML_CHECK, "1"):
-            yield
+        yield
     finally:
-        release_nvml()
-
-
-def release_nvml() -> int:
-    """Undo every NVML initialization (open device files no job must inherit); how many."""
-    import ctypes
-
-    try:
-        lib = ctypes.CDLL("libnvidia-ml.so.1", mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
-    except OSError:
-        return 0
-    released = 0
-    while released < 1000 and lib.nvmlShutdown() == 0:  # 0: NVML_SUCCESS, one init undone
-        released += 1
-    return released
+        torch.cuda.is_available = asked
 
 
 def nvidia_files(fd_dir: str = "/proc/self/fd") -> list[str]:
