@@ -232,6 +232,29 @@ def test_the_peak_is_measured_once_then_read_from_the_cache(
     assert first.vendor is None  # a CPU: no datasheet
 
 
+@pytest.mark.parametrize("native", [1e9, 100e9])  # an AVX2-only CPU's bf16; a GPU's
+def test_a_16_bit_peak_is_the_better_of_the_dtype_and_float32(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, native: float
+) -> None:
+    """A bfloat16 matmul can run as a float32 one (XLA's CPU backend runs it so): on a
+    CPU without native bfloat16 (1.4 GFLOP/s in bfloat16, 65 in float32 on an AVX2-only
+    AMD EPYC) the rows' shares were of the slow one, over 100%. The peak is the better
+    of the two, says which it computed in, and a dtype far behind at one size is not
+    tried at the next. Planted rates: each run's FLOP/s by dtype."""
+    monkeypatch.setenv("BENCHFLOW_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(peak, "SIZES", {"cpu": (64, 128, 256)})
+    rates = {torch.bfloat16: native, torch.float32: 10e9}
+    monkeypatch.setattr(peak, "_runs", lambda n, dtype, device: [rates[dtype]] * peak.RUNS)
+    got = peak.device_peak("cpu", torch.bfloat16, "highest")
+    assert got.flop_per_s == max(native, 10e9) and got.dtype == "bfloat16"
+    fast, slow = ("float32", "bfloat16") if native < 10e9 else ("bfloat16", "float32")
+    assert got.computed_in == fast
+    measured = {"bfloat16": got.runs, "float32": got.float32_runs}
+    assert measured[fast] == [[max(native, 10e9)] * peak.RUNS] * 3
+    assert measured[slow] == [[min(native, 10e9)] * peak.RUNS, [], []]
+    assert peak.device_peak("cpu", torch.float32, "highest").float32_runs == []  # (not 16-bit)
+
+
 def _no_measuring(*args: Any) -> list[float]:
     raise AssertionError("measured again")
 

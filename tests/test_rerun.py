@@ -207,8 +207,8 @@ def test_comparing_sweeps_from_other_environments_says_what_differs(
     runs = _runs(early_sweeps)
     (folder,) = [d for d in runs["sweep"].sweep_dirs if "-rerun" not in d.name]
 
-    def other_machine(prov: dict[str, Any]) -> None:  # the AVX2-only VM, a newer torch
-        prov["hardware"]["cpu_features"] = ["avx2", "fma"]
+    def other_machine(prov: dict[str, Any]) -> None:  # an older CPU (none of the features
+        prov["hardware"]["cpu_features"] = []  # an x86 VM here has), a newer torch
         prov["versions"]["torch"] = "2.10.0"
         prov["host"] = "elsewhere"
 
@@ -226,7 +226,7 @@ def test_comparing_sweeps_from_other_environments_says_what_differs(
     res = run_cli(["report", str(other), "--compare", str(folder), *common], tmp_path)
     assert res.returncode == 0, res.stderr[-2000:]
     features = ",".join(read_rows(folder)[0]["provenance"]["hardware"]["cpu_features"])
-    assert f"cpu.features: {features} -> avx2,fma" in res.stdout
+    assert features and f"cpu.features: {features} -> " in res.stdout
     assert "version.torch: 2.9.0 -> 2.10.0" in res.stdout
     assert "a slowdown may come from the environment" in res.stdout
     assert "also different: host:" in res.stdout  # printed, but not a speed fact

@@ -508,9 +508,10 @@ def _flops_notes(entries: Sequence[Entry]) -> list[str]:
             cached = "from benchflow's cache" if p.from_cache else "measured in this sweep"
             if not p.quiet:
                 cached += f", on a busy host: the best of {p.measures} measurement(s)"
+            wide = f" in {p.computed_in}" if p.computed_in != p.dtype else ""
             what = (
                 f"{p.device}, {p.dtype}{threads}: {format_rate(p.flop_per_s)} "
-                f"(torch.mm's best, {cached}{vendor})"
+                f"(torch.mm's best{wide}, {cached}{vendor})"
             )
             peaks.setdefault(what, []).append(name)
         if why := (f.why_none or (f"no peak: {f.peak_error}" if f.peak_error else None)):

@@ -37,6 +37,8 @@ class Peak:
     method: str  # how it was measured, in words
     sizes: list[int] = field(default_factory=list)  # the square matrices' sizes tried
     runs: list[list[float]] = field(default_factory=list)  # per size: each run's FLOP/s
+    # a 16-bit dtype's: the same in float32, per size ([]: a size not tried)
+    float32_runs: list[list[float]] = field(default_factory=list)
     from_cache: bool = False  # read from benchflow's cache (measured by an earlier job)
     # what else ran on the host while it was measured (results/load.HostLoad, one window)
     host: dict[str, Any] | None = None
@@ -45,6 +47,12 @@ class Peak:
     # a GPU's dense peak in that dtype from its vendor's datasheet (None: not in the table)
     vendor_flop_per_s: float | None = None
     vendor: str | None = None  # which datasheet row
+
+    @property
+    def computed_in(self) -> str:
+        """The dtype its best run computed in: the job's, or float32 where that was faster."""
+        wide = max((x for each in self.float32_runs for x in each), default=0.0)
+        return "float32" if wide >= self.flop_per_s > 0 else self.dtype
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Peak:
