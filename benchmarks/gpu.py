@@ -148,12 +148,9 @@ def _cells(data: dict[str, Any]) -> tuple[tuple[str, str, str, str], list[str]]:
     config = cfg.get("dynamo.name", row.backend)
     if cfg.get("dynamo.mode") not in (None, "default"):
         config += f" mode={cfg['dynamo.mode']}"
-    ms = (lambda s: f"{s * 1e3:.3f}") if h.time_s is not None else None
-    time_ms = ""
-    if ms is not None:
-        time_ms = ms(h.time_s)
-        if h.ci_low_s is not None and h.ci_high_s is not None:
-            time_ms += f" ({ms(h.ci_low_s)}-{ms(h.ci_high_s)})"
+    time_ms = "" if h.time_s is None else f"{h.time_s * 1e3:.3f}"
+    if time_ms and h.ci_low_s is not None and h.ci_high_s is not None:
+        time_ms += f" ({h.ci_low_s * 1e3:.3f}-{h.ci_high_s * 1e3:.3f})"
     status = row.status.value if h.time_s is not None else f"{row.status.value}: {row.error}"
     host = h.host
     clock = host.gpu_sm_clock_mhz if host else None
