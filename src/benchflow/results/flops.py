@@ -36,9 +36,9 @@ class Peak:
     measured_at: float  # epoch seconds
     method: str  # how it was measured, in words
     sizes: list[int] = field(default_factory=list)  # the square matrices' sizes tried
-    runs: list[list[float]] = field(default_factory=list)  # per size: each run's FLOP/s
-    # a 16-bit dtype's: the same in float32, per size ([]: a size not tried)
-    float32_runs: list[list[float]] = field(default_factory=list)
+    # per size: each run's FLOP/s ([]: a size not tried, far behind at the one before)
+    runs: list[list[float]] = field(default_factory=list)
+    float32_runs: list[list[float]] = field(default_factory=list)  # a 16-bit dtype's, alike
     from_cache: bool = False  # read from benchflow's cache (measured by an earlier job)
     # what else ran on the host while it was measured (results/load.HostLoad, one window)
     host: dict[str, Any] | None = None
