@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One call on a GPU machine (docs/gpu.md): a check of seconds (do the zygotes fork here?),
+# One call on a GPU machine (docs/gpu.md): a check (do the zygotes fork here?),
 # the gpu test lane (its sweeps' rows and the profile's op table kept), the fidelity
 # table and the matrix, most important first, each step with a time limit of its own and
 # the whole within TOTAL_S, so that one slow step leaves the others' results. Where a
@@ -16,12 +16,12 @@
 # The rest of the matrix in a later call (CHECK=0: without the check), for instance:
 #   CHECK=0 bash benchmarks/gpu_session.sh matrix --configs modes --tests eval,train \
 #       --dtypes bfloat16 --sizes base --extra repeat=10
-# A fresh machine's first Inductor zygote takes about a minute (Inductor's ISA check,
-# 48 s on the H200, cached after): the lane's first sweep pays it.
 # and whether Inductor's compile workers run beside its timed repeats (docs/gpu.md):
 #   bash benchmarks/gpu_session.sh workers
 # The check alone:
 #   bash benchmarks/gpu_session.sh check
+# On a fresh machine Inductor's ISA check takes about a minute (48 s on the H200, kept in
+# benchflow's cache after): the check pays it, or with CHECK=0 the lane's first sweep.
 set -u
 OUT=${OUT:-/tmp/benchflow-gpu-out}
 mkdir -p "$OUT"
