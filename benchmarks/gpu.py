@@ -131,10 +131,10 @@ def _split(group: list[str], one_process: bool) -> list[list[str]]:
 
 
 def _names(config: str) -> list[str]:
-    """The configurations a CONFIGS entry sweeps, as the table names them."""
-    if config == "plain":
-        return ["none", "inductor", "cudagraphs"]
-    return [f"inductor mode={m}" for m in CONFIGS[config][1].split("=", 1)[1].split(",")]
+    """The configurations a CONFIGS entry sweeps (its last override's values), as the
+    table names them."""
+    key, _, values = CONFIGS[config][-1].partition("=")
+    return [f"inductor mode={v}" if key == "dynamo.mode" else v for v in values.split(",")]
 
 
 def _cells(data: dict[str, Any]) -> tuple[tuple[str, str, str, str], list[str]]:
