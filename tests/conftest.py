@@ -572,9 +572,13 @@ def _start_session_sweeps(request: pytest.FixtureRequest) -> None:
 def _session_sweeps(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, _Background]]:
     """Both session sweeps, started together with the first test: each job takes one core
     (cpus_per_job=1), so their jobs, and the other tests' jobs, run two at a time."""
+    from benchflow.core.cpus import ENV_LOCK_DIR, lock_dir
+
     cases = tmp_path_factory.mktemp("cases")
     # A `utils` module in the working directory must not shadow TorchBench's own.
     (cases / "utils.py").write_text("OTHER = 1  # shadows the checkout's utils from the cwd\n")
+    grid = tmp_path_factory.mktemp("grid")
+    (grid / "tmp").mkdir()
     started = {
         "cases": _Background(
             ["-m", SEARCHPATH, "experiment=cases", "+case=" + ",".join(CASES)],
@@ -587,7 +591,10 @@ def _session_sweeps(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[s
             TORCHBENCH_ROOT=str(TORCHBENCH_FIXTURE),  # its models become `model` options
             BENCHFLOW_BUILD_RECORD=str(cases / "builds.jsonl"),  # what each job built
         ),
-        "grid": _Background(GRID, tmp_path_factory.mktemp("grid")),
+        # a TMPDIR of its own, left as it was (test_headline.py); the cores' locks the host's
+        "grid": _Background(
+            GRID, grid, TMPDIR=str(grid / "tmp"), **{ENV_LOCK_DIR: str(lock_dir())}
+        ),
     }
     SESSION_RUNS.update(started)
     yield started

@@ -10,6 +10,7 @@ MLflow run with a child run per job, and the model x backend table."""
 
 from __future__ import annotations
 
+import getpass
 import json
 import re
 
@@ -73,6 +74,15 @@ def test_the_duplicate_configuration_runs_once(grid_sweep: SessionSweep) -> None
     assert all("xla=auto" in r["job"]["overrides"] for r in openxla)  # the first of each
     (sweep,) = grid_sweep.result.sweep_dirs
     assert len([p for p in sweep.iterdir() if p.name.isdigit()]) == 10  # of 12 planned
+
+
+def test_the_sweep_leaves_nothing_in_its_temporary_folder(grid_sweep: SessionSweep) -> None:
+    """What its processes made in TMPDIR (the sweep's was a folder of its own) is gone once
+    it ends: torch.distributed.nn's folder, which the compile stack's import makes and only
+    an atexit removes, was left by each zygote's os._exit, one a sweep. Inductor's
+    precompiled headers stay, a cache torch keeps for the host in TMPDIR by design."""
+    left = {p.name for p in (grid_sweep.result.cwd / "tmp").iterdir()}
+    assert left <= {f"torchinductor_{getpass.getuser()}"}, left
 
 
 def test_report_has_every_backend_with_speedups_and_the_invalid_pairs_apart(
