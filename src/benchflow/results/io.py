@@ -1,8 +1,8 @@
 """Files that must never be left half-written (whole files: ``benchflow.core.files``).
 
-``append_jsonl`` writes a whole line in one ``os.write`` under an exclusive lock, so
+``record_row`` appends a whole line in one ``os.write`` under an exclusive lock, so
 parallel writers never interleave; a torn last line is ignored by readers and cut off
-by the next append. ``record_row`` marks a rerun job's earlier rows ``superseded_by``,
+by the next append. It marks a rerun job's earlier rows ``superseded_by``,
 so one row per job is current. Readers skip, and log, what they cannot parse.
 """
 
@@ -113,11 +113,6 @@ def _repair_torn_tail(path: Path, fd: int) -> bool:
     return True
 
 
-def append_jsonl(path: Path, data: dict[str, Any]) -> None:
-    with _locked(path):
-        _append_line(path, data)
-
-
 def record_row(path: Path, row: ResultRow) -> list[ResultRow]:
     """Append `row`, marking the job's earlier current rows ``superseded_by`` it (an atomic
     rewrite that keeps unparseable lines); returns the rows it superseded."""
@@ -170,11 +165,6 @@ def current(rows: list[ResultRow]) -> list[ResultRow]:
 def tally(rows: list[ResultRow]) -> Counter[str]:
     """How many rows ended in each status (the progress line, the sweep run's tags)."""
     return Counter(r.status.value for r in rows)
-
-
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """All parseable JSON objects; each bad line is logged with its number and skipped."""
-    return [data for _, data in _objects(path)]
 
 
 def read_rows(path: Path) -> list[ResultRow]:
