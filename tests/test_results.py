@@ -84,7 +84,8 @@ def test_write_json_atomic_leaves_no_temp_files(tmp_path: Path) -> None:
 
 def _writer(path: str, wid: int, n: int) -> None:
     for i in range(n):
-        job = dataclasses.replace(_job(), num=wid * n + i, config=_cfg(seed=wid * n + i))
+        num = wid * n + i  # a line twice PIPE_BUF long: one write is not atomic by itself
+        job = dataclasses.replace(_job(), num=num, config=_cfg(seed=num), notes=("x" * 5000,))
         record_row(Path(path), build_row(job, status=Status.OK, error=None, child=_child()))
 
 
