@@ -219,8 +219,8 @@ def test_a_search_reads_every_page_and_results_are_read_where_they_lie(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An experiment's runs are read page by page (one search stops at 50,000 runs,
-    silently), and a local store's result.json is read in place, not downloaded."""
-    from benchflow.report import sources
+    silently), and a local store's result.json is read in place, not downloaded (the
+    report's reader and rerun's alike)."""
     from benchflow.tracking import mlflow_runs
 
     tracker = Tracker(MlflowConfig(), tmp_path)
@@ -232,7 +232,7 @@ def test_a_search_reads_every_page_and_results_are_read_where_they_lie(
     assert sorted(r.info.run_id for r in runs) == sorted(made)
     client = MlflowClient(tracker.uri)
     for run in runs:
-        path = sources._artifact(client, run, "result.json", str(tmp_path / "downloads"))
+        path = mlflow_runs.run_artifact(client, run, "result.json", str(tmp_path / "downloads"))
         assert path.is_relative_to(tmp_path / "mlartifacts"), path  # where it lies
         assert json.loads(path.read_text()) == {"n": run.info.run_id}
     assert not (tmp_path / "downloads").exists()

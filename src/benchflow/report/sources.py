@@ -29,6 +29,7 @@ from benchflow.tracking.mlflow_runs import (
     SWEEP_DIR_TAG,
     default_tracking_uri,
     job_runs,
+    run_artifact,
     search_all,
 )
 
@@ -128,34 +129,13 @@ def _client(uri: str) -> Any:
     return MlflowClient(tracking_uri=uri)
 
 
-def _local_artifact(run: Any, name: str) -> Path | None:
-    """A run's artifact `name` where it lies, when its artifacts are local files (a
-    download asks the store for the run again, per run)."""
-    from mlflow.utils.file_utils import local_file_uri_to_path
-
-    uri = run.info.artifact_uri or ""
-    if uri.startswith("file:") or (uri and "://" not in uri):
-        here = Path(local_file_uri_to_path(uri)) / name
-        if here.is_file():
-            return here
-    return None
-
-
-def _artifact(client: Any, run: Any, name: str, tmp: str) -> Path:
-    """A run's artifact `name`: where it lies, else downloaded into `tmp`."""
-    local = _local_artifact(run, name)
-    if local is not None:
-        return local
-    return Path(client.download_artifacts(run.info.run_id, name, tmp))
-
-
 def _rows_of(client: Any, runs: list[Any]) -> list[ResultRow]:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for run in runs:
             try:
-                local = _artifact(client, run, "result.json", tmp)
-                rows.append(ResultRow.from_dict(loads(local.read_text())))
+                found = run_artifact(client, run, "result.json", tmp)
+                rows.append(ResultRow.from_dict(loads(found.read_text())))
             except Exception as exc:  # a run killed before its artifacts were logged
                 log.warning(
                     "run %s (%s) has no result.json: %s", run.info.run_id, run.info.run_name, exc
@@ -165,15 +145,11 @@ def _rows_of(client: Any, runs: list[Any]) -> list[ResultRow]:
 
 def _sweep_rows(client: Any, run: Any) -> list[ResultRow] | None:
     """A sweep run's rows from its results.jsonl; None where the sweep did not end."""
-    local = _local_artifact(run, "results.jsonl")
-    if local is not None:
-        return read_rows(local)
     with tempfile.TemporaryDirectory() as tmp:
         try:
-            got = Path(client.download_artifacts(run.info.run_id, "results.jsonl", tmp))
+            return read_rows(run_artifact(client, run, "results.jsonl", tmp))
         except Exception:
             return None
-        return read_rows(got)
 
 
 def _from_run(run_id: str, uri: str) -> Sweep:

@@ -377,6 +377,19 @@ def search_all(client: Any, experiment_id: str, filter_string: str = "") -> list
             return runs
 
 
+def run_artifact(client: Any, run: Any, name: str, tmp: str) -> Path:
+    """A run's artifact `name`: where it lies when the store's artifacts are local files,
+    else downloaded into `tmp` (a download asks the store for the run again, per run)."""
+    from mlflow.utils.file_utils import local_file_uri_to_path
+
+    uri = run.info.artifact_uri or ""
+    if uri.startswith("file:") or (uri and "://" not in uri):
+        here = Path(local_file_uri_to_path(uri)) / name
+        if here.is_file():
+            return here
+    return Path(client.download_artifacts(run.info.run_id, name, tmp))
+
+
 def job_runs(client: Any, run: Any) -> tuple[list[Any], bool]:
     """(the job runs a run id stands for, whether it is a sweep's parent run): its
     child runs, oldest first, or the run itself when it has none."""

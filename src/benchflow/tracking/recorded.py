@@ -154,7 +154,7 @@ def _from_run(run_id: str | None, uri: str, row_id: str | None = None) -> list[R
             if job_run.info.lifecycle_stage == "deleted":
                 continue  # superseded by a later attempt of the same job
             try:
-                out.append(_recorded_run(client, job_run.info.run_id, Path(tmp)))
+                out.append(_recorded_run(client, job_run, tmp))
             except Exception as exc:  # a run killed before its artifacts were logged
                 log.warning("MLflow run %s has no result.json or config.yaml: %s", job_run, exc)
     if not out:
@@ -162,11 +162,13 @@ def _from_run(run_id: str | None, uri: str, row_id: str | None = None) -> list[R
     return out
 
 
-def _recorded_run(client: Any, run_id: str, tmp: Path) -> Recorded:
-    folder = tmp / run_id
+def _recorded_run(client: Any, run: Any, tmp: str) -> Recorded:
+    from benchflow.tracking.mlflow_runs import run_artifact
+
+    folder = Path(tmp) / run.info.run_id
     folder.mkdir()
-    row_file = client.download_artifacts(run_id, "result.json", str(folder))
-    config_file = client.download_artifacts(run_id, "config.yaml", str(folder))
-    row = ResultRow.from_dict(loads(Path(row_file).read_text()))
-    row = dataclasses.replace(row, job=dataclasses.replace(row.job, mlflow_run_id=run_id))
-    return Recorded(row, config_from_yaml(Path(config_file)))
+    row_file = run_artifact(client, run, "result.json", str(folder))
+    config = config_from_yaml(run_artifact(client, run, "config.yaml", str(folder)))
+    row = ResultRow.from_dict(loads(row_file.read_text()))
+    row = dataclasses.replace(row, job=dataclasses.replace(row.job, mlflow_run_id=run.info.run_id))
+    return Recorded(row, config)
