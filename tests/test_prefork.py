@@ -159,6 +159,21 @@ def test_a_later_check_answers_every_test_build_from_the_machines_cache(
     assert sorted(valid) == sorted(answer["valid"]) and answer["builds"]
 
 
+def test_every_environment_of_one_python_shares_the_checks_answer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The check's facts name the Python's version, not its interpreter's path: a new
+    venv of the same Python and torch (a fresh clone's, a toolchain's) reads the answer
+    the machine kept. Keyed by the path, each fresh clone of this repository ran the
+    check again, and the cache held one answer a clone."""
+    from benchflow.backends.inductor import _isa_facts
+
+    here = _isa_facts()
+    assert here["python"] == sys.version
+    monkeypatch.setattr(sys, "executable", "/elsewhere/.venv/bin/python")
+    assert _isa_facts() == here
+
+
 def test_the_compile_stack_zygotes_start_nothing(cases_sweep: SessionSweep) -> None:
     """Imported (Inductor's toolchain checked), never used: a job forked from each
     compile-stack zygote (aot_eager's after other compiled jobs ran from it) finds no

@@ -44,7 +44,7 @@ def _isa_facts() -> dict[str, Any]:
     ]
     return {
         "torch": torch.__version__,
-        "python": sys.executable,
+        "python": sys.version,  # not its path: each venv of one Python shares the answer
         "compiler": compiler,
         "compiler_version": version.splitlines()[0] if version else "",
         "cpu_isa_flags": sorted(flags),
