@@ -174,6 +174,20 @@ def test_every_environment_of_one_python_shares_the_checks_answer(
     assert _isa_facts() == here
 
 
+def test_torchs_scratch_folder_goes_with_a_process_that_skips_its_teardown() -> None:
+    """A job's child and a zygote end with os._exit; before it, the folder torch.distributed
+    .nn's import made in TMPDIR, which only torch's atexit removes, is removed (the grid
+    session sweep's TMPDIR is checked empty: test_headline.py)."""
+    import torch.distributed.nn.jit.instantiator as made
+
+    from benchflow.harness.process import remove_torch_scratch
+
+    folder = Path(made.INSTANTIATED_TEMPLATE_DIR_PATH)
+    assert folder.is_dir()
+    remove_torch_scratch()
+    assert not folder.exists()
+
+
 def test_the_compile_stack_zygotes_start_nothing(cases_sweep: SessionSweep) -> None:
     """Imported (Inductor's toolchain checked), never used: a job forked from each
     compile-stack zygote (aot_eager's after other compiled jobs ran from it) finds no

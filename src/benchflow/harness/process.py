@@ -1,6 +1,6 @@
 """The job's process, set up alike wherever its model is built (child.py, prebuilt.py):
-the RNGs seeded, the host allocator made steady, the memory limit; and the child's tie to
-the process that waits for it (die_with_parent)."""
+the RNGs seeded, the host allocator made steady, the memory limit; the child's tie to
+the process that waits for it (die_with_parent); and what it leaves as it ends."""
 
 from __future__ import annotations
 
@@ -95,3 +95,15 @@ def die_with_parent() -> None:
     prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if expected and os.getppid() != int(expected):
         os._exit(1)  # its waiter died before the signal was set: no one waits for it
+
+
+def remove_torch_scratch() -> None:
+    """Before an os._exit (a job's child, a zygote: no interpreter teardown): the temporary
+    folder torch.distributed.nn makes as the compile stack imports it, which only an atexit
+    of torch's removes (every sweep left one in TMPDIR, and every spawned compiled job)."""
+    import shutil
+    import sys
+
+    made = sys.modules.get("torch.distributed.nn.jit.instantiator")
+    if made is not None:
+        shutil.rmtree(made.INSTANTIATED_TEMPLATE_DIR_PATH, ignore_errors=True)

@@ -38,6 +38,7 @@ from benchflow.core.machine import cuda_present
 from benchflow.harness.process import (
     ENV_MACHINE_CHECKS,
     ENV_PARENT,
+    remove_torch_scratch,
     threads_unsafe_to_fork,
     unsafe_threads,
 )
@@ -505,16 +506,8 @@ def _become_zygote(request: ForkZygote, held: Held) -> int:
     if request.cpus:
         os.environ[ENV_CPUS] = ",".join(map(str, request.cpus))
     serve(request.zygote, _connected(request.socket), request.build, held)
-    _remove_torch_scratch()
+    remove_torch_scratch()
     return 0
-
-
-def _remove_torch_scratch() -> None:
-    """The temporary folder torch.distributed.nn makes as the compile stack imports it, which
-    only its atexit removes and a zygote's os._exit skips (a sweep left one in TMPDIR)."""
-    made = sys.modules.get("torch.distributed.nn.jit.instantiator")
-    if made is not None:
-        shutil.rmtree(made.INSTANTIATED_TEMPLATE_DIR_PATH, ignore_errors=True)
 
 
 def _run_child(request: ForkJob, preloaded: tuple[str, ...], zygote_pid: int, held: Held) -> int:
@@ -677,7 +670,7 @@ class Threads:
 
 def _main() -> int:
     serve(sys.argv[1], _connected(sys.argv[2]))
-    _remove_torch_scratch()
+    remove_torch_scratch()
     return 0
 
 
