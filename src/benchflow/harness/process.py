@@ -97,6 +97,10 @@ def die_with_parent() -> None:
         os._exit(1)  # its waiter died before the signal was set: no one waits for it
 
 
+# The module whose import makes a temporary folder that only an atexit of torch's removes.
+TORCH_SCRATCH = "torch.distributed.nn.jit.instantiator"
+
+
 def remove_torch_scratch() -> None:
     """Before an os._exit (a job's child, a zygote: no interpreter teardown): the temporary
     folder torch.distributed.nn makes as the compile stack imports it, which only an atexit
@@ -104,6 +108,6 @@ def remove_torch_scratch() -> None:
     import shutil
     import sys
 
-    made = sys.modules.get("torch.distributed.nn.jit.instantiator")
+    made = sys.modules.get(TORCH_SCRATCH)
     if made is not None:
         shutil.rmtree(made.INSTANTIATED_TEMPLATE_DIR_PATH, ignore_errors=True)

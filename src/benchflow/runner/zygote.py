@@ -38,6 +38,7 @@ from benchflow.core.machine import cuda_present
 from benchflow.harness.process import (
     ENV_MACHINE_CHECKS,
     ENV_PARENT,
+    TORCH_SCRATCH,
     remove_torch_scratch,
     threads_unsafe_to_fork,
     unsafe_threads,
@@ -505,8 +506,10 @@ def _become_zygote(request: ForkZygote, held: Held) -> int:
     os.setsid()  # as a spawned zygote: a Ctrl-C at the terminal reaches the parent only
     if request.cpus:
         os.environ[ENV_CPUS] = ",".join(map(str, request.cpus))
+    inherited = TORCH_SCRATCH in sys.modules  # its folder then is the zygote's it forked from
     serve(request.zygote, _connected(request.socket), request.build, held)
-    remove_torch_scratch()
+    if not inherited:
+        remove_torch_scratch()
     return 0
 
 
