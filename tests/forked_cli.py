@@ -116,6 +116,8 @@ def run_all(spec: Path) -> None:
     import benchflow.cli.sweep  # noqa: F401  (the sweep's: Hydra, OmegaConf, the schema)
 
     _warm(spec.parent)
+    gc.collect()
+    gc.freeze()  # (serve's reason)
     runs = json.loads(spec.read_text())
     codes: list[int | None] = [None] * len(runs)
     running: dict[int, int] = {}  # pid: index

@@ -76,8 +76,9 @@ def test_the_median_interval_is_the_order_statistics_the_binomial_gives(n: int) 
 
 
 def test_the_median_and_process_intervals_are_scipy_stats_own() -> None:
-    """median_ci and log_t_interval, worked out without importing scipy.stats, give
-    scipy.stats.quantile_test's and ttest_1samp's intervals at every size and level."""
+    """median_ci, log_t_interval and the paired test, worked out without importing
+    scipy.stats, give scipy.stats.quantile_test's and ttest_1samp's intervals (and
+    ttest_1samp's p-value) at every size and level."""
     from scipy.stats import quantile_test, ttest_1samp
 
     rng = np.random.default_rng(5)
@@ -97,6 +98,15 @@ def test_the_median_and_process_intervals_are_scipy_stats_own() -> None:
                 assert got is not None
                 assert got.low == pytest.approx(math.exp(ci.low), rel=1e-12), (level, n)
                 assert got.high == pytest.approx(math.exp(ci.high), rel=1e-12), (level, n)
+                # the paired test's Student's t: ttest_1samp's p-value and interval too
+                ones = (1.0,) * n
+                paired = paired_ratio_test(
+                    Timed(tuple(values), tuple(values)), Timed(ones, ones), level
+                )
+                assert paired.p_value == pytest.approx(want.pvalue, rel=1e-9, abs=1e-300)
+                assert paired.ratio_ci is not None
+                assert paired.ratio_ci.low == pytest.approx(math.exp(ci.low), rel=1e-12)
+                assert paired.ratio_ci.high == pytest.approx(math.exp(ci.high), rel=1e-12)
 
 
 def test_six_samples_are_the_fewest_with_a_95_interval() -> None:

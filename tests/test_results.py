@@ -205,6 +205,23 @@ def _three_rows() -> list[ResultRow]:
     ]  # fmt: skip
 
 
+def test_the_package_list_is_each_distributions_name_and_version() -> None:
+    """provenance.packages (the parent run's packages.txt, the rows' packages_sha256) reads
+    each distribution's Name and Version from its metadata's headers: what
+    importlib.metadata's whole parse gives, for every distribution here; a header folded
+    onto a second line, or a Name in the description below the headers, is not taken."""
+    from importlib import metadata
+
+    from benchflow.results.provenance import _name_and_version, packages
+
+    norm = lambda name: (name or "?").lower().replace("_", "-")  # noqa: E731
+    want = {f"{norm(d.metadata['Name'])}=={d.version}" for d in metadata.distributions()}
+    assert set(packages()) == want and "torch==2.9.0" in want
+    text = "Metadata-Version: 2.1\nName: a_b\nSummary: one\n  Version: 0\nVersion: 1.0\n\nName: c\n"
+    assert _name_and_version(text) == ("a_b", "1.0")
+    assert _name_and_version(None) == (None, None)
+
+
 def test_a_row_reads_back_as_it_was_written() -> None:
     info = JobInfo.of(_job(), "/sweep/3")
     info.cpus, info.wall_time_s, info.returncode = "0-1", 9.0, 0

@@ -86,11 +86,23 @@ def _sha256_of(path: Path) -> str:
 @cache
 def packages() -> tuple[str, ...]:
     """The installed distributions, `name==version`, sorted (the parent run's artifact)."""
-    found = {
-        f"{(dist.metadata['Name'] or '?').lower().replace('_', '-')}=={dist.version}"
-        for dist in metadata.distributions()
-    }
+    found = set()
+    for dist in metadata.distributions():
+        name, version = _name_and_version(dist.read_text("METADATA") or dist.read_text("PKG-INFO"))
+        found.add(f"{(name or '?').lower().replace('_', '-')}=={version}")
     return tuple(sorted(found))
+
+
+def _name_and_version(text: str | None) -> tuple[str | None, str | None]:
+    """A core-metadata file's Name and Version, as `dist.metadata` gives them, read from its
+    headers alone: `dist.metadata` parses the whole file as an email, long descriptions
+    and all (0.16 CPU-seconds over the 208 distributions of .venv, against 0.02)."""
+    found: dict[str, str] = {}
+    for line in (text or "").split("\n\n", 1)[0].splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key in ("Name", "Version"):
+            found.setdefault(key, value.strip())
+    return found.get("Name"), found.get("Version")
 
 
 @cache
