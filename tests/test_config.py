@@ -8,7 +8,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.errors import MissingConfigException
 from omegaconf import OmegaConf
-from tests.conftest import SessionSweep
+from tests.conftest import REPO, SessionSweep
 
 from benchflow.config.errors import ConfigError, InvalidCombination
 from benchflow.config.schema import BenchConfig
@@ -186,6 +186,27 @@ def test_dynamo_modes_are_torch_compiles() -> None:
         else:
             with pytest.raises(ConfigError, match=r"dynamo\.mode='fastest'.*max-autotune"):
                 parse(composed)
+
+
+def test_benchflows_yaml_reader_gives_what_pyyamls_safe_load_gives() -> None:
+    """read_yaml (libyaml's parser) reads every file of conf/ and tests/conf/ as
+    yaml.safe_load does, and says where a file is broken as it does."""
+    import yaml
+
+    from benchflow.config.schema import read_yaml
+
+    files = [*CONF_DIR.rglob("*.yaml"), *(REPO / "tests" / "conf").rglob("*.yaml")]
+    assert len(files) > 50
+    for path in files:
+        text = path.read_text()
+        assert read_yaml(text) == yaml.safe_load(text), path
+    broken = "a: [1, 2\nb: 3\n"
+    with pytest.raises(yaml.MarkedYAMLError) as fast:
+        read_yaml(broken)
+    with pytest.raises(yaml.MarkedYAMLError) as plain:
+        yaml.safe_load(broken)
+    assert fast.value.problem_mark is not None and plain.value.problem_mark is not None
+    assert fast.value.problem_mark.line == plain.value.problem_mark.line
 
 
 def test_field_comments_are_the_schemas_own() -> None:

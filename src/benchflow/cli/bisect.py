@@ -65,13 +65,12 @@ def parser() -> argparse.ArgumentParser:
 
 def _toolchain(name: str, config_dir: Path | None) -> dict[str, str]:
     """The pins of toolchain option `name` (the user's folder first, then benchflow's)."""
-    import yaml
-
+    from benchflow.config.schema import read_yaml
     from benchflow.config.store import CONF_DIR
 
     for folder in [config_dir, CONF_DIR]:
         if folder and (path := folder / "toolchain" / f"{name}.yaml").is_file():
-            data = yaml.safe_load(path.read_text()) or {}
+            data = read_yaml(path.read_text()) or {}
             return {str(k): str(v) for k, v in (data.get("pins") or {}).items()}
     known = sorted(
         p.stem

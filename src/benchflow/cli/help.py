@@ -59,11 +59,10 @@ def render(argv: Sequence[str] = ()) -> str:
 
 def _defaults() -> dict[str, str]:
     """Each group's default option: conf/config.yaml's defaults list."""
-    import yaml
-
+    from benchflow.config.schema import read_yaml
     from benchflow.config.store import CONF_DIR
 
-    entries = yaml.safe_load((CONF_DIR / "config.yaml").read_text())["defaults"]
+    entries = read_yaml((CONF_DIR / "config.yaml").read_text())["defaults"]
     return {
         k: "null" if v is None else str(v)
         for entry in entries

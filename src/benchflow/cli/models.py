@@ -11,9 +11,7 @@ import argparse
 import os
 import sys
 
-import yaml
-
-from benchflow.config.schema import SuiteConfig
+from benchflow.config.schema import SuiteConfig, read_yaml
 from benchflow.config.store import CONF_DIR, options, problem
 from benchflow.core.machine import cuda_present
 from benchflow.models.torchbench_index import (
@@ -94,7 +92,7 @@ def main(argv: list[str]) -> int:
         (a.split("=", 1)[1] for a in argv if a.startswith("suite.torchbench_root=")), None
     )
     device = "cuda" if cuda_present() else "cpu"
-    rules = yaml.safe_load((CONF_DIR / "suite" / "torchbench.yaml").read_text())["rules"]
+    rules = read_yaml((CONF_DIR / "suite" / "torchbench.yaml").read_text())["rules"]
     suite = SuiteConfig(name="torchbench", rules=rules)
     try:
         root = find_root(root_arg)
@@ -109,7 +107,7 @@ def main(argv: list[str]) -> int:
     print("built-in (benchflow's own; TorchBench's model of the same name is used when present)")
     print("and yours (your config folders; `factory`: built by model.target):")
     for name, path in options("model", argv).items():
-        spec = yaml.safe_load(path.read_text()) or {}
+        spec = read_yaml(path.read_text()) or {}
         if not path.is_relative_to(CONF_DIR):
             kind, note = ("factory" if spec.get("target") else "yours"), f" [{path}]"
         elif spec.get("builtin"):

@@ -438,8 +438,10 @@ def _load_or_exit(path: object, choice: str) -> object:
 
     import yaml
 
+    from benchflow.config.schema import read_yaml
+
     try:
-        return yaml.safe_load(Path(str(path)).read_text(encoding="utf-8"))
+        return read_yaml(Path(str(path)).read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

