@@ -155,9 +155,10 @@ def test_a_written_config_reads_back_as_omegaconf_types_it(cases_sweep: SessionS
     (plan,) = cases_sweep.cwd.glob("multirun/*/*/plan.json")
     jobs = json.loads(plan.read_text())["jobs"]
     assert len(jobs) > 50
+    schema = OmegaConf.structured(BenchConfig)  # (merge copies it: made once)
     for job in jobs:
         data = job["config"]
-        merged = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(BenchConfig), data))
+        merged = OmegaConf.to_object(OmegaConf.merge(schema, data))
         assert config_from_dict(data) == merged, job["name"]
     data = jobs[0]["config"]
     edited = config_from_dict({**data, "repeat": "7", "target_ci": 1})
