@@ -214,8 +214,10 @@ def test_the_package_list_is_each_distributions_name_and_version() -> None:
 
     from benchflow.results.provenance import _name_and_version, packages
 
-    norm = lambda name: (name or "?").lower().replace("_", "-")  # noqa: E731
-    want = {f"{norm(d.metadata['Name'])}=={d.version}" for d in metadata.distributions()}
+    names = {
+        d: (d.metadata["Name"] or "?").lower().replace("_", "-") for d in metadata.distributions()
+    }
+    want = {f"{name}=={d.version}" for d, name in names.items()}
     assert set(packages()) == want and "torch==2.9.0" in want
     text = "Metadata-Version: 2.1\nName: a_b\nSummary: one\n  Version: 0\nVersion: 1.0\n\nName: c\n"
     assert _name_and_version(text) == ("a_b", "1.0")

@@ -124,7 +124,7 @@ def fewest_for_interval(level: float = LEVEL) -> int:
     return next(n for n in range(1, 1000) if median_ci([float(i) for i in range(n)], level))
 
 
-def student_t(logs: Sequence[float], level: float) -> tuple[float, float, float]:
+def _student_t(logs: Sequence[float], level: float) -> tuple[float, float, float]:
     """Student's t against 0 on `logs` (at least 2, not all equal): their mean, the
     half-width of its interval at `level` and the two-sided p-value. scipy.stats.ttest_1samp's,
     from scipy.special's t distribution (a fifth of scipy.stats' import, and a tenth of
@@ -146,7 +146,7 @@ def log_t_interval(values: Sequence[float], level: float = LEVEL) -> Interval | 
     what = "t on log process medians"
     if max(logs) == min(logs):  # all equal: t is undefined, the interval is the value
         return Interval(data[0], data[0], level, what)
-    mean, half, _ = student_t(logs, level)
+    mean, half, _ = _student_t(logs, level)
     return Interval(math.exp(mean - half), math.exp(mean + half), level, what)
 
 
@@ -327,7 +327,7 @@ def _one_sample_t(logs: Any, level: float, what: str) -> Test:
     if max(values) == min(values):  # the same ratio every round: t is undefined
         interval = Interval(estimate, estimate, level, what)
         return Test(1.0 if estimate == 1 else 0.0, interval, what, True, estimate)
-    mean, half, p = student_t(values, level)
+    mean, half, p = _student_t(values, level)
     interval = Interval(math.exp(mean - half), math.exp(mean + half), level, what)
     return Test(p, interval, what, True, estimate)
 
