@@ -89,11 +89,11 @@ def test_the_gap_is_the_parents_time_between_two_jobs(cases_sweep: SessionSweep)
         b = before["job"]
         ended = b["started_at"] + b["wall_time_s"] + b["phases"]["ir"]
         seen = after["job"]["started_at"] - ended
-        # Two clocks (the wall clock at a child's start, the monotonic one around it): a
-        # gap that missed a step of the parent would be off by far more. (The parent's
-        # reading of a child's result was once in neither figure: 64 ms, then 160 ms, on
-        # a loaded host.)
-        assert after["job"]["phases"]["gap"] == pytest.approx(seen, abs=0.05), after["job"]["name"]
+        # One clock (a start is the wall clock read once plus perf_counter's steps): a gap
+        # that missed a step of the parent would be off. (The parent's reading of a child's
+        # result was once in neither figure: 64 ms, then 160 ms, on a loaded host; with two
+        # clocks a step of the wall clock put a gap 58 ms out, on CI.)
+        assert after["job"]["phases"]["gap"] == pytest.approx(seen, abs=1e-3), after["job"]["name"]
     # the first job's gap is the command's start-up and planning: at least Python's and
     # Hydra's start, and the sweep's plan
     assert rows[0]["job"]["phases"]["gap"] > 1.0, rows[0]["job"]

@@ -34,6 +34,10 @@ from benchflow.sweep.ir import ir_passes
 log = logging.getLogger(__name__)
 
 # The output of a built or compiled warm process, in the folder of the job that made it.
+# The rows' start times on one clock: the wall clock read once, then perf_counter's steps.
+# (A step of the wall clock mid-sweep, as a VM's clock sync makes, would otherwise put a
+# job's start out of line with its gap and wall: 58 ms once, on CI.)
+WALL_AT_ZERO = time.time() - time.perf_counter()
 LOGS = {"imported": "zygote.log", "built": "build.log", "compiled": "step.log"}
 
 
@@ -82,7 +86,7 @@ def run_step(
                 write_json_atomic(job_file, spec.to_dict())  # what a new warm process builds
                 request = build_request(job_file, env, job_dir.path / LOGS[warm.stage])
                 zygote = pool.get(warm, request, cfg.timeout_s)
-            started_at, launching = time.time(), time.perf_counter()
+            launching = time.perf_counter()
             outcome = run_isolated(
                 spec, job_file, job_dir.path, job_dir.process_prefix(n), env, zygote
             )
@@ -96,7 +100,7 @@ def run_step(
                 outcome,
                 gap_s=launched - since,
                 cpu_wait_s=waited,
-                started_at=started_at + (launched - launching),
+                started_at=WALL_AT_ZERO + launched,
                 cpus=span(cores),
                 cores=len(cores),
                 gpu=gpu,
