@@ -11,12 +11,12 @@ import yaml
 from tests.conftest import REPO
 
 from benchflow.config.schema import SuiteConfig
-from benchflow.config.store import CONF_DIR
 from benchflow.suite.mirror import load_upstream, unknown_paths
 from benchflow.suite.rules import decide, skip_reason
+from benchflow.suite.suites import SUITES
 
 REFERENCE = REPO.parent / "shared" / "reference" / "torchbench.yaml"
-MIRROR = CONF_DIR / "suite" / "torchbench.yaml"
+MIRROR = SUITES["torchbench"].mirror
 
 
 def mirror_rules() -> dict:
@@ -55,7 +55,7 @@ def test_mirror_is_flat_plain_lists() -> None:
 
 def test_sync_keeps_and_reports_an_unknown_upstream_key(tmp_path: Path) -> None:
     upstream = tmp_path / "torchbench.yaml"
-    text = (CONF_DIR / "suite" / "torchbench.yaml").read_text()
+    text = MIRROR.read_text()
     data = yaml.safe_load(text)["rules"]
     data["brand_new_list"] = ["some_model"]
     data["skip"]["brand_new_skip"] = ["other"]
@@ -166,5 +166,25 @@ def test_rules_for_a_model_keep_only_what_names_it() -> None:
         "batch_size": {"training": {"a": 4}},
     }
     assert rules_for(rules, "nobody") == {}
-    real = yaml.safe_load((CONF_DIR / "suite" / "torchbench.yaml").read_text())["rules"]
+    real = mirror_rules()
     assert rules_for(real, "dlrm")["batch_size"] == {"training": {"dlrm": 1024}}
+
+
+def test_hydra_composes_a_suites_name_and_the_plan_gives_each_job_its_rules() -> None:
+    """The rules are no part of Hydra's composition (a third of its time for TorchBench's):
+    each planned job has the mirror's, with any the command line gives merged over them
+    as Hydra merges an override into a mapping."""
+    from tests.test_core import composed
+
+    from benchflow.sweep.plan import plan_job
+
+    assert composed("model=llama").suite.rules == {}
+    job = plan_job(composed("model=llama"), 0, [])
+    assert job.config.suite.rules == mirror_rules() and job.config.dtype == "bfloat16"
+    given = ["model=llama", "++suite.rules.skip.all=[llama]", "+suite.rules.extra=1"]
+    merged = plan_job(composed(*given), 0, given).config.suite.rules
+    assert merged["skip"]["all"] == ["llama"] and merged["extra"] == 1
+    assert merged["skip"]["device"] == mirror_rules()["skip"]["device"]  # the rest kept
+    assert merged["batch_size"] == mirror_rules()["batch_size"]
+    builtin = plan_job(composed("model=llama", "suite=builtin"), 0, [])
+    assert builtin.config.suite.rules == {} and builtin.config.dtype == "float32"

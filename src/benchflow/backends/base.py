@@ -47,7 +47,7 @@ class Backend:
     # its step calls the compiled model, not a compiled step function
     exports: ClassVar[bool] = False
     trains: ClassVar[bool] = True  # can time test=train
-    # The suite's skip lists (conf/suite/*.yaml `skip.<list>`) its jobs honour beyond
+    # The suite's skip lists (suite/mirrors/*.yaml `skip.<list>`) its jobs honour beyond
     # every backend's (suite/rules.py)
     suite_skips: ClassVar[tuple[str, ...]] = ()
 

@@ -23,7 +23,7 @@ from benchflow.models.torchbench_index import (
     not_implemented,
 )
 from benchflow.suite.rules import skip_reason
-from benchflow.suite.suites import SUITES
+from benchflow.suite.suites import SUITES, with_rules
 
 
 def _first_comment(path: os.PathLike[str]) -> str:
@@ -92,8 +92,7 @@ def main(argv: list[str]) -> int:
         (a.split("=", 1)[1] for a in argv if a.startswith("suite.torchbench_root=")), None
     )
     device = "cuda" if cuda_present() else "cpu"
-    rules = read_yaml((CONF_DIR / "suite" / "torchbench.yaml").read_text())["rules"]
-    suite = SuiteConfig(name="torchbench", rules=rules)
+    suite = with_rules(SuiteConfig(name="torchbench"))
     try:
         root = find_root(root_arg)
     except TorchBenchNotFound as exc:

@@ -1,5 +1,5 @@
 """`python -m benchflow.suite sync PATH [--suite NAME] [--models-list FILE] [--out FILE]`:
-regenerate a suite's mirror (conf/suite/<suite>.yaml) from PyTorch's benchmarks/dynamo."""
+regenerate a suite's mirror (suite/mirrors/<suite>.yaml) from PyTorch's benchmarks/dynamo."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from benchflow.suite.suites import SUITES, by_upstream
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m benchflow.suite",
-        description="Mirror a suite file of PyTorch's benchmarks/dynamo into conf/suite/.",
+        description="Mirror a suite file of PyTorch's benchmarks/dynamo into benchflow.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("sync", help="regenerate a mirror from its upstream file")
@@ -28,7 +28,9 @@ def main(argv: list[str] | None = None) -> int:
         type=Path,
         help="the suite's models list (default: the file of that name beside PATH)",
     )
-    p.add_argument("--out", type=Path, help="the mirror (default: conf/suite/<suite>.yaml)")
+    p.add_argument(
+        "--out", type=Path, help="the mirror (default: benchflow/suite/mirrors/<suite>.yaml)"
+    )
     args = parser.parse_args(argv)
     if not args.path.is_file():
         parser.error(f"path={args.path} is not a file; give the upstream {upstreams}")

@@ -1,9 +1,9 @@
-"""Turn a suite's upstream files into benchflow's mirror, conf/suite/<suite>.yaml.
+"""Turn a suite's upstream files into benchflow's mirror, suite/mirrors/<suite>.yaml.
 
-Upstream's anchors, nested lists and `- ~` become flat lists and ``[]``, so Hydra reads
-plain data; unknown keys are kept and reported, never dropped. A suite's models list
-(one batch size per model) is written into ``batch_size.training`` and ``.inference``,
-where rules.py reads torchbench's.
+Upstream's anchors, nested lists and `- ~` become flat lists and ``[]``: plain data;
+unknown keys are kept and reported, never dropped. A suite's models list (one batch size
+per model) is written into ``batch_size.training`` and ``.inference``, where rules.py
+reads torchbench's.
 """
 
 from __future__ import annotations
@@ -52,10 +52,11 @@ KNOWN = {
 }
 
 HEADER = """\
-# PyTorch's benchmarks/dynamo/{upstream} as benchflow config: the same data,
-# anchors resolved and nested lists flattened. GENERATED, do not edit by hand:
+# PyTorch's benchmarks/dynamo/{upstream}: the same data, anchors resolved and nested
+# lists flattened. GENERATED, do not edit by hand:
 #   python -m benchflow.suite sync PATH/TO/{upstream}
-# Select it with suite={name}{default}. Rules applied: benchflow/suite/rules.py.{with_list}
+# suite={name}{default} gives each job these rules when it is planned (suite.rules);
+# benchflow/suite/rules.py applies them.{with_list}
 """
 WITH_LIST = """
 # batch_size.training and .inference: {models_list}'s batch sizes (the runner uses

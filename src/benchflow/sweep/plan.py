@@ -31,6 +31,7 @@ from benchflow.core.machine import cuda_present
 from benchflow.core.status import INVALID_PREFIX
 from benchflow.runner.toolchain import lacks
 from benchflow.runner.toolchain import resolve as resolve_toolchain
+from benchflow.suite.suites import with_rules
 from benchflow.sweep.process import why_not_env
 
 
@@ -267,8 +268,10 @@ def plan_config(
     cfg: BenchConfig, num: int, overrides: Sequence[str], *, single: bool = False
 ) -> Job:
     """:func:`plan_job` for a config already parsed and checked (config/validate.py)."""
-    # first, so that an invalid pair's row names its toolchain as a valid job's would
-    cfg = dataclasses.replace(cfg, toolchain=resolve_toolchain(cfg.toolchain))
+    # first, so that an invalid pair's row names its toolchain and rules as a valid job's
+    cfg = dataclasses.replace(
+        cfg, toolchain=resolve_toolchain(cfg.toolchain), suite=with_rules(cfg.suite)
+    )
     try:
         resolved = resolve(cfg)
     except InvalidCombination as exc:
