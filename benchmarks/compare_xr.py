@@ -73,6 +73,7 @@ from benchflow.harness.process import MMAP_THRESHOLD, TRIM_THRESHOLD  # noqa: E4
 from benchflow.results.io import read_rows  # noqa: E402
 from benchflow.results.phases import PHASES  # noqa: E402
 from benchflow.suite.rules import DTYPE_RULE  # noqa: E402
+from benchflow.suite.suites import SUITES, rules  # noqa: E402
 
 BACKENDS = ("eager", "lazy_xla", "inductor", "openxla")
 # The runner's --xla/--dynamo values per backend; it runs the valid pairs of their product.
@@ -121,8 +122,7 @@ def layout(out: Path, xla: Path, torchbench: Path, suite_yaml: Path | None) -> P
     if suite_yaml is not None:
         text = suite_yaml.read_text()
     else:  # benchflow's mirror of the same file: the same rules for both tools
-        mirror = yaml.safe_load((ROOT / "conf" / "suite" / "torchbench.yaml").read_text())
-        text = yaml.safe_dump(mirror["rules"], sort_keys=False)
+        text = yaml.safe_dump(rules(SUITES["torchbench"]), sort_keys=False)
     (dynamo / "torchbench.yaml").write_text(text)
     return work / "pytorch"
 

@@ -36,10 +36,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import compare_xr  # this folder's: the side-by-side run of one model
-import yaml
 
 from benchflow.config.schema import SuiteConfig
 from benchflow.suite.rules import skip_reason
+from benchflow.suite.suites import with_rules
 
 # The backends of each test: openxla for eval only (the runner does not train on XLA here).
 BACKENDS = {"eval": ("eager", "inductor", "openxla"), "train": ("eager", "inductor")}
@@ -84,9 +84,7 @@ def missing_packages(torchbench: Path, model: str) -> list[str]:
 def listed_skip(model: str, test: str) -> str | None:
     """Why torchbench.yaml's skip lists skip the model's test on a CPU, for both tools (the
     runner reads the same file): benchflow's rule, on its mirror of it."""
-    mirror = compare_xr.ROOT / "conf" / "suite" / "torchbench.yaml"
-    rules = yaml.safe_load(mirror.read_text())["rules"]
-    return skip_reason(SuiteConfig(name="torchbench", rules=rules), model, test, "cpu")
+    return skip_reason(with_rules(SuiteConfig(name="torchbench")), model, test, "cpu")
 
 
 def reason(note: str) -> str:
