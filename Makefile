@@ -112,7 +112,7 @@ ray-down: ## Stop both Ray nodes, by PID
 docs: setup ## Build the docs site into site/ (mkdocs-material, --strict: zero warnings)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
-test: setup browser docs ## Run the default test suite (real torch_xla, Inductor, MLflow on PostgreSQL, chromium; 633 tests, 5-8 min on 2 cores by the host's speed)
+test: setup browser docs ## Run the default test suite (real torch_xla, Inductor, MLflow on PostgreSQL, chromium; 634 tests, 5-8 min on 2 cores by the host's speed)
 	$(PY) -m pytest
 
 test-full: setup browser slurm-install ## Run every test, including the long end-to-end ones
