@@ -33,11 +33,11 @@ from benchflow.sweep.ir import ir_passes
 
 log = logging.getLogger(__name__)
 
-# The output of a built or compiled warm process, in the folder of the job that made it.
 # The rows' start times on one clock: the wall clock read once, then perf_counter's steps.
 # (A step of the wall clock mid-sweep, as a VM's clock sync makes, would otherwise put a
 # job's start out of line with its gap and wall: 58 ms once, on CI.)
 WALL_AT_ZERO = time.time() - time.perf_counter()
+# The output of a built or compiled warm process, in the folder of the job that made it.
 LOGS = {"imported": "zygote.log", "built": "build.log", "compiled": "step.log"}
 
 
