@@ -9,7 +9,7 @@ import importlib.util
 from benchflow.config.schema import SuiteConfig
 from benchflow.models.hub import needs_download
 from benchflow.suite.rules import TEST_KEY, skip_reason
-from benchflow.suite.suites import Suite, model_names, rules
+from benchflow.suite.suites import Suite, model_names, with_rules
 
 
 def status(config: SuiteConfig, name: str, device: str) -> str:
@@ -31,7 +31,7 @@ def status(config: SuiteConfig, name: str, device: str) -> str:
 
 
 def show(suite: Suite, device: str) -> int:
-    config = SuiteConfig(name=suite.name, rules=rules(suite))
+    config = with_rules(SuiteConfig(name=suite.name))
     sizes = (config.rules.get("batch_size") or {}).get("inference") or {}
     print(f"Suite {suite.name}: PyTorch's {suite.upstream} and {suite.models_list}, on this")
     print(f"machine ({device}). `suite={suite.name} model=<name>` runs one; the models are")
