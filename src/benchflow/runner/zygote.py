@@ -18,7 +18,6 @@ import json
 import logging
 import os
 import select
-import shutil
 import socket
 import subprocess
 import sys
@@ -224,20 +223,17 @@ class Zygote:
         self.build_s: float | None = None
         self.import_s = 0.0
         self._ready = self._closed = False
-        folder = tempfile.mkdtemp(prefix="benchflow-zygote-")  # 0700: ours alone
-        path = os.path.join(folder, "s")
-        try:
-            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
-                listener.bind(path)
-                listener.listen(1)
-                listener.settimeout(CONNECT_TIMEOUT_S)
-                self.pid = self._start(path, cores, base, build)
-                try:
-                    self._sock, _ = listener.accept()
-                except TimeoutError as exc:
-                    raise ZygoteError(f"the {self.name} zygote never connected") from exc
-        finally:
-            shutil.rmtree(folder, ignore_errors=True)
+        ours = tempfile.TemporaryDirectory(prefix="benchflow-zygote-", ignore_cleanup_errors=True)
+        with ours as folder, socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+            path = os.path.join(folder, "s")  # (0700: ours alone)
+            listener.bind(path)
+            listener.listen(1)
+            listener.settimeout(CONNECT_TIMEOUT_S)
+            self.pid = self._start(path, cores, base, build)
+            try:
+                self._sock, _ = listener.accept()
+            except TimeoutError as exc:
+                raise ZygoteError(f"the {self.name} zygote never connected") from exc
         self._sock.settimeout(None)
         self._lines = Lines(self._sock.fileno())
 
@@ -451,21 +447,14 @@ def _preload(name: str, checks: dict[str, dict[str, Any]]) -> None:
         return
     module, _, function = name[:-2].rpartition(".")
     start = time.perf_counter()
-    with _scratch_inductor_cache():
+    # Inductor's cache in a folder of this zygote's own, removed after
+    scratch = tempfile.TemporaryDirectory(
+        prefix="benchflow-zygote-inductor-", ignore_cleanup_errors=True
+    )
+    with scratch as folder, variable(INDUCTOR_CACHE, folder):
         cached = getattr(importlib.import_module(module), function)()
     if cached is not None and name not in checks:  # a machine check, its first time
         checks[name] = {"from_cache": cached, "s": round(time.perf_counter() - start, 3)}
-
-
-@contextlib.contextmanager
-def _scratch_inductor_cache() -> Iterator[None]:
-    """Inductor's cache in a folder of this zygote's own, removed after."""
-    folder = tempfile.mkdtemp(prefix="benchflow-zygote-inductor-")
-    try:
-        with variable(INDUCTOR_CACHE, folder):
-            yield
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _build(build: dict[str, Any], inherited: Any) -> Any:
