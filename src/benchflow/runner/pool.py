@@ -64,16 +64,15 @@ class Pool:
             return self._ready(warm, zygote, timeout_s)  # (the most recently used now)
         if zygote is not None:  # it died (killed, the OOM killer): made again
             zygote.close()
-        above = parent(warm)
+        above = parent(warm)  # (a kind's zygote without its base: started from scratch)
         base = self._made(above, request, timeout_s) if above is not None else None
-        if above is not None and base is None and warm.stage != "imported":
-            return None  # (a kind's zygote without its base: started from scratch)
-        if warm.stage != "imported":
-            self._make_room(keep=base)
-        cores = [int(c) for c in request["env"].get(ENV_CPUS, "").split(",") if c]
         build = None
-        if warm.stage != "imported":
+        if warm.stage != "imported":  # a built or compiled one: forked from its base only
+            if base is None:
+                return None
+            self._make_room(keep=base)
             build = request | {"stage": warm.stage, "key": warm.step or warm.build}
+        cores = [int(c) for c in request["env"].get(ENV_CPUS, "").split(",") if c]
         try:
             zygote = Zygote(warm.zygote, cores, base=base, build=build, output=self.output)
         except (ZygoteError, OSError) as exc:
