@@ -10,11 +10,12 @@ import functools
 import hashlib
 import json
 import os
-import re
 import subprocess
 from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+from packaging.utils import canonicalize_name
 
 from benchflow.config.errors import ConfigError
 from benchflow.core.layout import cache_root
@@ -26,10 +27,6 @@ PROBE_TIMEOUT_S = 180.0  # a first `import torch` from a cold disk takes a while
 
 class ToolchainError(ConfigError):
     """A toolchain's environment could not be built or used; the message says why."""
-
-
-def norm(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def harness_path() -> str:
@@ -140,7 +137,7 @@ class Interpreter:
 
     def versions(self) -> dict[str, str]:
         parts = (line.partition("==") for line in self.packages)
-        return {norm(name): version for name, _, version in parts}
+        return {canonicalize_name(name): version for name, _, version in parts}
 
 
 def _supported() -> tuple[str, str]:

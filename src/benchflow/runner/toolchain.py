@@ -21,7 +21,10 @@ from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 
+from packaging.utils import canonicalize_name
+
 from benchflow.config.schema import PROJECT_TOOLCHAIN, ToolchainConfig
+from benchflow.core.files import write_text_atomic
 from benchflow.core.layout import cache_root
 from benchflow.runner.interpreter import (
     HARNESS,
@@ -29,7 +32,6 @@ from benchflow.runner.interpreter import (
     ToolchainError,
     harness_env,
     last_lines,
-    norm,
     probe,
 )
 
@@ -40,7 +42,6 @@ GIVEN = "python"  # in an existing interpreter's folder: that interpreter's path
 
 @dataclasses.dataclass(frozen=True)
 class Environment:
-    name: str
     folder: Path
 
     @property
@@ -60,10 +61,10 @@ class Environment:
 
 def requirements(toolchain: ToolchainConfig) -> list[str]:
     """The environment's requirements: HARNESS at this environment's versions, pins over them."""
-    out = {norm(k): str(v) for k, v in toolchain.pins.items()}
+    out = {canonicalize_name(k): str(v) for k, v in toolchain.pins.items()}
     for name in HARNESS:
-        if norm(name) not in out:
-            out[norm(name)] = metadata.version(name)
+        if canonicalize_name(name) not in out:
+            out[canonicalize_name(name)] = metadata.version(name)
     return sorted(f"{name}=={version}" for name, version in out.items())
 
 
@@ -85,7 +86,7 @@ def environment(toolchain: ToolchainConfig) -> Environment | None:
     """The toolchain's environment; None for the project's own, or one not built yet."""
     if toolchain.is_project:
         return None
-    env = Environment(toolchain.name, root() / key_of(toolchain))
+    env = Environment(root() / key_of(toolchain))
     return env if (env.folder / READY).exists() else None
 
 
@@ -137,10 +138,13 @@ def lacks(toolchain: ToolchainConfig, package: str) -> tuple[str, str] | None:
         have = probe(toolchain.python).versions()
         where = f"toolchain={toolchain.name} ({toolchain.python})"
     else:
-        have = {norm(d.metadata["Name"]): d.version for d in _project_dists(package)}
+        have = {}
+        for name in {"torch", package}:  # this environment's, without an import
+            with contextlib.suppress(metadata.PackageNotFoundError):
+                have[canonicalize_name(name)] = metadata.version(name)
         where = f"benchflow's environment ({sys.prefix})"
     torch = have.get("torch", "?")
-    if norm(package) not in have:
+    if canonicalize_name(package) not in have:
         if package == "torch_xla":
             return (
                 f"{where} has none (its torch: {torch})",
@@ -158,15 +162,6 @@ def lacks(toolchain: ToolchainConfig, package: str) -> tuple[str, str] | None:
     return None
 
 
-def _project_dists(package: str) -> list[metadata.Distribution]:
-    """This environment's distributions of torch and `package` (no import)."""
-    out = []
-    for name in {"torch", package}:
-        with contextlib.suppress(metadata.PackageNotFoundError):
-            out.append(metadata.distribution(name))
-    return out
-
-
 # --- building --------------------------------------------------------------------------
 
 
@@ -176,7 +171,7 @@ def build(
     """The toolchain's environment, built where it is not yet, and the seconds it took."""
     assert not toolchain.is_project
     folder = root() / key_of(toolchain)
-    env = Environment(toolchain.name, folder)
+    env = Environment(folder)
     if (folder / READY).exists():
         if toolchain.python is not None:  # its packages as they are now, not as first seen
             _record_packages(probe(toolchain.python), folder)
@@ -207,9 +202,7 @@ def _record_packages(found: Interpreter, folder: Path) -> None:
     text = "\n".join(found.packages) + "\n"
     lock = folder / LOCK
     if not lock.is_file() or lock.read_text() != text:
-        tmp = folder / f".{LOCK}.{os.getpid()}"
-        tmp.write_text(text)
-        tmp.replace(lock)
+        write_text_atomic(lock, text)
 
 
 def _install(toolchain: ToolchainConfig, tmp: Path, say: Callable[[str], None]) -> None:
@@ -303,4 +296,4 @@ def launch(toolchain: ToolchainConfig) -> tuple[str, dict[str, str]]:
 
 def interpreter(key: str) -> tuple[str, dict[str, str]]:
     """(the interpreter, variables to add) a job or zygote of `key`'s environment uses."""
-    return str(Environment(key, root() / key).python), harness_env()
+    return str(Environment(root() / key).python), harness_env()
