@@ -16,9 +16,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-import psutil
-
-from benchflow.core.files import write_json_atomic
+from benchflow.core.files import pick, write_json_atomic
 from benchflow.core.job import JobSpec
 from benchflow.core.status import Status
 from benchflow.harness.process import ENV_PARENT
@@ -62,9 +60,7 @@ class Outcome:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], result: ChildResult | None) -> Outcome:
-        known = {f.name for f in fields(cls)} - {"result", "status"}
-        kept = {k: v for k, v in data.items() if k in known}
-        return cls(status=Status(data["status"]), result=result, **kept)
+        return cls(**pick(cls, data) | {"status": Status(data["status"]), "result": result})
 
 
 def _tail(path: Path, chars: int = STDERR_TAIL_CHARS) -> str:
@@ -117,9 +113,8 @@ def run_isolated(
         except KeyboardInterrupt:
             return interrupted(time.perf_counter() - start)
         finally:  # its group, and grandchildren (compile workers) that left it
-            descendants = kill_group(proc.pid)
+            kill_group(proc.pid)
             proc.wait()
-            psutil.wait_procs(descendants, timeout=5)
     return _classify(returncode, start, time.perf_counter(), result_path, stderr_path)
 
 
@@ -153,7 +148,7 @@ def _run_forked(
         returncode = zygote.wait(timeout_s)
     except ZygoteError as exc:
         # the zygote died under the job: the job goes with it, the next gets a new one
-        psutil.wait_procs(kill_group(pid), timeout=5)
+        kill_group(pid)
         wall = time.perf_counter() - start
         error = f"crashed with its preforked interpreter ({exc}); rerun it with retry=failed"
         return Outcome(Status.CRASHED, error, None, wall, None)
@@ -163,16 +158,14 @@ def _run_forked(
     if returncode is None:
         _reap(zygote, pid)
         return _timed_out(timeout_s, time.perf_counter() - start)
-    # Grandchildren (compile workers) must not outlive their job.
-    psutil.wait_procs(kill_group(pid), timeout=5)
+    kill_group(pid)  # grandchildren (compile workers) must not outlive their job
     return _classify(returncode, start, time.perf_counter(), result_path, stderr_path)
 
 
 def _reap(zygote: Zygote, pid: int) -> None:
-    descendants = kill_group(pid)
+    kill_group(pid)
     with contextlib.suppress(ZygoteError):  # it may have died too (SLURM signals them all)
         zygote.wait(None)
-    psutil.wait_procs(descendants, timeout=5)
 
 
 def _classify(

@@ -561,8 +561,9 @@ def _wait_child(pid: int, requests: Lines) -> int | None:
     return os.waitstatus_to_exitcode(status)
 
 
-def kill_group(pid: int) -> list[psutil.Process]:
-    """SIGKILL a job's group and every descendant that left it; returns the descendants."""
+def kill_group(pid: int) -> None:
+    """SIGKILL a job's group and every descendant that left it (compile workers, which must
+    not outlive their job), and wait for those (5 s at most)."""
     try:
         descendants = psutil.Process(pid).children(recursive=True)
     except psutil.NoSuchProcess:
@@ -572,7 +573,7 @@ def kill_group(pid: int) -> list[psutil.Process]:
     for proc in descendants:
         with contextlib.suppress(psutil.NoSuchProcess):
             proc.kill()
-    return descendants
+    psutil.wait_procs(descendants, timeout=5)
 
 
 # --- what a zygote must be to fork ----------------------------------------------------------
