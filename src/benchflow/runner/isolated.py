@@ -172,17 +172,14 @@ def _classify(
     returncode: int | None, launched: float, ended: float, result_path: Path, stderr_path: Path
 ) -> Outcome:
     wall = ended - launched
-    result = None
-    if result_path.exists():
-        try:
-            result = ChildResult.from_dict(json.loads(result_path.read_text()))
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
-            result = None  # half a file, or no child's: told from the exit, as a crash
+    try:
+        result = ChildResult.from_dict(json.loads(result_path.read_text()))
+    except (OSError, KeyError, TypeError, ValueError, AttributeError):
+        result = None  # none, half a file, or no child's: told from the exit, as a crash
     if result is not None:
         return Outcome(result.status, result.error, returncode, wall, result, launched, ended)
+    how = f"exit code {returncode} without a result"
     if returncode is not None and returncode < 0:
-        sig = signal.Signals(-returncode).name
-        error = f"killed by {sig}; stderr tail:\n{_tail(stderr_path)}"
-    else:
-        error = f"exit code {returncode} without a result; stderr tail:\n{_tail(stderr_path)}"
+        how = f"killed by {signal.Signals(-returncode).name}"
+    error = f"{how}; stderr tail:\n{_tail(stderr_path)}"
     return Outcome(Status.CRASHED, error, returncode, wall, None, launched, ended)
