@@ -16,7 +16,7 @@ import psutil
 
 from benchflow.core.cpus import ENV_CPUS
 from benchflow.core.job import Warm
-from benchflow.runner.zygote import Zygote, ZygoteError, base_of
+from benchflow.runner.zygote import BASE, Zygote, ZygoteError, named, split
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ def parent(warm: Warm) -> Warm | None:
         return Warm(warm.zygote, warm.build)
     if warm.build:
         return Warm(warm.zygote)
-    base = base_of(warm.zygote)
+    base = named(BASE, split(warm.zygote)[1])  # its environment's torch zygote
     return Warm(base) if base != warm.zygote else None
 
 

@@ -79,11 +79,6 @@ def split(name: str) -> tuple[str, str | None]:
     return kind, key or None
 
 
-def base_of(name: str) -> str:
-    """The zygote a zygote of `name` forks from: its environment's torch one."""
-    return named(BASE, split(name)[1])
-
-
 def preloads(kind: str) -> tuple[str, ...]:
     """What a zygote of `kind` preloads, in order (each of its KIND_SEP kinds', once)."""
     return tuple(dict.fromkeys(p for k in kind.split(KIND_SEP) for p in KINDS[k]))
