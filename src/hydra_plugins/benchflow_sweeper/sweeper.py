@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from hydra.core.plugins import Plugins
 from hydra.plugins.sweeper import Sweeper
@@ -53,37 +53,28 @@ class BenchflowSweeper(Sweeper):
             jobs = grid(self.params or {}, arguments, self.hydra_context.config_loader)
         if not jobs:
             empty = next((a for a in arguments if not grid({}, [a])), " ".join(arguments))
-            print(
-                f"benchflow: error: {empty} gives no value, so the sweep has no job; "
-                "allowed: at least one value for every key",
-                file=sys.stderr,
+            _refuse(
+                f"{empty} gives no value, so the sweep has no job; allowed: at least one "
+                "value for every key"
             )
-            raise SystemExit(2)
         if self.single and len(jobs) > 1:
             swept = next(a for a in arguments if len(grid({}, [a])) > 1)
-            print(
-                f"benchflow: error: {swept}: several values make a sweep, but this is a single "
-                "run; allowed: -m to sweep them, or one value (a list value: key=[a,b])",
-                file=sys.stderr,
+            _refuse(
+                f"{swept}: several values make a sweep, but this is a single run; allowed: "
+                "-m to sweep them, or one value (a list value: key=[a,b])"
             )
-            raise SystemExit(2)
         composer = Composer(self.hydra_context.config_loader, config)
         try:  # the command line's overrides: how resume=true finds this sweep's folder
             args = [str(a) for a in arguments]
             plan = plan_sweep(composer, jobs, args, given, forks=here, single=self.single)
         except SweepRefused as exc:
             if self.single:
-                print(f"benchflow: error: {exc.lines[0]}", file=sys.stderr)
-                raise SystemExit(2) from None
-            print("benchflow: error: the sweep has bad values; nothing was run.", file=sys.stderr)
-            for line in exc.lines:
-                print(f"  {line}", file=sys.stderr)
-            raise SystemExit(2) from None
+                _refuse(exc.lines[0])
+            _refuse("the sweep has bad values; nothing was run.", *(f"  {x}" for x in exc.lines))
         from benchflow.tracking.mlflow_runs import check_reachable
 
         if problem := check_reachable(plan.jobs()[0].config.mlflow):
-            print(f"benchflow: error: {problem}; nothing was run.", file=sys.stderr)
-            raise SystemExit(2)
+            _refuse(f"{problem}; nothing was run.")
         folder = Path(config.hydra.sweep.dir)
         begin(plan, folder)
         if not self.single:
@@ -110,3 +101,9 @@ class BenchflowSweeper(Sweeper):
             return
         with open_dict(self.config):
             self.config.hydra.overrides.hydra.append(f"hydra.sweep.dir={sweep_dir.resolve()}")
+
+
+def _refuse(message: str, *more: str) -> NoReturn:
+    """benchflow's refusal of a command, as the CLI's own checks say it: nothing runs (exit 2)."""
+    print(f"benchflow: error: {message}", *more, sep="\n", file=sys.stderr)
+    raise SystemExit(2)
