@@ -22,7 +22,7 @@ from benchflow.core import gpus
 from benchflow.core.cpus import ENV_CPUS, child_env, cpu_slot, span
 from benchflow.core.files import write_json_atomic
 from benchflow.core.job import Job, JobSpec, Warm
-from benchflow.core.layout import JobDir, cache_root
+from benchflow.core.layout import JobDir, SweepDir, cache_root
 from benchflow.core.machine import node_name
 from benchflow.core.status import Status
 from benchflow.results.child import ChildResult
@@ -179,27 +179,22 @@ def step_overrides(n: int, steps: int | None) -> list[str]:
 
 def task(plan_dir: Path, num: int, job_dir: Path) -> Outcome:
     """A launcher's worker: the process of job `num` that ENV_STEP names, spawned."""
-    from benchflow.core.layout import SweepDir
-
     tie_to_sweep()
     plan = SweepDir(plan_dir).read_plan()
     assert plan is not None, f"no plan.json in {plan_dir}"
-    n, _, steps = os.environ[ENV_STEP].partition(",")
-    since = time.perf_counter()
+    process, _, steps = os.environ[ENV_STEP].partition(",")
+    n, folder, since = int(process), JobDir(job_dir), time.perf_counter()
+    job = plan.job(num)
     with scheduler.catch_stop() as stop:  # a SLURM job's stop: its child killed, an outcome
-        outcome = run_step(
-            plan.job(num), int(n), JobDir(job_dir), since, steps=int(steps) if steps else None
-        )
+        outcome = run_step(job, n, folder, since, steps=int(steps) if steps else None)
     if outcome.status is Status.INTERRUPTED and (slurm_job := scheduler.slurm_job()):
         outcome.status, outcome.error = scheduler.cause(slurm_job, stop.signum)
     # In the job's journal now (the sweep writes it again once the launcher's batch is
     # back): a sweep killed meanwhile keeps it, and its progress, said here.
-    job = plan.job(num)
-    if len(ran := journal(JobDir(job_dir), job.fingerprint)) == int(n):
-        write_journal(JobDir(job_dir), job.fingerprint, [*ran, outcome], recorded=False)
-    count, status = job.config.process_count, outcome.status.value
-    said = f"[{num + 1}/{plan.total}] {job.name} (process {int(n) + 1} of {count}): {status}"
-    progress.note(f"{said} in {outcome.wall_time_s:.1f} s")
+    if len(ran := journal(folder, job.fingerprint)) == n:
+        write_journal(folder, job.fingerprint, [*ran, outcome], recorded=False)
+    said = f"[{num + 1}/{plan.total}] {job.name} (process {n + 1} of {job.config.process_count})"
+    progress.note(f"{said}: {outcome.status.value} in {outcome.wall_time_s:.1f} s")
     return outcome
 
 
