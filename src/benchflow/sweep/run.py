@@ -148,7 +148,7 @@ class Sweep:
             for i, step in enumerate(todo):
                 if not (self.aborted or step.job in self.done):
                     self._add(step, self._run_here(step))
-                for warm in _chain(step.warm) if step.warm else ():
+                for warm in _chain(step.warm):
                     if last.get(warm) == i:
                         self.pool.close(warm)  # no later process forks from it
             return
@@ -200,8 +200,8 @@ class Sweep:
         if not todo:
             return {}
         r = todo[0].round
-        later = {w for s in self.plan.steps if s.round > r and s.warm for w in _chain(s.warm)}
-        last = {w: i for i, s in enumerate(todo) if s.warm for w in _chain(s.warm)}
+        later = {w for s in self.plan.steps if s.round > r for w in _chain(s.warm)}
+        last = {w: i for i, s in enumerate(todo) for w in _chain(s.warm)}
         return {w: i for w, i in last.items() if w not in later}
 
     def _add(self, step: Step, outcome: Outcome) -> None:
@@ -282,13 +282,12 @@ class Sweep:
         return JobDir(self.folder.path if self.single else self.folder.path / str(job.num))
 
 
-def _chain(warm: Warm) -> list[Warm]:
-    """`warm` and every warm process it is made from."""
+def _chain(warm: Warm | None) -> list[Warm]:
+    """`warm` and every warm process it is made from ([]: a spawned process's)."""
     out: list[Warm] = []
-    found: Warm | None = warm
-    while found is not None:
-        out.append(found)
-        found = parent(found)
+    while warm is not None:
+        out.append(warm)
+        warm = parent(warm)
     return out
 
 
@@ -298,18 +297,17 @@ def _batches(steps: Sequence[Step], size: int | None = None) -> list[list[Step]]
     later one's steps per repeat come from the first's), at most `size` long (None: no
     limit; hydra.sweeper.max_batch_size), in the round's order."""
     out: list[list[Step]] = []
-    for index in sorted({s.process for s in steps}):
-        for step in (s for s in steps if s.process == index):
-            last = out[-1] if out else None
-            if (
-                last
-                and last[-1].process == index
-                and last[-1].job + 1 == step.job
-                and (size is None or len(last) < size)
-            ):
-                out[-1].append(step)
-            else:
-                out.append([step])
+    for step in sorted(steps, key=lambda s: s.process):  # (stable: the round's order)
+        last = out[-1] if out else None
+        if (
+            last
+            and last[-1].process == step.process
+            and last[-1].job + 1 == step.job
+            and (size is None or len(last) < size)
+        ):
+            last.append(step)
+        else:
+            out.append([step])
     return out
 
 
