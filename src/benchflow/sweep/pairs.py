@@ -44,26 +44,21 @@ def _key(override: str) -> str:
     return override.split("=", 1)[0].lstrip("+~")
 
 
-def axis_of(jobs: Sequence[Job]) -> str | None:
-    """The sweep's `pair=` (None: not a paired sweep); ConfigError where jobs differ."""
+def pairs_of(jobs: Sequence[Job]) -> list[Pair]:
+    """The sweep's pairs ([]: none); ConfigError where the jobs' `pair=` differ, or is not an
+    axis of two values."""
     named = {job.config.pair for job in jobs}
     if len(named) > 1:
-        values = ", ".join(sorted(str(v) for v in named))
-        raise ConfigError(f"pair differs between the sweep's jobs ({values}); allowed: one axis")
-    return named.pop() if named else None
-
-
-def pairs_of(jobs: Sequence[Job]) -> list[Pair]:
-    """The sweep's pairs ([]: none); ConfigError where `pair=` is not an axis of two values."""
-    axis = axis_of(jobs)
-    if axis is None:
+        given = ", ".join(sorted(str(v) for v in named))
+        raise ConfigError(f"pair differs between the sweep's jobs ({given}); allowed: one axis")
+    if not named or (axis := named.pop()) is None:
         return []
-    values: dict[str, list[str]] = {}  # each key's values, in the order of job numbers
-    for job in sorted(jobs, key=lambda j: j.num):
+    jobs = sorted(jobs, key=lambda j: j.num)
+    seen: dict[str, dict[str, None]] = {}  # each key's values, in the order of job numbers
+    for job in jobs:
         for o in job.overrides:
-            values.setdefault(_key(o), [])
-            if (value := o.split("=", 1)[-1]) not in values[_key(o)]:
-                values[_key(o)].append(value)
+            seen.setdefault(_key(o), {})[o.split("=", 1)[-1]] = None
+    values = {k: list(v) for k, v in seen.items()}
     axes = [k for k, v in values.items() if len(v) > 1]
     if axis not in axes:
         close = difflib.get_close_matches(axis, axes, n=1)
@@ -79,7 +74,7 @@ def pairs_of(jobs: Sequence[Job]) -> list[Pair]:
         )
     a_value = values[axis][0]
     sides: dict[tuple[str, ...], dict[bool, Job]] = {}
-    for job in sorted(jobs, key=lambda j: j.num):
+    for job in jobs:
         rest = tuple(sorted(o for o in job.overrides if _key(o) != axis))
         is_a = f"{axis}={a_value}" in (o.lstrip("+~") for o in job.overrides)
         sides.setdefault(rest, {}).setdefault(is_a, job)
