@@ -250,15 +250,6 @@ def _skip_lists(cfg: BenchConfig, backend: type[backends.Backend]) -> list[str]:
     return lists
 
 
-def _not_shared(cfg: BenchConfig) -> str | None:
-    """Why a job with share_build=true builds its own model anyway (None: it shares)."""
-    from benchflow.models.sharing import build_device
-
-    if (where := build_device(cfg)) != "cpu":
-        return f"TorchBench builds {cfg.model.name} on the job's device ({where}), not the host"
-    return None
-
-
 def plan_job(composed: Any, num: int, overrides: Sequence[str], *, single: bool = False) -> Job:
     """One composed config -> its Job (ConfigError: a bad value; invalid: a Job never run)."""
     return plan_config(parse(composed), num, overrides, single=single)
@@ -289,6 +280,7 @@ def plan_config(
 
 
 def _with_rules(cfg: BenchConfig, num: int, overrides: tuple[str, ...], single: bool) -> Job:
+    from benchflow.models.sharing import build_device
     from benchflow.models.torchbench_index import not_implemented
     from benchflow.suite.rules import decide
 
@@ -326,8 +318,11 @@ def _with_rules(cfg: BenchConfig, num: int, overrides: tuple[str, ...], single: 
             f"dynamo={cfg.dynamo.name} with xla={cfg.xla.name}: it has no XLA IR; "
             "allowed: xla=PJRT or dynamo=openxla (or ir=none)"
         )
-    if cfg.share_build and cfg.prefork and not single and (why := _not_shared(cfg)):
-        notes.append(f"share_build=true, but {why}: it builds its own model")
+    if cfg.share_build and cfg.prefork and not single and (where := build_device(cfg)) != "cpu":
+        notes.append(
+            f"share_build=true, but TorchBench builds {cfg.model.name} on the job's device "
+            f"({where}), not the host: it builds its own model"
+        )
     if notes and single and not skip:
         raise ConfigError(notes[0])  # a single run asked for something it cannot have
     if not skip and cfg.model.source == "torchbench":  # a fact of the model, not a setting
