@@ -139,12 +139,10 @@ class Tracking:
 
     def start(self, job: Job) -> str | None:
         """The job's run, opened (its id; None: MLflow is off, or failed)."""
-        tracker = self._tracker(job.config.mlflow)
-        if tracker is None:
+        if (tracker := self._tracker(job.config.mlflow)) is None:
             return None
         parent = self.folder.parent_run_id()
-        run_id: str | None = safely("start_run", tracker.start_run, job.name, parent_id=parent)
-        return run_id
+        return safely("start_run", tracker.start_run, job.name, parent_id=parent)
 
     def log(self, job: Job, row: ResultRow, job_dir: JobDir, replaced: Sequence[ResultRow]) -> None:
         """The job's row, files and params in its run; those of the rows it replaced, superseded."""
