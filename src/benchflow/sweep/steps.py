@@ -58,9 +58,7 @@ def shared_builds(jobs: Sequence[Job]) -> dict[int, Warm]:
     """The jobs (by number) whose processes fork from a shared build, and which."""
     by_key: dict[tuple[str, str | None], list[tuple[Job, str]]] = {}
     for job in jobs:
-        key = build_key(job)
-        zygote = zygote_kind(job) if key else None
-        if key is None or zygote is None:
+        if (key := build_key(job)) is None or (zygote := zygote_kind(job)) is None:
             continue
         if backends.get(job.backend).on_xla and "torch_xla" not in preloads(split(zygote)[0]):
             continue  # it imports torch_xla itself, after its environment is set
