@@ -11,7 +11,6 @@ import dataclasses
 import logging
 import shutil
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from benchflow.core.interrupts import Stops
 from benchflow.core.job import Job, Plan, Step, Warm
 from benchflow.core.layout import JobDir, SweepDir
 from benchflow.core.status import Status
-from benchflow.results.io import read_rows, record_row
+from benchflow.results.io import current, read_rows, record_row, tally
 from benchflow.results.row import JobInfo, ResultRow
 from benchflow.runner.isolated import Outcome
 from benchflow.runner.pool import Pool, parent
@@ -101,7 +100,7 @@ class Sweep:
 
     def _finish(self, mlflow: MlflowConfig) -> None:
         """The sweep's report, printed and written, and its MLflow parent run closed."""
-        rows = [r for r in self.rows if not r.superseded_by]
+        rows = current(self.rows)
         made = rows and safely("report", report_sweep, rows, self.plan.baseline, self.folder)
         if (axis := self.plan.job(rows[0].job.num).config.pair if rows else None) is not None:
             print(f"paired sweep: `benchflow report {self.folder.path} --pair {axis}` judges it")
@@ -271,8 +270,7 @@ class Sweep:
         ] + [row]
         self.done.add(job.num)
         self.last = row
-        current = Counter(r.status.value for r in self.rows if not r.superseded_by)
-        progress.report(row, job.num, self.plan.total, current)
+        progress.report(row, job.num, self.plan.total, tally(current(self.rows)))
         if job.config.fail_fast and row.status.went_wrong and not self.single:
             self.aborted = (
                 self.aborted or f"fail_fast: job {job.num} ({job.name}) ended {row.status}"
