@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from benchflow.config.schema import is_knob
+from benchflow.core.files import pick
 from benchflow.core.status import Status
 from benchflow.results.flops import Flops
 from benchflow.results.headline import headline_of, timed_of
@@ -91,12 +92,6 @@ class Entry:
         return self.row.untimed
 
     @property
-    def iqr_s(self) -> float | None:
-        if self.q1_s is None or self.q3_s is None:
-            return None
-        return self.q3_s - self.q1_s
-
-    @property
     def timed(self) -> Timed:
         """Its times as a sample to reason from (results/intervals.py)."""
         return timed_of(self.row) if self.time_s is not None else Timed(())
@@ -108,31 +103,16 @@ class Entry:
 
 
 def make_entry(row: ResultRow, config: Config) -> Entry:
+    """The row's entry: its headline's numbers (results/headline.py), under the same names."""
     h = headline_of(row)
-    ok = h.status is Status.OK
     return Entry(
-        cv=h.cv,
-        flags=timing_flags(row) if ok else [],
-        host=h.host,
-        host_reference_s=h.host_reference_s,
         model=row.model_name,
         test=row.test,
         config=config,
         row=row,
-        status=h.status,
-        time_s=h.time_s,
-        q1_s=h.q1_s,
-        q3_s=h.q3_s,
-        ci_low_s=h.ci_low_s,
-        ci_high_s=h.ci_high_s,
-        repeats=h.repeats,
-        compile_s=h.compile_s,
-        export_s=h.export_s,
-        peak_bytes=h.peak_bytes,
-        memory_kind=h.memory_kind,
         verification=row.verification_code or "VERIFIER_SKIPPED",
-        compiles=h.compiles,
-        flops=h.flops,
+        flags=timing_flags(row) if h.status is Status.OK else [],
+        **pick(Entry, vars(h)),
     )
 
 
