@@ -179,26 +179,14 @@ class ChildResult:
         """Raises KeyError, TypeError or ValueError for what is no child result."""
         timings = data.get("child_timings")
         return cls(
-            schema_version=int(data.get("schema_version", 1)),
-            status=Status(data["status"]),
-            error=data.get("error"),
-            versions=dict(data.get("versions") or {}),
-            model_source=data.get("model_source"),
-            batch_size=data.get("batch_size"),
-            dtype=data.get("dtype"),
-            accelerator_model=data.get("accelerator_model"),
-            num_threads=data.get("num_threads"),
-            metrics=dict(data.get("metrics") or {}),
-            summary=dict(data.get("summary") or {}),
-            timing=Timing.from_dict(data.get("timing") or {}),
-            child_timings=ChildTimings(**pick(ChildTimings, timings)) if timings else None,
-            verification_code=data.get("verification_code"),
-            verification_detail=data.get("verification_detail"),
-            child_wall_s=data.get("child_wall_s"),
-            env=dict(data.get("env") or {}),
-            affinity=data.get("affinity"),
-            gpu=data.get("gpu"),
-            digest=data.get("digest"),
-            flops=Flops.from_dict(data.get("flops")),
-            signals=Signals.from_dict(data.get("signals")),
+            **{
+                **pick(cls, data),
+                "schema_version": int(data.get("schema_version", 1)),
+                "status": Status(data["status"]),
+                "versions": data.get("versions") or {},
+                "timing": Timing.from_dict(data.get("timing") or {}),
+                "child_timings": ChildTimings(**pick(ChildTimings, timings)) if timings else None,
+                "flops": Flops.from_dict(data.get("flops")),
+                "signals": Signals.from_dict(data.get("signals")),
+            }
         )
