@@ -129,9 +129,7 @@ def record_row(path: Path, row: ResultRow) -> list[ResultRow]:
         if not path.exists() or needle not in path.read_bytes():
             _append_line(path, row.to_dict())
             return []
-        lines = (
-            path.read_text(encoding="utf-8", errors="replace").splitlines() if path.exists() else []
-        )
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
         out, superseded = [], []
         for lineno, line in enumerate(lines, 1):
             try:
