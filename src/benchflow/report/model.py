@@ -265,7 +265,11 @@ def build_report(
     settings = [row_axes(row) for row in rows]
     axes = varying_axes(rows, settings)
     notes: list[str] = []
-    entries = _latest(rows, [_config_of(r, axes, s) for r, s in zip(rows, settings, strict=True)])
+    configs = [
+        Config(r.backend, tuple((k, s.get(k, "-")) for k in axes))
+        for r, s in zip(rows, settings, strict=True)
+    ]
+    entries = _latest(rows, configs)
     if superseded := len(rows) - len(entries):
         notes.append(
             f"{superseded} older row(s) for the same model and configuration "
@@ -316,10 +320,6 @@ def _latest(rows: Sequence[ResultRow], configs: Sequence[Config]) -> list[Entry]
     return sorted(latest.values(), key=lambda e: (e.model, e.test, order.get(e.config.label, 0)))
 
 
-def axes_of(entries: Sequence[Entry]) -> set[str]:
-    return {k for e in entries for k, _ in e.config.axes}
-
-
 def all_untimed(entries: list[Entry]) -> bool:
     """Entries of an accuracy sweep: at least one, and none timed (timing=false)."""
     return bool(entries) and all(e.untimed for e in entries)
@@ -342,7 +342,7 @@ def _speedups(entries: list[Entry], base: Baseline) -> list[str]:
         )
     elif not has_base:
         present = ", ".join(sorted({e.config.backend for e in entries}))
-        knobs = any(map(is_knob, axes_of(entries)))
+        knobs = any(is_knob(k) for e in entries for k, _ in e.config.axes)
         plain = " with no compiler setting (inductor.*, dynamo.dynamic*)" if knobs else ""
         notes.append(
             f"baseline {base.label}{plain} is not in these results: no speedups "
@@ -408,10 +408,6 @@ def _host_notes(entries: list[Entry]) -> list[str]:
     return notes
 
 
-def _config_of(row: ResultRow, axes: Sequence[str], settings: dict[str, str]) -> Config:
-    return Config(row.backend, tuple((k, settings.get(k, "-")) for k in axes))
-
-
 def _outcome(e: Entry) -> str:
     if e.status is not Status.OK:
         return e.status.value
@@ -444,7 +440,9 @@ def _summarize(config: Config, entries: list[Entry], is_base: bool) -> Summary:
         if is_base and in_geomean
         else (geomean(speedups) if speedups else None),
         speedup_models=len(in_geomean),
-        geomean_ci=None if is_base or not speedups else _geomean_ci(in_geomean),
+        geomean_ci=None
+        if is_base or not speedups
+        else geomean_ratio_ci([(e.baseline, e.timed) for e in in_geomean]),
         mean_compile_s=statistics.fmean(compiles) if compiles else None,
         memory_ratio=1.0
         if is_base and in_geomean
@@ -464,11 +462,6 @@ def _why_left_out(e: Entry) -> str:
     if e.untimed:
         return UNTIMED_NOTE
     return e.note.removesuffix(": not in the geomean") or "no speedup"
-
-
-def _geomean_ci(in_geomean: list[Entry]) -> Interval | None:
-    """The geomean speedup's interval: every model's baseline and own samples resampled."""
-    return geomean_ratio_ci([(e.baseline, e.timed) for e in in_geomean])
 
 
 def _machine_checks_run(rows: Sequence[ResultRow]) -> list[str]:
