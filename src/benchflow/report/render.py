@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from benchflow.config.schema import STEPS
 from benchflow.core.status import Status
@@ -51,6 +52,7 @@ SUMMARY_HEADER = [
     "memory ratio",
     "skipped",
 ]
+CHANGE_TITLE, SUMMARY_TITLE = "Against the baseline", "Summary"
 INVALID_HEADER = ["model", "test", "settings", "why it never ran"]
 INVALID_TITLE = "Invalid combinations (never run; no configuration)"
 TIME_TITLE = "Where the time went"
@@ -282,47 +284,51 @@ def overall_lines(changes: Sequence[Change]) -> list[str]:
     ]
 
 
-def _sections(report: Report) -> list[tuple[str, list[str], list[list[str]], str | None]]:
-    """The report's sections after its per-model table, where they have rows: (title,
-    header, rows, note), as each format renders them."""
-    found: list[tuple[str, list[str], list[list[str]], str | None]] = []
+@dataclass(frozen=True)
+class Section:
+    """One of a report's tables, with what follows it, as each format renders it."""
+
+    title: str
+    header: Sequence[str]
+    rows: list[list[str]]
+    classes: Sequence[str] = ()  # the HTML page's class of each row (bad, good, skip)
+    lines: Sequence[str] | None = None  # a list after the table (the configurations' verdicts)
+    note: str | None = None
+
+
+def _sections(report: Report, changes: Sequence[Change] | None) -> list[Section]:
+    """The report's tables in order (the last three only where they have rows); the HTML
+    page draws its plots after the Summary."""
+    found = []
+    if changes is not None:
+        classes = ["bad" if c.fails else ("good" if c.verdict in GOOD else "") for c in changes]
+        rows = [change_cells(c) for c in changes]
+        found.append(Section(CHANGE_TITLE, CHANGE_HEADER, rows, classes, overall_lines(changes)))
+    summaries = [summary_cells(s) for s in report.summaries]
+    entries = [entry_cells(e, report.is_baseline(e.config)) for e in report.entries]
+    classes = [
+        "" if e.passed else ("skip" if e.status is Status.SKIPPED else "bad")
+        for e in report.entries
+    ]
+    found += [
+        Section(SUMMARY_TITLE, SUMMARY_HEADER, summaries),
+        Section("Per model", ENTRY_HEADER, entries, classes, note=definitions(report)),
+    ]
     if report.invalid:
-        found.append((INVALID_TITLE, INVALID_HEADER, invalid_rows(report), None))
+        found.append(Section(INVALID_TITLE, INVALID_HEADER, invalid_rows(report)))
     if report.graph_breaks:
-        found.append((BREAKS_TITLE, BREAKS_HEADER, break_rows(report), breaks_note()))
+        found.append(Section(BREAKS_TITLE, BREAKS_HEADER, break_rows(report), note=breaks_note()))
     if report.time_spent:
-        found.append((TIME_TITLE, TIME_HEADER, time_rows(report), time_note()))
+        found.append(Section(TIME_TITLE, TIME_HEADER, time_rows(report), note=time_note()))
     return found
 
 
 def to_markdown(report: Report, title: str, changes: Sequence[Change] | None = None) -> str:
     parts = [f"# {title}", ""]
-    if changes is not None:
-        parts += [
-            "## Against the baseline",
-            "",
-            markdown_table(CHANGE_HEADER, [change_cells(c) for c in changes]),
-            "",
-            *[f"- {line}" for line in overall_lines(changes)],
-            "",
-        ]
-    parts += [
-        "## Summary",
-        "",
-        markdown_table(SUMMARY_HEADER, [summary_cells(s) for s in report.summaries]),
-        "",
-        "## Per model",
-        "",
-        markdown_table(
-            ENTRY_HEADER, [entry_cells(e, report.is_baseline(e.config)) for e in report.entries]
-        ),
-        "",
-        definitions(report),
-        "",
-    ]
-    for title, header, rows, note in _sections(report):
-        parts += [f"## {title}", "", markdown_table(header, rows), ""]
-        parts += [note, ""] if note else []
+    for section in _sections(report, changes):
+        parts += [f"## {section.title}", "", markdown_table(section.header, section.rows), ""]
+        parts += [*(f"- {line}" for line in section.lines), ""] if section.lines is not None else []
+        parts += [section.note, ""] if section.note else []
     parts += [f"- {n}" for n in report.notes]
     return "\n".join(parts).rstrip() + "\n"
 
@@ -363,35 +369,15 @@ def to_html(
         + " · ".join(f"{html.escape(k)}: {html.escape(str(v))}" for k, v in meta.items())
         + "</p>",
     ]
-    if changes is not None:
-        classes = ["bad" if c.fails else ("good" if c.verdict in GOOD else "") for c in changes]
+    for section in _sections(report, changes):
         parts += [
-            "<h2>Against the baseline</h2>",
-            html_table(CHANGE_HEADER, [change_cells(c) for c in changes], classes),
-            *[f"<p>{html.escape(line)}</p>" for line in overall_lines(changes)],
+            f"<h2>{html.escape(section.title)}</h2>",
+            html_table(section.header, section.rows, section.classes),
+            *[f"<p>{html.escape(line)}</p>" for line in section.lines or ()],
         ]
-    parts += [
-        "<h2>Summary</h2>",
-        html_table(SUMMARY_HEADER, [summary_cells(s) for s in report.summaries]),
-    ]
-    for name, svg in figures.items():
-        parts.append(f"<figure id='{html.escape(name)}'>{svg}</figure>")
-    classes = [
-        "" if e.passed else ("skip" if e.status is Status.SKIPPED else "bad")
-        for e in report.entries
-    ]
-    parts += [
-        "<h2>Per model</h2>",
-        html_table(
-            ENTRY_HEADER,
-            [entry_cells(e, report.is_baseline(e.config)) for e in report.entries],
-            classes,
-        ),
-        f"<p class='note'>{html.escape(definitions(report))}</p>",
-    ]
-    for title, header, rows, note in _sections(report):
-        parts += [f"<h2>{html.escape(title)}</h2>", html_table(header, rows)]
-        parts += [f"<p class='note'>{html.escape(note)}</p>"] if note else []
+        parts += [f"<p class='note'>{html.escape(section.note)}</p>"] if section.note else []
+        if section.title == SUMMARY_TITLE:
+            parts += [f"<figure id='{html.escape(n)}'>{svg}</figure>" for n, svg in figures.items()]
     parts += [f"<p class='note'>note: {html.escape(n)}</p>" for n in report.notes]
     parts.append("</body></html>")
     return "\n".join(parts)
