@@ -314,9 +314,7 @@ def _latest(rows: Sequence[ResultRow], configs: Sequence[Config]) -> list[Entry]
         entry = make_entry(row, config)
         latest.pop(entry.key, None)  # keep the order of first appearance stable below
         latest[entry.key] = entry
-    order: dict[str, int] = {}
-    for config in configs:
-        order.setdefault(config.label, len(order))
+    order = {label: i for i, label in enumerate(dict.fromkeys(c.label for c in configs))}
     return sorted(latest.values(), key=lambda e: (e.model, e.test, order.get(e.config.label, 0)))
 
 
@@ -415,10 +413,7 @@ def _outcome(e: Entry) -> str:
 
 
 def _configs(entries: Sequence[Entry]) -> list[Config]:
-    seen: dict[Config, None] = {}
-    for e in entries:
-        seen.setdefault(e.config)
-    return list(seen)
+    return list(dict.fromkeys(e.config for e in entries))
 
 
 def _summarize(config: Config, entries: list[Entry], is_base: bool) -> Summary:

@@ -17,17 +17,6 @@ from benchflow.report.model import Report
 MAX_WIDTH_IN = 30.0
 
 
-def _models(report: Report) -> list[tuple[str, str]]:
-    seen: dict[tuple[str, str], None] = {}
-    for e in report.entries:
-        seen.setdefault((e.model, e.test))
-    return list(seen)
-
-
-def _label(model: str, test: str, tests: set[str]) -> str:
-    return model if len(tests) == 1 else f"{model}\n({test})"
-
-
 # Past this many bars, bars are too thin to carry a value or "n/a" label.
 MAX_LABELLED_BARS = 200
 
@@ -39,7 +28,7 @@ def _grouped(
     Drawn in one call for all the bars and one for all the error bars."""
     from matplotlib.figure import Figure
 
-    models = _models(report)
+    models = list(dict.fromkeys((e.model, e.test) for e in report.entries))
     tests = {t for _, t in models}
     index = {(e.model, e.test, e.config): e for e in report.entries}
     width_in = 1.2 * len(models) * max(1, len(configs)) ** 0.5 + 2
@@ -94,7 +83,7 @@ def _grouped(
     crowded = width_in > MAX_WIDTH_IN
     ax.set_xticks(
         range(len(models)),
-        [_label(m, t, tests) for m, t in models],
+        [m if len(tests) == 1 else f"{m}\n({t})" for m, t in models],
         fontsize=8,
         rotation=45 if crowded else 0,
         ha="right" if crowded else "center",
