@@ -17,7 +17,7 @@ from benchflow.results.flops import Flops
 from benchflow.results.intervals import Timed, time_interval
 from benchflow.results.load import HostLoad
 from benchflow.results.row import ResultRow
-from benchflow.results.stats import quantile
+from benchflow.results.stats import geomean, quantile
 
 # An exporting backend's export seconds in its cold call (backends/probes.ExportProbe;
 # the child keeps the cold call's probe deltas as cold_<metric>)
@@ -124,6 +124,7 @@ def headline_of(row: ResultRow) -> Headline:
     peak, kind = (device_peak, "device") if device_peak else (host_peak, "host RSS")
     cv = summary.get("cv")
     ci = _interval(summary, row)
+    each_reference = references(row)  # the row's: the geometric mean of its processes'
     return Headline(
         status=row.status,
         backend=row.backend,
@@ -135,7 +136,7 @@ def headline_of(row: ResultRow) -> Headline:
         repeats=len(per_repeat),
         processes=max(1, len(row.timing.processes or ()) if row.timing else 1),
         host=HostLoad.from_dict(row.timing.host) if row.timing and ok else None,
-        host_reference_s=_reference(row) if ok else None,
+        host_reference_s=geomean(each_reference) if ok and each_reference else None,
         cv=float(cv) if cv is not None and ok else None,
         compiles=compiles,
         compile_s=compile_s if ok and compiles else None,
@@ -160,12 +161,6 @@ def references(row: ResultRow) -> list[float]:
     processes = row.timing.processes if row.timing else None
     each = [p.get("host_reference_s") for p in processes or ()] or [row.scalar("host_reference_s")]
     return [float(s) for s in each if s] if all(each) else []
-
-
-def _reference(row: ResultRow) -> float | None:
-    """The row's reference step time: the geometric mean of its processes'."""
-    each = references(row)
-    return math.exp(statistics.fmean(math.log(s) for s in each)) if each else None
 
 
 def timed_of(row: ResultRow) -> Timed:
