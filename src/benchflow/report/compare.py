@@ -94,19 +94,6 @@ def _by_status(base: Entry, cand: Entry) -> tuple[str, str] | None:
     return None
 
 
-def _judge_times(change: Change, threshold: float) -> tuple[str, str]:
-    """A timed row's verdict from its adjusted p-value, ratio and interval."""
-    assert change.base and change.cand and change.tested and change.ratio is not None
-    return _judge(
-        change.ratio,
-        change.tested,
-        change.q_value,
-        threshold,
-        _busy(change),
-        _speed(change),
-    )
-
-
 def _judge(
     ratio: float,
     test: Test,
@@ -221,8 +208,11 @@ def compare(
     tested = [ch for ch in timed if ch.p_value is not None]
     for ch, q in zip(tested, adjust([ch.p_value or 1.0 for ch in tested]), strict=True):
         ch.q_value = q
-    for ch in timed:
-        ch.verdict, ch.detail = _judge_times(ch, threshold)
+    for ch in timed:  # each timed row's verdict from its ratio, test and adjusted p-value
+        assert ch.tested and ch.ratio is not None
+        ch.verdict, ch.detail = _judge(
+            ch.ratio, ch.tested, ch.q_value, threshold, _busy(ch), _speed(ch)
+        )
     return changes
 
 
