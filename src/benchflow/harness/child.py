@@ -424,7 +424,7 @@ def _timing(cfg: BenchConfig, m: Any, shared: Prebuilt | None) -> Timing:
 
     load = host_load(m.per_repeat, len(os.sched_getaffinity(0)))  # on this job's cores
     return Timing(
-        steady_state=m.steady_state,
+        steady_state=not m.unsteady,
         unsteady_repeats=m.unsteady,
         warmup_steps=m.warmup_steps,
         warmup_settled=m.warmup_settled,

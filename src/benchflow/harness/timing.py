@@ -102,14 +102,6 @@ class Measurement:
     before_timed_s: float | None = None  # measure's `before_timed`, where it did something
     second: dict[str, float] = field(default_factory=dict)  # untimed: probe deltas, step 2
 
-    @property
-    def steady_state(self) -> bool:
-        return not self.unsteady
-
-    def add(self, metrics: dict[str, float]) -> None:
-        for key, value in metrics.items():
-            self.per_repeat.setdefault(key, []).append(float(value))
-
     def summary(self) -> Summary:
         return {key: summarize(vals) for key, vals in self.per_repeat.items()}
 
@@ -119,6 +111,19 @@ def _deltas(probes: list[Probe], before: list[Any]) -> dict[str, float]:
     for probe, snap in zip(probes, before, strict=True):
         out.update(probe.delta(snap, probe.snapshot()))
     return out
+
+
+def _synced(
+    step: Callable[[], Any], device: Device, probes: list[Probe]
+) -> tuple[Any, float, dict[str, float]]:
+    """One step, cut and synchronized: its output, its seconds and its probe deltas."""
+    before = [p.snapshot() for p in probes]
+    start = time.perf_counter()
+    out = step()
+    device.mark_step()
+    device.synchronize()
+    seconds = time.perf_counter() - start
+    return out, seconds, _deltas(probes, before)
 
 
 def compiled(delta: dict[str, float]) -> str | None:
@@ -216,8 +221,8 @@ def measure(
         before = [p.snapshot() for p in probes]
         metrics = _repeat(step, device, m.iterations_per_run, sampling.slowdown, trace_time)
         delta = _deltas(probes, before)
-        metrics.update(delta)
-        m.add(metrics)
+        for key, value in (metrics | delta).items():
+            m.per_repeat.setdefault(key, []).append(float(value))
         if reason := compiled(delta):
             m.unsteady.append(Unsteady(r, reason))
             log.warning("repeat %d is not steady state: %s", r, reason)
@@ -240,14 +245,7 @@ def _cold(
     on_first: Callable[[Any], None] | None,
 ) -> None:
     """The first step (the compile), its seconds and its probe deltas into `m`."""
-    before = [p.snapshot() for p in probes]
-    start = time.perf_counter()
-    out = step()
-    device.mark_step()
-    device.synchronize()
-    end = time.perf_counter()
-    m.first_iter_time_s = end - start
-    m.cold = _deltas(probes, before)
+    out, m.first_iter_time_s, m.cold = _synced(step, device, probes)
     if on_first is not None:
         on_first(out)  # outside every timed region and counter delta
     del out
@@ -267,14 +265,8 @@ def untimed(
     phases (compile, warm-up), never a time of the model's."""
     m = Measurement()
     _cold(m, step, device, probes, on_first)
-    before = [p.snapshot() for p in probes]
-    start = time.perf_counter()
-    out = step()
-    device.mark_step()
-    device.synchronize()
-    del out
-    m.warmup_time_s = time.perf_counter() - start  # the job's phases count it as warm-up
-    m.second = _deltas(probes, before)
+    # the job's phases count the second step as warm-up
+    _, m.warmup_time_s, m.second = _synced(step, device, probes)
     return m
 
 
@@ -300,14 +292,10 @@ def _warm_up(
     quiet = 0
     m.warmup_settled = False
     while m.warmup_steps < max_warmup:
-        before = [p.snapshot() for p in probes]
-        t0 = time.perf_counter()
-        out = step()
-        device.mark_step()
-        device.synchronize()
-        times.append(time.perf_counter() - t0)
+        out, seconds, delta = _synced(step, device, probes)
+        times.append(seconds)
         m.warmup_steps += 1
-        quiet = 0 if compiled(_deltas(probes, before)) else quiet + 1
+        quiet = 0 if compiled(delta) else quiet + 1
         if quiet >= SETTLE_STEPS and settled(times):
             m.warmup_settled = True
             break
