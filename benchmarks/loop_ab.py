@@ -53,7 +53,7 @@ def time_job(path: Path, rounds: int, iterations: int) -> dict[str, Any]:
     with compiler_settings(cfg):
         job, _ = _start(cfg, backend, None, records=False)
         device = job.device
-        step = job.build(device.torch_device, job.prec.model_dtype, True, cfg.batch_size)
+        step = job.compiled_step()
         own = step.args
 
         def repeat(variant: str) -> float:

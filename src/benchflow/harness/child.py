@@ -321,8 +321,24 @@ class _Job:
                 self.kept = (cfg.batch_size, None)
         return built
 
+    def compiled_step(self) -> TimedStep:
+        """A fresh build's compiled step, at the job's batch size on its device."""
+        return self.build(
+            self.device.torch_device, self.prec.model_dtype, True, self.cfg.batch_size
+        )
+
     def run_step(self, s: TimedStep, autocast_type: str | None) -> Any:
         return self.prec.step(s, autocast_type)
+
+    def call(self, step: TimedStep, times: int) -> float:
+        """`step` called `times` times, each cut and synchronized: the seconds they took."""
+        start = time.perf_counter()
+        for _ in range(times):
+            out = self.run_step(step, self.device.autocast_type)
+            self.device.mark_step()
+            self.device.synchronize()
+            del out
+        return time.perf_counter() - start
 
     def profile(self, step: Callable[[], Any], out: Path) -> dict[str, float] | None:
         """profile=torch: the profiled pass (and the compile's, where asked); else None."""
@@ -331,14 +347,10 @@ class _Job:
         from benchflow.harness.profiling import profile_compile, profile_pass
 
         cfg, device = self.cfg, self.device
-
-        def rebuild() -> TimedStep:
-            return self.build(device.torch_device, self.prec.model_dtype, True, cfg.batch_size)
-
         profiled = profile_pass(step, device, cfg.profile, out)
         if cfg.profile.compile and self.backend.compiles:
             profiled |= profile_compile(
-                rebuild,
+                self.compiled_step,
                 lambda built: self.run_step(built, device.autocast_type),
                 device,
                 cfg.model.name,
@@ -462,18 +474,6 @@ def _dump_counters(cfg: BenchConfig, backend: type[Backend], out_dir: Path) -> N
         files.dynamo_counters.write_text(json.dumps(data, indent=2, default=str))
 
 
-def ir_pass(cfg: BenchConfig, backend: type[Backend]) -> None:
-    """Two steps for the IR dump: the first compiles, the second is the steady-state graph."""
-    job, _ = _start(cfg, backend, None, records=False)
-    device = job.device
-    step = job.build(device.torch_device, job.prec.model_dtype, True, cfg.batch_size)
-    for _ in range(2):
-        out = job.run_step(step, device.autocast_type)
-        device.mark_step()
-        device.synchronize()
-        del out
-
-
 class Precision:
     """The job's dtype: `model_dtype` to cast the model to, or autocast (AMP) in `step`."""
 
@@ -521,14 +521,9 @@ def first_call_step(cfg: BenchConfig, prebuilt: Prebuilt | None) -> tuple[TimedS
     try:
         backend = backends.of_row(cfg.dynamo.name, cfg.xla.name)
         job, _ = _start(cfg, backend, prebuilt, records=False)
-        device = job.device
         with compiler_settings(cfg):
-            step = job.build(device.torch_device, job.prec.model_dtype, True, cfg.batch_size)
-            start = time.perf_counter()
-            for _ in range(FIRST_CALLS):
-                job.run_step(step, device.autocast_type)
-                device.synchronize()
-            return step, time.perf_counter() - start
+            step = job.compiled_step()
+            return step, job.call(step, FIRST_CALLS)
     finally:
         torch.set_num_threads(threads)
 
@@ -583,8 +578,9 @@ def main(
         if cfg.memory_limit_gb:
             limit_memory(cfg.memory_limit_gb)
         with compiler_settings(cfg):
-            if job.ir:
-                ir_pass(cfg, backend)
+            if job.ir:  # two steps: the first compiles, the second is the steady-state graph
+                ir, _ = _start(cfg, backend, None, records=False)
+                ir.call(ir.compiled_step(), 2)
             else:
                 ran = run(cfg, backend, Path(job.result_path).parent, prebuilt, job.process)
                 result = dataclasses.replace(
