@@ -89,9 +89,7 @@ def profile_pass(
     from torch.profiler import ProfilerActivity, profile, schedule
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    activities = [ProfilerActivity.CPU]
-    if device.kind == "cuda":
-        activities.append(ProfilerActivity.CUDA)
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.kind == "cuda" else [])
     sort_by = "self_cuda_time_total" if device.kind == "cuda" else "self_cpu_time_total"
     metrics: dict[str, float] = {}
     written: list[Path] = []
