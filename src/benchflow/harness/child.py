@@ -380,23 +380,10 @@ class _Job:
         and the detail; `result`: the backend's outputs, where the job's step gave them."""
         if not self.cfg.checks_accuracy:
             return "VERIFIER_SKIPPED", {}, None
-        import torch
-
         from benchflow.harness.verify import verify
 
-        cfg, device = self.cfg, self.device
-        native = torch.device("cuda") if cfg.accelerator.name == "cuda" else torch.device("cpu")
-        return verify(
-            cfg,
-            self.build,
-            self.run_step,
-            native,
-            device.torch_device,
-            device.autocast_type,
-            self.prec.model_dtype,
-            result,
-            self.references,
-        )
+        dtype, refs = self.prec.model_dtype, self.references
+        return verify(self.cfg, self.build, self.run_step, self.device, dtype, result, refs)
 
 
 def _references_file(cfg: BenchConfig, out_dir: Path) -> Path | None:

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 import torch
 
 from benchflow import backends
+from benchflow.backends.device import Device
 from benchflow.config.schema import BenchConfig
 from benchflow.harness.accuracy import compare, leaves, tolerance
 from benchflow.harness.process import seed_everything
@@ -70,16 +71,17 @@ def verify(
     cfg: BenchConfig,
     build: Builder,
     run: Runner,
-    native: torch.device,
-    target: torch.device,
-    target_autocast: str,
+    device: Device,
     model_dtype: torch.dtype | None,
     result: list[torch.Tensor] | None = None,
     shared: Path | None = None,
 ) -> tuple[str, dict[str, float], str | None]:
-    """(verification code, accuracy metrics, detail); `result`: the backend's `outputs`
-    where the job's first step gave them (timing=false), else a run of its own; `shared`:
-    the file of the references this job shares with others of its sweep."""
+    """(verification code, accuracy metrics, detail) of the backend on `device`, eager on
+    the host or the CUDA GPU; `result`: the backend's `outputs` where the job's first step
+    gave them (timing=false), else a run of its own; `shared`: the file of the references
+    this job shares with others of its sweep."""
+    native = torch.device("cuda" if cfg.accelerator.name == "cuda" else "cpu")
+    target = device.torch_device
     rules, name, test = cfg.suite.rules, cfg.model.name, cfg.test.name
     if listed(rules, "accuracy.skip.large_models", name):
         return "VERIFIER_SKIPPED", {}, "listed in accuracy.skip.large_models"
@@ -115,7 +117,7 @@ def verify(
     try:
         if result is None:
             built = build(target, model_dtype, True, batch)
-            result = results(built, test, run, target_autocast, seed)
+            result = results(built, test, run, device.autocast_type, seed)
         verdict = compare(result, eager, fp64, tol, cosine, larger)
     except Exception as exc:
         log.exception("backend run failed during verification")
