@@ -31,13 +31,16 @@ def leaves(value: Any) -> list[torch.Tensor]:
 
 @dataclass
 class Comparison:
-    passed: bool = True
     max_abs_error: float = 0.0
     max_rel_error: float = 0.0
     min_cosine_similarity: float = 1.0
     rmse_vs_fp64: float = 0.0  # the backend under test
     eager_rmse_vs_fp64: float = 0.0  # eager at the job's dtype: the noise floor
-    failures: list[str] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)  # none: the result passed
+
+    @property
+    def passed(self) -> bool:
+        return not self.failures
 
     def metrics(self) -> dict[str, float]:
         return {
@@ -63,17 +66,14 @@ def compare(
 ) -> Comparison:
     c = Comparison()
     if len(result) != len(eager):
-        c.passed = False
         c.failures.append(f"{len(result)} result tensors against {len(eager)} from eager")
         return c
     for i, (res, ref) in enumerate(zip(result, eager, strict=True)):
         if res.shape != ref.shape:
-            c.passed = False
             c.failures.append(f"leaf {i}: shape {tuple(res.shape)} != eager {tuple(ref.shape)}")
             continue
         if not ref.is_floating_point():
             if not torch.equal(res, ref):
-                c.passed = False
                 c.failures.append(f"leaf {i}: non-float values differ")
             continue
         r64, e64 = res.double(), ref.double()
@@ -96,7 +96,6 @@ def compare(
                     multiplier = 10.0
                 ok = res_err <= multiplier * ref_err + tol / 10.0
         if not ok:
-            c.passed = False
             c.failures.append(
                 f"leaf {i}: max abs error {diff.max().item():.3g} (tolerance {tol:g})"
             )
