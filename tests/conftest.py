@@ -88,12 +88,12 @@ def read_rows(sweep_dir: Path) -> list[dict[str, Any]]:
 # A test that sets cpus_per_job itself keeps its own value.
 
 
-from benchflow.__main__ import SUBCOMMANDS  # noqa: E402 (after the comment it belongs to)
+from benchflow.cli import COMMANDS  # noqa: E402 (after the comment it belongs to)
 
 
 def benchflow_args(args: list[str]) -> list[str]:
     """The command line a test's `python -m benchflow ARGS` runs (see above)."""
-    runs_jobs = bool(args) and args[0] not in SUBCOMMANDS and not args[0].startswith("--")
+    runs_jobs = bool(args) and args[0] not in COMMANDS and not args[0].startswith("--")
     if runs_jobs and not any(a.startswith("cpus_per_job=") for a in args):
         return [*args, "cpus_per_job=1"]
     return args

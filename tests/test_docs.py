@@ -601,10 +601,10 @@ def cli_parsers() -> dict[str, object]:
     """Each command beside the sweep with its argparse parser (its module's parser())."""
     import importlib
 
-    from benchflow.__main__ import SUBCOMMANDS
+    from benchflow.cli import COMMANDS
 
     found = {}
-    for name, module in SUBCOMMANDS.items():
+    for name, (module, _) in COMMANDS.items():
         make = getattr(importlib.import_module(module), "parser", None)
         if make is not None:
             found[name] = make()
@@ -621,10 +621,10 @@ NO_PARSER = {
 def test_every_flag_of_every_command_is_named_in_the_docs() -> None:
     import argparse
 
-    from benchflow.__main__ import SUBCOMMANDS
+    from benchflow.cli import COMMANDS
 
     parsers = cli_parsers()
-    assert sorted(set(parsers) | set(NO_PARSER)) == sorted(SUBCOMMANDS)
+    assert sorted(set(parsers) | set(NO_PARSER)) == sorted(COMMANDS)
     text = "\n\n".join(f.read_text() for f in doc_files())
     flags = [
         (name, flag)

@@ -12,26 +12,23 @@ from typing import NoReturn
 
 from benchflow.cli import COMMANDS
 
-# `benchflow <name> ...`: the commands beside the sweep, by name: their modules.
-SUBCOMMANDS = {name: module for name, (module, _) in COMMANDS.items()}
-
 
 def main() -> None:
     import importlib
 
     first = sys.argv[1] if len(sys.argv) > 1 else ""
-    if first in SUBCOMMANDS:
-        command = importlib.import_module(SUBCOMMANDS[first])
+    if first in COMMANDS:
+        command = importlib.import_module(COMMANDS[first][0])
         raise SystemExit(command.main(sys.argv[2:]))
     if first and "=" not in first and not first.startswith(("-", "+", "~")):
         # Neither a command nor an override: Hydra would say only "missing EQUAL".
         import difflib
 
-        close = difflib.get_close_matches(first, SUBCOMMANDS, n=1)
+        close = difflib.get_close_matches(first, COMMANDS, n=1)
         hint = f"did you mean `{close[0]}`? " if close else ""
         print(
             f"benchflow: error: no command {first!r}; {hint}allowed commands: "
-            f"{', '.join(SUBCOMMANDS)}, or key=value overrides for a run (see --help)",
+            f"{', '.join(COMMANDS)}, or key=value overrides for a run (see --help)",
             file=sys.stderr,
         )
         raise SystemExit(2)
