@@ -11,6 +11,7 @@ import argparse
 import os
 import sys
 
+from benchflow.cli.suite_models import show, skipped, verdict
 from benchflow.config.schema import SuiteConfig, read_yaml
 from benchflow.config.store import CONF_DIR, options, problem
 from benchflow.core.machine import cuda_present
@@ -22,7 +23,6 @@ from benchflow.models.torchbench_index import (
     missing_packages,
     not_implemented,
 )
-from benchflow.suite.rules import skip_reason
 from benchflow.suite.suites import SUITES, with_rules
 
 
@@ -33,6 +33,9 @@ def _first_comment(path: os.PathLike[str]) -> str:
                 return line.lstrip("# ").strip()
     return ""
 
+
+# The tests a TorchBench model is listed for, in the order its line names them.
+TESTS = ("eval", "train")
 
 # The key=value arguments `benchflow models` takes, and what each says.
 KEYS = {
@@ -84,14 +87,12 @@ def main(argv: list[str]) -> int:
             file=sys.stderr,
         )
         return 2
+    device = "cuda" if cuda_present() else "cpu"
     if suite_arg in SUITES and SUITES[suite_arg].models_list:  # huggingface, timm
-        from benchflow.cli.suite_models import show
-
-        return show(SUITES[suite_arg], "cuda" if cuda_present() else "cpu")
+        return show(SUITES[suite_arg], device)
     root_arg = next(
         (a.split("=", 1)[1] for a in argv if a.startswith("suite.torchbench_root=")), None
     )
-    device = "cuda" if cuda_present() else "cpu"
     suite = with_rules(SuiteConfig(name="torchbench"))
     try:
         root = find_root(root_arg)
@@ -120,24 +121,9 @@ def main(argv: list[str]) -> int:
         return 0
     print(f"\nTorchBench at {root}:")
     for name in tb_models:
-        blocked = {}
-        for test in ("eval", "train"):
-            why = skip_reason(suite, name, test, device)
-            if why:
-                blocked[test] = why.split("`")[1]  # the list's name, e.g. skip.device.cpu
-        if len(blocked) == 2:
-            status = "no: " + "; ".join(f"{t}: {w}" for t, w in blocked.items())
-        elif blocked:
-            ((test, why),) = blocked.items()
-            other = "train" if test == "eval" else "eval"
-            status = f"{other} only ({test}: {why})"
-        else:
-            status = "yes"
-        said = [
-            t
-            for t in ("eval", "train")
-            if t not in blocked and not_implemented(root, name, device, t)
-        ]
+        blocked = skipped(suite, name, device, TESTS)
+        status = verdict(blocked, TESTS)
+        said = [t for t in TESTS if t not in blocked and not_implemented(root, name, device, t)]
         if said:
             status += (
                 f"; its metadata.yaml says {'/'.join(said)} not_implemented (run all the same)"

@@ -5,6 +5,7 @@ package that builds them. Reads the mirror only (no torch, transformers or timm)
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Sequence
 
 from benchflow.config.schema import SuiteConfig
 from benchflow.models.hub import needs_download
@@ -12,22 +13,32 @@ from benchflow.suite.rules import TEST_KEY, skip_reason
 from benchflow.suite.suites import Suite, model_names, with_rules
 
 
-def status(config: SuiteConfig, name: str, device: str) -> str:
-    """`yes`, `<test> only (...)` or `no: ...`, naming the list or the download."""
-    blocked = {}
-    for test in TEST_KEY:
-        why = skip_reason(config, name, test, device)
-        if why:
-            blocked[test] = why.split("`")[1]  # the list's name, e.g. skip.device.cpu
-    if len(blocked) == len(TEST_KEY):
+def skipped(config: SuiteConfig, name: str, device: str, tests: Sequence[str]) -> dict[str, str]:
+    """The tests the suite's lists skip the model in, each with the list's name."""
+    return {
+        test: why.split("`")[1]  # the list's name, e.g. skip.device.cpu
+        for test in tests
+        if (why := skip_reason(config, name, test, device))
+    }
+
+
+def verdict(blocked: dict[str, str], tests: Sequence[str]) -> str:
+    """`yes`, `<test> only (...)` or `no: ...`, naming the lists that skip it."""
+    if len(blocked) == len(tests):
         return "no: " + "; ".join(f"{t}: {w}" for t, w in blocked.items())
-    if needs_download(name):
-        return "no: needs a download from the Hugging Face Hub"
     if blocked:
         ((test, why),) = blocked.items()
-        other = next(t for t in TEST_KEY if t != test)
+        other = next(t for t in tests if t != test)
         return f"{other} only ({test}: {why})"
     return "yes"
+
+
+def status(config: SuiteConfig, name: str, device: str) -> str:
+    """`yes`, `<test> only (...)` or `no: ...`, naming the list or the download."""
+    blocked = skipped(config, name, device, list(TEST_KEY))
+    if len(blocked) < len(TEST_KEY) and needs_download(name):
+        return "no: needs a download from the Hugging Face Hub"
+    return verdict(blocked, list(TEST_KEY))
 
 
 def show(suite: Suite, device: str) -> int:
