@@ -3,6 +3,9 @@
 The top layer: a command may import any stage; no stage imports a command.
 """
 
+import argparse
+import sys
+
 # `benchflow <name> ...`: each command's module and what it does (--help lists them).
 COMMANDS = {
     "models": ("benchflow.cli.models", "which models can run on this machine"),
@@ -14,3 +17,19 @@ COMMANDS = {
     "history": ("benchflow.cli.history", "the same jobs over many sweeps: change points"),
     "bisect": ("benchflow.cli.bisect", "the first release between two toolchains that regressed"),
 }
+
+
+def command_parser(name: str, description: str, epilog: str) -> argparse.ArgumentParser:
+    """`benchflow NAME`'s parser, its description and epilog printed as written."""
+    return argparse.ArgumentParser(
+        prog=f"benchflow {name}",
+        description=description,
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
+
+def refuse(name: str, message: object) -> int:
+    """Bad input to `benchflow NAME`, said as argparse says it; its exit code, 2."""
+    print(f"benchflow {name}: error: {message}", file=sys.stderr)
+    return 2

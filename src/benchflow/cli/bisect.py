@@ -10,6 +10,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from benchflow.cli import command_parser, refuse
 from benchflow.cli.report import parse_threshold
 from benchflow.core.status import Status
 from benchflow.history.bisect import Step, releases_between, search
@@ -37,12 +38,7 @@ exit codes: 0 no release regressed, 1 a regression's first release found, 2 bad 
 def parser() -> argparse.ArgumentParser:
     from benchflow.config.schema import THRESHOLD
 
-    p = argparse.ArgumentParser(
-        prog="benchflow bisect",
-        description=DESCRIPTION,
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = command_parser("bisect", DESCRIPTION, EPILOG)
     p.add_argument("--good", required=True, metavar="TOOLCHAIN", help="where the job was fast")
     p.add_argument("--bad", required=True, metavar="TOOLCHAIN", help="where it is slow")
     p.add_argument("--package", default="torch", help="whose releases to search (torch)")
@@ -85,20 +81,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _bisect(parser().parse_args(argv))
     except BisectError as exc:
-        print(f"benchflow bisect: error: {exc}", file=sys.stderr)
-        return 2
+        return refuse("bisect", exc)
 
 
 def _bisect(args: argparse.Namespace) -> int:
     good, bad = _toolchain(args.good, args.config_dir), _toolchain(args.bad, args.config_dir)
     package = args.package
     if package not in good or package not in bad:
-        print(
-            f"benchflow bisect: error: --package {package} must be pinned by both toolchains "
-            f"(--good {args.good}: {good or 'none'}; --bad {args.bad}: {bad or 'none'})",
-            file=sys.stderr,
+        raise BisectError(
+            f"--package {package} must be pinned by both toolchains "
+            f"(--good {args.good}: {good or 'none'}; --bad {args.bad}: {bad or 'none'})"
         )
-        return 2
     if args.releases:
         releases = [r.strip() for r in args.releases.split(",") if r.strip()]
     else:

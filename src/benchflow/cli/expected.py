@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import argparse
 import shlex
-import sys
 from collections.abc import Sequence
 from pathlib import Path
+
+from benchflow.cli import command_parser, refuse
 
 DESCRIPTION = """\
 What a sweep ran that does not move with the host's speed, against an expected-results
@@ -42,12 +43,7 @@ of another suite).
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="benchflow expected",
-        description=DESCRIPTION,
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = command_parser("expected", DESCRIPTION, EPILOG)
     p.add_argument("sweep", metavar="SWEEP", help="the sweep whose rows are checked, or written")
     p.add_argument("file", metavar="FILE", type=Path, help="the expected-results file (CSV)")
     p.add_argument("--update", action="store_true", help="write FILE from SWEEP's rows")
@@ -96,8 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         assert expected is not None
         checked = check(expected, got, str(args.file))
     except (SourceError, ExpectedError) as exc:
-        print(f"benchflow expected: error: {exc}", file=sys.stderr)
-        return 2
+        return refuse("expected", exc)
     against = f"{sweep.label} against {args.file}"
     if checked.same:
         print(f"{against}: as expected ({len(got)} line(s))")

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from benchflow.cli import command_parser, refuse
 from benchflow.cli.report import parse_threshold
 
 if TYPE_CHECKING:
@@ -57,12 +58,7 @@ def parser() -> argparse.ArgumentParser:
     from benchflow.history.changes import WINDOW
     from benchflow.history.series import BY_TIME, order_choices
 
-    p = argparse.ArgumentParser(
-        prog="benchflow history",
-        description=DESCRIPTION,
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = command_parser("history", DESCRIPTION, EPILOG)
     p.add_argument("sources", nargs="+", metavar="SOURCE", help="sweeps, or folders of them")
     p.add_argument(
         "--threshold",
@@ -196,13 +192,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         with bulk():  # many sweeps, from folders or MLflow: many rows
             sweeps = sweeps_of(args.sources, args.tracking_uri)
     except SourceError as exc:
-        print(f"benchflow history: error: {exc}", file=sys.stderr)
-        return 2
+        return refuse("history", exc)
     try:
         ordered, series = build(sweeps, args.order_by, args.repo)
     except OrderError as exc:
-        print(f"benchflow history: error: {exc}", file=sys.stderr)
-        return 2
+        return refuse("history", exc)
     found = history_changes.find(series, len(ordered), args.threshold)
     print_changes(ordered, series, found)
     page = write_dashboard(ordered, series, found, args.out)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from benchflow import backends
+from benchflow.cli import command_parser, refuse
 from benchflow.config.schema import DEFAULT_BASELINE, THRESHOLD
 from benchflow.report.sources import SourceError, Sweep, describe, load, meta_of
 from benchflow.results.environment import Difference, between_rows, speed_warning
@@ -97,12 +98,7 @@ def _formats(text: str) -> list[str]:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="benchflow report",
-        description=DESCRIPTION,
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = command_parser("report", DESCRIPTION, EPILOG)
     p.add_argument(
         "sources",
         nargs="+",
@@ -288,11 +284,11 @@ def _environments(args: argparse.Namespace, base: Sweep, cand: Sweep) -> list[Di
     print(environment_lines(diffs))
     speed = [d for d in diffs if d.speed]
     if args.require_same_env and speed:
-        print(
-            "benchflow report: error: --require-same-env: the sides' environments "
+        refuse(
+            "report",
+            "--require-same-env: the sides' environments "
             f"differ in {', '.join(str(d) for d in speed)}; allowed: two sides whose "
             "rows share every speed fact (docs/reproducibility.md), or no --require-same-env",
-            file=sys.stderr,
         )
         return None
     return diffs
@@ -301,8 +297,7 @@ def _environments(args: argparse.Namespace, base: Sweep, cand: Sweep) -> list[Di
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if why := _refused(args):
-        print(f"benchflow report: error: {why}", file=sys.stderr)
-        return 2
+        return refuse("report", why)
     from benchflow.report import output, terminal
     from benchflow.report.pairs import PairError
 
@@ -312,8 +307,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # One baseline for both sides: the user's, else the candidate's own.
         judged = _judge(args, cand, base, args.baseline or cand.baseline or DEFAULT_BASELINE)
     except (SourceError, PairError) as exc:
-        print(f"benchflow report: error: {exc}", file=sys.stderr)
-        return 2
+        return refuse("report", exc)
     report, changes, title = judged.report, judged.changes, judged.title
     diffs: list[Difference] = []
     if base is not None:

@@ -7,11 +7,11 @@ import dataclasses
 import json
 import os
 import shlex
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from benchflow.cli import command_parser, refuse
 from benchflow.config.errors import ConfigError
 from benchflow.core.job import Job
 from benchflow.results.environment import Difference, differences
@@ -44,12 +44,7 @@ exit codes: 0 the jobs ran (see each row's status), 2 bad input (nothing was run
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="benchflow rerun",
-        description=DESCRIPTION,
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = command_parser("rerun", DESCRIPTION, EPILOG)
     p.add_argument("what", metavar="WHAT", help="the recorded jobs (see above)")
     p.add_argument(
         "overrides",
@@ -76,11 +71,6 @@ def parser() -> argparse.ArgumentParser:
         help="print the jobs and the environment's differences; run nothing",
     )
     return p
-
-
-def _fail(message: str) -> int:
-    print(f"benchflow rerun: error: {message}", file=sys.stderr)
-    return 2
 
 
 def _check_overrides(overrides: Sequence[str]) -> str | None:
@@ -198,17 +188,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     named = [a.split("=", 1)[1] for a in args.overrides if a.startswith("hydra.sweep.dir=")]
     args.overrides = [a for a in args.overrides if not a.startswith("hydra.sweep.dir=")]
     if named and (Path(named[-1]).is_file() or any(Path(named[-1]).glob("*"))):
-        return _fail(
+        return refuse(
+            "rerun",
             f"hydra.sweep.dir={named[-1]}: the folder is not empty; allowed: a new or "
-            "empty folder (a rerun's rows never mix with another sweep's)"
+            "empty folder (a rerun's rows never mix with another sweep's)",
         )
     if why := _check_overrides(args.overrides):
-        return _fail(why)
+        return refuse("rerun", why)
     project = Path.cwd()
     try:
         records = recorded.find(args.what, args.tracking_uri, project)
     except recorded.RerunError as exc:
-        return _fail(str(exc))
+        return refuse("rerun", exc)
     rows = [rec.row for rec in records]
     dirs = _config_dirs(args.config_dir, rows)
     roots = [
@@ -219,7 +210,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         jobs = rerun.plan(records, args.overrides, dirs)
     except ConfigError as exc:
-        return _fail(str(exc))
+        return refuse("rerun", exc)
     if args.tracking_uri:
         jobs = [_logging_to(job, args.tracking_uri) for job in jobs]
 

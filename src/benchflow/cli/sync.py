@@ -7,6 +7,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from benchflow.cli import refuse
 from benchflow.core.layout import SweepDir
 from benchflow.tracking.sync import sync
 
@@ -25,8 +26,7 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if not SweepDir(args.sweep_dir).results.exists():
-        print(f"benchflow sync: error: {args.sweep_dir} has no results.jsonl", file=sys.stderr)
-        return 2
+        return refuse("sync", f"{args.sweep_dir} has no results.jsonl")
     try:
         counts = sync(args.sweep_dir, args.tracking_uri)
     except Exception as exc:  # the server is still down, or the store is wrong

@@ -22,6 +22,7 @@ from types import FrameType
 
 import psutil
 
+from benchflow.cli import refuse
 from benchflow.tracking.mlflow_runs import default_tracking_uri
 
 # The query that opens an experiment on its runs table ("Model training" in the sidebar).
@@ -233,19 +234,16 @@ def serve(cmd: list[str]) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if not 0 < args.port < 65536:
-        print(f"benchflow ui: error: --port={args.port}; allowed: 1..65535", file=sys.stderr)
-        return 2
+        return refuse("ui", f"--port={args.port}; allowed: 1..65535")
     if args.workers < 1:
-        print(f"benchflow ui: error: --workers={args.workers}; allowed: >= 1", file=sys.stderr)
-        return 2
+        return refuse("ui", f"--workers={args.workers}; allowed: >= 1")
     if args.tracking_uri and args.tracking_uri.startswith(("http://", "https://")):
-        print(
-            f"benchflow ui: error: --tracking-uri={args.tracking_uri} is an MLflow server, "
+        return refuse(
+            "ui",
+            f"--tracking-uri={args.tracking_uri} is an MLflow server, "
             f"which serves its own UI: open {args.tracking_uri} in a browser; allowed here: "
             "a database URI such as sqlite:///PATH",
-            file=sys.stderr,
         )
-        return 2
     cmd = command(args)
     store = cmd[cmd.index("--backend-store-uri") + 1]
     if store.startswith("sqlite:///") and not Path(store.removeprefix("sqlite:///")).exists():
