@@ -191,11 +191,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with bulk():  # many sweeps, from folders or MLflow: many rows
             sweeps = sweeps_of(args.sources, args.tracking_uri)
-    except SourceError as exc:
-        return refuse("history", exc)
-    try:
         ordered, series = build(sweeps, args.order_by, args.repo)
-    except OrderError as exc:
+    except (SourceError, OrderError) as exc:
         return refuse("history", exc)
     found = history_changes.find(series, len(ordered), args.threshold)
     print_changes(ordered, series, found)
