@@ -98,11 +98,10 @@ def _bisect(args: argparse.Namespace) -> int:
         releases = releases_between(package, good[package], bad[package])
     when = datetime.datetime.now().strftime("%Y-%m-%d/%H-%M-%S")
     out = (args.out or Path("bisect") / when).resolve()
-    run = _Runner(args, out)
     print(f"bisect {package}: {args.good} ({good[package]}) .. {args.bad} ({bad[package]}),")
     print(f"  {len(releases)} release(s) between: {', '.join(releases) or '(none)'}")
-    base = run(args.good, [f"toolchain={args.good}"])
-    worst = run(args.bad, [f"toolchain={args.bad}"])
+    base = _run(args, out, args.good, [f"toolchain={args.good}"])
+    worst = _run(args, out, args.bad, [f"toolchain={args.bad}"])
     if base.status is not Status.OK:
         raise BisectError(f"the job did not run ok on --good {args.good}: {base.error}")
     first = _judge(base, worst, args.threshold)
@@ -120,7 +119,7 @@ def _bisect(args: argparse.Namespace) -> int:
     def judge(release: str) -> Step:
         name = f"{package}-{release}"
         keys = [f"toolchain={args.bad}", f"toolchain.name={name}"]
-        row = run(name, [*keys, f"toolchain.pins.{package}={release}"])
+        row = _run(args, out, name, [*keys, f"toolchain.pins.{package}={release}"])
         rows[release] = row
         step = _judge(base, row, args.threshold, release)
         print(f"{name}: {step.said}")
@@ -146,27 +145,22 @@ class BisectError(Exception):
     """A step that could not run (its message says why): bad input, exit 2."""
 
 
-class _Runner:
-    """Each step a real single run (`python -m benchflow`) into out/<name>."""
+def _run(args: argparse.Namespace, out: Path, name: str, toolchain: list[str]) -> ResultRow:
+    """A step: a real single run (`python -m benchflow`) into out/<name>."""
+    from benchflow.results.io import current, read_rows
 
-    def __init__(self, args: argparse.Namespace, out: Path) -> None:
-        self.args, self.out = args, out
-
-    def __call__(self, name: str, toolchain: list[str]) -> ResultRow:
-        from benchflow.results.io import current, read_rows
-
-        folder = self.out / name
-        cmd = [sys.executable, "-m", "benchflow"]
-        if self.args.config_dir:
-            cmd += ["--config-dir", str(self.args.config_dir)]
-        cmd += [*self.args.overrides, *toolchain, f"hydra.run.dir={folder}"]
-        done = subprocess.run(cmd, capture_output=True, text=True)
-        rows = current(read_rows(folder / "results.jsonl"))
-        if done.returncode == 2 or not rows:
-            tail = done.stderr.strip().splitlines()[-3:]
-            raise BisectError(f"{name}: {' '.join(tail)}")
-        print(f"  ran {name}: {rows[0].job.dir} (benchflow rerun {rows[0].job.dir})")
-        return rows[0]
+    folder = out / name
+    cmd = [sys.executable, "-m", "benchflow"]
+    if args.config_dir:
+        cmd += ["--config-dir", str(args.config_dir)]
+    cmd += [*args.overrides, *toolchain, f"hydra.run.dir={folder}"]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    rows = current(read_rows(folder / "results.jsonl"))
+    if done.returncode == 2 or not rows:
+        tail = done.stderr.strip().splitlines()[-3:]
+        raise BisectError(f"{name}: {' '.join(tail)}")
+    print(f"  ran {name}: {rows[0].job.dir} (benchflow rerun {rows[0].job.dir})")
+    return rows[0]
 
 
 def _judge(base: ResultRow, row: ResultRow, threshold: float, release: str = "") -> Step:
