@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, NoReturn
 
 from benchflow.config.keys import unknown_key, wrong_type
@@ -19,8 +20,11 @@ from benchflow.core.interrupts import Terminated, raise_stop
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the sweep (or single run) `argv` names; the exit code (Hydra's errors exit
     through SystemExit, as its own entry does)."""
+    from benchflow.config.store import problem
+
     args = list(sys.argv[1:] if argv is None else argv)
-    _check_config_dirs(args)
+    if why := problem(args):
+        _exit(why)
     if "--help" in args or "-h" in args:
         from benchflow.cli.help import render
 
@@ -81,12 +85,9 @@ def _hydra_args(args: list[str]) -> argparse.Namespace:
     parser.add_argument("--cfg", "-c")
     parser.add_argument("--package", "-p")
     parser.add_argument("--multirun", "-m", action="store_true")
-    for flag, short in (
-        ("--config-dir", "-cd"),
-        ("--config-name", "-cn"),
-        ("--config-path", "-cp"),
-    ):
-        parser.add_argument(flag, short)
+    parser.add_argument("--config-dir", "-cd")
+    parser.add_argument("--config-name", "-cn")
+    parser.add_argument("--config-path", "-cp")
     parser.add_argument("overrides", nargs="*")
     parsed, _ = parser.parse_known_args(args)
     return parsed
@@ -112,8 +113,6 @@ def _hydra(args: list[str]) -> None:
 
     @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base=None)
     def task(cfg: object) -> object:
-        from pathlib import Path
-
         from hydra.core.hydra_config import HydraConfig
 
         from benchflow.sweep.process import task
@@ -218,13 +217,11 @@ def _show_job(
 def _resume_into(args: list[str]) -> list[str]:
     """resume=true: run into the newest folder that ran the same overrides: a sweep's
     under multirun/ (-m), a single run's under runs/ (each holds its plan.json)."""
-    from pathlib import Path
-
     from benchflow.sweep.resume import find_sweep
 
     key, root, what = (
         ("hydra.sweep.dir", "multirun", "sweep")
-        if _multirun(args)
+        if "-m" in args or "--multirun" in args
         else ("hydra.run.dir", "runs", "run")
     )
     if any(a.startswith(f"{key}=") for a in args):
@@ -253,13 +250,6 @@ LAUNCHERS = {
     "ray_local": ("hydra_plugins.hydra_ray_launcher", "hydra-ray-launcher", _RAY),
     "ray_cluster": ("hydra_plugins.hydra_ray_launcher", "hydra-ray-launcher", _RAY),
 }
-
-
-def _check_config_dirs(args: list[str]) -> None:
-    from benchflow.config.store import problem
-
-    if why := problem(args):
-        _exit(why)
 
 
 def _check_launcher(args: list[str]) -> None:
@@ -386,10 +376,6 @@ def _torchbench_found(configured: str | None) -> bool:
         return False
 
 
-def _multirun(args: list[str]) -> bool:
-    return "-m" in args or "--multirun" in args
-
-
 def _exit(message: str) -> NoReturn:
     print(f"benchflow: error: {message}", file=sys.stderr)
     raise SystemExit(2)
@@ -433,22 +419,18 @@ def _leaf_keys(data: object, prefix: str, root: bool = True) -> list[str]:
     return keys
 
 
-def _load_or_exit(path: object, choice: str) -> object:
-    from pathlib import Path
-
+def _load_or_exit(path: Path, choice: str) -> object:
     import yaml
 
     from benchflow.config.schema import read_yaml
 
     try:
-        return read_yaml(Path(str(path)).read_text(encoding="utf-8"))
+        return read_yaml(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc)
-        print(
-            f"benchflow: error: {choice}: {path} is not valid YAML{where}: {problem}; "
-            "allowed: a YAML mapping like the files beside it",
-            file=sys.stderr,
+        _exit(
+            f"{choice}: {path} is not valid YAML{where}: {problem}; "
+            "allowed: a YAML mapping like the files beside it"
         )
-        raise SystemExit(2) from None
