@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from benchflow import backends
 from benchflow.cli import command_parser, refuse
 from benchflow.config.schema import DEFAULT_BASELINE, THRESHOLD
+from benchflow.report.output import FORMATS
 from benchflow.report.sources import SourceError, Sweep, describe, load, meta_of
 from benchflow.results.environment import Difference, between_rows, speed_warning
 
@@ -81,9 +82,6 @@ def parse_threshold(text: str) -> float:
     if value < 0:
         raise argparse.ArgumentTypeError(f"--threshold={text!r} is negative; allowed: >= 0")
     return value
-
-
-FORMATS = ("md", "csv", "html")
 
 
 def _formats(text: str) -> list[str]:
