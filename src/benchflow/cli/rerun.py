@@ -293,10 +293,9 @@ def _summary(sweep_dir: Path, originals: Sequence[ResultRow]) -> None:
         def ms(v: float | None) -> str:
             return f"{v * 1e3:.3f}ms" if v is not None else "-"
 
-        status = row.status.value if row else "not run"
         digest = (row.job.rerun_digest if row else None) or "-"
         print(f"  {old.job.name:<40} {ms(before):>10} {ms(after):>10} {ratio:>6}  {digest}")
         if row and row.status.value != "ok":
-            print(f"    status {status}: {row.error or ''}")
+            print(f"    status {row.status.value}: {row.error or ''}")
         if row and row.job.rerun_env:
             print(f"    environment differs: {'; '.join(row.job.rerun_env)}")
