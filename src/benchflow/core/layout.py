@@ -28,25 +28,34 @@ def _read_text(path: Path) -> str | None:
         return None
 
 
+class _In:
+    """A file or folder of a sweep's or a job's folder (`path`), by its name there."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, folder: JobDir | SweepDir, owner: type) -> Path:
+        return folder.path / self.name
+
+
 @dataclass(frozen=True)
 class JobDir:
     path: Path
 
-    @property
-    def config(self) -> Path:  # the resolved config, as YAML
-        return self.path / "config.yaml"
-
-    @property
-    def job_file(self) -> Path:  # what the child is told to run
-        return self.path / "job.json"
-
-    @property
-    def child_result(self) -> Path:  # what the child wrote back
-        return self.path / "child_result.json"
-
-    @property
-    def result(self) -> Path:  # the job's row
-        return self.path / "result.json"
+    config = _In("config.yaml")  # the resolved config, as YAML
+    job_file = _In("job.json")  # what the child is told to run
+    child_result = _In("child_result.json")  # what the child wrote back
+    result = _In("result.json")  # the job's row
+    rounds = _In("processes.json")  # the job's processes so far (sweep/run.py's journal)
+    compile_cache = _In(".compile_cache")  # compile_cache=cold: removed after the job
+    profile = _In("profile")
+    ir = _In("ir")
+    inductor_code = _In("ir/inductor")  # ir.inductor_code: generated source kept
+    xla_dump = _In("ir/xla_dump")  # XLA's own --xla_dump_to
+    xla_metrics = _In("xla_metrics_report.txt")
+    dynamo_counters = _In("dynamo_counters.json")
+    signals = _In("signals.json")  # the row's signals, graph breaks' reasons and all: MLflow's
+    hydra = _In(".hydra")  # Hydra's record of the job's config and overrides
 
     @staticmethod
     def process_prefix(n: int) -> str:
@@ -62,81 +71,17 @@ class JobDir:
             self.path / f"{prefix}{self.job_file.name}",
         )
 
-    @property
-    def rounds(self) -> Path:  # the job's processes so far (sweep/run.py's journal)
-        return self.path / "processes.json"
-
-    @property
-    def compile_cache(self) -> Path:  # compile_cache=cold: removed after the job
-        return self.path / ".compile_cache"
-
-    @property
-    def profile(self) -> Path:
-        return self.path / "profile"
-
-    @property
-    def ir(self) -> Path:
-        return self.path / "ir"
-
-    @property
-    def inductor_code(self) -> Path:  # ir.inductor_code: generated source kept
-        return self.path / "ir/inductor"
-
-    @property
-    def xla_dump(self) -> Path:  # XLA's own --xla_dump_to
-        return self.path / "ir/xla_dump"
-
-    @property
-    def xla_metrics(self) -> Path:
-        return self.path / "xla_metrics_report.txt"
-
-    @property
-    def dynamo_counters(self) -> Path:
-        return self.path / "dynamo_counters.json"
-
-    @property
-    def signals(self) -> Path:  # the row's signals, graph breaks' reasons and all: MLflow's
-        return self.path / "signals.json"
-
-    @property
-    def hydra(self) -> Path:  # Hydra's record of the job's config and overrides
-        return self.path / ".hydra"
-
 
 @dataclass(frozen=True)
 class SweepDir:
     path: Path
 
-    @property
-    def plan(self) -> Path:  # every job, planned, before any runs
-        return self.path / "plan.json"
-
-    @property
-    def references(self) -> Path:  # the accuracy check's eager and float64 runs, shared
-        return self.path / "references"
-
-    @property
-    def results(self) -> Path:  # one row per job attempt (JSON lines)
-        return self.path / "results.jsonl"
-
-    @property
-    def parent_run(self) -> Path:  # the MLflow parent run's id
-        return self.path / "mlflow_parent_run.txt"
-
-    @property
-    def tracking_uri(self) -> Path:  # the store that parent run lives in
-        return self.path / "mlflow_tracking_uri.txt"
-
-    @property
-    def report(self) -> Path:
-        return self.path / "report"
-
-    @property
-    def compare(self) -> Path:
-        return self.path / "compare"
-
-    def job(self, path: Path) -> JobDir:
-        return JobDir(path)
+    plan = _In("plan.json")  # every job, planned, before any runs
+    references = _In("references")  # the accuracy check's eager and float64 runs, shared
+    results = _In("results.jsonl")  # one row per job attempt (JSON lines)
+    parent_run = _In("mlflow_parent_run.txt")  # the MLflow parent run's id
+    tracking_uri = _In("mlflow_tracking_uri.txt")  # the store that parent run lives in
+    report = _In("report")
 
     def write_plan(self, plan: Plan) -> None:
         write_json_atomic(self.plan, plan.to_dict())
