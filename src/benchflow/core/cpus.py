@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import itertools
 import os
 import tempfile
 import time
@@ -43,16 +44,10 @@ def slots(cpus_per_job: int | None, cores: list[int] | None = None) -> list[list
 def span(cores: list[int]) -> str:
     """[0, 1, 2, 5] -> "0-2,5"."""
     parts: list[str] = []
-    start = prev = None
-    for c in cores:
-        if prev is not None and c == prev + 1:
-            prev = c
-            continue
-        if start is not None:
-            parts.append(f"{start}-{prev}" if prev != start else f"{start}")
-        start = prev = c
-    if start is not None:
-        parts.append(f"{start}-{prev}" if prev != start else f"{start}")
+    # a run of consecutive cores keeps core - index constant
+    for _, group in itertools.groupby(enumerate(cores), lambda pair: pair[1] - pair[0]):
+        run = [c for _, c in group]
+        parts.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else f"{run[0]}")
     return ",".join(parts)
 
 
