@@ -137,9 +137,6 @@ class Warm:
     def stage(self) -> str:
         return "compiled" if self.step else "built" if self.build else "imported"
 
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> Warm | None:
         return cls(data["zygote"], data.get("build"), data.get("step")) if data else None
@@ -157,9 +154,7 @@ class Step:
     steps_from: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        out = dataclasses.asdict(self)
-        out["warm"] = self.warm.to_dict() if self.warm else None
-        return out
+        return dataclasses.asdict(self)  # `warm` too: a dict, or None
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Step:
