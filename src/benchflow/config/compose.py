@@ -8,6 +8,7 @@ schema's own nodes. Anything less certain, and any error, takes Hydra's composit
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import typing
@@ -41,7 +42,7 @@ class Composer:
         self.loader = loader
         self.master = master
         self.counts: Counter[str] = Counter()
-        self.bases_composed = 0  # by Hydra's loader (_base)
+        self.bases_composed = 0  # by Hydra's loader
         self._parser = OverridesParser.create()
         self._parsed: dict[str, Override] = {}
         self._groups: set[str] | None = None  # the config groups of every searched tree
@@ -79,14 +80,13 @@ class Composer:
         """The base's BenchConfig, types checked (values are each job's), or None where
         it holds interpolations or does not parse alone."""
         if groups not in self._typed:
-            base = self._base(groups)
-            found = None
+            # the config Hydra composes for the group overrides alone
+            self.bases_composed += 1
+            base = self.loader.load_sweep_config(self.master, list(groups))
+            self._typed[groups] = None
             if not _interpolates(base):
-                try:
-                    found = typed_config(base)
-                except Exception:
-                    found = None
-            self._typed[groups] = found
+                with contextlib.suppress(Exception):
+                    self._typed[groups] = typed_config(base)
         return self._typed[groups]
 
     def _apply_typed(self, cfg: BenchConfig, override: Override) -> BenchConfig:
@@ -131,14 +131,6 @@ class Composer:
             return None
         assert isinstance(node, Node)
         return node
-
-    # --- bases ----------------------------------------------------------------------------
-
-    def _base(self, groups: Groups) -> DictConfig:
-        """The config Hydra composes for the group overrides alone."""
-        self.bases_composed += 1
-        composed: DictConfig = self.loader.load_sweep_config(self.master, list(groups))
-        return composed
 
     def _split(self, overrides: Sequence[str]) -> tuple[Groups, list[Override]] | None:
         """A job's overrides as Hydra sorts them: its group overrides (its base) and value
