@@ -19,6 +19,8 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from benchflow.core.files import read_text
+
 ENV_LOCK_DIR = "BENCHFLOW_CPU_LOCK_DIR"
 ENV_CPUS = "BENCHFLOW_CPUS"  # the child's cores, "0,1": it pins itself before importing torch
 POLL_S = 0.2
@@ -54,13 +56,6 @@ def span(cores: list[int]) -> str:
 def lock_dir() -> Path:
     default = Path(tempfile.gettempdir()) / f"benchflow-cpus-{os.getuid()}"
     return Path(os.environ.get(ENV_LOCK_DIR) or default)
-
-
-def _holder(path: Path) -> str:
-    try:
-        return path.read_text().strip() or "another process"
-    except OSError:
-        return "another process"
 
 
 def _try_lock(folder: Path, names: list[str], owner: str) -> list[int] | None:
@@ -114,7 +109,7 @@ def first_free(
             return
         if not told and on_wait is not None:
             names = sorted({n for choice in choices for n in choice})
-            holders = sorted({_holder(folder / f"{n}.lock") for n in names})
+            holders = sorted({read_text(folder / f"{n}.lock") or "another process" for n in names})
             on_wait(f"{waiting}: " + "; ".join(holders))
             told = True
         time.sleep(POLL_S)

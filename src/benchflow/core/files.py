@@ -32,6 +32,14 @@ def write_json_atomic(path: Path, data: Any) -> None:
     write_text_atomic(path, json.dumps(data, indent=2, default=str) + "\n")
 
 
+def read_text(path: Path) -> str | None:
+    """A file's text, stripped; None where it is missing, unreadable or blank."""
+    try:
+        return path.read_text().strip() or None
+    except OSError:
+        return None
+
+
 def read_json(path: Path) -> Any:
     """What a JSON file holds; None where it is missing or unreadable (a cache's miss)."""
     try:

@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchflow.core.files import write_json_atomic
+from benchflow.core.files import read_text, write_json_atomic
 from benchflow.core.job import Plan
 
 
@@ -19,13 +19,6 @@ def cache_root() -> Path:
     """benchflow's cache outside any sweep ($BENCHFLOW_CACHE_DIR, default
     ~/.cache/benchflow): warm compile caches, and slow-to-learn facts of the machine."""
     return Path(os.environ.get("BENCHFLOW_CACHE_DIR") or Path.home() / ".cache" / "benchflow")
-
-
-def _read_text(path: Path) -> str | None:
-    try:
-        return path.read_text().strip() or None
-    except OSError:
-        return None
 
 
 class _In:
@@ -95,7 +88,7 @@ class SweepDir:
         return Plan.from_dict(data) if isinstance(data, dict) else None
 
     def parent_run_id(self) -> str | None:
-        return _read_text(self.parent_run)
+        return read_text(self.parent_run)
 
     def recorded_tracking_uri(self) -> str | None:
-        return _read_text(self.tracking_uri)
+        return read_text(self.tracking_uri)
