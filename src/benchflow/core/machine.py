@@ -9,6 +9,8 @@ import sys
 from functools import cache
 from pathlib import Path
 
+from benchflow.core.files import read_text
+
 # The CPU features that decide which kernels run (oneDNN, Inductor's C++ and XLA pick
 # their paths by them), as /proc/cpuinfo spells them (x86 `flags`, arm `Features`).
 KERNEL_FEATURES = (
@@ -89,20 +91,13 @@ def core_counts() -> tuple[int | None, int]:
 
 @cache
 def memory_bytes() -> int | None:
-    try:
-        text = Path("/proc/meminfo").read_text(encoding="utf-8")
-    except OSError:
-        return None
-    found = re.search(r"^MemTotal:\s+(\d+) kB", text, re.M)
+    found = re.search(r"^MemTotal:\s+(\d+) kB", read_text(Path("/proc/meminfo")) or "", re.M)
     return int(found.group(1)) * 1024 if found else None
 
 
 def nvidia_driver() -> str | None:
     """The NVIDIA kernel driver's version, from /proc (None: no driver)."""
-    try:
-        text = Path("/proc/driver/nvidia/version").read_text(encoding="utf-8")
-    except OSError:
-        return None
+    text = read_text(Path("/proc/driver/nvidia/version")) or ""
     found = re.search(r"Kernel Module\s+(?:for \S+\s+)?([\d.]+)", text)
     return found.group(1) if found else None
 
