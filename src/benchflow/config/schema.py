@@ -386,12 +386,10 @@ def _walk(obj: Any, prefix: str, flat: bool) -> dict[str, Any]:
                     {f"{key}.{k}": v for k, v in settings.items()} if flat else {f.name: settings}
                 )
             continue
-        if f.metadata.get("optional") and (
-            value is None
-            or (f.default is not dataclasses.MISSING and value == f.default)
-            or _at_default(value)
-        ):
-            continue
+        if f.metadata.get("optional"):
+            default = f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
+            if value is None or value == default:
+                continue
         if is_dataclass(value):
             inner = _walk(value, f"{key}." if flat else "", flat)
             if flat:
@@ -403,11 +401,6 @@ def _walk(obj: Any, prefix: str, flat: bool) -> dict[str, Any]:
         else:
             out[f.name] = value
     return out
-
-
-def _at_default(value: Any) -> bool:
-    """A section (dataclass) whose every field has its default."""
-    return is_dataclass(value) and not isinstance(value, type) and value == type(value)()
 
 
 def settings_of(section: dict[str, Any]) -> dict[str, Any]:
@@ -468,8 +461,6 @@ def is_measured(key: str) -> bool:
 def config_to_yaml(cfg: BenchConfig, path: Path) -> None:
     """A job's config.yaml: its resolved config as plain YAML (config_from_yaml reads it),
     not through OmegaConf.structured, which is slow for a sweep's parent."""
-    import dataclasses
-
     import yaml
 
     dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml's, where built with it
