@@ -10,6 +10,7 @@ index and a UUID do not see each other's lock.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import re
 from collections.abc import Callable, Iterator, Mapping
@@ -58,12 +59,8 @@ def visible(environ: Mapping[str, str], count: int | None) -> list[str]:
     0..count-1; [ALL] where that is unknown."""
     value = environ.get(ENV_VISIBLE)
     if value is not None:
-        names = []
-        for part in (p.strip() for p in value.split(",")):
-            if not part or part.startswith("-"):
-                break
-            names.append(part)
-        return names
+        parts = (p.strip() for p in value.split(","))
+        return list(itertools.takewhile(lambda p: p and not p.startswith("-"), parts))
     return [str(i) for i in range(count)] if count else [ALL]
 
 
