@@ -29,7 +29,6 @@ from benchflow.config.schema import (
     TEST_CHOICES,
     TIMING_ONLY,
     XLA_CHOICES,
-    AtLeast,
     BenchConfig,
     ToolchainConfig,
     setting_text,
@@ -41,13 +40,6 @@ __all__ = ["ConfigError", "InvalidCombination", "check_values", "parse", "typed"
 def _choice(key: str, value: Any, allowed: tuple[str, ...] | list[str]) -> None:
     if value not in allowed:
         raise ConfigError(f"{key}={value!r} is not allowed; allowed values: {', '.join(allowed)}")
-
-
-def _at_least(key: str, value: float | None, bound: AtLeast) -> None:
-    if value is None:
-        return
-    if value <= bound.low if bound.exclusive else value < bound.low:
-        raise ConfigError(f"{key}={value!r} is out of range; allowed: a number {bound}")
 
 
 def _check_toolchain(tc: ToolchainConfig) -> None:
@@ -103,8 +95,9 @@ def check_values(cfg: BenchConfig) -> None:
             "e.g. mlflow.experiment=benchflow (the default)"
         )
     for key, bound in LOWER_BOUNDS.items():
-        value: Any = functools.reduce(getattr, key.split("."), cfg)
-        _at_least(key, value, bound)
+        value: Any = functools.reduce(getattr, key.split("."), cfg)  # null passes
+        if value is not None and (value <= bound.low if bound.exclusive else value < bound.low):
+            raise ConfigError(f"{key}={value!r} is out of range; allowed: a number {bound}")
     _choice("compile_cache", cfg.compile_cache, COMPILE_CACHE_CHOICES)
     _check_untimed(cfg)  # first: timing=false makes one process, which a pair refuses
     _check_pair(cfg)
