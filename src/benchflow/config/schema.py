@@ -418,12 +418,8 @@ def settings_of(section: dict[str, Any]) -> dict[str, Any]:
 def dynamic_settings(dynamo: DynamoConfig) -> dict[str, Any]:
     """A job's dynamic-shape settings that are set, by the names its label gives them
     (`dynamic`, `dynamic_batch`); dynamic=false is a setting, dynamic_batch=false none."""
-    out: dict[str, Any] = {}
-    if dynamo.dynamic is not None:
-        out[DYNAMIC["dynamo.dynamic"]] = dynamo.dynamic
-    if dynamo.dynamic_batch:
-        out[DYNAMIC["dynamo.dynamic_batch"]] = True
-    return out
+    given = {"dynamo.dynamic": dynamo.dynamic, "dynamo.dynamic_batch": dynamo.dynamic_batch or None}
+    return {DYNAMIC[key]: value for key, value in given.items() if value is not None}
 
 
 def setting_text(value: Any) -> str:
