@@ -65,7 +65,7 @@ def medians(
     from benchflow.backends.inductor import stop_compile_workers
     from benchflow.config.schema import BenchConfig, DynamoConfig, ModelConfig
     from benchflow.harness.timing import Sampling, measure
-    from benchflow.models.registry import load_model
+    from benchflow.models.registry import build_model
 
     on_gpu = device.kind == "cuda"
     out = []
@@ -74,7 +74,9 @@ def medians(
         torch._dynamo.reset()
         model_cfg = ModelConfig(name=name, builtin=MODELS[name], source="builtin", size=size)
         cfg = BenchConfig(model=model_cfg)
-        model, _ = load_model(cfg, device.torch_device, getattr(torch, dtype) if dtype else None)
+        model = build_model(cfg).place(
+            device.torch_device, getattr(torch, dtype) if dtype else None
+        )
         module, _ = model.get_module()
         model.set_module(backends.of_row(backend, None).prepare(module, DynamoConfig(name=backend)))
         step = model.eval

@@ -5,8 +5,6 @@ by `model.source`."""
 from __future__ import annotations
 
 import importlib
-import logging
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
@@ -15,8 +13,6 @@ import torch
 
 from benchflow.config.schema import BenchConfig
 from benchflow.models.base import BenchModel
-
-log = logging.getLogger(__name__)
 
 
 class Built(Protocol):
@@ -91,16 +87,3 @@ def build_model(cfg: BenchConfig) -> Built:
         return BUILDERS[cfg.model.source](cfg)
     finally:
         torch.set_num_threads(threads)  # the job's steps run on its own count
-
-
-def load_model(
-    cfg: BenchConfig, device: torch.device, dtype: torch.dtype | None
-) -> tuple[Any, float]:
-    """The model built and placed on `device` in `dtype`; and the seconds the placing
-    took (the row's `move` phase: results/phases.py)."""
-    m = cfg.model
-    log.info("model %s from %s, batch size %s, dtype %s", m.name, m.source, cfg.batch_size, dtype)
-    built = build_model(cfg)
-    start = time.perf_counter()
-    placed = built.place(device, dtype)
-    return placed, time.perf_counter() - start
