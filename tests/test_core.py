@@ -142,7 +142,7 @@ def test_the_measured_mark_is_read_by_fingerprint_params_and_resume() -> None:
 def test_every_dynamo_option_has_a_backend_and_every_backend_an_option() -> None:
     yaml_options = {p.stem for p in (CONF_DIR / "dynamo").glob("*.yaml")}
     assert yaml_options == set(backends.dynamo_choices())
-    labels = backends.labels()
+    labels = list(backends.REGISTRY)
     assert len(labels) == len(set(labels))
     assert {"eager", "lazy_xla", "dynamo_eager", "inductor", "openxla"} <= set(labels)
     # each dynamo option has exactly one backend that xla=auto picks
@@ -186,7 +186,7 @@ def test_select_refuses_what_cannot_exist(
 def test_backends_answer_what_the_stages_ask() -> None:
     eager, lazy, ind, oxla = (backends.get(n) for n in ("eager", "lazy_xla", "inductor", "openxla"))
     assert not eager.has_compile_step and ind.has_compile_step and lazy.has_compile_step
-    assert lazy.has_xla_ir() and oxla.has_xla_ir() and not ind.has_xla_ir()
+    assert lazy.on_xla and oxla.on_xla and not ind.on_xla  # ir=hlo and the XLA dump apply
     assert ind.generates_code and not oxla.generates_code
     assert oxla.zygote({}) == "xla" and lazy.zygote({}) == "xla"
     assert ind.zygote({}) == "inductor" and eager.zygote({}) == "torch"  # + its C++ toolchain

@@ -42,10 +42,6 @@ def get(label: str) -> type[Backend]:
     return REGISTRY[label]
 
 
-def labels() -> list[str]:
-    return list(REGISTRY)
-
-
 def dynamo_choices() -> list[str]:
     """The `dynamo=` options, in registry order (`none`: no torch.compile)."""
     return list(dict.fromkeys(b.dynamo for b in REGISTRY.values()))

@@ -34,7 +34,7 @@ class Backend:
     label: ClassVar[str]  # the column's name in reports, run names, the MLflow param
     dynamo: ClassVar[str]  # the `dynamo=` option that selects it (`none`: no torch.compile)
     summary: ClassVar[str]  # one line for --help and messages
-    on_xla: ClassVar[bool] = False  # runs on the lazy XLA device (the `xla=PJRT` value)
+    on_xla: ClassVar[bool] = False  # runs on the lazy XLA device (`xla=PJRT`; `ir=` applies)
     auto: ClassVar[bool] = True  # the one `xla=auto` picks among the same `dynamo=` option
     compiles: ClassVar[bool] = False  # goes through torch.compile (dynamo counters apply)
     has_compile_step: ClassVar[bool] = True  # its first call compiles (the report's compile)
@@ -72,11 +72,6 @@ class Backend:
         return cls.on_xla if key == XLA_FLAGS_KEY else True
 
     @classmethod
-    def has_xla_ir(cls) -> bool:
-        """Its graphs are XLA graphs: ir=text|hlo|stablehlo and XLA's dump apply."""
-        return cls.on_xla
-
-    @classmethod
     def zygote(cls, env: dict[str, str], trains: bool = False) -> str:
         """The preforked interpreter its jobs fork from (runner/zygote.py): torch_xla's
         where the environment leaves its import alone; the compile stack for backends that
@@ -105,9 +100,9 @@ class Backend:
     @classmethod
     def make_device(cls, accelerator: str) -> Device:
         """Where the model runs and how the timer waits for it."""
-        from benchflow.backends.device import native_device, xla_device
+        from benchflow.backends.device import XlaDevice, native_device
 
-        return xla_device(accelerator) if cls.on_xla else native_device(accelerator)
+        return XlaDevice(accelerator) if cls.on_xla else native_device(accelerator)
 
     @classmethod
     def prepare(cls, module: Any, dynamo: DynamoConfig) -> Any:
@@ -135,16 +130,12 @@ class DynamoBackend(Backend):
     compiles = True
 
     @classmethod
-    def torch_compile_backend(cls) -> str:
-        return cls.dynamo
-
-    @classmethod
     def prepare(cls, module: Any, dynamo: DynamoConfig) -> Any:
         import torch
 
         return torch.compile(
             module,
-            backend=cls.torch_compile_backend(),
+            backend=cls.dynamo,
             mode=dynamo.mode,
             fullgraph=dynamo.fullgraph,
             dynamic=dynamo.dynamic,

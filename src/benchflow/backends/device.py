@@ -131,8 +131,3 @@ class XlaDevice(Device):
 def native_device(accelerator: str) -> Device:
     """The host CPU, or the CUDA GPU with accelerator=cuda."""
     return CudaDevice() if accelerator == "cuda" else Device()
-
-
-def xla_device(accelerator: str) -> Device:
-    """The lazy XLA device on PJRT, over the accelerator's client."""
-    return XlaDevice(accelerator)

@@ -27,7 +27,7 @@ def ir_passes(
 ) -> tuple[list[str], list[str], float]:
     """The job's IR passes, untimed, after its first process: (files, notes, seconds)."""
     cfg, backend, start = job.config, backends.get(job.backend), time.perf_counter()
-    xla_ir = bool(cfg.ir.formats or cfg.ir.xla_dump) and backend.has_xla_ir()
+    xla_ir = bool(cfg.ir.formats or cfg.ir.xla_dump) and backend.on_xla
     inductor_code = cfg.ir.inductor_code and backend.generates_code
     if not (xla_ir or inductor_code):
         return [], [], 0.0

@@ -312,7 +312,7 @@ def _with_rules(cfg: BenchConfig, num: int, overrides: tuple[str, ...], single: 
             + "|".join(b.dynamo for b in backends.REGISTRY.values() if b.generates_code)
             + f", but this job runs dynamo={cfg.dynamo.name}: it generates no code"
         )
-    if (cfg.ir.formats or cfg.ir.xla_dump) and not backend.has_xla_ir():
+    if (cfg.ir.formats or cfg.ir.xla_dump) and not backend.on_xla:
         notes.append(
             f"ir.formats={list(cfg.ir.formats)} needs the XLA device, but this job runs "
             f"dynamo={cfg.dynamo.name} with xla={cfg.xla.name}: it has no XLA IR; "
