@@ -248,7 +248,8 @@ def read_runner(path: Path) -> dict[tuple[str, str], Side]:
     for line in path.read_text().splitlines():
         data = json.loads(line)
         exp, metrics = data["experiment"], data["metrics"]
-        key = (data["model"]["model_name"], backends.label_of(exp.get("dynamo"), exp.get("xla")))
+        backend = backends.of_row(exp.get("dynamo"), exp.get("xla")).label
+        key = (data["model"]["model_name"], backend)
         if "error" in metrics:
             skipped = metrics["error"] == "SKIP"
             sides[key] = Side("skipped" if skipped else "failed", note=_short(metrics["error"]))

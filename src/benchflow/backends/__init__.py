@@ -32,7 +32,6 @@ __all__ = [
     "baseline_choices",
     "dynamo_choices",
     "get",
-    "label_of",
     "of_row",
     "select",
 ]
@@ -55,12 +54,6 @@ def baseline_choices() -> list[str]:
 def baseline_label(choice: str) -> str:
     """`none` (no dynamo) means eager."""
     return "eager" if choice == "none" else choice
-
-
-def label_of(dynamo: str | None, xla: str | None) -> str:
-    """The label of a job that ran with these (resolved) `dynamo=` and `xla=` values;
-    rows record no dynamo as None and no XLA device as None."""
-    return of_row(dynamo, xla).label
 
 
 def of_row(dynamo: str | None, xla: str | None) -> type[Backend]:

@@ -349,7 +349,7 @@ class ResultRow:
                 model=ModelId(**pick(ModelId, data["model"])),
                 experiment=Experiment(**pick(Experiment, exp)),
                 backend=str(
-                    data.get("backend") or backends.label_of(exp.get("dynamo"), exp.get("xla"))
+                    data.get("backend") or backends.of_row(exp.get("dynamo"), exp.get("xla")).label
                 ),
                 config=dict(config) if isinstance(config, dict) else None,
                 repeat=int(data.get("repeat") or 0),
