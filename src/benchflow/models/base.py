@@ -61,12 +61,8 @@ class BenchModel(abc.ABC):
     def place(self, device: torch.device, dtype: torch.dtype | None) -> BenchModel:
         """Cast to `dtype` and move to `device`; then the test's mode and optimizer."""
         self.device = device
-        module, inputs = self.model, self.example_inputs
-        if dtype is not None:
-            module = module.to(dtype)
-            inputs = tuple(_cast_floating(x, dtype) for x in inputs)
-        self.model = module.to(self.device)
-        self.example_inputs = tuple(_to_device(x, self.device) for x in inputs)
+        self.model = moved(self.model, device, dtype)
+        self.example_inputs = moved(self.example_inputs, device, dtype)
         self.model.train(self.test == "train")
         # The optimizer is made after the move, so it holds the device parameters.
         self.optimizer: torch.optim.Optimizer | None = (
@@ -126,16 +122,6 @@ def moved(value: Any, device: torch.device, dtype: torch.dtype | None) -> Any:
     if isinstance(value, dict) and any(isinstance(v, torch.Tensor) for v in value.values()):
         return {k: moved(v, device, dtype) for k, v in value.items()}  # keyword inputs
     return value
-
-
-def _cast_floating(x: Any, dtype: torch.dtype) -> Any:
-    if isinstance(x, torch.Tensor) and x.is_floating_point():
-        return x.to(dtype)
-    return x
-
-
-def _to_device(x: Any, device: torch.device) -> Any:
-    return x.to(device) if isinstance(x, torch.Tensor) else x
 
 
 def _sum_floating(outputs: Any) -> torch.Tensor:
