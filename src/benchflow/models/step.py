@@ -179,18 +179,14 @@ class TimedStep:
         """The grad mode an eval step runs in: no_grad, but for EVAL_WITH_GRAD's models."""
         return torch.enable_grad() if self.name in EVAL_WITH_GRAD else torch.no_grad()
 
-    def _eval(self) -> Any:
-        with self.eval_grad():
-            return self._fn(self.args, self.kwargs)
-
-    def _train(self) -> Any:
-        loss = self._fn(self.args, self.kwargs)
-        return loss.detach() if isinstance(loss, torch.Tensor) else loss
-
     def __call__(self) -> Any:
         if self.kind == "torchbench":
             return self.model.train() if self.test == "train" else self.model.eval()
-        return self._train() if self.test == "train" else self._eval()
+        if self.test == "train":
+            loss = self._fn(self.args, self.kwargs)
+            return loss.detach() if isinstance(loss, torch.Tensor) else loss
+        with self.eval_grad():
+            return self._fn(self.args, self.kwargs)
 
     def mark_batch_dynamic(self) -> None:
         """dynamo.dynamic_batch=true: each input's first batch-sized dimension marked dynamic,
