@@ -137,11 +137,15 @@ class TimedStep:
             raise ValueError(f"model.step={kind!r}; allowed values: {', '.join(STEP_CHOICES)}")
         self.module, self.args, self.kwargs = self._module_and_inputs(model)
         if test == "train":
-            params = self._parameters("train it")
+            if not isinstance(self.module, nn.Module):
+                raise ModelSkipped(
+                    f"{name}: get_module() returned a {type(self.module).__name__}, not an "
+                    "nn.Module with parameters to train it; model.step=torchbench runs its own "
+                    "train()"
+                )
             self.module.train()
-            sgd = name in SGD_MODELS
-            opt = torch.optim.SGD if sgd else torch.optim.Adam
-            self.optimizer = opt(params, lr=LEARNING_RATE)
+            opt = torch.optim.SGD if name in SGD_MODELS else torch.optim.Adam
+            self.optimizer = opt(self.module.parameters(), lr=LEARNING_RATE)
         elif isinstance(self.module, nn.Module):
             self.module.eval()
         if prepare is not None and exports:  # the compiled model, called on the inputs
@@ -166,14 +170,6 @@ class TimedStep:
             )
         args, kwargs = split_inputs(self.name, inputs)
         return module, args, kwargs
-
-    def _parameters(self, why: str) -> list[torch.nn.Parameter]:
-        if not isinstance(self.module, nn.Module):
-            raise ModelSkipped(
-                f"{self.name}: get_module() returned a {type(self.module).__name__}, not an "
-                f"nn.Module with parameters to {why}; model.step=torchbench runs its own train()"
-            )
-        return list(self.module.parameters())
 
     def eval_grad(self) -> Any:
         """The grad mode an eval step runs in: no_grad, but for EVAL_WITH_GRAD's models."""
