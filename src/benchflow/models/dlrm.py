@@ -63,6 +63,17 @@ class DlrmNet(nn.Module):
         return self.top(torch.cat([x, interactions], dim=1))
 
 
+BASE = dict(  # the base size; the large one has larger tables and bags
+    num_dense=13,
+    tables=26,
+    rows=100000,
+    dim=128,
+    bag=16,
+    bottom=[512, 256],
+    top=[1024, 1024, 512, 256],
+)
+
+
 class Dlrm(BenchModel):
     DEFAULT_TRAIN_BSIZE = 256
     DEFAULT_EVAL_BSIZE = 256
@@ -71,25 +82,9 @@ class Dlrm(BenchModel):
         "small": dict(
             num_dense=13, tables=8, rows=20000, dim=64, bag=8, bottom=[256, 128], top=[256, 128]
         ),
-        "base": dict(
-            num_dense=13,
-            tables=26,
-            rows=100000,
-            dim=128,
-            bag=16,
-            bottom=[512, 256],
-            top=[1024, 1024, 512, 256],
-        ),
+        "base": BASE,
         # Criteo-Kaggle-like geometry with 1M-row tables.
-        "large": dict(
-            num_dense=13,
-            tables=26,
-            rows=1000000,
-            dim=128,
-            bag=32,
-            bottom=[512, 256],
-            top=[1024, 1024, 512, 256],
-        ),
+        "large": BASE | dict(rows=1000000, bag=32),
     }
 
     def build_module(self, *args: Any, **hp: Any) -> nn.Module:
