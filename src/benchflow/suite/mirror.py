@@ -114,15 +114,6 @@ def load_models_list(path: Path, separator: str) -> dict[str, int]:
     return sizes
 
 
-def with_models_list(rules: dict[str, Any], sizes: dict[str, int]) -> dict[str, Any]:
-    """The list's batch sizes under batch_size.training and .inference (upstream's own
-    batch_size keys, such as divisors, stay beside them)."""
-    batch = dict(rules.get("batch_size") or {})
-    batch["training"] = dict(sizes)
-    batch["inference"] = dict(sizes)
-    return {**rules, "batch_size": batch}
-
-
 def render(rules: dict[str, Any], suite: Suite) -> str:
     body = yaml.safe_dump({"name": suite.name, "rules": rules}, sort_keys=False, width=100)
     with_list = WITH_LIST.format(models_list=suite.models_list) if suite.models_list else ""
@@ -139,6 +130,10 @@ def sync(upstream: Path, out: Path, suite: Suite, models_list: Path | None = Non
     if suite.models_list:
         if models_list is None or suite.list_separator is None:
             raise ValueError(f"suite {suite.name} needs its {suite.models_list}")
-        rules = with_models_list(rules, load_models_list(models_list, suite.list_separator))
+        sizes = load_models_list(models_list, suite.list_separator)
+        # under batch_size.training and .inference (upstream's own batch_size keys, such as
+        # divisors, stay beside them); two dicts, so that the YAML holds no alias
+        batch = rules.get("batch_size") or {}
+        rules = rules | {"batch_size": batch | {"training": sizes, "inference": dict(sizes)}}
     out.write_text(render(rules, suite))
     return unknown_paths(rules)

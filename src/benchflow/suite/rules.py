@@ -59,7 +59,8 @@ def skip_reason(
                 return f"suite.fast=true and {model} is listed in `{key}`"
     if not suite.skip_lists:
         return None
-    devices = [accelerator] + (["cpu_aarch64"] if accelerator == "cpu" and _is_aarch64() else [])
+    aarch64 = accelerator == "cpu" and platform.machine() in ("aarch64", "arm64")
+    devices = [accelerator] + (["cpu_aarch64"] if aarch64 else [])
     candidates = ["skip.all", f"skip.test.{TEST_KEY[test]}", "skip.multiprocess"]
     candidates += [f"skip.device.{d}" for d in devices] + list(lists)
     for key in candidates:
@@ -116,10 +117,6 @@ def decide(
         batch_source,
         skip_reason(suite, model, test, accelerator, lists),
     )
-
-
-def _is_aarch64() -> bool:
-    return platform.machine() in ("aarch64", "arm64")
 
 
 def rules_for(rules: dict[str, Any], model: str) -> dict[str, Any]:
