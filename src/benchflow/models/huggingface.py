@@ -9,6 +9,7 @@ runner's do, so the forward also computes the loss it trains on (docs/huggingfac
 from __future__ import annotations
 
 import importlib
+from operator import itemgetter
 from typing import Any
 
 import torch
@@ -101,15 +102,11 @@ def build_module(name: str) -> torch.nn.Module:
     return module  # type: ignore[no-any-return]
 
 
-def first_output(outputs: Any) -> torch.Tensor:
-    """The runner's training loss: the model's first output (its loss, given labels)."""
-    return outputs[0]  # type: ignore[no-any-return]
-
-
 def load(cfg: BenchConfig) -> HeldModel:
     """The job's model as built, in float32 (HeldModel.place casts and moves it)."""
     name = cfg.model.name
     module = build_module(name)
     batch = cfg.batch_size or DEFAULT_BATCH_SIZE
     inputs = make_inputs(name, module.config, batch)
-    return HeldModel(name, cfg.test.name, module, inputs, first_output, batch)
+    # the runner's training loss: the model's first output (its loss, given labels)
+    return HeldModel(name, cfg.test.name, module, inputs, itemgetter(0), batch)
