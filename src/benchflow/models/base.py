@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 
 import torch
 from torch import nn
+from torch.utils._pytree import tree_leaves
 
 
 class BenchModel(abc.ABC):
@@ -127,21 +128,12 @@ def moved(value: Any, device: torch.device, dtype: torch.dtype | None) -> Any:
 def _sum_floating(outputs: Any) -> torch.Tensor:
     if isinstance(outputs, torch.Tensor):
         return outputs.float().sum()
-    if isinstance(outputs, dict):
-        outputs = list(outputs.values())
-    if isinstance(outputs, (list, tuple)):
-        parts = [_sum_floating(o) for o in outputs if _has_floating(o)]
-        if not parts:
-            raise TypeError("model outputs hold no floating tensor to build a loss from")
-        return torch.stack(parts).sum()
-    raise TypeError(f"cannot build a loss from outputs of type {type(outputs).__name__}")
-
-
-def _has_floating(x: Any) -> bool:
-    if isinstance(x, torch.Tensor):
-        return x.is_floating_point()
-    if isinstance(x, dict):
-        return any(_has_floating(v) for v in x.values())
-    if isinstance(x, (list, tuple)):
-        return any(_has_floating(v) for v in x)
-    return False
+    if not isinstance(outputs, (dict, list, tuple)):
+        raise TypeError(f"cannot build a loss from outputs of type {type(outputs).__name__}")
+    leaves = tree_leaves(outputs)
+    parts = [
+        x.float().sum() for x in leaves if isinstance(x, torch.Tensor) and x.is_floating_point()
+    ]
+    if not parts:
+        raise TypeError("model outputs hold no floating tensor to build a loss from")
+    return torch.stack(parts).sum()
