@@ -27,7 +27,7 @@ def log_job(
     row: ResultRow,
     job_dir: Path,
     params: Settings | None = None,
-) -> bool:
+) -> None:
     """Everything a job's run holds, in three calls: its files, one log_batch (whose last
     tag, `benchflow.logged`, says it is complete), then its end."""
     metrics, series = job_metrics(row)  # the curated few; the rest: result.json
@@ -53,7 +53,6 @@ def log_job(
         last_tags={LOGGED_TAG: row.row_id},
     )
     tracker.end_run(run_id, row.status)
-    return True
 
 
 def job_artifacts(job: JobDir) -> dict[str, Path]:
@@ -113,8 +112,7 @@ def close_interrupted(tracker: Tracker, sweep: SweepDir, parent_id: str) -> dict
         run_id = run.info.run_id
         row = rows.get(run_id)
         if row is not None and not row.superseded_by:
-            job = JobDir(Path(row.job.dir or ""))
-            log_job(tracker, run_id, row, job.path, params=_params_of(row, job))
+            _log_recorded(tracker, row, run_id, parent_id)
             counts["completed"] += 1
             continue
         why = "its sweep's process ended before this job's row was recorded"
@@ -135,20 +133,24 @@ def job_params(settings: Settings, backend: str) -> Settings:
     return {**settings, "backend": backend}
 
 
-def _params_of(row: ResultRow, job: JobDir) -> Settings:
+def _log_recorded(tracker: Tracker, row: ResultRow, run_id: str | None, parent_id: str) -> None:
+    """log_job for a recorded row, with its params; run_id None: a new run under parent_id."""
     from benchflow.config.schema import config_from_yaml, measured_flat
 
+    job = JobDir(Path(row.job.dir or ""))
     settings = row.config  # schema 2; older rows: from the job's config.yaml
     if settings is None:
         settings = measured_flat(config_from_yaml(job.config))
-    return job_params(settings, row.backend)
+    if run_id is None:
+        run_id = tracker.start_run(row.job.name, parent_id=parent_id)
+    log_job(tracker, run_id, row, job.path, params=job_params(settings, row.backend))
 
 
 def sync(sweep_dir: Path, tracking_uri: str | None = None) -> dict[str, int]:
     """Log every current row of the sweep that MLflow lacks. Returns counts."""
     import dataclasses
 
-    from benchflow.config.schema import MlflowConfig, config_from_yaml
+    from benchflow.config.schema import config_from_yaml
 
     sweep = SweepDir(sweep_dir)
     rows = current(read_rows(sweep.results))
@@ -157,7 +159,6 @@ def sync(sweep_dir: Path, tracking_uri: str | None = None) -> dict[str, int]:
     cfg = config_from_yaml(JobDir(Path(rows[0].job.dir or "")).config)
     uri = tracking_uri or sweep.recorded_tracking_uri()
     mlflow_cfg = dataclasses.replace(cfg.mlflow, tracking_uri=uri or cfg.mlflow.tracking_uri)
-    assert isinstance(mlflow_cfg, MlflowConfig)
     tracker = Tracker(mlflow_cfg, Path.cwd())
     parent = sweep.parent_run_id()
     if parent is None:
@@ -173,11 +174,7 @@ def sync(sweep_dir: Path, tracking_uri: str | None = None) -> dict[str, int]:
         if complete:
             counts["complete"] += 1
             continue
-        job = JobDir(Path(row.job.dir or ""))
-        params = _params_of(row, job)
-        if run_id is None:
-            run_id = tracker.start_run(row.job.name, parent_id=parent)
-        log_job(tracker, run_id, row, job.path, params=params)
+        _log_recorded(tracker, row, run_id, parent)
         counts["logged"] += 1
     tracker.log_files(parent, [sweep.results])
     if sweep.report.is_dir():
