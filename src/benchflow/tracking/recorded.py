@@ -18,6 +18,7 @@ from benchflow.config.schema import BenchConfig, config_from_yaml
 from benchflow.core.layout import JobDir, SweepDir
 from benchflow.results.io import current, loads, read_rows
 from benchflow.results.row import ResultRow, RowError
+from benchflow.tracking.mlflow_runs import default_tracking_uri, job_runs, run_artifact
 
 log = logging.getLogger(__name__)
 
@@ -38,33 +39,23 @@ def find(what: str, tracking_uri: str | None, project_dir: Path) -> list[Recorde
     """The recorded jobs WHAT names: a row or run id, a results.jsonl line, a folder or a file."""
     text = what.strip()
     if text.startswith("{"):
-        try:
-            row = ResultRow.from_dict(loads(text))
-        except (json.JSONDecodeError, RowError) as exc:
-            raise RerunError(f"the line given is not a result row: {exc}") from None
-        return [Recorded(row, _config_of(row, None))]
+        return _from_json(text, "the line given is not a result row")
     path = Path(text).expanduser()
     if path.exists():
         return _from_path(path)
+    uri = tracking_uri or default_tracking_uri(project_dir)
     kind, _, value = text.partition(":")
     if kind == "row" and value:
-        return _by_row_id(value, tracking_uri, project_dir, mlflow=True)
+        return _by_row_id(value, project_dir) or _from_run(None, uri, row_id=value)
     if kind == "run" and value:
-        return _from_run(value, _uri(tracking_uri, project_dir))
+        return _from_run(value, uri)
     if HEX32.match(text):
-        found = _by_row_id(text, tracking_uri, project_dir, mlflow=False)
-        return found or _from_run(text, _uri(tracking_uri, project_dir), row_id=text)
+        return _by_row_id(text, project_dir) or _from_run(text, uri, row_id=text)
     raise RerunError(
         f"{what!r} is not a folder, a file, a results.jsonl line or an id; allowed: a "
         "sweep folder (multirun/<date>/<time>), a results.jsonl or result.json, one line "
         "of results.jsonl, a row_id, or an MLflow run id (row:<id> / run:<id>)"
     )
-
-
-def _uri(tracking_uri: str | None, project_dir: Path) -> str:
-    from benchflow.tracking.mlflow_runs import default_tracking_uri
-
-    return tracking_uri or default_tracking_uri(project_dir)
 
 
 def _from_path(path: Path) -> list[Recorded]:
@@ -78,15 +69,20 @@ def _from_path(path: Path) -> list[Recorded]:
             raise RerunError(f"{path}: no result rows")
         return [Recorded(r, _config_of(r, path.parent)) for r in rows]
     if path.is_file() and path.suffix == ".json":
-        try:
-            row = ResultRow.from_dict(loads(path.read_text()))
-        except (json.JSONDecodeError, RowError) as exc:
-            raise RerunError(f"{path}: {exc}") from None
-        return [Recorded(row, _config_of(row, None))]
+        return _from_json(path.read_text(), str(path))
     raise RerunError(
         f"{path}: has no results.jsonl or result.json; allowed: a sweep folder, a job "
         "folder, a results.jsonl or a result.json"
     )
+
+
+def _from_json(text: str, where: str) -> list[Recorded]:
+    """The job one row (a result.json, or a results.jsonl line) records."""
+    try:
+        row = ResultRow.from_dict(loads(text))
+    except (json.JSONDecodeError, RowError) as exc:
+        raise RerunError(f"{where}: {exc}") from None
+    return [Recorded(row, _config_of(row, None))]
 
 
 def _config_of(row: ResultRow, sweep_dir: Path | None) -> BenchConfig:
@@ -105,26 +101,21 @@ def _config_of(row: ResultRow, sweep_dir: Path | None) -> BenchConfig:
     )
 
 
-def _by_row_id(
-    row_id: str, tracking_uri: str | None, project_dir: Path, *, mlflow: bool
-) -> list[Recorded]:
-    """The row with this id under ./multirun, else (mlflow) the MLflow job run it tags."""
+def _by_row_id(row_id: str, project_dir: Path) -> list[Recorded]:
+    """The row with this id under ./multirun (none: an empty list)."""
     for results in sorted((project_dir / "multirun").glob("**/results.jsonl")):
         with results.open() as f:
             lines = [line for line in f if row_id in line]
         for row in (ResultRow.from_dict(loads(line)) for line in lines):
             if row.row_id == row_id:
                 return [Recorded(row, _config_of(row, results.parent))]
-    if not mlflow:
-        return []
-    return _from_run(None, _uri(tracking_uri, project_dir), row_id=row_id)
+    return []
 
 
 def _from_run(run_id: str | None, uri: str, row_id: str | None = None) -> list[Recorded]:
     """An MLflow job run, or a parent run's job runs (run_id None: the one row_id tags)."""
     from mlflow.tracking import MlflowClient
 
-    from benchflow.tracking.mlflow_runs import job_runs
     from benchflow.tracking.sync import LOGGED_TAG
 
     client = MlflowClient(tracking_uri=uri)
@@ -163,8 +154,6 @@ def _from_run(run_id: str | None, uri: str, row_id: str | None = None) -> list[R
 
 
 def _recorded_run(client: Any, run: Any, tmp: str) -> Recorded:
-    from benchflow.tracking.mlflow_runs import run_artifact
-
     folder = Path(tmp) / run.info.run_id
     folder.mkdir()
     row_file = run_artifact(client, run, "result.json", str(folder))
