@@ -250,7 +250,7 @@ def _logged(root: Path, uri: str) -> dict[str, list[str]]:
             row = json.loads(line)
             row["job"]["dir"] = str(folder / str(row["job"]["num"]))
             run_id = tracker.start_run(row["job"]["name"], parent_id=parent)
-            tracker.log_text(run_id, json.dumps(row), "result.json")
+            tracker.client.log_text(run_id, json.dumps(row), "result.json")
             made[kind or "in results.jsonl"].append(run_id)
     return made
 

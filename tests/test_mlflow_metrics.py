@@ -226,7 +226,7 @@ def test_a_search_reads_every_page_and_results_are_read_where_they_lie(
     tracker = Tracker(MlflowConfig(), tmp_path)
     made = [tracker.start_run(f"job{n}") for n in range(5)]
     for run_id in made:
-        tracker.log_text(run_id, json.dumps({"n": run_id}), "result.json")
+        tracker.client.log_text(run_id, json.dumps({"n": run_id}), "result.json")
     monkeypatch.setattr(mlflow_runs, "SEARCH_PAGE", 2)  # three pages of at most two
     runs = mlflow_runs.search_all(tracker.client, tracker.experiment_id)
     assert sorted(r.info.run_id for r in runs) == sorted(made)

@@ -181,7 +181,8 @@ class Tracking:
         params = {"sweep.overrides": " ".join(args) or "(none)"}
         run_id = safely("start_run", tracker.start_run, name, params=params, tags=tags)
         if run_id:
-            safely("packages", tracker.log_text, run_id, "\n".join(packages()) + "\n", PACKAGES)
+            listed = "\n".join(packages()) + "\n"
+            safely("packages", tracker.client.log_text, run_id, listed, PACKAGES)
             folder.parent_run.write_text(run_id)
             folder.tracking_uri.write_text(tracker.uri)
             log.info("MLflow parent run %s at %s", run_id, tracker.uri)

@@ -262,11 +262,8 @@ class Tracker:
         run = self.client.create_run(self.experiment_id, run_name=name, tags=all_tags)
         run_id: str = run.info.run_id
         if params:
-            self.log_params(run_id, params)
+            self.log_batch(run_id, params=params)
         return run_id
-
-    def log_params(self, run_id: str, params: dict[str, Any]) -> None:
-        self.log_batch(run_id, params=params)
 
     def set_tags(self, run_id: str, tags: dict[str, Any]) -> None:
         self.log_batch(run_id, tags=tags)
@@ -337,12 +334,6 @@ class Tracker:
         for path in files:
             if path.is_file():
                 self.client.log_artifact(run_id, str(path), artifact_path)
-
-    def log_text(self, run_id: str, text: str, name: str) -> None:
-        with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / name
-            path.write_text(text)
-            self.client.log_artifact(run_id, str(path))
 
     def supersede(self, old_run_id: str, new_run_id: str) -> None:
         """A rerun replaced this job's run: tag it and move it to MLflow's deleted state
