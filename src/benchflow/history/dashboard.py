@@ -58,13 +58,11 @@ def _model_of(series: Series) -> tuple[str, str]:
 
 
 def open_changes(changes: Sequence[Change]) -> list[Change]:
-    """Each series' latest change point, newest first (as `changes` are ordered)."""
+    """Each series' latest change point: its first in `changes`, ordered newest first."""
     latest: dict[str, Change] = {}
     for c in changes:
-        now = latest.get(c.series.fingerprint)
-        if now is None or c.sweeps_ago < now.sweeps_ago:
-            latest[c.series.fingerprint] = c
-    return [c for c in changes if latest.get(c.series.fingerprint) is c]
+        latest.setdefault(c.series.fingerprint, c)
+    return list(latest.values())
 
 
 def _date(sweep: Sweep, fmt: str = "%m-%d %H:%M") -> str:

@@ -131,9 +131,7 @@ def build(
                 Point(sweep.label, order, row)
             )
     series = list(found.values())
-    names: dict[str, int] = {}
-    for s in series:
-        names[s.name] = names.get(s.name, 0) + 1
+    names = Counter(s.name for s in series)
     for s in series:
         if names[s.name] > 1:
             s.name = f"{s.name} [{s.fingerprint[:8]}]"
