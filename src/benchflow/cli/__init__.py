@@ -5,6 +5,7 @@ The top layer: a command may import any stage; no stage imports a command.
 
 import argparse
 import sys
+from typing import NoReturn
 
 # `benchflow <name> ...`: each command's module and what it does (--help lists them).
 COMMANDS = {
@@ -33,3 +34,10 @@ def refuse(name: str, message: object) -> int:
     """Bad input to `benchflow NAME`, said as argparse says it; its exit code, 2."""
     print(f"benchflow {name}: error: {message}", file=sys.stderr)
     return 2
+
+
+def exit_refused(message: str, *more: str) -> NoReturn:
+    """The sweep's command refused (`benchflow ...`, and Hydra's sweeper): the message and
+    any lines after it, nothing run, exit 2."""
+    print(f"benchflow: error: {message}", *more, sep="\n", file=sys.stderr)
+    raise SystemExit(2)

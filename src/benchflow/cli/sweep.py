@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from benchflow.cli import exit_refused
 from benchflow.config.keys import unknown_key, wrong_type
 from benchflow.config.schema import ENV, INDUCTOR, XLA_FLAGS_KEY, setting_text
 from benchflow.core.interrupts import Terminated, raise_stop
@@ -24,7 +25,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     args = list(sys.argv[1:] if argv is None else argv)
     if why := problem(args):
-        _exit(why)
+        exit_refused(why)
     if "--help" in args or "-h" in args:
         from benchflow.cli.help import render
 
@@ -46,7 +47,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     root = next((a.split("=", 1)[1] for a in args if a.startswith("suite.torchbench_root=")), None)
     register_torchbench(root)
     if why := unchosen_suite_model(args):
-        _exit(why)
+        exit_refused(why)
     register_suite_models(args)
     _check_choices(args, root)
 
@@ -152,7 +153,7 @@ def _show_jobs(overrides: list[str], args: list[str], multirun: bool) -> int:
                 "config", [*(chosen if multirun else given), *searchpath], return_hydra_config=True
             )
         except Exception as exc:  # Hydra's own error, as it prints it
-            _exit(str(exc))
+            exit_refused(str(exc))
         jobs, typed = [given], lambda _: parse(master)
         if multirun:
             jobs = grid(master.hydra.sweeper.params or {}, given)
@@ -177,14 +178,14 @@ def _show_job(
     from benchflow.sweep.plan import plan_config
 
     def refuse(exc: ConfigError) -> NoReturn:
-        _exit(f"job {num} ({' '.join(given)}): {exc}" if multirun else str(exc))
+        exit_refused(f"job {num} ({' '.join(given)}): {exc}" if multirun else str(exc))
 
     try:
         typed = typed_of(given)
     except ConfigError as exc:
         refuse(exc)
     except Exception as exc:  # Hydra's own error, as it prints it
-        _exit(str(exc))
+        exit_refused(str(exc))
     try:
         job = plan_config(typed, num, given, single=not multirun)
         check_knobs([job])
@@ -229,7 +230,7 @@ def _resume_into(args: list[str]) -> list[str]:
     found, seen = find_sweep(Path(root), args)
     if found is None:
         listing = ", ".join(str(p) for p in seen[:5]) or "none"
-        _exit(
+        exit_refused(
             f"resume=true found no {what} under {root}/ with these overrides ({what}s there: "
             f"{listing}); allowed: the same overrides as the {what} to resume, or "
             f"{key}=<its folder>"
@@ -261,7 +262,7 @@ def _check_launcher(args: list[str]) -> None:
             name = arg.split("=", 1)[1]
             module, dist, how = LAUNCHERS.get(name, (None, "", ""))
             if module and importlib.util.find_spec(module) is None:
-                _exit(
+                exit_refused(
                     f"hydra/launcher={name} needs {dist}, which is not installed here; "
                     "allowed: basic (the default) or an installed launcher. "
                     f"Install it with {how.format(dist=dist)}"
@@ -295,7 +296,7 @@ def _check_keys(args: list[str]) -> None:
         if key in groups or key.startswith("hydra.") or "/" in key:
             continue  # a group choice: Hydra lists the options when one is unknown
         if why := unknown_key(key, groups):
-            _exit(f"{arg}: {why}")
+            exit_refused(f"{arg}: {why}")
 
 
 def _check_types(args: list[str]) -> None:
@@ -321,7 +322,7 @@ def _check_types(args: list[str]) -> None:
         value = override.value()
         for one in value.list if isinstance(value, ChoiceSweep) else [value]:
             if why := wrong_type(override.key_or_group, one):
-                _exit(f"{override.key_or_group}={_value_text(one)}: {why}")
+                exit_refused(f"{override.key_or_group}={_value_text(one)}: {why}")
 
 
 def _value_text(value: object) -> str:
@@ -361,7 +362,7 @@ def _check_choices(args: list[str], torchbench_root: str | None) -> None:
                     " (TorchBench's models are options once a pytorch/benchmark checkout "
                     "is found: suite.torchbench_root=PATH or $TORCHBENCH_ROOT)"
                 )
-            _exit(
+            exit_refused(
                 f"{group}={choice}: no option {choice!r} in {group}{where}; {hint}"
                 f"allowed: {', '.join(sorted(known))}"
             )
@@ -374,11 +375,6 @@ def _torchbench_found(configured: str | None) -> bool:
         return find_root(configured) is not None
     except TorchBenchNotFound:
         return False
-
-
-def _exit(message: str) -> NoReturn:
-    print(f"benchflow: error: {message}", file=sys.stderr)
-    raise SystemExit(2)
 
 
 def _check_yaml(args: list[str]) -> None:
@@ -404,7 +400,7 @@ def _check_yaml(args: list[str]) -> None:
             package = "" if "@package _global_" in path.read_text().split("\n", 1)[0] else group
             for key in _leaf_keys(text, package):
                 if why := unknown_key(key, groups):
-                    _exit(f"{choice}: {path}: {why}")
+                    exit_refused(f"{choice}: {path}: {why}")
 
 
 def _leaf_keys(data: object, prefix: str, root: bool = True) -> list[str]:
@@ -430,7 +426,7 @@ def _load_or_exit(path: Path, choice: str) -> object:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc)
-        _exit(
+        exit_refused(
             f"{choice}: {path} is not valid YAML{where}: {problem}; "
             "allowed: a YAML mapping like the files beside it"
         )

@@ -5,9 +5,8 @@ launcher, else handed to the launcher's workers a round at a time (sweep/process
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from hydra.core.plugins import Plugins
 from hydra.plugins.sweeper import Sweeper
@@ -40,6 +39,7 @@ class BenchflowSweeper(Sweeper):
         )
 
     def sweep(self, arguments: list[str]) -> Any:
+        from benchflow.cli import exit_refused
         from benchflow.config.compose import Composer
         from benchflow.sweep.run import Sweep
         from benchflow.sweep.start import SweepRefused, begin, grid, plan_sweep, read_plan
@@ -53,13 +53,13 @@ class BenchflowSweeper(Sweeper):
             jobs = grid(self.params or {}, arguments, self.hydra_context.config_loader)
         if not jobs:
             empty = next((a for a in arguments if not grid({}, [a])), " ".join(arguments))
-            _refuse(
+            exit_refused(
                 f"{empty} gives no value, so the sweep has no job; allowed: at least one "
                 "value for every key"
             )
         if self.single and len(jobs) > 1:
             swept = next(a for a in arguments if len(grid({}, [a])) > 1)
-            _refuse(
+            exit_refused(
                 f"{swept}: several values make a sweep, but this is a single run; allowed: "
                 "-m to sweep them, or one value (a list value: key=[a,b])"
             )
@@ -69,12 +69,14 @@ class BenchflowSweeper(Sweeper):
             plan = plan_sweep(composer, jobs, args, given, forks=here, single=self.single)
         except SweepRefused as exc:
             if self.single:
-                _refuse(exc.lines[0])
-            _refuse("the sweep has bad values; nothing was run.", *(f"  {x}" for x in exc.lines))
+                exit_refused(exc.lines[0])
+            exit_refused(
+                "the sweep has bad values; nothing was run.", *(f"  {x}" for x in exc.lines)
+            )
         from benchflow.tracking.mlflow_runs import check_reachable
 
         if problem := check_reachable(plan.jobs()[0].config.mlflow):
-            _refuse(f"{problem}; nothing was run.")
+            exit_refused(f"{problem}; nothing was run.")
         folder = Path(config.hydra.sweep.dir)
         begin(plan, folder)
         if not self.single:
@@ -101,9 +103,3 @@ class BenchflowSweeper(Sweeper):
             return
         with open_dict(self.config):
             self.config.hydra.overrides.hydra.append(f"hydra.sweep.dir={sweep_dir.resolve()}")
-
-
-def _refuse(message: str, *more: str) -> NoReturn:
-    """benchflow's refusal of a command, as the CLI's own checks say it: nothing runs (exit 2)."""
-    print(f"benchflow: error: {message}", *more, sep="\n", file=sys.stderr)
-    raise SystemExit(2)
