@@ -42,10 +42,10 @@ def time_job(path: Path, rounds: int, iterations: int) -> dict[str, Any]:
     from benchflow.backends.inductor import stop_compile_workers
     from benchflow.core.job import JobSpec
     from benchflow.harness.child import _start, compiler_settings
-    from benchflow.harness.process import steady_host_allocator
+    from benchflow.harness.process import set_host_allocator
 
-    steady_host_allocator()
     cfg = JobSpec.from_dict(json.loads(path.read_text())).config
+    set_host_allocator(cfg.host_allocator)  # as the job's child
     backend = backends.of_row(cfg.dynamo.name, cfg.xla.name)
     if cfg.model.step != "module":
         raise SystemExit(f"{path}: model.step={cfg.model.step}; this A/B needs model.step=module")

@@ -86,6 +86,7 @@ def test_invalid_combinations_name_both_keys(overrides: list[str], keys: list[st
         ("batch_size=0", "batch_size", "0", ">= 1"),
         ("dtype=fp8", "dtype", "fp8", "bfloat16"),
         ("matmul_precision=low", "matmul_precision", "low", "highest"),
+        ("host_allocator=jemalloc", "host_allocator", "jemalloc", "steady, glibc"),
         ("model.size=huge", "model.size", "huge", "tiny"),
         ("model.source=pypi", "model.source", "pypi", "torchbench"),
         ("baseline=tvm", "baseline", "tvm", "inductor"),

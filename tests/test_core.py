@@ -262,6 +262,8 @@ def test_jobs_share_a_build_only_where_the_build_is_the_same() -> None:
     # what it reads, or the dtype it is cast to
     for other in (("seed=1",), ("test=train",), ("batch_size=2",), ("model.size=tiny",)):
         assert job_key(job(*other)) != job_key(base), other
+    # glibc's own malloc thresholds: a build made with the steady ones would fix them
+    assert job_key(job("host_allocator=glibc")) != job_key(base)
     assert job_key(job("dtype=float32")) != job_key(base)  # llama's suite default: bfloat16
     assert job_key(job("prefork=false")) is None
     assert job_key(plan_job(composed("model=llama"), 0, [])) == job_key(base)  # on by default

@@ -72,6 +72,16 @@ def test_prefork_false_spawns(cases_sweep: SessionSweep) -> None:
     assert cases_sweep.case("leaky_1")["job"]["phases"]["start"] < start
 
 
+def test_host_allocator_glibc_reaches_the_child_and_its_row(cases_sweep: SessionSweep) -> None:
+    """host_allocator=glibc: the child leaves mallopt alone, and the row's config says so
+    (a default job's config has no such key: its fingerprint is as before the setting)."""
+    glibc, steady = cases_sweep.case("spawned"), cases_sweep.case("good")
+    assert glibc["config"]["host_allocator"] == "glibc" and "host_allocator" not in steady["config"]
+    for row, setting in ((glibc, "glibc"), (steady, "steady")):
+        log = (Path(row["job"]["dir"]) / "stderr.log").read_text()
+        assert f"host allocator: {setting}" in log
+
+
 def test_crash_and_timeout_end_only_their_own_job(cases_sweep: SessionSweep) -> None:
     rows = [cases_sweep.case(name) for name in ("fault_segfault", "fault_hang", "good")]
     assert [r["status"] for r in rows] == ["crashed", "timeout", "ok"]

@@ -64,6 +64,7 @@ def _cfg(**kw: Any) -> BenchConfig:
         {"seed": 1},
         {"num_threads": 1},
         {"matmul_precision": "highest"},
+        {"host_allocator": "glibc"},
         {"profile": ProfileConfig(name="torch", active=True)},
         {"ir": IrConfig(formats=["hlo"])},
     ],

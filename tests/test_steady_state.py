@@ -303,7 +303,7 @@ def test_slowdown_makes_every_timed_step_slower_by_its_fraction() -> None:
 ALLOCATOR = r"""
 import ctypes, resource
 import torch
-from benchflow.harness.process import M_MMAP_THRESHOLD, M_TRIM_THRESHOLD, steady_host_allocator
+from benchflow.harness.process import M_MMAP_THRESHOLD, M_TRIM_THRESHOLD, set_host_allocator
 
 def faults_per_step():
     seen = []
@@ -319,20 +319,25 @@ def faults_per_step():
 mallopt = ctypes.CDLL(None).mallopt
 assert mallopt(M_MMAP_THRESHOLD, 128 * 1024) and mallopt(M_TRIM_THRESHOLD, 128 * 1024)
 default = faults_per_step()
-ok = steady_host_allocator()
+left = set_host_allocator("glibc")  # host_allocator=glibc: as it was
 faults_per_step()
-print(default, ok, faults_per_step())
+glibc = faults_per_step()
+ok = set_host_allocator("steady")
+faults_per_step()
+print(default, left, glibc, ok, faults_per_step())
 """
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="glibc's malloc")
 def test_a_jobs_host_allocations_stop_page_faulting_in_steady_state() -> None:
     """A step's 2 MiB temporaries: glibc's defaults map and unmap them (thousands of page
-    faults a step, whatever the step computes); the child's mallopt settings keep them."""
+    faults a step, whatever the step computes); the child's mallopt settings keep them, and
+    host_allocator=glibc leaves glibc's own."""
     out = subprocess.run(
         [sys.executable, "-c", ALLOCATOR], capture_output=True, text=True, timeout=120
     )
     assert out.returncode == 0, out.stderr[-2000:]
-    default, ok, steady = out.stdout.split()
+    default, left, glibc, ok, steady = out.stdout.split()
     assert int(default) > 1000  # 16 x 512 pages: the cost the setting removes
+    assert left == "True" and int(glibc) > 1000
     assert ok == "True" and int(steady) == 0

@@ -26,6 +26,7 @@ TEST_CHOICES = ("eval", "train")
 RETRY_CHOICES = ("failed", "none", "all")
 DTYPE_CHOICES = ("float32", "float64", "bfloat16", "float16", "amp", "amp_bf16", "amp_fp16")
 MATMUL_PRECISION_CHOICES = ("highest", "high", "medium")
+HOST_ALLOCATOR_CHOICES = ("steady", "glibc")
 # Where a model comes from (auto: factory, torchbench or builtin); a suite's own models
 # carry their suite's name.
 SUITE_MODEL_SOURCES = ("huggingface", "timm")
@@ -287,6 +288,10 @@ class BenchConfig:
     timing: bool = field(default=True, metadata=OPTIONAL)
     seed: int = 1337  # seeds torch, numpy and random before the model is built
     matmul_precision: str = "high"  # torch.set_float32_matmul_precision
+    # The host's malloc in the child: steady: thresholds fixed so that a step reuses its
+    # memory (docs/timing.md) | glibc: glibc's own, moved by what the process did before,
+    # as in a plain PyTorch script (the experiment runner).
+    host_allocator: str = field(default="steady", metadata=OPTIONAL)
     num_threads: int | None = None  # torch.set_num_threads in the child; null: its CPU count
     # Jobs running at once on a host never share cores: each waits for a free slot.
     cpus_per_job: int | None = None  # cores per job, pinned; null: all, one job at a time

@@ -17,6 +17,7 @@ from benchflow.config.schema import (
     DTYPE_CHOICES,
     DYNAMO_MODE_CHOICES,
     FIRST_LOOK,
+    HOST_ALLOCATOR_CHOICES,
     IR_FORMATS,
     LOWER_BOUNDS,
     MATMUL_PRECISION_CHOICES,
@@ -78,6 +79,7 @@ def check_values(cfg: BenchConfig) -> None:
     _choice("model.size", cfg.model.size, SIZE_CHOICES)
     _choice("model.step", cfg.model.step, STEP_CHOICES)
     _choice("matmul_precision", cfg.matmul_precision, MATMUL_PRECISION_CHOICES)
+    _choice("host_allocator", cfg.host_allocator, HOST_ALLOCATOR_CHOICES)
     _choice("retry", cfg.retry, RETRY_CHOICES)
     if cfg.dtype is not None:
         _choice("dtype", cfg.dtype, DTYPE_CHOICES)

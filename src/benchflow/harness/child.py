@@ -32,7 +32,7 @@ from benchflow.harness.process import (
     die_with_parent,
     limit_memory,
     seed_everything,
-    steady_host_allocator,
+    set_host_allocator,
 )
 from benchflow.models.errors import ModelSkipped
 from benchflow.results.child import ChildResult, ChildTimings, Digest, Timing
@@ -552,9 +552,10 @@ def main(
         force=True,
     )
     log.info("pid %d, job %s, CPUs %s", os.getpid(), argv[0], cores or "all")
-    if not steady_host_allocator():
-        log.warning("no glibc mallopt: host allocations may page-fault on every step")
     cfg = job.config
+    if not set_host_allocator(cfg.host_allocator):
+        log.warning("no glibc mallopt: host allocations may page-fault on every step")
+    log.info("host allocator: %s", cfg.host_allocator)
     result = ChildResult(
         versions=versions(cfg.model.source, list(cfg.toolchain.pins)),
         env=job_env(settings_of(cfg.env), environ),  # as it started: before imports set any

@@ -61,14 +61,14 @@ def build_here(cfg: BenchConfig) -> Prebuilt:
 
     import torch
 
-    from benchflow.harness.process import seed_everything, steady_host_allocator, unsafe_threads
+    from benchflow.harness.process import seed_everything, set_host_allocator, unsafe_threads
     from benchflow.models.registry import build_model
 
     key = build_key(cfg)
     assert key is not None, "only a job built on the host shares its build"
     t0 = time.perf_counter()
     before = unsafe_threads()
-    steady_host_allocator()  # as the job's child, so the model's memory is laid out alike
+    set_host_allocator(cfg.host_allocator)  # as the job's child: the model's memory laid out alike
     torch.set_float32_matmul_precision(cfg.matmul_precision)
     seed_everything(cfg.seed)
     # on one thread (see above), as in every job's own build; a BLAS the build loads starts

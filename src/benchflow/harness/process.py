@@ -30,11 +30,14 @@ MMAP_THRESHOLD = 32 * 1024**2  # glibc's own ceiling for it on 64-bit
 TRIM_THRESHOLD = 1024**3
 
 
-def steady_host_allocator() -> bool:
-    """Make the host's malloc reuse freed memory instead of handing it back each step.
+def set_host_allocator(setting: str) -> bool:
+    """`host_allocator`: steady: make the host's malloc reuse freed memory instead of handing
+    it back each step; glibc: leave glibc's thresholds to the process's history.
 
     glibc raises its thresholds only after a large free, so a step's page faults would depend on
-    what ran before (docs/timing.md). False where there is no mallopt (not glibc)."""
+    what ran before (docs/timing.md). False where steady has no mallopt (not glibc)."""
+    if setting != "steady":
+        return True
     try:
         mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):

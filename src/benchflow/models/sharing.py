@@ -38,6 +38,7 @@ def build_key(cfg: BenchConfig) -> str | None:
         "dtype": cfg.dtype,
         "seed": cfg.seed,
         "matmul_precision": cfg.matmul_precision,
+        "host_allocator": cfg.host_allocator,  # set before the build (harness/prebuilt.py)
     }
     return _digest(what)
 
