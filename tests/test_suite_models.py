@@ -192,7 +192,9 @@ def test_models_lists_the_suites_models_and_whether_they_run(
     assert "no: train: skip.device.cpu" in lines["openai/whisper-tiny"]
     assert "Hugging Face Hub" in lines["T5Small"]
     assert lines["BertForMaskedLM"].split()[1:] == ["32", "yes"]
-    assert models_cli.main(["suite=nope"]) == 2
+    with pytest.raises(SystemExit) as refused:
+        models_cli.main(["suite=nope"])
+    assert refused.value.code == 2
     assert "allowed: builtin, huggingface, timm, torchbench" in capsys.readouterr().err
 
 

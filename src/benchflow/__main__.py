@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from typing import NoReturn
 
-from benchflow.cli import COMMANDS
+from benchflow.cli import COMMANDS, exit_refused
 
 
 def main() -> None:
@@ -26,12 +26,10 @@ def main() -> None:
 
         close = difflib.get_close_matches(first, COMMANDS, n=1)
         hint = f"did you mean `{close[0]}`? " if close else ""
-        print(
-            f"benchflow: error: no command {first!r}; {hint}allowed commands: "
-            f"{', '.join(COMMANDS)}, or key=value overrides for a run (see --help)",
-            file=sys.stderr,
+        exit_refused(
+            f"no command {first!r}; {hint}allowed commands: "
+            f"{', '.join(COMMANDS)}, or key=value overrides for a run (see --help)"
         )
-        raise SystemExit(2)
     from benchflow.cli.sweep import main as sweep
 
     raise SystemExit(sweep(sys.argv[1:]))

@@ -19,13 +19,12 @@ HEADER = """\
 benchflow: run PyTorch models on backends and time them correctly, each job in its own child
 process (timeout_s bounds it). Rows: results.jsonl in runs/<date>/<time>/ or multirun/ (-m), MLflow.
 
-usage: benchflow [-m] [group=option ...] [key=value ...] [--cfg job]"""
+usage: benchflow [-m] [group=option ...] [key=value ...] [--cfg job (shows the jobs, runs none)]"""
 
 FOOTER = """\
 Examples:
   benchflow -m model=llama,dlrm dynamo=openxla,inductor
   benchflow model=resnet dynamo=inductor test=train repeat=10
-  benchflow model=llama --cfg job   # the resolved job; runs nothing
 Full reference: docs/usage.md. Models and suite rules: `benchflow models`. Hydra: --hydra-help."""
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 
+from benchflow.cli import exit_refused
 from benchflow.cli.suite_models import show, skipped, verdict
 from benchflow.config.schema import SuiteConfig, read_yaml
 from benchflow.config.store import CONF_DIR, options, problem
@@ -77,16 +77,11 @@ def bad_argument(argv: list[str]) -> str | None:
 
 def main(argv: list[str]) -> int:
     if why := bad_argument(argv) or problem(argv):
-        print(f"benchflow: error: {why}", file=sys.stderr)
-        return 2
+        exit_refused(why)
     suite_arg = next((a.split("=", 1)[1] for a in argv if a.startswith("suite=")), "torchbench")
     allowed = sorted(p.stem for p in (CONF_DIR / "suite").glob("*.yaml"))
     if suite_arg not in allowed:
-        print(
-            f"benchflow: error: suite={suite_arg!r} is not allowed; allowed: {', '.join(allowed)}",
-            file=sys.stderr,
-        )
-        return 2
+        exit_refused(f"suite={suite_arg!r} is not allowed; allowed: {', '.join(allowed)}")
     device = "cuda" if cuda_present() else "cpu"
     if suite_arg in SUITES and SUITES[suite_arg].models_list:  # huggingface, timm
         return show(SUITES[suite_arg], device)
@@ -97,8 +92,7 @@ def main(argv: list[str]) -> int:
     try:
         root = find_root(root_arg)
     except TorchBenchNotFound as exc:
-        print(f"benchflow: error: {exc}", file=sys.stderr)
-        return 2
+        exit_refused(str(exc))
     tb_models = list_models(root) if root else []
     print(f"Models, and whether they run on this machine ({device}). `model=<name>` runs one.")
     print("Suite skip lists and metadata.yaml are applied (suite.skip_lists=false overrides")
