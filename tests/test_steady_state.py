@@ -163,14 +163,15 @@ def test_sampling_stops_at_precision_at_its_cap_and_at_the_given_count() -> None
     from benchflow.harness.timing import Sampling, measure
 
     common = {"warmup": 0, "probes": [], "trace_time": False}
-    # 50 ms steps: a busy host (the session sweeps beside this test) oversleeps by a few
-    # ms, which is a lot for a 5 ms step and little here.
+    # 50 ms steps: a busy host (the session sweeps beside this test) oversleeps, by 20 ms
+    # once in a fresh clone's suite; six repeats' interval is their whole range, so the
+    # target lets one sample oversleep by up to a step.
     steady = measure(
         _sleeper([0.05]), Device(),
-        sampling=Sampling(iterations_per_run=1, max_repeat=12, target_ci=0.3), **common,
+        sampling=Sampling(iterations_per_run=1, max_repeat=12, target_ci=1.0), **common,
     )  # fmt: skip
     assert len(steady.per_repeat["per_iter_time_s"]) == 6  # tight once it has an interval
-    assert steady.stop == "precision" and steady.ci_rel is not None and steady.ci_rel <= 0.3
+    assert steady.stop == "precision" and steady.ci_rel is not None and steady.ci_rel <= 1.0
     # the host's reference step, timed around the repeats (a fraction of a millisecond)
     assert steady.host_reference_s is not None and 0 < steady.host_reference_s < 0.05
     noisy = measure(
