@@ -42,6 +42,7 @@ def row(
     rss: float = 1000.0,
     overrides: tuple[str, ...] = (),
     ts: float = 0.0,
+    config: dict[str, Any] | None = None,
 ) -> ResultRow:
     dynamo = {"eager": None, "lazy_xla": None, "dynamo_eager": "eager"}.get(backend, backend)
     metrics: dict[str, Any] = {"peak_host_rss_bytes": rss}
@@ -65,6 +66,7 @@ def row(
             "verification_code": code,
             "timestamp": ts,
             "job": {"overrides": [f"model={model}", f"dynamo={backend}", *overrides]},
+            **({"config": config} if config is not None else {}),
         }
     )
 
@@ -121,6 +123,20 @@ def test_swept_axes_label_configs_and_pick_their_baseline() -> None:
     speed = {e.config.label: e.speedup for e in rep.entries}
     assert speed["openxla dtype=float32"] == pytest.approx(0.5)
     assert speed["openxla dtype=bfloat16"] == pytest.approx(4.0)
+
+
+def test_a_setting_a_row_leaves_out_while_unset_is_labelled_with_its_value() -> None:
+    """A row's config leaves host_allocator out at its default: beside a glibc row, the
+    default's label says steady (and the pair's A its value), not "-"."""
+    config = {"model.name": "a", "dynamo.name": "inductor", "dtype": "float32"}
+    rows = [
+        row("a", "inductor", [0.010] * 3, config=config),
+        row("a", "inductor", [0.012] * 3, config=config | {"host_allocator": "glibc"}),
+    ]
+    rep = build_report(rows, "inductor")
+    assert rep.axes == ["host_allocator"]
+    labels = [e.config.label for e in rep.entries]
+    assert labels == ["inductor host_allocator=steady", "inductor host_allocator=glibc"]
 
 
 def test_the_report_labels_the_timed_step_and_keeps_steps_apart() -> None:

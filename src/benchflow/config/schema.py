@@ -445,6 +445,20 @@ def measured_flat(cfg: BenchConfig) -> Settings:
     return _walk(cfg, "", flat=True)
 
 
+def unset_settings(obj: Any = None, prefix: str = "") -> Settings:
+    """What each OPTIONAL key is where a row's `config` leaves it out (`timing`: true,
+    `host_allocator`: steady), by dotted key; those unset as null left out."""
+    obj = BenchConfig() if obj is None else obj
+    out: Settings = {}
+    for f in fields(obj):
+        value = getattr(obj, f.name)
+        if is_dataclass(value):
+            out |= unset_settings(value, f"{prefix}{f.name}.")
+        elif f.metadata.get("optional") and not f.metadata.get("mapping") and value is not None:
+            out[f"{prefix}{f.name}"] = value
+    return out
+
+
 def is_measured(key: str) -> bool:
     """Is a dotted key (``dtype``, ``mlflow.experiment``) measured? Outside the schema
     (``hydra.*``): False; inside a measured dict field (``suite.rules.x``): True."""

@@ -22,6 +22,7 @@ from benchflow.config.schema import (
     is_knob,
     is_measured,
     setting_text,
+    unset_settings,
 )
 from benchflow.core.status import INVALID_PREFIX, Status
 from benchflow.core.units import format_rate
@@ -40,6 +41,10 @@ _IDENTITY = ("model.name", "model.builtin", "test.name", "dynamo.name", "xla.nam
 # A configuration's toolchain: one axis, by name (its pins are the toolchain's own).
 TOOLCHAIN_AXIS = "toolchain"
 _TOOLCHAIN_KEYS = f"{TOOLCHAIN_AXIS}."
+# The settings a row's config leaves out while unset (and a row from before them), at that
+# value (`host_allocator=steady` beside `host_allocator=glibc`); a compiler setting is shown
+# only where set (report/entry.py).
+_UNSET = {k: setting_text(v) for k, v in unset_settings().items() if not is_knob(k)}
 
 # What a report's header says: where the rows came from, what they ran on, when.
 Meta = dict[str, str | int | None]
@@ -49,14 +54,14 @@ def row_axes(row: ResultRow) -> dict[str, str]:
     """A row's measured settings, as text (its `config`; before schema 2, its measured
     overrides and the step). The toolchain is one axis, its name."""
     if row.config is not None:
-        out = {
+        out = _UNSET | {
             k: _text(v)
             for k, v in row.config.items()
             if k not in _IDENTITY and not k.startswith(_TOOLCHAIN_KEYS)
         }
         out[TOOLCHAIN_AXIS] = str(row.config.get(f"{TOOLCHAIN_AXIS}.name") or PROJECT_TOOLCHAIN)
         return out
-    out = {"model.step": row.experiment.step, TOOLCHAIN_AXIS: PROJECT_TOOLCHAIN}
+    out = _UNSET | {"model.step": row.experiment.step, TOOLCHAIN_AXIS: PROJECT_TOOLCHAIN}
     for item in row.job.overrides:
         key, sep, value = str(item).lstrip("+~").partition("=")
         if sep and key not in ("model", "dynamo", "xla", "test") and is_measured(key):
