@@ -37,7 +37,8 @@ def refuse(name: str, message: object) -> int:
 
 
 def exit_refused(message: str, *more: str) -> NoReturn:
-    """The sweep's command refused (`benchflow ...`, and Hydra's sweeper): the message and
-    any lines after it, nothing run, exit 2."""
+    """Bad input said as `benchflow: error: ...` (the sweep's command and Hydra's sweeper,
+    `benchflow models`, a command that does not exist): the message and any lines after
+    it, nothing run, exit 2."""
     print(f"benchflow: error: {message}", *more, sep="\n", file=sys.stderr)
     raise SystemExit(2)
