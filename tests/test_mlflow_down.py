@@ -50,11 +50,9 @@ def test_server_killed_mid_sweep_then_sync(tmp_path: Path) -> None:
             proc.kill()
     rows = read_rows(tmp_path / "sweep")
     assert [r["status"] for r in rows] == ["ok", "ok", "ok"]  # not failed for MLflow's sake
-    # each job after the kill warned in its log and went on
-    for num in (1, 2):
-        assert (
-            "results stay on disk" in (tmp_path / "sweep" / str(num) / "benchflow.log").read_text()
-        )
+    # each job after the kill warned (in the sweep's log, and on the terminal) and went on
+    said = (tmp_path / "sweep" / "benchflow.log").read_text()
+    assert said.count("MLflow start_run failed, results stay on disk") == 2
     assert all(r["job"]["wall_time_s"] < 60 for r in rows)  # no minutes of MLflow retries
 
     server.start()  # back, same store
